@@ -1,0 +1,174 @@
+// Package app wires the daemon: reviewed servers qualified and pinned, the
+// workspace store and pool, the query runner and the gRPC server on a unix
+// socket. cmd/lsp-daemon is a thin main around Run.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/config"
+	"github.com/hanzoai/lsp/daemon/internal/pool"
+	"github.com/hanzoai/lsp/daemon/internal/query"
+	"github.com/hanzoai/lsp/daemon/internal/rpc"
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/uri"
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
+	"google.golang.org/grpc"
+)
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
+	if !env.Unjailed {
+		// The jail and its self-test are not built yet; serving tenant code
+		// without them is allowed only when the operator says so.
+		return errors.New("the language-server jail is not available in this build: refusing to serve; set LSP_UNJAILED=1 for development only")
+	}
+	log.Warn("LSP_UNJAILED=1: LANGUAGE SERVERS RUN WITHOUT A JAIL — development only, never with untrusted repositories")
+
+	if err := runtime.BecomeSubreaper(); err != nil {
+		log.Warn("cannot become a child subreaper; orphans of language servers are reaped only through their process groups", "err", err)
+	}
+	cf, err := config.LoadFile(env.ConfigFile)
+	if err != nil {
+		return err
+	}
+	specs, err := qualify(cf, filepath.Join(env.Root, "bin"))
+	if err != nil {
+		return err
+	}
+	store, err := workspace.NewStore(env.Root, workspace.DefaultLimits())
+	if err != nil {
+		return err
+	}
+	goroot, goversion := goToolchain()
+	p := pool.New(store, specs, runtime.Unjailed(log), log)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		p.Close(cctx)
+		cancel()
+	}()
+	runner := &query.Runner{
+		Pool:        p,
+		MaxDocument: 8 << 20,
+		Externals: func(w *pool.Workspace) []uri.External {
+			var ex []uri.External
+			if goroot != "" {
+				ex = append(ex, uri.External{Dir: filepath.Join(goroot, "src"), Module: "std@" + goversion})
+			}
+			return append(ex, uri.External{Dir: runtime.ModCache(runtime.Workspace{Root: w.Dir, Home: w.Home})})
+		},
+	}
+
+	ln, err := listen(env.Listen)
+	if err != nil {
+		return err
+	}
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(4 << 20))
+	(&rpc.Server{Pool: p, Runner: runner, Jailed: false, Log: log}).Register(g)
+	log.Info("daemon listening", "addr", env.Listen, "servers", len(specs), "config", cf.Source)
+
+	go sweep(ctx, p, env.WorkspaceTTL, log)
+	errc := make(chan error, 1)
+	go func() { errc <- g.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("daemon shutting down")
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(env.ShutdownGrace):
+		g.Stop()
+	}
+	return nil
+}
+
+// qualify checks every reviewed executable against its pin and returns the
+// pool's specs, each running the daemon's content-addressed copy.
+func qualify(cf *config.File, binDir string) ([]pool.Spec, error) {
+	var specs []pool.Spec
+	for _, s := range cf.Servers {
+		exe, err := config.Qualify(s, binDir)
+		if err != nil {
+			return nil, err
+		}
+		var exts []string
+		for _, l := range s.Languages {
+			exts = append(exts, l.Extensions...)
+		}
+		specs = append(specs, pool.Spec{
+			Spec: runtime.Spec{
+				ID: s.ID, Language: s.Languages[0].ID, Extensions: exts,
+				Executable: exe, Args: s.Arguments, Env: s.Env,
+				InitializationOptions: s.InitializationOptions, Settings: s.Settings,
+				RequestTimeout: time.Duration(s.RequestTimeoutMS) * time.Millisecond,
+			},
+			Extensions: exts,
+		})
+	}
+	return specs, nil
+}
+
+// goToolchain finds GOROOT and the Go version the servers will use, to name
+// standard-library locations std@<version>.
+func goToolchain() (goroot, version string) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = "/usr/local/go/bin/go"
+	}
+	out, err := exec.Command(gobin, "env", "GOROOT", "GOVERSION").Output()
+	if err != nil {
+		return "", ""
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return "", ""
+	}
+	return f[0], f[1]
+}
+
+// listen opens the daemon's socket: a unix socket only its owner can use.
+func listen(addr string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(addr, "unix://")
+	if !ok {
+		return nil, fmt.Errorf("LSP_DAEMON_LISTEN=%q: only unix:// sockets are supported so far (TLS comes with shards)", addr)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	old := umask(0o177)
+	ln, err := net.Listen("unix", path)
+	umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	return ln, nil
+}
+
+func sweep(ctx context.Context, p *pool.Pool, ttl time.Duration, log *slog.Logger) {
+	every := min(ttl/10, time.Minute)
+	t := time.NewTicker(max(every, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := p.Sweep(ctx, ttl); n > 0 {
+				log.Info("deleted idle workspaces", "count", n)
+			}
+		}
+	}
+}

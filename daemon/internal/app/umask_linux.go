@@ -1,0 +1,5 @@
+package app
+
+import "syscall"
+
+func umask(m int) int { return syscall.Umask(m) }

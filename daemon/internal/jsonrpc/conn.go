@@ -1,0 +1,403 @@
+package jsonrpc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+)
+
+// Standard JSON-RPC and LSP error codes.
+const (
+	CodeParseError       = -32700
+	CodeInvalidRequest   = -32600
+	CodeMethodNotFound   = -32601
+	CodeInvalidParams    = -32602
+	CodeInternalError    = -32603
+	CodeRequestCancelled = -32800
+	CodeContentModified  = -32801
+	CodeServerCancelled  = -32802
+	CodeRequestFailed    = -32803
+)
+
+// Error is a JSON-RPC error object, as received from or sent to the peer.
+type Error struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message)
+}
+
+// ErrClosed matches (with errors.Is) every error reporting that the
+// connection has stopped, whatever the cause.
+var ErrClosed = errors.New("jsonrpc: connection closed")
+
+// errLocalClose is the cause recorded when Close is called.
+var errLocalClose = errors.New("closed locally")
+
+// ClosedError reports that the connection stopped; Cause says why (io.EOF
+// when the peer closed its stream, ErrFrameTooLarge, ErrBadHeader,
+// ErrBadMessage, a write error, or a local Close).
+type ClosedError struct{ Cause error }
+
+func (e *ClosedError) Error() string { return "jsonrpc: connection closed: " + e.Cause.Error() }
+func (e *ClosedError) Unwrap() error { return e.Cause }
+func (e *ClosedError) Is(target error) bool {
+	return target == ErrClosed
+}
+
+// Request is a request or notification from the peer.
+type Request struct {
+	Method string
+	Params json.RawMessage
+	// ID is the raw request id; nil for a notification.
+	ID json.RawMessage
+}
+
+// IsNotification reports whether no reply is expected.
+func (r *Request) IsNotification() bool { return r.ID == nil }
+
+// Handler answers the peer. For a request, the result (marshalled to JSON;
+// nil becomes null) or the error is sent back: an *Error goes as is, any
+// other error as an internal error. For a notification both are ignored.
+// Handlers run on the reader goroutine: they must not block and must not
+// wait on a Call of the same Conn.
+type Handler func(ctx context.Context, req *Request) (any, error)
+
+// Options configure a Conn.
+type Options struct {
+	// MaxFrameSize bounds one incoming frame body; DefaultMaxFrameSize if zero.
+	MaxFrameSize int
+	// Handler answers the peer; with none, requests get MethodNotFound and
+	// notifications are dropped.
+	Handler Handler
+	// Logger receives protocol anomalies that do not end the connection.
+	Logger *slog.Logger
+}
+
+// Conn is one JSON-RPC connection. It is safe for concurrent use.
+type Conn struct {
+	rwc      io.ReadWriteCloser
+	maxFrame int
+	handler  Handler
+	log      *slog.Logger
+
+	ctx    context.Context // handler context; cancelled when the Conn stops
+	cancel context.CancelFunc
+
+	nextID atomic.Int64
+
+	mu      sync.Mutex
+	pending map[int64]chan *wireMsg
+	closing bool
+	err     error
+
+	writes chan []byte
+	done   chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+// wireMsg is any JSON-RPC message as it appears on the wire.
+type wireMsg struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// NewConn starts reading from and writing to rwc. Closing rwc must unblock
+// pending Reads and Writes (true of pipes and sockets).
+func NewConn(rwc io.ReadWriteCloser, opts Options) *Conn {
+	if opts.MaxFrameSize <= 0 {
+		opts.MaxFrameSize = DefaultMaxFrameSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Conn{
+		rwc:      rwc,
+		maxFrame: opts.MaxFrameSize,
+		handler:  opts.Handler,
+		log:      opts.Logger,
+		ctx:      ctx,
+		cancel:   cancel,
+		pending:  make(map[int64]chan *wireMsg),
+		writes:   make(chan []byte),
+		done:     make(chan struct{}),
+	}
+	c.wg.Add(2)
+	go c.readLoop()
+	go c.writeLoop()
+	return c
+}
+
+// Done is closed when the connection has stopped.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is nil while the connection runs, then a *ClosedError.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close stops the connection, closes rwc, fails calls in flight and waits
+// for the connection's goroutines. It must not be called from a Handler.
+func (c *Conn) Close() error {
+	c.stop(errLocalClose)
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Conn) stop(cause error) {
+	c.once.Do(func() {
+		c.mu.Lock()
+		c.closing = true
+		c.err = &ClosedError{Cause: cause}
+		c.pending = map[int64]chan *wireMsg{}
+		c.mu.Unlock()
+		c.cancel()
+		close(c.done)
+		_ = c.rwc.Close()
+	})
+}
+
+// Call sends a request and waits for its reply, decoding the result into
+// result (when non-nil; a json.RawMessage receives it verbatim). When ctx
+// ends first, Call sends $/cancelRequest for the id and returns ctx.Err().
+// A reply carrying an error returns it as *Error; a stopped connection
+// returns a *ClosedError.
+func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	p, err := marshalParams(params)
+	if err != nil {
+		return err
+	}
+	id := c.nextID.Add(1)
+	body, err := json.Marshal(wireMsg{JSONRPC: "2.0", ID: json.RawMessage(fmt.Sprint(id)), Method: method, Params: p})
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	ch := make(chan *wireMsg, 1)
+	c.mu.Lock()
+	if c.closing {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	c.pending[id] = ch
+	c.mu.Unlock()
+
+	if err := c.send(ctx, body); err != nil {
+		c.forget(id)
+		return err
+	}
+	select {
+	case resp := <-ch:
+		if resp.Error != nil {
+			return resp.Error
+		}
+		if result == nil || len(resp.Result) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(resp.Result, result); err != nil {
+			return fmt.Errorf("decode result: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		c.forget(id)
+		c.cancelAsync(id)
+		return ctx.Err()
+	case <-c.done:
+		return c.Err()
+	}
+}
+
+// Notify sends a notification. ctx bounds only the wait for the writer.
+func (c *Conn) Notify(ctx context.Context, method string, params any) error {
+	p, err := marshalParams(params)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(wireMsg{JSONRPC: "2.0", Method: method, Params: p})
+	if err != nil {
+		return fmt.Errorf("encode notification: %w", err)
+	}
+	return c.send(ctx, body)
+}
+
+func marshalParams(params any) (json.RawMessage, error) {
+	switch p := params.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if !json.Valid(p) {
+			return nil, fmt.Errorf("encode params: invalid JSON")
+		}
+		return p, nil
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encode params: %w", err)
+	}
+	return b, nil
+}
+
+func (c *Conn) forget(id int64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// cancelAsync tells the peer we stopped waiting. It runs on its own
+// goroutine so that an abandoned call returns at once even when the writer
+// is busy.
+func (c *Conn) cancelAsync(id int64) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		if err := c.Notify(c.ctx, "$/cancelRequest", map[string]int64{"id": id}); err != nil {
+			c.log.Debug("jsonrpc: cancel not sent", "id", id, "err", err)
+		}
+	}()
+}
+
+// send hands one frame body to the writer goroutine.
+func (c *Conn) send(ctx context.Context, body []byte) error {
+	select {
+	case c.writes <- body:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return c.Err()
+	}
+}
+
+func (c *Conn) writeLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case body := <-c.writes:
+			if err := WriteFrame(c.rwc, body); err != nil {
+				c.stop(fmt.Errorf("write: %w", err))
+				return
+			}
+		case <-c.done:
+			return
+		}
+	}
+}
+
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	r := bufio.NewReaderSize(c.rwc, 64<<10)
+	for {
+		body, err := ReadFrame(r, c.maxFrame)
+		if err != nil {
+			c.stop(err)
+			return
+		}
+		var m wireMsg
+		if err := json.Unmarshal(body, &m); err != nil {
+			c.stop(fmt.Errorf("%w: %v", ErrBadMessage, err))
+			return
+		}
+		if m.JSONRPC != "2.0" {
+			c.stop(fmt.Errorf("%w: jsonrpc version %q", ErrBadMessage, clip([]byte(m.JSONRPC))))
+			return
+		}
+		c.dispatch(&m)
+	}
+}
+
+func (c *Conn) dispatch(m *wireMsg) {
+	hasID := len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null"))
+	switch {
+	case m.Method != "" && hasID:
+		c.serve(m)
+	case m.Method != "":
+		if c.handler != nil {
+			_, _ = c.handler(c.ctx, &Request{Method: m.Method, Params: m.Params})
+		}
+	case hasID:
+		var id int64
+		if err := json.Unmarshal(m.ID, &id); err != nil {
+			c.log.Warn("jsonrpc: reply with a foreign id", "id", string(clip(m.ID)))
+			return
+		}
+		c.mu.Lock()
+		ch, ok := c.pending[id]
+		delete(c.pending, id)
+		c.mu.Unlock()
+		if !ok {
+			// Late replies to abandoned calls are normal after a cancel.
+			c.log.Debug("jsonrpc: reply for no pending call", "id", id)
+			return
+		}
+		ch <- m
+	case m.Error != nil:
+		c.log.Warn("jsonrpc: peer reported an error without an id", "code", m.Error.Code, "message", string(clip([]byte(m.Error.Message))))
+	default:
+		c.log.Warn("jsonrpc: message is neither request, notification nor reply")
+	}
+}
+
+func (c *Conn) serve(m *wireMsg) {
+	if m.ID[0] != '"' && (m.ID[0] < '0' || m.ID[0] > '9') && m.ID[0] != '-' {
+		c.log.Warn("jsonrpc: request id is neither number nor string", "method", m.Method)
+		return
+	}
+	var (
+		result any
+		err    error
+	)
+	if c.handler == nil {
+		err = &Error{Code: CodeMethodNotFound, Message: "method not found: " + m.Method}
+	} else {
+		result, err = c.handler(c.ctx, &Request{Method: m.Method, Params: m.Params, ID: m.ID})
+	}
+	reply := wireMsg{JSONRPC: "2.0", ID: m.ID}
+	if err == nil {
+		raw, merr := json.Marshal(result)
+		if merr != nil {
+			err = merr
+		} else {
+			reply.Result = raw
+		}
+	}
+	if err != nil {
+		var rpcErr *Error
+		if !errors.As(err, &rpcErr) {
+			rpcErr = &Error{Code: CodeInternalError, Message: err.Error()}
+		}
+		reply.Error = rpcErr
+		reply.Result = nil
+	}
+	body, merr := json.Marshal(reply)
+	if merr != nil {
+		c.log.Error("jsonrpc: encode reply", "method", m.Method, "err", merr)
+		return
+	}
+	if err := c.send(c.ctx, body); err != nil {
+		c.log.Debug("jsonrpc: reply not sent", "method", m.Method, "err", err)
+	}
+}

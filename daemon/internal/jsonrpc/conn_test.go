@@ -1,0 +1,309 @@
+package jsonrpc
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// rawPeer drives the other end of a pipe byte by byte, so tests can send
+// what a well-behaved Conn never would.
+type rawPeer struct {
+	t    *testing.T
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func newPair(t *testing.T, opts Options) (*Conn, *rawPeer) {
+	t.Helper()
+	a, b := net.Pipe()
+	c := NewConn(a, opts)
+	p := &rawPeer{t: t, conn: b, r: bufio.NewReader(b)}
+	t.Cleanup(func() {
+		_ = b.Close()
+		_ = c.Close()
+	})
+	return c, p
+}
+
+func (p *rawPeer) read() wireMsg {
+	p.t.Helper()
+	body, err := ReadFrame(p.r, 0)
+	if err != nil {
+		p.t.Fatalf("peer read: %v", err)
+	}
+	var m wireMsg
+	if err := json.Unmarshal(body, &m); err != nil {
+		p.t.Fatalf("peer decode %q: %v", body, err)
+	}
+	return m
+}
+
+func (p *rawPeer) write(body string) {
+	p.t.Helper()
+	if err := WriteFrame(p.conn, []byte(body)); err != nil {
+		p.t.Fatalf("peer write: %v", err)
+	}
+}
+
+func TestCallsMatchRepliesOutOfOrder(t *testing.T) {
+	c, p := newPair(t, Options{})
+	type res struct {
+		v   string
+		err error
+	}
+	results := make(chan res, 2)
+	for _, method := range []string{"first", "second"} {
+		go func() {
+			var v string
+			err := c.Call(context.Background(), method, map[string]string{"m": method}, &v)
+			results <- res{v, err}
+		}()
+	}
+	a, b := p.read(), p.read()
+	// Answer in reverse order of arrival; each caller must get its own reply.
+	p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%q}`, b.ID, b.Method))
+	p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%q}`, a.ID, a.Method))
+	got := map[string]bool{}
+	for range 2 {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		got[r.v] = true
+	}
+	if !got["first"] || !got["second"] {
+		t.Fatalf("results %v", got)
+	}
+}
+
+func TestConcurrentCallsBetweenConns(t *testing.T) {
+	a, b := net.Pipe()
+	server := NewConn(b, Options{Handler: func(_ context.Context, req *Request) (any, error) {
+		if req.Method != "echo" {
+			return nil, &Error{Code: CodeMethodNotFound, Message: req.Method}
+		}
+		return req.Params, nil
+	}})
+	client := NewConn(a, Options{})
+	defer server.Close()
+	defer client.Close()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Go(func() {
+			var got map[string]int
+			if err := client.Call(context.Background(), "echo", map[string]int{"i": i}, &got); err != nil {
+				errs <- err
+				return
+			}
+			if got["i"] != i {
+				errs <- fmt.Errorf("call %d got %v", i, got)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	err := client.Call(context.Background(), "nope", nil, nil)
+	var rpcErr *Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != CodeMethodNotFound {
+		t.Fatalf("unknown method: %v", err)
+	}
+}
+
+func TestReplyShapes(t *testing.T) {
+	tests := []struct {
+		name    string
+		reply   string
+		want    string
+		wantErr int64
+	}{
+		{name: "null result", reply: `"result":null`, want: "null"},
+		{name: "missing result", reply: ``, want: ""},
+		{name: "object", reply: `"result":{"a":[1,2]}`, want: `{"a":[1,2]}`},
+		{name: "error", reply: `"error":{"code":-32803,"message":"nope"}`, wantErr: CodeRequestFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, p := newPair(t, Options{})
+			done := make(chan error, 1)
+			var raw json.RawMessage
+			go func() { done <- c.Call(context.Background(), "m", nil, &raw) }()
+			req := p.read()
+			sep := ","
+			if tt.reply == "" {
+				sep = ""
+			}
+			p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s%s%s}`, req.ID, sep, tt.reply))
+			err := <-done
+			if tt.wantErr != 0 {
+				var rpcErr *Error
+				if !errors.As(err, &rpcErr) || rpcErr.Code != tt.wantErr {
+					t.Fatalf("err = %v, want code %d", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(raw) != tt.want {
+				t.Fatalf("raw = %q, want %q", raw, tt.want)
+			}
+		})
+	}
+}
+
+func TestCancelSendsCancelRequest(t *testing.T) {
+	c, p := newPair(t, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Call(ctx, "slow", nil, nil) }()
+	req := p.read()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	n := p.read()
+	if n.Method != "$/cancelRequest" || len(n.ID) != 0 {
+		t.Fatalf("got %+v, want a $/cancelRequest notification", n)
+	}
+	var params struct{ ID json.RawMessage }
+	if err := json.Unmarshal(n.Params, &params); err != nil || string(params.ID) != string(req.ID) {
+		t.Fatalf("cancel params %s, want id %s", n.Params, req.ID)
+	}
+	// A late reply to the abandoned call is dropped, and the conn lives on.
+	p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":1}`, req.ID))
+	go func() { done <- c.Call(context.Background(), "next", nil, nil) }()
+	next := p.read()
+	p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, next.ID))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHandlerServesPeer(t *testing.T) {
+	var mu sync.Mutex
+	var notes []string
+	c, p := newPair(t, Options{Handler: func(_ context.Context, req *Request) (any, error) {
+		switch {
+		case req.IsNotification():
+			mu.Lock()
+			notes = append(notes, string(req.Params))
+			mu.Unlock()
+			return nil, nil
+		case req.Method == "ask":
+			return map[string]string{"answer": "yes"}, nil
+		case req.Method == "fail":
+			return nil, errors.New("plain failure")
+		}
+		return nil, &Error{Code: CodeMethodNotFound, Message: "no"}
+	}})
+	_ = c
+	for i := range 20 {
+		p.write(fmt.Sprintf(`{"jsonrpc":"2.0","method":"note","params":[%d]}`, i))
+	}
+	tests := []struct {
+		id, method, want string
+		code             int64
+	}{
+		{id: `"s1"`, method: "ask", want: `{"answer":"yes"}`},
+		{id: `7`, method: "fail", code: CodeInternalError},
+		{id: `8`, method: "other", code: CodeMethodNotFound},
+	}
+	for _, tt := range tests {
+		p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q}`, tt.id, tt.method))
+		reply := p.read()
+		if string(reply.ID) != tt.id {
+			t.Fatalf("reply id %s, want %s", reply.ID, tt.id)
+		}
+		if tt.code != 0 {
+			if reply.Error == nil || reply.Error.Code != tt.code {
+				t.Fatalf("%s: reply %+v, want code %d", tt.method, reply, tt.code)
+			}
+			continue
+		}
+		if string(reply.Result) != tt.want {
+			t.Fatalf("%s: result %s, want %s", tt.method, reply.Result, tt.want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, n := range notes {
+		if n != fmt.Sprintf("[%d]", i) {
+			t.Fatalf("notification %d = %s: order lost", i, n)
+		}
+	}
+	if len(notes) != 20 {
+		t.Fatalf("%d notifications, want 20", len(notes))
+	}
+}
+
+func TestProtocolViolationsKillTheConn(t *testing.T) {
+	tests := []struct {
+		name  string
+		bytes string
+		want  error
+	}{
+		{name: "oversize frame", bytes: "Content-Length: 1025\r\n\r\n", want: ErrFrameTooLarge},
+		{name: "invalid json", bytes: "Content-Length: 5\r\n\r\n{nope", want: ErrBadMessage},
+		{name: "batch", bytes: "Content-Length: 2\r\n\r\n[]", want: ErrBadMessage},
+		{name: "wrong version", bytes: "Content-Length: 17\r\n\r\n{\"jsonrpc\":\"1.0\"}", want: ErrBadMessage},
+		{name: "bad header", bytes: "Content-Length: x\r\n\r\n", want: ErrBadHeader},
+		{name: "peer hangs up", want: io.EOF},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, p := newPair(t, Options{MaxFrameSize: 1024})
+			done := make(chan error, 1)
+			go func() { done <- c.Call(context.Background(), "m", nil, nil) }()
+			p.read()
+			if tt.bytes == "" {
+				_ = p.conn.Close()
+			} else if _, err := io.WriteString(p.conn, tt.bytes); err != nil {
+				t.Fatal(err)
+			}
+			err := <-done
+			if !errors.Is(err, ErrClosed) || !errors.Is(err, tt.want) {
+				t.Fatalf("call err = %v, want ErrClosed wrapping %v", err, tt.want)
+			}
+			<-c.Done()
+			if !errors.Is(c.Err(), tt.want) {
+				t.Fatalf("Err() = %v", c.Err())
+			}
+			if err := c.Notify(context.Background(), "late", nil); !errors.Is(err, ErrClosed) {
+				t.Fatalf("notify after death: %v", err)
+			}
+		})
+	}
+}
+
+func TestCloseFailsCallsInFlight(t *testing.T) {
+	c, p := newPair(t, Options{})
+	done := make(chan error, 1)
+	go func() { done <- c.Call(context.Background(), "m", nil, nil) }()
+	p.read()
+	go func() { _, _ = io.Copy(io.Discard, p.conn) }()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("err = %v", err)
+	}
+	if err := c.Call(context.Background(), "m", nil, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("call after close: %v", err)
+	}
+}

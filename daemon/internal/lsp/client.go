@@ -1,0 +1,718 @@
+package lsp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
+)
+
+// Tool names: the fixed vocabulary the daemon exposes. A tool is available
+// only when the server negotiated the matching capability.
+const (
+	ToolHover            = "hover"
+	ToolDefinition       = "definition"
+	ToolDeclaration      = "declaration"
+	ToolTypeDefinition   = "type_definition"
+	ToolImplementation   = "implementation"
+	ToolReferences       = "references"
+	ToolDocumentSymbols  = "document_symbols"
+	ToolWorkspaceSymbols = "workspace_symbols"
+	ToolDiagnostics      = "diagnostics"
+	ToolSignatureHelp    = "signature_help"
+	ToolCallHierarchy    = "call_hierarchy"
+	ToolTypeHierarchy    = "type_hierarchy"
+	ToolCompletion       = "completion"
+)
+
+// AllTools lists the vocabulary in its canonical order.
+var AllTools = []string{ToolHover, ToolDefinition, ToolDeclaration, ToolTypeDefinition,
+	ToolImplementation, ToolReferences, ToolDocumentSymbols, ToolWorkspaceSymbols, ToolDiagnostics,
+	ToolSignatureHelp, ToolCallHierarchy, ToolTypeHierarchy, ToolCompletion}
+
+// toolSources ties each tool to its static capability and to the method a
+// server names when it registers the capability dynamically.
+var toolSources = []struct {
+	tool, method string
+	static       func(*ServerCapabilities) Provider
+}{
+	{ToolHover, "textDocument/hover", func(c *ServerCapabilities) Provider { return c.HoverProvider }},
+	{ToolDefinition, "textDocument/definition", func(c *ServerCapabilities) Provider { return c.DefinitionProvider }},
+	{ToolDeclaration, "textDocument/declaration", func(c *ServerCapabilities) Provider { return c.DeclarationProvider }},
+	{ToolTypeDefinition, "textDocument/typeDefinition", func(c *ServerCapabilities) Provider { return c.TypeDefinitionProvider }},
+	{ToolImplementation, "textDocument/implementation", func(c *ServerCapabilities) Provider { return c.ImplementationProvider }},
+	{ToolReferences, "textDocument/references", func(c *ServerCapabilities) Provider { return c.ReferencesProvider }},
+	{ToolDocumentSymbols, "textDocument/documentSymbol", func(c *ServerCapabilities) Provider { return c.DocumentSymbolProvider }},
+	{ToolWorkspaceSymbols, "workspace/symbol", func(c *ServerCapabilities) Provider { return c.WorkspaceSymbolProvider }},
+	// Diagnostics is always available: a server without diagnosticProvider
+	// still publishes, and the client declares publishDiagnostics support.
+	{ToolDiagnostics, "textDocument/diagnostic", func(*ServerCapabilities) Provider { return Provider{Enabled: true} }},
+	{ToolSignatureHelp, "textDocument/signatureHelp", func(c *ServerCapabilities) Provider { return c.SignatureHelpProvider }},
+	{ToolCallHierarchy, "textDocument/prepareCallHierarchy", func(c *ServerCapabilities) Provider { return c.CallHierarchyProvider }},
+	{ToolTypeHierarchy, "textDocument/prepareTypeHierarchy", func(c *ServerCapabilities) Provider { return c.TypeHierarchyProvider }},
+	{ToolCompletion, "textDocument/completion", func(c *ServerCapabilities) Provider { return c.CompletionProvider }},
+}
+
+// ErrCapabilityUnavailable is returned, without asking the server, by a
+// method whose capability the server did not negotiate.
+var ErrCapabilityUnavailable = errors.New("lsp: capability not negotiated")
+
+// Limits bound what the client keeps from a server. Zero fields take the
+// defaults shown.
+type Limits struct {
+	MaxItems             int           // per list answer (locations, symbols, completions, calls …): 10000
+	MaxMarkdownBytes     int           // hover markdown: 1 MiB
+	MaxTextBytes         int           // one label, detail, message or documentation string: 64 KiB
+	MaxDiagnosticsPerURI int           // published diagnostics kept per document: 1000
+	MaxDiagnosticURIs    int           // documents with published diagnostics kept: 2000
+	MaxLogMessages       int           // window/logMessage ring: 256
+	MaxOpenDocuments     int           // documents kept open; the least recently used is closed: 256
+	MaxRegistrations     int           // dynamic registrations tracked: 256
+	MaxProgressTokens    int           // concurrent $/progress tokens tracked: 256
+	DiagnosticsWait      time.Duration // publish fallback wait: 10s
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxItems, 10000)
+	def(&l.MaxMarkdownBytes, 1<<20)
+	def(&l.MaxTextBytes, 64<<10)
+	def(&l.MaxDiagnosticsPerURI, 1000)
+	def(&l.MaxDiagnosticURIs, 2000)
+	def(&l.MaxLogMessages, 256)
+	def(&l.MaxOpenDocuments, 256)
+	def(&l.MaxRegistrations, 256)
+	def(&l.MaxProgressTokens, 256)
+	if l.DiagnosticsWait <= 0 {
+		l.DiagnosticsWait = 10 * time.Second
+	}
+	return l
+}
+
+// Options configure a Client.
+type Options struct {
+	// Root is the absolute path of the workspace root; it becomes rootUri
+	// and the single workspace folder.
+	Root string
+	// ClientName and ClientVersion go into clientInfo.
+	ClientName    string
+	ClientVersion string
+	// InitializationOptions is sent verbatim; it must be JSON when set.
+	InitializationOptions json.RawMessage
+	// Settings answers workspace/configuration: the value at each requested
+	// section path ("a.b"), the whole object for an empty section, null
+	// when absent or when Settings is unset.
+	Settings json.RawMessage
+	// RequestTimeout bounds every request, on top of the caller's context;
+	// zero means only the context bounds it.
+	RequestTimeout time.Duration
+	// MaxFrameSize bounds one frame from the server (jsonrpc default if 0).
+	MaxFrameSize int
+	Limits       Limits
+	Logger       *slog.Logger
+}
+
+// Client is an initialized connection to one language server. It is safe
+// for concurrent use.
+type Client struct {
+	conn     *jsonrpc.Conn
+	opts     Options
+	lim      Limits
+	log      *slog.Logger
+	rootURI  DocumentURI
+	settings any
+
+	// Set by initialize, read-only afterwards.
+	info      ServerInfo
+	caps      ServerCapabilities
+	capsCanon json.RawMessage
+
+	docMu sync.Mutex // serialises didOpen/didClose so their order on the wire matches the bookkeeping
+
+	mu            sync.Mutex
+	registrations map[string]string // registration id → method
+	progress      map[string]struct{}
+	logs          []LogMessage
+	diags         map[DocumentURI]*published
+	pubSeq        uint64
+	docs          map[DocumentURI]*document
+	useClock      uint64
+	changed       chan struct{} // closed and replaced whenever diagnostics or progress change
+}
+
+type published struct {
+	diags   List[Diagnostic]
+	version *int32
+	seq     uint64
+}
+
+type document struct {
+	version int32
+	openSeq uint64 // pubSeq when the document was opened
+	lastUse uint64
+}
+
+// Connect starts a JSON-RPC connection over rwc, runs initialize and sends
+// initialized. On failure rwc is closed. ctx bounds the handshake;
+// Options.RequestTimeout applies to the requests after it.
+func Connect(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Client, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ClientName == "" {
+		opts.ClientName = "hanzo-lsp-daemon"
+	}
+	c := &Client{
+		opts:          opts,
+		lim:           opts.Limits.withDefaults(),
+		log:           opts.Logger,
+		rootURI:       FileURI(opts.Root),
+		registrations: map[string]string{},
+		progress:      map[string]struct{}{},
+		diags:         map[DocumentURI]*published{},
+		docs:          map[DocumentURI]*document{},
+		changed:       make(chan struct{}),
+	}
+	if len(opts.Settings) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(opts.Settings))
+		dec.UseNumber()
+		if err := dec.Decode(&c.settings); err != nil {
+			_ = rwc.Close()
+			return nil, fmt.Errorf("initialize: settings: %w", err)
+		}
+	}
+	if len(opts.InitializationOptions) > 0 && !json.Valid(opts.InitializationOptions) {
+		_ = rwc.Close()
+		return nil, errors.New("initialize: initialization options are not JSON")
+	}
+	c.conn = jsonrpc.NewConn(rwc, jsonrpc.Options{MaxFrameSize: opts.MaxFrameSize, Handler: c.handle, Logger: opts.Logger})
+	if err := c.initialize(ctx); err != nil {
+		_ = c.conn.Close()
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return c, nil
+}
+
+// initialize is bounded by ctx alone: a server's start (a cold JVM, a first
+// load) may legitimately take longer than one request.
+func (c *Client) initialize(ctx context.Context) error {
+	params := map[string]any{
+		"processId":  nil,
+		"clientInfo": map[string]string{"name": c.opts.ClientName, "version": c.opts.ClientVersion},
+		"rootUri":    c.rootURI,
+		"workspaceFolders": []map[string]any{
+			{"uri": c.rootURI, "name": filepath.Base(c.opts.Root)},
+		},
+		"capabilities": clientCapabilities(),
+		"trace":        "off",
+	}
+	if len(c.opts.InitializationOptions) > 0 {
+		params["initializationOptions"] = c.opts.InitializationOptions
+	}
+	var res struct {
+		Capabilities json.RawMessage `json:"capabilities"`
+		ServerInfo   json.RawMessage `json:"serverInfo"`
+	}
+	if err := c.conn.Call(ctx, "initialize", params, &res); err != nil {
+		return err
+	}
+	raw := bytes.TrimSpace(res.Capabilities)
+	if len(raw) == 0 || raw[0] != '{' {
+		return errors.New("server sent no capabilities object")
+	}
+	c.caps = parseCapabilities(raw)
+	if enc := c.caps.PositionEncoding; enc != "" && enc != "utf-16" {
+		return fmt.Errorf("server chose position encoding %q; only utf-16 was offered", clipName(enc))
+	}
+	canon, err := canonicalJSON(raw)
+	if err != nil {
+		return fmt.Errorf("capabilities: %w", err)
+	}
+	c.capsCanon = canon
+	c.info = parseServerInfo(res.ServerInfo)
+	return c.conn.Notify(ctx, "initialized", struct{}{})
+}
+
+// clientCapabilities declares what the daemon uses and nothing more.
+// dynamicRegistration is declared for the tool features so that servers
+// which only register them dynamically still become usable.
+func clientCapabilities() map[string]any {
+	symbolKinds := make([]int, 26)
+	for i := range symbolKinds {
+		symbolKinds[i] = i + 1
+	}
+	completionKinds := make([]int, 25)
+	for i := range completionKinds {
+		completionKinds[i] = i + 1
+	}
+	dyn := map[string]any{"dynamicRegistration": true}
+	links := map[string]any{"dynamicRegistration": true, "linkSupport": true}
+	return map[string]any{
+		"general": map[string]any{"positionEncodings": []string{"utf-16"}},
+		"workspace": map[string]any{
+			"configuration":    true,
+			"workspaceFolders": true,
+			"symbol": map[string]any{
+				"dynamicRegistration": true,
+				"symbolKind":          map[string]any{"valueSet": symbolKinds},
+			},
+		},
+		"window": map[string]any{"workDoneProgress": true},
+		"textDocument": map[string]any{
+			"synchronization": map[string]any{"dynamicRegistration": false, "didSave": false},
+			"hover": map[string]any{
+				"dynamicRegistration": true,
+				"contentFormat":       []string{"markdown"},
+			},
+			"definition":     links,
+			"declaration":    links,
+			"typeDefinition": links,
+			"implementation": links,
+			"references":     dyn,
+			"documentSymbol": map[string]any{
+				"dynamicRegistration":               true,
+				"hierarchicalDocumentSymbolSupport": true,
+				"symbolKind":                        map[string]any{"valueSet": symbolKinds},
+			},
+			"diagnostic": map[string]any{"dynamicRegistration": true, "relatedDocumentSupport": false},
+			"publishDiagnostics": map[string]any{
+				"relatedInformation": false,
+				"versionSupport":     true,
+			},
+			"completion": map[string]any{
+				"dynamicRegistration": true,
+				"completionItem": map[string]any{
+					"snippetSupport":      false,
+					"documentationFormat": []string{"markdown", "plaintext"},
+					"deprecatedSupport":   true,
+				},
+				"completionItemKind": map[string]any{"valueSet": completionKinds},
+				"contextSupport":     true,
+			},
+			"signatureHelp": map[string]any{
+				"dynamicRegistration": true,
+				"signatureInformation": map[string]any{
+					"documentationFormat":    []string{"markdown", "plaintext"},
+					"parameterInformation":   map[string]any{"labelOffsetSupport": true},
+					"activeParameterSupport": true,
+				},
+			},
+			"callHierarchy": dyn,
+			"typeHierarchy": dyn,
+		},
+	}
+}
+
+// parseCapabilities reads each known provider on its own, so one odd field
+// disables that capability instead of failing initialize.
+func parseCapabilities(raw json.RawMessage) ServerCapabilities {
+	caps := ServerCapabilities{Raw: raw}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return caps
+	}
+	_ = json.Unmarshal(fields["positionEncoding"], &caps.PositionEncoding)
+	for name, p := range map[string]*Provider{
+		"hoverProvider":           &caps.HoverProvider,
+		"definitionProvider":      &caps.DefinitionProvider,
+		"declarationProvider":     &caps.DeclarationProvider,
+		"typeDefinitionProvider":  &caps.TypeDefinitionProvider,
+		"implementationProvider":  &caps.ImplementationProvider,
+		"referencesProvider":      &caps.ReferencesProvider,
+		"documentSymbolProvider":  &caps.DocumentSymbolProvider,
+		"workspaceSymbolProvider": &caps.WorkspaceSymbolProvider,
+		"diagnosticProvider":      &caps.DiagnosticProvider,
+		"completionProvider":      &caps.CompletionProvider,
+		"signatureHelpProvider":   &caps.SignatureHelpProvider,
+		"callHierarchyProvider":   &caps.CallHierarchyProvider,
+		"typeHierarchyProvider":   &caps.TypeHierarchyProvider,
+	} {
+		if v, ok := fields[name]; ok {
+			_ = p.UnmarshalJSON(bytes.TrimSpace(v))
+		}
+	}
+	return caps
+}
+
+// parseServerInfo reads serverInfo. gopls puts a JSON document in version;
+// its "Version" field is the version proper.
+func parseServerInfo(raw json.RawMessage) ServerInfo {
+	var w struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	if isNull(raw) || json.Unmarshal(raw, &w) != nil {
+		return ServerInfo{}
+	}
+	version := strings.TrimSpace(w.Version)
+	if strings.HasPrefix(version, "{") {
+		var blob struct {
+			Version string `json:"Version"`
+		}
+		if json.Unmarshal([]byte(version), &blob) == nil {
+			version = blob.Version
+		}
+	}
+	return ServerInfo{Name: clipName(w.Name), Version: clipName(version)}
+}
+
+// clipName keeps server-supplied names short and printable.
+func clipName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return -1
+		}
+		return r
+	}, s)
+	s, _ = clipText(s, 128)
+	return s
+}
+
+// canonicalJSON re-encodes raw with sorted object keys and no insignificant
+// whitespace, keeping numbers as written.
+func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// Info is what the server said about itself.
+func (c *Client) Info() ServerInfo { return c.info }
+
+// Capabilities are the capabilities from the initialize answer.
+func (c *Client) Capabilities() ServerCapabilities { return c.caps }
+
+// Tools returns the negotiated tools in canonical order: static
+// capabilities plus live dynamic registrations.
+func (c *Client) Tools() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.toolsLocked()
+}
+
+func (c *Client) toolsLocked() []string {
+	registered := map[string]bool{}
+	for _, m := range c.registrations {
+		registered[m] = true
+	}
+	var tools []string
+	for _, s := range toolSources {
+		if s.static(&c.caps).Enabled || registered[s.method] {
+			tools = append(tools, s.tool)
+		}
+	}
+	return tools
+}
+
+// Has reports whether tool is negotiated.
+func (c *Client) Has(tool string) bool {
+	return slices.Contains(c.Tools(), tool)
+}
+
+// CapabilityFingerprint is the hex SHA-256 of a canonical encoding of the
+// initialize capabilities, the live dynamic registrations and the tools. It
+// changes exactly when what the server can do changes.
+func (c *Client) CapabilityFingerprint() string {
+	c.mu.Lock()
+	methods := make([]string, 0, len(c.registrations))
+	for _, m := range c.registrations {
+		methods = append(methods, m)
+	}
+	tools := c.toolsLocked()
+	c.mu.Unlock()
+	slices.Sort(methods)
+	b, _ := json.Marshal(struct {
+		Capabilities     json.RawMessage `json:"capabilities"`
+		PositionEncoding string          `json:"positionEncoding"`
+		Registrations    []string        `json:"registrations"`
+		Tools            []string        `json:"tools"`
+	}{c.capsCanon, "utf-16", methods, tools})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Busy reports whether the server has work-done progress in flight (for
+// gopls: loading the workspace).
+func (c *Client) Busy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.progress) > 0
+}
+
+// WaitIdle waits until no work-done progress is in flight.
+func (c *Client) WaitIdle(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		idle := len(c.progress) == 0
+		ch := c.changed
+		c.mu.Unlock()
+		if idle {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.conn.Done():
+			return c.conn.Err()
+		}
+	}
+}
+
+// Logs returns the retained window/logMessage and window/showMessage
+// messages, oldest first.
+func (c *Client) Logs() []LogMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.logs)
+}
+
+// Done is closed when the connection to the server has stopped.
+func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
+
+// Err says why the connection stopped (nil while it runs).
+func (c *Client) Err() error { return c.conn.Err() }
+
+// Close drops the connection without the shutdown handshake.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Shutdown sends shutdown and then exit. The server is expected to exit;
+// stopping the process is the caller's job.
+func (c *Client) Shutdown(ctx context.Context) error {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	err := c.conn.Call(ctx, "shutdown", nil, nil)
+	if nerr := c.conn.Notify(ctx, "exit", nil); err == nil {
+		err = nerr
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// bound applies the request timeout on top of ctx.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.opts.RequestTimeout > 0 {
+		return context.WithTimeout(ctx, c.opts.RequestTimeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// signal wakes everyone waiting on a state change; c.mu must be held.
+func (c *Client) signal() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// handle answers the server. It runs on the connection's reader goroutine:
+// it only touches in-memory state, never waits.
+func (c *Client) handle(_ context.Context, req *jsonrpc.Request) (any, error) {
+	switch req.Method {
+	case "workspace/configuration":
+		return c.configuration(req.Params), nil
+	case "window/workDoneProgress/create":
+		return nil, nil
+	case "client/registerCapability":
+		c.register(req.Params)
+		return nil, nil
+	case "client/unregisterCapability":
+		c.unregister(req.Params)
+		return nil, nil
+	case "window/showMessageRequest", "window/showMessage", "window/logMessage":
+		c.logMessage(req.Params)
+		return nil, nil
+	case "workspace/workspaceFolders":
+		return []map[string]any{{"uri": c.rootURI, "name": filepath.Base(c.opts.Root)}}, nil
+	case "$/progress":
+		c.onProgress(req.Params)
+		return nil, nil
+	case "textDocument/publishDiagnostics":
+		c.onPublish(req.Params)
+		return nil, nil
+	}
+	if req.IsNotification() {
+		return nil, nil
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not supported: " + clipName(req.Method)}
+}
+
+func (c *Client) configuration(params json.RawMessage) []any {
+	var p struct {
+		Items json.RawMessage `json:"items"`
+	}
+	_ = json.Unmarshal(params, &p)
+	var out []any
+	_, _ = eachElement(p.Items, 1024, func(e json.RawMessage) bool {
+		var item struct {
+			Section string `json:"section"`
+		}
+		_ = json.Unmarshal(e, &item)
+		out = append(out, lookupSection(c.settings, item.Section))
+		return true
+	})
+	if out == nil {
+		out = []any{}
+	}
+	return out
+}
+
+func lookupSection(settings any, section string) any {
+	if section == "" {
+		return settings
+	}
+	v := settings
+	for _, key := range strings.Split(section, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		if v, ok = m[key]; !ok {
+			return nil
+		}
+	}
+	return v
+}
+
+func (c *Client) register(params json.RawMessage) {
+	var p struct {
+		Registrations json.RawMessage `json:"registrations"`
+	}
+	_ = json.Unmarshal(params, &p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, _ = eachElement(p.Registrations, c.lim.MaxRegistrations, func(e json.RawMessage) bool {
+		var r struct {
+			ID     string `json:"id"`
+			Method string `json:"method"`
+		}
+		if json.Unmarshal(e, &r) != nil || r.ID == "" || r.Method == "" {
+			return true
+		}
+		if _, ok := c.registrations[r.ID]; !ok && len(c.registrations) >= c.lim.MaxRegistrations {
+			c.log.Warn("lsp: too many dynamic registrations; ignoring", "method", clipName(r.Method))
+			return false
+		}
+		c.registrations[r.ID] = clipName(r.Method)
+		return true
+	})
+}
+
+func (c *Client) unregister(params json.RawMessage) {
+	// The protocol's field really is spelled "unregisterations".
+	var p struct {
+		Unregisterations json.RawMessage `json:"unregisterations"`
+	}
+	_ = json.Unmarshal(params, &p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, _ = eachElement(p.Unregisterations, c.lim.MaxRegistrations, func(e json.RawMessage) bool {
+		var r struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(e, &r) == nil {
+			delete(c.registrations, r.ID)
+		}
+		return true
+	})
+}
+
+func (c *Client) logMessage(params json.RawMessage) {
+	var p struct {
+		Type    int    `json:"type"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	msg, _ := clipText(p.Message, 4<<10)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.logs) >= c.lim.MaxLogMessages {
+		n := copy(c.logs, c.logs[1:])
+		c.logs = c.logs[:n]
+	}
+	c.logs = append(c.logs, LogMessage{Type: p.Type, Message: msg})
+}
+
+func (c *Client) onProgress(params json.RawMessage) {
+	var p struct {
+		Token json.RawMessage `json:"token"`
+		Value struct {
+			Kind string `json:"kind"`
+		} `json:"value"`
+	}
+	if json.Unmarshal(params, &p) != nil || isNull(p.Token) {
+		return
+	}
+	key := string(bytes.TrimSpace(p.Token))
+	if len(key) > 256 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch p.Value.Kind {
+	case "begin":
+		if len(c.progress) >= c.lim.MaxProgressTokens {
+			return
+		}
+		c.progress[key] = struct{}{}
+	case "end":
+		delete(c.progress, key)
+	default:
+		return
+	}
+	c.signal()
+}
+
+func (c *Client) onPublish(params json.RawMessage) {
+	var p struct {
+		URI         DocumentURI     `json:"uri"`
+		Version     *int32          `json:"version"`
+		Diagnostics json.RawMessage `json:"diagnostics"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.URI == "" || len(p.URI) > 8<<10 {
+		return
+	}
+	list, err := decodeDiagnostics(p.Diagnostics, c.lim.MaxDiagnosticsPerURI, c.lim)
+	if err != nil {
+		return
+	}
+	key := canonicalURI(p.URI)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.diags[key]; !ok && len(c.diags) >= c.lim.MaxDiagnosticURIs {
+		// Forget the document published to least recently.
+		var oldest DocumentURI
+		var oldestSeq uint64
+		for u, e := range c.diags {
+			if oldest == "" || e.seq < oldestSeq {
+				oldest, oldestSeq = u, e.seq
+			}
+		}
+		delete(c.diags, oldest)
+	}
+	c.pubSeq++
+	c.diags[key] = &published{diags: list, version: p.Version, seq: c.pubSeq}
+	c.signal()
+}

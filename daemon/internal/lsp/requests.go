@@ -1,0 +1,433 @@
+package lsp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
+)
+
+type textDocumentID struct {
+	URI DocumentURI `json:"uri"`
+}
+
+type positionParams struct {
+	TextDocument textDocumentID `json:"textDocument"`
+	Position     Position       `json:"position"`
+}
+
+// maxPrepared bounds how many items of a prepare*Hierarchy answer are
+// followed; servers answer one item for one position.
+const maxPrepared = 8
+
+// DidOpen opens a document at version 1. Opening an open document does
+// nothing, so callers may call it before every request. When more than
+// Limits.MaxOpenDocuments are open, the least recently used one is closed.
+func (c *Client) DidOpen(ctx context.Context, uri DocumentURI, languageID, text string) error {
+	key := canonicalURI(uri)
+	c.docMu.Lock()
+	defer c.docMu.Unlock()
+	c.mu.Lock()
+	c.useClock++
+	if d, ok := c.docs[key]; ok {
+		d.lastUse = c.useClock
+		c.mu.Unlock()
+		return nil
+	}
+	var victim DocumentURI
+	if len(c.docs) >= c.lim.MaxOpenDocuments {
+		var oldest uint64
+		for u, d := range c.docs {
+			if victim == "" || d.lastUse < oldest {
+				victim, oldest = u, d.lastUse
+			}
+		}
+		delete(c.docs, victim)
+	}
+	c.docs[key] = &document{version: 1, openSeq: c.pubSeq, lastUse: c.useClock}
+	c.mu.Unlock()
+
+	if victim != "" {
+		if err := c.conn.Notify(ctx, "textDocument/didClose", map[string]any{"textDocument": textDocumentID{victim}}); err != nil {
+			c.forgetDoc(key)
+			return fmt.Errorf("didOpen: closing %s: %w", victim, err)
+		}
+	}
+	err := c.conn.Notify(ctx, "textDocument/didOpen", map[string]any{
+		"textDocument": map[string]any{"uri": key, "languageId": languageID, "version": 1, "text": text},
+	})
+	if err != nil {
+		c.forgetDoc(key)
+		return fmt.Errorf("didOpen: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) forgetDoc(key DocumentURI) {
+	c.mu.Lock()
+	delete(c.docs, key)
+	c.mu.Unlock()
+}
+
+// DidChange replaces the whole text of an open document and bumps its
+// version.
+func (c *Client) DidChange(ctx context.Context, uri DocumentURI, text string) error {
+	key := canonicalURI(uri)
+	c.docMu.Lock()
+	defer c.docMu.Unlock()
+	c.mu.Lock()
+	d, ok := c.docs[key]
+	if !ok {
+		c.mu.Unlock()
+		return fmt.Errorf("didChange: %s is not open", key)
+	}
+	d.version++
+	d.openSeq = c.pubSeq
+	version := d.version
+	c.mu.Unlock()
+	err := c.conn.Notify(ctx, "textDocument/didChange", map[string]any{
+		"textDocument":   map[string]any{"uri": key, "version": version},
+		"contentChanges": []map[string]string{{"text": text}},
+	})
+	if err != nil {
+		return fmt.Errorf("didChange: %w", err)
+	}
+	return nil
+}
+
+// DidClose closes a document; closing a closed document does nothing.
+func (c *Client) DidClose(ctx context.Context, uri DocumentURI) error {
+	key := canonicalURI(uri)
+	c.docMu.Lock()
+	defer c.docMu.Unlock()
+	c.mu.Lock()
+	_, ok := c.docs[key]
+	delete(c.docs, key)
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := c.conn.Notify(ctx, "textDocument/didClose", map[string]any{"textDocument": textDocumentID{key}}); err != nil {
+		return fmt.Errorf("didClose: %w", err)
+	}
+	return nil
+}
+
+// IsOpen reports whether the client holds uri open.
+func (c *Client) IsOpen(uri DocumentURI) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.docs[canonicalURI(uri)]
+	return ok
+}
+
+// request checks the tool, bounds the call and returns the raw result.
+func (c *Client) request(ctx context.Context, tool, method string, params any) (json.RawMessage, error) {
+	if tool != "" && !c.Has(tool) {
+		return nil, fmt.Errorf("%w: %s", ErrCapabilityUnavailable, tool)
+	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	var raw json.RawMessage
+	if err := c.conn.Call(ctx, method, params, &raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// Hover returns the hover at pos, or nil when the server has none.
+func (c *Client) Hover(ctx context.Context, uri DocumentURI, pos Position) (*Hover, error) {
+	raw, err := c.request(ctx, ToolHover, "textDocument/hover", positionParams{textDocumentID{canonicalURI(uri)}, pos})
+	if err != nil {
+		return nil, fmt.Errorf("hover: %w", err)
+	}
+	h, err := decodeHover(raw, c.lim)
+	if err != nil {
+		return nil, fmt.Errorf("hover: %w", err)
+	}
+	return h, nil
+}
+
+func (c *Client) locations(ctx context.Context, tool, method string, params any) (List[Location], error) {
+	raw, err := c.request(ctx, tool, method, params)
+	if err != nil {
+		return List[Location]{}, fmt.Errorf("%s: %w", tool, err)
+	}
+	list, err := decodeLocations(raw, c.lim)
+	if err != nil {
+		return List[Location]{}, fmt.Errorf("%s: %w", tool, err)
+	}
+	return list, nil
+}
+
+// Definition returns where the symbol at pos is defined.
+func (c *Client) Definition(ctx context.Context, uri DocumentURI, pos Position) (List[Location], error) {
+	return c.locations(ctx, ToolDefinition, "textDocument/definition", positionParams{textDocumentID{canonicalURI(uri)}, pos})
+}
+
+// Declaration returns where the symbol at pos is declared.
+func (c *Client) Declaration(ctx context.Context, uri DocumentURI, pos Position) (List[Location], error) {
+	return c.locations(ctx, ToolDeclaration, "textDocument/declaration", positionParams{textDocumentID{canonicalURI(uri)}, pos})
+}
+
+// TypeDefinition returns where the type of the symbol at pos is defined.
+func (c *Client) TypeDefinition(ctx context.Context, uri DocumentURI, pos Position) (List[Location], error) {
+	return c.locations(ctx, ToolTypeDefinition, "textDocument/typeDefinition", positionParams{textDocumentID{canonicalURI(uri)}, pos})
+}
+
+// Implementation returns the implementations of the interface or method at
+// pos (or the interfaces a type implements, as the server decides).
+func (c *Client) Implementation(ctx context.Context, uri DocumentURI, pos Position) (List[Location], error) {
+	return c.locations(ctx, ToolImplementation, "textDocument/implementation", positionParams{textDocumentID{canonicalURI(uri)}, pos})
+}
+
+// References returns the references to the symbol at pos.
+func (c *Client) References(ctx context.Context, uri DocumentURI, pos Position, includeDeclaration bool) (List[Location], error) {
+	return c.locations(ctx, ToolReferences, "textDocument/references", map[string]any{
+		"textDocument": textDocumentID{canonicalURI(uri)},
+		"position":     pos,
+		"context":      map[string]bool{"includeDeclaration": includeDeclaration},
+	})
+}
+
+// DocumentSymbols returns the symbols of a document, flattened.
+func (c *Client) DocumentSymbols(ctx context.Context, uri DocumentURI) (List[Symbol], error) {
+	key := canonicalURI(uri)
+	raw, err := c.request(ctx, ToolDocumentSymbols, "textDocument/documentSymbol", map[string]any{"textDocument": textDocumentID{key}})
+	if err != nil {
+		return List[Symbol]{}, fmt.Errorf("document_symbols: %w", err)
+	}
+	list, err := decodeSymbols(raw, key, c.lim)
+	if err != nil {
+		return List[Symbol]{}, fmt.Errorf("document_symbols: %w", err)
+	}
+	return list, nil
+}
+
+// WorkspaceSymbols returns the workspace symbols matching query.
+func (c *Client) WorkspaceSymbols(ctx context.Context, query string) (List[Symbol], error) {
+	raw, err := c.request(ctx, ToolWorkspaceSymbols, "workspace/symbol", map[string]string{"query": query})
+	if err != nil {
+		return List[Symbol]{}, fmt.Errorf("workspace_symbols: %w", err)
+	}
+	list, err := decodeSymbols(raw, "", c.lim)
+	if err != nil {
+		return List[Symbol]{}, fmt.Errorf("workspace_symbols: %w", err)
+	}
+	return list, nil
+}
+
+// Completion returns the completions at pos.
+func (c *Client) Completion(ctx context.Context, uri DocumentURI, pos Position) (Completion, error) {
+	raw, err := c.request(ctx, ToolCompletion, "textDocument/completion", map[string]any{
+		"textDocument": textDocumentID{canonicalURI(uri)},
+		"position":     pos,
+		"context":      map[string]int{"triggerKind": 1},
+	})
+	if err != nil {
+		return Completion{}, fmt.Errorf("completion: %w", err)
+	}
+	out, err := decodeCompletion(raw, c.lim)
+	if err != nil {
+		return Completion{}, fmt.Errorf("completion: %w", err)
+	}
+	return out, nil
+}
+
+// SignatureHelp returns the signature help at pos, or nil when there is
+// none.
+func (c *Client) SignatureHelp(ctx context.Context, uri DocumentURI, pos Position) (*SignatureHelp, error) {
+	raw, err := c.request(ctx, ToolSignatureHelp, "textDocument/signatureHelp", positionParams{textDocumentID{canonicalURI(uri)}, pos})
+	if err != nil {
+		return nil, fmt.Errorf("signature_help: %w", err)
+	}
+	out, err := decodeSignatureHelp(raw, c.lim)
+	if err != nil {
+		return nil, fmt.Errorf("signature_help: %w", err)
+	}
+	return out, nil
+}
+
+// IncomingCalls returns the callers of the function at pos.
+func (c *Client) IncomingCalls(ctx context.Context, uri DocumentURI, pos Position) (List[CallHierarchyCall], error) {
+	return c.calls(ctx, uri, pos, "callHierarchy/incomingCalls", "from")
+}
+
+// OutgoingCalls returns the functions the function at pos calls.
+func (c *Client) OutgoingCalls(ctx context.Context, uri DocumentURI, pos Position) (List[CallHierarchyCall], error) {
+	return c.calls(ctx, uri, pos, "callHierarchy/outgoingCalls", "to")
+}
+
+func (c *Client) calls(ctx context.Context, uri DocumentURI, pos Position, method, field string) (List[CallHierarchyCall], error) {
+	var out List[CallHierarchyCall]
+	// One deadline for the prepare and the calls together.
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	raw, err := c.request(ctx, ToolCallHierarchy, "textDocument/prepareCallHierarchy", positionParams{textDocumentID{canonicalURI(uri)}, pos})
+	if err != nil {
+		return out, fmt.Errorf("call_hierarchy: %w", err)
+	}
+	items, truncated, dropped, err := decodeHierarchyItems(raw, maxPrepared, c.lim)
+	if err != nil {
+		return out, fmt.Errorf("call_hierarchy: prepare: %w", err)
+	}
+	out.Truncated, out.Dropped = truncated, dropped
+	for _, it := range items {
+		raw, err := c.request(ctx, "", method, map[string]json.RawMessage{"item": it.raw})
+		if err != nil {
+			return out, fmt.Errorf("call_hierarchy: %w", err)
+		}
+		if err := decodeCalls(raw, field, &out, c.lim); err != nil {
+			return out, fmt.Errorf("call_hierarchy: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Supertypes returns the supertypes of the type at pos.
+func (c *Client) Supertypes(ctx context.Context, uri DocumentURI, pos Position) (List[TypeHierarchyItem], error) {
+	return c.types(ctx, uri, pos, "typeHierarchy/supertypes")
+}
+
+// Subtypes returns the subtypes of the type at pos.
+func (c *Client) Subtypes(ctx context.Context, uri DocumentURI, pos Position) (List[TypeHierarchyItem], error) {
+	return c.types(ctx, uri, pos, "typeHierarchy/subtypes")
+}
+
+func (c *Client) types(ctx context.Context, uri DocumentURI, pos Position, method string) (List[TypeHierarchyItem], error) {
+	var out List[TypeHierarchyItem]
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	raw, err := c.request(ctx, ToolTypeHierarchy, "textDocument/prepareTypeHierarchy", positionParams{textDocumentID{canonicalURI(uri)}, pos})
+	if err != nil {
+		return out, fmt.Errorf("type_hierarchy: %w", err)
+	}
+	items, truncated, dropped, err := decodeHierarchyItems(raw, maxPrepared, c.lim)
+	if err != nil {
+		return out, fmt.Errorf("type_hierarchy: prepare: %w", err)
+	}
+	out.Truncated, out.Dropped = truncated, dropped
+	for _, it := range items {
+		raw, err := c.request(ctx, "", method, map[string]json.RawMessage{"item": it.raw})
+		if err != nil {
+			return out, fmt.Errorf("type_hierarchy: %w", err)
+		}
+		budget := c.lim.MaxItems - len(out.Items)
+		if budget <= 0 {
+			out.Truncated = out.Truncated || !isNull(raw)
+			break
+		}
+		found, t, d, err := decodeHierarchyItems(raw, budget, c.lim)
+		if err != nil {
+			return out, fmt.Errorf("type_hierarchy: %w", err)
+		}
+		out.Truncated = out.Truncated || t
+		out.Dropped += d
+		for _, f := range found {
+			out.Items = append(out.Items, f.typeItem())
+		}
+	}
+	return out, nil
+}
+
+// Diagnostics returns the diagnostics of a document. With a negotiated
+// diagnostic provider it pulls (textDocument/diagnostic). Otherwise, or if
+// the pull is refused, it falls back to what the server published: it waits
+// — at most Limits.DiagnosticsWait, the request timeout and ctx — until the
+// server has published for the document as currently open (by version, or
+// any publication after the open when the server sends no version), then
+// answers at once. A server that publishes an empty list for a clean file
+// therefore gets a prompt, settled, empty answer. When the wait runs out
+// the answer is what is known, with Settled false. Open the document first.
+func (c *Client) Diagnostics(ctx context.Context, uri DocumentURI) (DiagnosticsResult, error) {
+	key := canonicalURI(uri)
+	if c.pullSupported() {
+		raw, err := c.request(ctx, "", "textDocument/diagnostic", map[string]any{"textDocument": textDocumentID{key}})
+		if err == nil {
+			res, derr := decodePullReport(raw, c.lim)
+			if derr == nil {
+				return res, nil
+			}
+			c.log.Warn("lsp: malformed pull diagnostics; using published", "err", derr)
+		} else {
+			var rpcErr *jsonrpc.Error
+			if !errors.As(err, &rpcErr) {
+				return DiagnosticsResult{}, fmt.Errorf("diagnostics: %w", err)
+			}
+			c.log.Debug("lsp: pull diagnostics refused; using published", "err", err)
+		}
+	}
+	return c.awaitPublished(ctx, key)
+}
+
+func (c *Client) pullSupported() bool {
+	if c.caps.DiagnosticProvider.Enabled {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.registrations {
+		if m == "textDocument/diagnostic" {
+			return true
+		}
+	}
+	return false
+}
+
+func decodePullReport(raw json.RawMessage, lim Limits) (DiagnosticsResult, error) {
+	var w struct {
+		Kind  string          `json:"kind"`
+		Items json.RawMessage `json:"items"`
+	}
+	if isNull(raw) || json.Unmarshal(raw, &w) != nil {
+		return DiagnosticsResult{}, errShape
+	}
+	if w.Kind != "full" {
+		// "unchanged" needs a previousResultId, which we never send.
+		return DiagnosticsResult{}, fmt.Errorf("%w: report kind %q", errShape, clipName(w.Kind))
+	}
+	list, err := decodeDiagnostics(w.Items, lim.MaxItems, lim)
+	if err != nil {
+		return DiagnosticsResult{}, err
+	}
+	return DiagnosticsResult{Items: list.Items, Truncated: list.Truncated, Dropped: list.Dropped, Mode: DiagnosticsPull, Settled: true}, nil
+}
+
+func (c *Client) awaitPublished(ctx context.Context, key DocumentURI) (DiagnosticsResult, error) {
+	wait := c.lim.DiagnosticsWait
+	if c.opts.RequestTimeout > 0 {
+		wait = min(wait, c.opts.RequestTimeout)
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		c.mu.Lock()
+		p := c.diags[key]
+		doc := c.docs[key]
+		settled := p != nil && (doc == nil ||
+			(p.version != nil && *p.version >= doc.version) ||
+			(p.version == nil && p.seq > doc.openSeq))
+		ch := c.changed
+		c.mu.Unlock()
+		res := DiagnosticsResult{Mode: DiagnosticsPublish, Settled: settled}
+		if p != nil {
+			res.Items, res.Truncated, res.Dropped = slices.Clone(p.diags.Items), p.diags.Truncated, p.diags.Dropped
+		}
+		if settled {
+			return res, nil
+		}
+		select {
+		case <-ch:
+		case <-wctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return DiagnosticsResult{}, fmt.Errorf("diagnostics: %w", ctx.Err())
+			}
+			return res, nil
+		case <-c.conn.Done():
+			return DiagnosticsResult{}, fmt.Errorf("diagnostics: %w", c.conn.Err())
+		}
+	}
+}

@@ -1,0 +1,369 @@
+// Package pool keeps the daemon's live workspaces: which trees are
+// published, which language servers run for each, single-flight prepares,
+// and deletion after LSP_WORKSPACE_TTL without use. A workspace's servers
+// are its own: nothing, not a process and not a cache, is shared between
+// tenants.
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+)
+
+// Spec is one reviewed language server and the extensions it serves.
+type Spec struct {
+	runtime.Spec
+	Extensions []string
+}
+
+// Pool is every workspace of this daemon.
+type Pool struct {
+	store   *workspace.Store
+	specs   []Spec
+	spawner runtime.Spawner
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	live      map[workspace.Key]*Workspace
+	preparing map[workspace.Key]chan struct{}
+
+	// negotiated remembers each spec's last negotiated tools, so that
+	// Capabilities can answer for a cold workspace without starting anything.
+	negotiated sync.Map // spec ID → *LanguageInfo
+}
+
+// New builds a pool over a store.
+func New(store *workspace.Store, specs []Spec, sp runtime.Spawner, log *slog.Logger) *Pool {
+	return &Pool{
+		store: store, specs: specs, spawner: sp, log: log,
+		live:      map[workspace.Key]*Workspace{},
+		preparing: map[workspace.Key]chan struct{}{},
+	}
+}
+
+// Workspace is one published tree and its servers.
+type Workspace struct {
+	Key       workspace.Key
+	Dir       string
+	Home      string
+	PrepareID string
+	pool      *Pool
+
+	lastUsed atomic.Int64
+	busy     atomic.Int32
+
+	mu      sync.Mutex
+	servers map[string]*slot
+	closed  bool
+}
+
+// slot starts a server once and shares the outcome.
+type slot struct {
+	ready chan struct{}
+	srv   *runtime.Server
+	err   error
+}
+
+// LanguageInfo is what a language's server negotiated.
+type LanguageInfo struct {
+	Language    string
+	Server      runtime.Info
+	Tools       []string
+	Fingerprint string
+}
+
+// Specs returns the configured servers.
+func (p *Pool) Specs() []Spec { return p.specs }
+
+// SpecFor returns the server for a repo-relative path, by extension.
+func (p *Pool) SpecFor(rel string) (*Spec, bool) {
+	ext := path.Ext(rel)
+	for i := range p.specs {
+		for _, x := range p.specs[i].Extensions {
+			if x == ext {
+				return &p.specs[i], true
+			}
+		}
+	}
+	return nil, false
+}
+
+// Acquire returns the live workspace for k and marks it busy until release
+// is called; a busy workspace is never deleted under its request. A tree
+// published on disk by an earlier run of the daemon is adopted. ok is false
+// when the daemon does not hold k.
+func (p *Pool) Acquire(k workspace.Key) (w *Workspace, release func(), ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok = p.live[k]
+	if !ok {
+		if !p.store.Published(k) {
+			return nil, nil, false
+		}
+		id, err := p.store.PrepareID(k)
+		if err != nil {
+			return nil, nil, false
+		}
+		w = p.newWorkspace(k, id)
+		p.live[k] = w
+	}
+	w.busy.Add(1)
+	w.lastUsed.Store(time.Now().UnixNano())
+	return w, func() { w.busy.Add(-1); w.lastUsed.Store(time.Now().UnixNano()) }, true
+}
+
+func (p *Pool) newWorkspace(k workspace.Key, prepareID string) *Workspace {
+	return &Workspace{
+		Key: k, Dir: p.store.TreeDir(k), Home: p.store.HomeDir(k), PrepareID: prepareID,
+		pool: p, servers: map[string]*slot{},
+	}
+}
+
+// Prepare receives a pushed tree. Only one push per key writes; a push that
+// arrives while another is in flight waits for it, and one that arrives
+// after it answers at once. prepared is true only when this push wrote the
+// tree; prepareID is the id the workspace holds afterwards.
+func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, files []*daemonv1.FileEntry, body io.Reader) (prepared bool, heldID string, err error) {
+	if _, err := workspace.CheckManifest(files, p.store.Limits()); err != nil {
+		return false, "", err
+	}
+	for {
+		p.mu.Lock()
+		if w, ok := p.live[k]; ok {
+			p.mu.Unlock()
+			return false, w.PrepareID, nil
+		}
+		if p.store.Published(k) {
+			p.mu.Unlock()
+			id, err := p.store.PrepareID(k)
+			return false, id, err
+		}
+		wait, inflight := p.preparing[k]
+		if !inflight {
+			done := make(chan struct{})
+			p.preparing[k] = done
+			p.mu.Unlock()
+			published, err := p.store.Write(k, prepareID, files, body)
+			p.mu.Lock()
+			delete(p.preparing, k)
+			close(done)
+			if err == nil && published {
+				p.live[k] = p.newWorkspace(k, prepareID)
+			}
+			p.mu.Unlock()
+			if err != nil {
+				return false, "", fmt.Errorf("prepare %s: %w", k, err)
+			}
+			if !published {
+				id, err := p.store.PrepareID(k)
+				return false, id, err
+			}
+			return true, prepareID, nil
+		}
+		p.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return false, "", ctx.Err()
+		}
+	}
+}
+
+// Warm starts the servers for the languages present in files, so that the
+// first query finds them initialized, and reports what they negotiated.
+// Failures become warnings: the tree is prepared either way.
+func (w *Workspace) Warm(ctx context.Context, files []*daemonv1.FileEntry) ([]LanguageInfo, []string) {
+	seen := map[string]bool{}
+	var specs []*Spec
+	for _, f := range files {
+		if s, ok := w.pool.SpecFor(f.GetPath()); ok && !seen[s.ID] {
+			seen[s.ID] = true
+			specs = append(specs, s)
+		}
+	}
+	var infos []LanguageInfo
+	var warnings []string
+	for _, s := range specs {
+		srv, err := w.Server(ctx, s)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("language server %s did not start", s.ID))
+			w.pool.log.Warn("warm server", "server", s.ID, "workspace", w.Key.String(), "err", err)
+			continue
+		}
+		infos = append(infos, w.pool.remember(s, srv))
+	}
+	return infos, warnings
+}
+
+func (p *Pool) remember(s *Spec, srv *runtime.Server) LanguageInfo {
+	info := LanguageInfo{Language: s.Language, Server: srv.Info(), Tools: srv.Tools(), Fingerprint: srv.CapabilityFingerprint()}
+	p.negotiated.Store(s.ID, &info)
+	return info
+}
+
+// Languages reports the servers running for w, or, for specs that are not
+// running, what they negotiated last anywhere (tools only, no tenant data).
+func (w *Workspace) Languages() []LanguageInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []LanguageInfo
+	for i := range w.pool.specs {
+		s := &w.pool.specs[i]
+		if sl, ok := w.servers[s.ID]; ok && isDone(sl.ready) && sl.err == nil {
+			out = append(out, LanguageInfo{Language: s.Language, Server: sl.srv.Info(), Tools: sl.srv.Tools(), Fingerprint: sl.srv.CapabilityFingerprint()})
+		}
+	}
+	return out
+}
+
+// Negotiated reports, per spec, the tools last negotiated anywhere.
+func (p *Pool) Negotiated() []LanguageInfo {
+	var out []LanguageInfo
+	for _, s := range p.specs {
+		if v, ok := p.negotiated.Load(s.ID); ok {
+			out = append(out, *v.(*LanguageInfo))
+		}
+	}
+	return out
+}
+
+func isDone(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// ErrClosed is returned for a workspace deleted while in use.
+var ErrClosed = errors.New("workspace closed")
+
+// Server returns w's running server for s, starting it on first use. Starts
+// are single-flight; a failed start is retried by the next caller.
+func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil, ErrClosed
+	}
+	sl, ok := w.servers[s.ID]
+	if ok && isDone(sl.ready) && sl.err != nil {
+		ok = false
+	}
+	if !ok {
+		sl = &slot{ready: make(chan struct{})}
+		w.servers[s.ID] = sl
+		w.mu.Unlock()
+		// The server outlives this request: start it on the daemon's
+		// context, bounded by its own timeout, not the caller's.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		sl.srv, sl.err = runtime.Start(sctx, w.pool.spawner, s.Spec, runtime.Workspace{Root: w.Dir, Home: w.Home}, w.pool.log.With("server", s.ID, "workspace", w.Key.String()))
+		cancel()
+		if sl.err == nil {
+			w.pool.remember(s, sl.srv)
+		}
+		close(sl.ready)
+	} else {
+		w.mu.Unlock()
+	}
+	select {
+	case <-sl.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return sl.srv, sl.err
+}
+
+// close stops every server of w.
+func (w *Workspace) close(ctx context.Context) {
+	w.mu.Lock()
+	w.closed = true
+	slots := w.servers
+	w.servers = map[string]*slot{}
+	w.mu.Unlock()
+	for _, sl := range slots {
+		<-sl.ready
+		if sl.srv != nil {
+			if err := sl.srv.Close(ctx); err != nil {
+				w.pool.log.Debug("close server", "workspace", w.Key.String(), "err", err)
+			}
+		}
+	}
+}
+
+// Delete stops k's servers and deletes its tree.
+func (p *Pool) Delete(ctx context.Context, k workspace.Key) (bool, error) {
+	p.mu.Lock()
+	w, live := p.live[k]
+	delete(p.live, k)
+	p.mu.Unlock()
+	if live {
+		w.close(ctx)
+	}
+	existed := live || p.store.Published(k)
+	return existed, p.store.Delete(k)
+}
+
+// Sweep deletes workspaces unused for ttl and not busy.
+func (p *Pool) Sweep(ctx context.Context, ttl time.Duration) int {
+	cutoff := time.Now().Add(-ttl).UnixNano()
+	p.mu.Lock()
+	var idle []workspace.Key
+	for k, w := range p.live {
+		if w.busy.Load() == 0 && w.lastUsed.Load() < cutoff {
+			idle = append(idle, k)
+		}
+	}
+	p.mu.Unlock()
+	n := 0
+	for _, k := range idle {
+		if _, err := p.Delete(ctx, k); err != nil {
+			p.log.Warn("sweep", "workspace", k.String(), "err", err)
+			continue
+		}
+		n++
+	}
+	// Trees left on disk by an earlier run and never used since.
+	if keys, err := p.store.List(); err == nil {
+		for _, k := range keys {
+			p.mu.Lock()
+			_, live := p.live[k]
+			p.mu.Unlock()
+			if !live && p.store.ModTime(k).UnixNano() < cutoff {
+				if _, err := p.Delete(ctx, k); err == nil {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// Close stops every server (the trees stay on disk).
+func (p *Pool) Close(ctx context.Context) {
+	p.mu.Lock()
+	ws := make([]*Workspace, 0, len(p.live))
+	for _, w := range p.live {
+		ws = append(ws, w)
+	}
+	p.live = map[workspace.Key]*Workspace{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.close(ctx) }()
+	}
+	wg.Wait()
+}

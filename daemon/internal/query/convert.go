@@ -1,0 +1,200 @@
+package query
+
+import (
+	"sort"
+
+	"github.com/hanzoai/lsp/daemon/internal/lsp"
+	"github.com/hanzoai/lsp/daemon/internal/sanitize"
+	"github.com/hanzoai/lsp/daemon/internal/uri"
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+)
+
+// Bounds on what one answer may carry out of the daemon.
+const (
+	maxMarkdown = 64 << 10
+	maxText     = 4 << 10
+	maxName     = 512
+)
+
+func pbRange(r lsp.Range) *daemonv1.Range {
+	return &daemonv1.Range{
+		Start: &daemonv1.Position{Line: r.Start.Line, Character: r.Start.Character},
+		End:   &daemonv1.Position{Line: r.End.Line, Character: r.End.Character},
+	}
+}
+
+// converter applies the URI policy and the sanitiser, counting what it had
+// to drop so that the answer can say partial.
+type converter struct {
+	pol      uri.Policy
+	dropped  int
+	warnings []string
+}
+
+func (c *converter) location(u lsp.DocumentURI) (uri.Location, bool) {
+	loc, err := c.pol.Map(string(u))
+	if err != nil {
+		c.dropped++
+		return uri.Location{}, false
+	}
+	return loc, true
+}
+
+func (c *converter) locations(in []lsp.Location) []*daemonv1.Location {
+	out := make([]*daemonv1.Location, 0, len(in))
+	for _, l := range in {
+		loc, ok := c.location(l.URI)
+		if !ok {
+			continue
+		}
+		out = append(out, &daemonv1.Location{Path: loc.Path, Range: pbRange(l.Range), External: loc.External, Module: loc.Module})
+	}
+	// Stable order for stable pages: workspace files first, then by place.
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.External != b.External {
+			return !a.External
+		}
+		if a.Module != b.Module {
+			return a.Module < b.Module
+		}
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		return lessPos(a.Range.Start, b.Range.Start)
+	})
+	return out
+}
+
+func lessPos(a, b *daemonv1.Position) bool {
+	if a.Line != b.Line {
+		return a.Line < b.Line
+	}
+	return a.Character < b.Character
+}
+
+func (c *converter) hover(h *lsp.Hover) *daemonv1.Hover {
+	if h == nil {
+		return &daemonv1.Hover{}
+	}
+	out := &daemonv1.Hover{Present: true, Markdown: sanitize.Markdown(h.Markdown, maxMarkdown)}
+	if h.Range != nil {
+		out.Range = pbRange(*h.Range)
+	}
+	if h.Truncated {
+		c.warnings = append(c.warnings, "hover markdown truncated")
+	}
+	return out
+}
+
+func (c *converter) symbols(in []lsp.Symbol) []*daemonv1.Symbol {
+	out := make([]*daemonv1.Symbol, 0, len(in))
+	for _, s := range in {
+		loc, ok := c.location(s.URI)
+		if !ok || loc.External {
+			// Workspace symbols outside the repository are not the
+			// repository's symbols.
+			if ok {
+				continue
+			}
+			continue
+		}
+		out = append(out, &daemonv1.Symbol{
+			Name: sanitize.Line(s.Name, maxName), Kind: s.Kind.String(), Detail: sanitize.Line(s.Detail, maxText),
+			Path: loc.Path, Range: pbRange(s.Range), Container: sanitize.Line(s.Container, maxName),
+		})
+	}
+	return out
+}
+
+func (c *converter) diagnostics(in []lsp.Diagnostic) []*daemonv1.Diagnostic {
+	out := make([]*daemonv1.Diagnostic, 0, len(in))
+	for _, d := range in {
+		out = append(out, &daemonv1.Diagnostic{
+			Range: pbRange(d.Range), Severity: d.Severity.String(), Code: sanitize.Line(d.Code, maxName),
+			Source: sanitize.Line(d.Source, maxName), Message: sanitize.Text(d.Message, maxText),
+		})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return lessPos(out[i].Range.Start, out[j].Range.Start) })
+	return out
+}
+
+func (c *converter) completions(in []lsp.CompletionItem) []*daemonv1.Completion {
+	out := make([]*daemonv1.Completion, 0, len(in))
+	for _, it := range in {
+		out = append(out, &daemonv1.Completion{
+			Label: sanitize.Line(it.Label, maxName), Kind: it.Kind.String(),
+			Detail: sanitize.Line(it.Detail, maxText), InsertText: sanitize.Text(it.InsertText, maxText),
+		})
+	}
+	return out
+}
+
+func (c *converter) signatures(h *lsp.SignatureHelp) *daemonv1.Signatures {
+	out := &daemonv1.Signatures{}
+	if h == nil {
+		return out
+	}
+	for _, s := range h.Signatures {
+		sig := &daemonv1.Signature{Label: sanitize.Line(s.Label, maxText), Documentation: sanitize.Markdown(s.Documentation, maxMarkdown)}
+		for _, p := range s.Parameters {
+			sig.Parameters = append(sig.Parameters, &daemonv1.Parameter{Label: sanitize.Line(p.Label, maxName), Documentation: sanitize.Markdown(p.Documentation, maxText)})
+		}
+		out.Items = append(out.Items, sig)
+	}
+	out.ActiveSignature, out.ActiveParameter = h.ActiveSignature, h.ActiveParameter
+	return out
+}
+
+func (c *converter) calls(in []lsp.CallHierarchyCall) []*daemonv1.Call {
+	out := make([]*daemonv1.Call, 0, len(in))
+	for _, call := range in {
+		loc, ok := c.location(call.Item.URI)
+		if !ok {
+			continue
+		}
+		item := &daemonv1.Call{
+			Name: sanitize.Line(call.Item.Name, maxName), Kind: call.Item.Kind.String(), Path: loc.Path,
+			Range: pbRange(call.Item.Range), SelectionRange: pbRange(call.Item.SelectionRange),
+		}
+		for _, r := range call.FromRanges {
+			item.FromRanges = append(item.FromRanges, pbRange(r))
+		}
+		out = append(out, item)
+	}
+	return out
+}
+
+func (c *converter) types(in []lsp.TypeHierarchyItem) []*daemonv1.TypeItem {
+	out := make([]*daemonv1.TypeItem, 0, len(in))
+	for _, t := range in {
+		loc, ok := c.location(t.URI)
+		if !ok {
+			continue
+		}
+		out = append(out, &daemonv1.TypeItem{
+			Name: sanitize.Line(t.Name, maxName), Kind: t.Kind.String(), Path: loc.Path,
+			Range: pbRange(t.Range), SelectionRange: pbRange(t.SelectionRange),
+		})
+	}
+	return out
+}
+
+// page cuts items to [offset, offset+limit) and reports the total and the
+// next offset when more remain.
+func page[T any](items []T, offset, limit uint32) ([]T, uint32, *uint32) {
+	total := uint32(len(items))
+	if limit == 0 {
+		limit = 100
+	}
+	if offset >= total {
+		return nil, total, nil
+	}
+	end := min(uint64(offset)+uint64(limit), uint64(total))
+	var next *uint32
+	if end < uint64(total) {
+		n := uint32(end)
+		next = &n
+	}
+	return items[offset:end], total, next
+}

@@ -1,0 +1,354 @@
+// Package query answers one QueryRequest against a live workspace: it
+// checks the path and position against the tree, picks the language
+// server, refuses operations the server did not negotiate, calls it, and
+// turns the result into the wire's shapes through the URI policy and the
+// sanitiser, with evidence and a stable page.
+package query
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/hanzoai/lsp/daemon/internal/lsp"
+	"github.com/hanzoai/lsp/daemon/internal/pool"
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/uri"
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+)
+
+// Externals names the external roots for a workspace (GOROOT, the
+// workspace's module cache, a pinned TypeScript library).
+type Externals func(w *pool.Workspace) []uri.External
+
+// Runner answers queries.
+type Runner struct {
+	Pool      *pool.Pool
+	Externals Externals
+	// MaxDocument bounds the size of a file opened in a server.
+	MaxDocument int64
+}
+
+// toolFor maps each operation to the negotiated tool it needs.
+var toolFor = map[daemonv1.Op]string{
+	daemonv1.Op_OP_HOVER:             "hover",
+	daemonv1.Op_OP_DEFINITION:        "definition",
+	daemonv1.Op_OP_DECLARATION:       "declaration",
+	daemonv1.Op_OP_TYPE_DEFINITION:   "type_definition",
+	daemonv1.Op_OP_IMPLEMENTATION:    "implementation",
+	daemonv1.Op_OP_REFERENCES:        "references",
+	daemonv1.Op_OP_DOCUMENT_SYMBOLS:  "document_symbols",
+	daemonv1.Op_OP_WORKSPACE_SYMBOLS: "workspace_symbols",
+	daemonv1.Op_OP_DIAGNOSTICS:       "diagnostics",
+	daemonv1.Op_OP_COMPLETION:        "completion",
+	daemonv1.Op_OP_SIGNATURE_HELP:    "signature_help",
+	daemonv1.Op_OP_INCOMING_CALLS:    "call_hierarchy",
+	daemonv1.Op_OP_OUTGOING_CALLS:    "call_hierarchy",
+	daemonv1.Op_OP_SUPERTYPES:        "type_hierarchy",
+	daemonv1.Op_OP_SUBTYPES:          "type_hierarchy",
+}
+
+func fail(status daemonv1.Status, msg string) *daemonv1.QueryResponse {
+	return &daemonv1.QueryResponse{Status: status, Message: msg}
+}
+
+// Run answers req on w. Transport-level failures of the language server
+// become statuses; Run never returns a Go error.
+func (r *Runner) Run(ctx context.Context, w *pool.Workspace, req *daemonv1.QueryRequest) *daemonv1.QueryResponse {
+	resp := r.run(ctx, w, req)
+	resp.PrepareId = w.PrepareID
+	return resp
+}
+
+func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.QueryRequest) *daemonv1.QueryResponse {
+	tool, ok := toolFor[req.GetOp()]
+	if !ok {
+		return fail(daemonv1.Status_STATUS_INVALID_REQUEST, "unknown operation")
+	}
+	var spec *pool.Spec
+	var doc []byte
+	rel := req.GetPath()
+	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS {
+		// Workspace symbols go to the first configured language present.
+		for _, s := range w.Languages() {
+			spec = r.specByLanguage(s.Language)
+			break
+		}
+		if spec == nil && len(r.Pool.Specs()) > 0 {
+			spec = &r.Pool.Specs()[0]
+		}
+		if spec == nil {
+			return fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, "no language server is configured")
+		}
+	} else {
+		var st *daemonv1.QueryResponse
+		if doc, st = r.readDocument(w, rel); st != nil {
+			return st
+		}
+		if spec, ok = r.Pool.SpecFor(rel); !ok {
+			return fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, "no language server serves this file type")
+		}
+		if needsPosition(req.GetOp()) && !inRange(doc, req.GetPosition()) {
+			return fail(daemonv1.Status_STATUS_POSITION_OUT_OF_RANGE, "the position is past the end of the file")
+		}
+	}
+
+	srv, err := w.Server(ctx, spec)
+	if err != nil {
+		return serverFailure(ctx, err)
+	}
+	if !slices.Contains(srv.Tools(), tool) {
+		return fail(daemonv1.Status_STATUS_CAPABILITY_UNAVAILABLE, fmt.Sprintf("%s does not offer %s", spec.ID, tool))
+	}
+	client, gen, err := srv.Client(ctx)
+	if err != nil {
+		return serverFailure(ctx, err)
+	}
+	if g := req.GetGeneration(); g != 0 && g != gen {
+		return fail(daemonv1.Status_STATUS_CURSOR_EXPIRED, "the language server restarted since the cursor was issued")
+	}
+
+	pol := uri.Policy{Root: w.Dir, Externals: r.Externals(w)}
+	c := &converter{pol: pol}
+	resp := &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_OK}
+	u := lsp.DocumentURI(pol.FileURI(rel))
+	pos := lsp.Position{Line: req.GetPosition().GetLine(), Character: req.GetPosition().GetCharacter()}
+	if doc != nil {
+		if err := client.DidOpen(ctx, u, spec.Language, string(doc)); err != nil {
+			return serverFailure(ctx, err)
+		}
+	}
+	limit, offset := req.GetLimit(), req.GetOffset()
+	err = func() error {
+		switch req.GetOp() {
+		case daemonv1.Op_OP_HOVER:
+			h, err := client.Hover(ctx, u, pos)
+			resp.Result = &daemonv1.QueryResponse_Hover{Hover: c.hover(h)}
+			return err
+		case daemonv1.Op_OP_DEFINITION, daemonv1.Op_OP_DECLARATION, daemonv1.Op_OP_TYPE_DEFINITION,
+			daemonv1.Op_OP_IMPLEMENTATION, daemonv1.Op_OP_REFERENCES:
+			var l lsp.List[lsp.Location]
+			var err error
+			switch req.GetOp() {
+			case daemonv1.Op_OP_DEFINITION:
+				l, err = client.Definition(ctx, u, pos)
+			case daemonv1.Op_OP_DECLARATION:
+				l, err = client.Declaration(ctx, u, pos)
+			case daemonv1.Op_OP_TYPE_DEFINITION:
+				l, err = client.TypeDefinition(ctx, u, pos)
+			case daemonv1.Op_OP_IMPLEMENTATION:
+				l, err = client.Implementation(ctx, u, pos)
+			default:
+				l, err = client.References(ctx, u, pos, req.GetIncludeDeclaration())
+			}
+			c.truncated(l.Truncated, l.Dropped)
+			items, total, next := page(c.locations(l.Items), offset, limit)
+			resp.Result = &daemonv1.QueryResponse_Locations{Locations: &daemonv1.Locations{Items: items}}
+			resp.Total, resp.NextOffset = total, next
+			return err
+		case daemonv1.Op_OP_DOCUMENT_SYMBOLS, daemonv1.Op_OP_WORKSPACE_SYMBOLS:
+			var l lsp.List[lsp.Symbol]
+			var err error
+			if req.GetOp() == daemonv1.Op_OP_DOCUMENT_SYMBOLS {
+				l, err = client.DocumentSymbols(ctx, u)
+			} else {
+				l, err = client.WorkspaceSymbols(ctx, req.GetQuery())
+			}
+			c.truncated(l.Truncated, l.Dropped)
+			items, total, next := page(c.symbols(l.Items), offset, limit)
+			resp.Result = &daemonv1.QueryResponse_Symbols{Symbols: &daemonv1.Symbols{Items: items}}
+			resp.Total, resp.NextOffset = total, next
+			return err
+		case daemonv1.Op_OP_DIAGNOSTICS:
+			d, err := client.Diagnostics(ctx, u)
+			c.truncated(d.Truncated, d.Dropped)
+			if err == nil && !d.Settled {
+				c.warnings = append(c.warnings, "the server had not published diagnostics for this file yet")
+				c.dropped++
+			}
+			items, total, next := page(c.diagnostics(d.Items), offset, limit)
+			resp.Result = &daemonv1.QueryResponse_Diagnostics{Diagnostics: &daemonv1.Diagnostics{Items: items}}
+			resp.Total, resp.NextOffset = total, next
+			return err
+		case daemonv1.Op_OP_COMPLETION:
+			cp, err := client.Completion(ctx, u, pos)
+			c.truncated(cp.Truncated, cp.Dropped)
+			items, total, next := page(c.completions(cp.Items), offset, limit)
+			resp.Result = &daemonv1.QueryResponse_Completions{Completions: &daemonv1.Completions{Items: items, Incomplete: cp.Incomplete || next != nil}}
+			resp.Total, resp.NextOffset = total, next
+			return err
+		case daemonv1.Op_OP_SIGNATURE_HELP:
+			h, err := client.SignatureHelp(ctx, u, pos)
+			resp.Result = &daemonv1.QueryResponse_Signatures{Signatures: c.signatures(h)}
+			return err
+		case daemonv1.Op_OP_INCOMING_CALLS, daemonv1.Op_OP_OUTGOING_CALLS:
+			var l lsp.List[lsp.CallHierarchyCall]
+			var err error
+			if req.GetOp() == daemonv1.Op_OP_INCOMING_CALLS {
+				l, err = client.IncomingCalls(ctx, u, pos)
+			} else {
+				l, err = client.OutgoingCalls(ctx, u, pos)
+			}
+			c.truncated(l.Truncated, l.Dropped)
+			items, total, next := page(c.calls(l.Items), offset, limit)
+			resp.Result = &daemonv1.QueryResponse_Calls{Calls: &daemonv1.Calls{Items: items}}
+			resp.Total, resp.NextOffset = total, next
+			return err
+		case daemonv1.Op_OP_SUPERTYPES, daemonv1.Op_OP_SUBTYPES:
+			var l lsp.List[lsp.TypeHierarchyItem]
+			var err error
+			if req.GetOp() == daemonv1.Op_OP_SUPERTYPES {
+				l, err = client.Supertypes(ctx, u, pos)
+			} else {
+				l, err = client.Subtypes(ctx, u, pos)
+			}
+			c.truncated(l.Truncated, l.Dropped)
+			items, total, next := page(c.types(l.Items), offset, limit)
+			resp.Result = &daemonv1.QueryResponse_Types{Types: &daemonv1.Types{Items: items}}
+			resp.Total, resp.NextOffset = total, next
+			return err
+		}
+		return nil
+	}()
+	if err != nil {
+		return serverFailure(ctx, err)
+	}
+	resp.Evidence = evidence(srv.Info(), srv.CapabilityFingerprint(), gen, doc, req, c)
+	return resp
+}
+
+func (c *converter) truncated(t bool, dropped int) {
+	if t {
+		c.warnings = append(c.warnings, "the server's answer was cut at the daemon's bound")
+		c.dropped++
+	}
+	c.dropped += dropped
+}
+
+func (r *Runner) specByLanguage(lang string) *pool.Spec {
+	specs := r.Pool.Specs()
+	for i := range specs {
+		if specs[i].Language == lang {
+			return &specs[i]
+		}
+	}
+	return nil
+}
+
+// readDocument reads a tree file. Trees hold only regular files, and the
+// path was validated, so a plain read under the tree is safe.
+func (r *Runner) readDocument(w *pool.Workspace, rel string) ([]byte, *daemonv1.QueryResponse) {
+	if rel == "" {
+		return nil, fail(daemonv1.Status_STATUS_INVALID_REQUEST, "path is required")
+	}
+	full := filepath.Join(w.Dir, filepath.FromSlash(rel))
+	fi, err := os.Lstat(full)
+	if err != nil || !fi.Mode().IsRegular() || filepath.Base(rel) == ".lsp-prepare-id" {
+		return nil, fail(daemonv1.Status_STATUS_NOT_FOUND, "no such file in this revision")
+	}
+	if r.MaxDocument > 0 && fi.Size() > r.MaxDocument {
+		return nil, fail(daemonv1.Status_STATUS_INVALID_REQUEST, "the file is too large to open")
+	}
+	b, err := os.ReadFile(full)
+	if err != nil {
+		return nil, fail(daemonv1.Status_STATUS_NOT_FOUND, "no such file in this revision")
+	}
+	return b, nil
+}
+
+func needsPosition(op daemonv1.Op) bool {
+	switch op {
+	case daemonv1.Op_OP_DOCUMENT_SYMBOLS, daemonv1.Op_OP_WORKSPACE_SYMBOLS, daemonv1.Op_OP_DIAGNOSTICS:
+		return false
+	}
+	return true
+}
+
+// inRange reports whether pos is inside doc: the line exists and the
+// character is at most the line's length in UTF-16 code units.
+func inRange(doc []byte, pos *daemonv1.Position) bool {
+	line, char := pos.GetLine(), pos.GetCharacter()
+	var cur uint32
+	start := 0
+	for i := 0; i < len(doc) && cur < line; i++ {
+		if doc[i] == '\n' {
+			cur++
+			start = i + 1
+		}
+	}
+	if cur < line {
+		return false
+	}
+	var units uint32
+	for _, r := range string(lineAt(doc, start)) {
+		if r >= 0x10000 {
+			units += 2
+		} else {
+			units++
+		}
+	}
+	return char <= units
+}
+
+func lineAt(doc []byte, start int) []byte {
+	end := start
+	for end < len(doc) && doc[end] != '\n' {
+		end++
+	}
+	l := doc[start:end]
+	if len(l) > 0 && l[len(l)-1] == '\r' {
+		l = l[:len(l)-1]
+	}
+	if !utf8.Valid(l) {
+		return []byte(string([]rune(string(l))))
+	}
+	return l
+}
+
+// evidence binds the answer to what produced it.
+func evidence(info runtime.Info, fingerprint string, gen uint64, doc []byte, req *daemonv1.QueryRequest, c *converter) *daemonv1.Evidence {
+	e := &daemonv1.Evidence{
+		State:                 daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT,
+		Server:                &daemonv1.ServerInfo{Id: info.ID, Version: info.Version, Generation: gen},
+		CapabilityFingerprint: fingerprint,
+		QueryFingerprint:      queryFingerprint(req),
+		Warnings:              c.warnings,
+	}
+	if doc != nil {
+		sum := sha256.Sum256(doc)
+		e.DocumentSha256 = hex.EncodeToString(sum[:])
+	}
+	if c.dropped > 0 {
+		e.State = daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL
+		if len(c.warnings) == 0 {
+			e.Warnings = append(e.Warnings, fmt.Sprintf("%d result(s) outside the workspace or malformed were dropped", c.dropped))
+		}
+	}
+	return e
+}
+
+func queryFingerprint(req *daemonv1.QueryRequest) string {
+	b, _ := json.Marshal([]any{req.GetOp().String(), req.GetPath(), req.GetPosition().GetLine(), req.GetPosition().GetCharacter(),
+		req.GetQuery(), req.GetIncludeDeclaration(), req.GetLimit(), req.GetOffset()})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// serverFailure maps a failed call to a status: the caller's deadline is a
+// timeout, anything else means the server is not usable right now.
+func serverFailure(ctx context.Context, err error) *daemonv1.QueryResponse {
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		return fail(daemonv1.Status_STATUS_TIMEOUT, "the language server did not answer in time")
+	}
+	if errors.Is(err, pool.ErrClosed) {
+		return fail(daemonv1.Status_STATUS_NEEDS_TREE, "the workspace was deleted")
+	}
+	return fail(daemonv1.Status_STATUS_UNAVAILABLE, "the language server is unavailable")
+}

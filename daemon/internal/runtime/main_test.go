@@ -1,0 +1,125 @@
+package runtime
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// sharedHome is one private Home for every server this test binary starts,
+// so gopls builds its caches once per run instead of once per test.
+var sharedHome string
+
+func TestMain(m *testing.M) {
+	switch {
+	case os.Getenv(fakeSleeperEnv) == "1":
+		fakeSleeperMain()
+		os.Exit(0)
+	case os.Getenv(fakeServerEnv) == "1":
+		os.Exit(fakeServerMain(os.Args[1:]))
+	}
+	if err := BecomeSubreaper(); err != nil {
+		fmt.Fprintln(os.Stderr, "BecomeSubreaper:", err)
+		os.Exit(1)
+	}
+	var err error
+	sharedHome, err = os.MkdirTemp("", "runtime-test-home-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		// Every server was closed: no goroutine and no child may remain.
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/hanzoai/lsp/daemon/internal/runtime.spawnLoop")); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+		if kids := childrenOf(os.Getpid()); len(kids) > 0 {
+			fmt.Fprintf(os.Stderr, "child processes survived the tests: %+v\n", kids)
+			code = 1
+		}
+	}
+	// The gopls module cache is written read-only; make it removable.
+	_ = chmodTree(sharedHome)
+	_ = os.RemoveAll(sharedHome)
+	os.Exit(code)
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(b))
+	return len(b), nil
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []procStat {
+	procs, err := listProcs()
+	if err != nil {
+		return nil
+	}
+	var out []procStat
+	for _, p := range procs {
+		if p.ppid == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// groupMembers lists the processes of group pgid.
+func groupMembers(pgid int) []procStat {
+	procs, _ := listProcs()
+	var out []procStat
+	for _, p := range procs {
+		if p.pgrp == pgid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// assertGroupGone fails when any process of group pgid exists, or any
+// zombie child of this process belonged to it.
+func assertGroupGone(t *testing.T, pgid int) {
+	t.Helper()
+	procs, err := listProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if p.pgrp == pgid {
+			t.Errorf("process %d (state %c, parent %d) of the server's group %d survived", p.pid, p.state, p.ppid, pgid)
+		}
+		if p.ppid == os.Getpid() && p.state == 'Z' && p.pgrp == pgid {
+			t.Errorf("zombie %d of the server's group left unreaped", p.pid)
+		}
+	}
+}
+
+func chmodTree(root string) error {
+	return walkDirs(root, func(path string) { _ = os.Chmod(path, 0o700) })
+}
+
+func walkDirs(dir string, fn func(string)) error {
+	fn(dir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			_ = walkDirs(dir+"/"+e.Name(), fn)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Spec is one reviewed language server. Nothing in it comes from a
+// repository or a request: the operator's reviewed configuration fills it.
+type Spec struct {
+	ID         string
+	Language   string // LSP languageId, also used for didOpen
+	Extensions []string
+	// Executable is an absolute path; Args follow it.
+	Executable string
+	Args       []string
+	// Env is added to the minimal environment (and overrides it).
+	Env                   []string
+	InitializationOptions json.RawMessage
+	// Settings answers workspace/configuration (see lsp.Options.Settings).
+	Settings json.RawMessage
+	// RequestTimeout bounds every request on top of the caller's context;
+	// DefaultRequestTimeout when zero.
+	RequestTimeout time.Duration
+}
+
+// DefaultRequestTimeout applies when Spec.RequestTimeout is zero.
+const DefaultRequestTimeout = 15 * time.Second
+
+// Workspace is where a server runs.
+type Workspace struct {
+	// Root is the tree the server analyses; servers must treat it as
+	// read-only.
+	Root string
+	// Home is the server's private writable directory: HOME, caches, TMPDIR
+	// and the Go module cache live under it.
+	Home string
+}
+
+// ModCache is the Go module cache of a workspace, under its Home. The
+// dependency phase fills it; servers only read it (GOPROXY=off).
+func ModCache(ws Workspace) string { return filepath.Join(ws.Home, "go", "pkg", "mod") }
+
+// Spawner starts server processes. ctx bounds only the start itself: the
+// process must outlive it.
+type Spawner interface {
+	Spawn(ctx context.Context, spec Spec, ws Workspace) (Process, error)
+}
+
+// Process is a running server. The caller owns Stdin and Stdout and closes
+// them. Kill kills the whole process tree and may be called at any time,
+// also after the process exited. Wait blocks until the process has exited,
+// then reaps it and every other member of its process tree; it may be called
+// more than once and returns the same result.
+type Process interface {
+	Stdin() io.WriteCloser
+	Stdout() io.ReadCloser
+	Kill() error
+	Wait() error
+	Pid() int
+}
+
+// stderrTailer is implemented by processes that keep the end of the
+// server's stderr, for the log line that reports a crash.
+type stderrTailer interface {
+	StderrTail() string
+}
+
+// ToolchainDirs are the directories put on a server's PATH besides its own
+// executable's directory, when they exist: the Go toolchain, which gopls
+// runs.
+var ToolchainDirs = []string{"/usr/local/go/bin"}
+
+// Environment is the whole environment of a server: a PATH of the
+// executable's directory and ToolchainDirs, private HOME/cache/tmp
+// directories under ws.Home, Go pinned to offline local operation, then
+// spec.Env. Nothing comes from the daemon's own environment.
+func Environment(spec Spec, ws Workspace) []string {
+	var path []string
+	seen := map[string]bool{}
+	for _, d := range append([]string{filepath.Dir(spec.Executable)}, ToolchainDirs...) {
+		if d == "" || seen[d] {
+			continue
+		}
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		seen[d] = true
+		path = append(path, d)
+	}
+	pathVar := "PATH="
+	for i, d := range path {
+		if i > 0 {
+			pathVar += ":"
+		}
+		pathVar += d
+	}
+	env := []string{
+		pathVar,
+		"HOME=" + ws.Home,
+		"XDG_CACHE_HOME=" + filepath.Join(ws.Home, ".cache"),
+		"XDG_CONFIG_HOME=" + filepath.Join(ws.Home, ".config"),
+		"XDG_DATA_HOME=" + filepath.Join(ws.Home, ".local", "share"),
+		"TMPDIR=" + filepath.Join(ws.Home, "tmp"),
+		"GOCACHE=" + filepath.Join(ws.Home, ".cache", "go-build"),
+		"GOPATH=" + filepath.Join(ws.Home, "go"),
+		"GOMODCACHE=" + ModCache(ws),
+		"GOTOOLCHAIN=local",
+		"GOFLAGS=-mod=mod",
+		"GOPROXY=off",
+		"CGO_ENABLED=0",
+		"GOTELEMETRY=off",
+		"LANG=C.UTF-8",
+	}
+	return append(env, spec.Env...)
+}
+
+// homeDirs are created under Workspace.Home before a server starts.
+var homeDirs = []string{".cache/go-build", ".config", ".local/share", "tmp", "go/pkg/mod"}
+
+func prepareHome(ws Workspace) error {
+	for _, d := range homeDirs {
+		if err := os.MkdirAll(filepath.Join(ws.Home, filepath.FromSlash(d)), 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Errors of a Server.
+var (
+	// ErrClosed: the Server was closed.
+	ErrClosed = errors.New("runtime: server closed")
+	// ErrUnavailable: the server is down and could not be (re)started in
+	// time; the wrapped error says why.
+	ErrUnavailable = errors.New("runtime: language server unavailable")
+	// ErrExited: the server process died while serving the request.
+	ErrExited = errors.New("runtime: language server exited")
+)

@@ -1,0 +1,71 @@
+package uri
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+var pol = Policy{
+	Root: "/srv/ws/t/demo/abc",
+	Externals: []External{
+		{Dir: "/usr/local/go/src", Module: "std@go1.26.8"},
+		{Dir: "/srv/homes/t/demo/go/pkg/mod"},
+	},
+}
+
+func TestMap(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Location
+	}{
+		{"file:///srv/ws/t/demo/abc/pkg/a.go", Location{Path: "pkg/a.go"}},
+		{"file:///srv/ws/t/demo/abc/sp%20ace.go", Location{Path: "sp ace.go"}},
+		{"file:///usr/local/go/src/fmt/print.go", Location{Path: "fmt/print.go", External: true, Module: "std@go1.26.8"}},
+		{"file:///srv/homes/t/demo/go/pkg/mod/github.com/!burnt!sushi/toml@v1.5.0/decode.go",
+			Location{Path: "decode.go", External: true, Module: "github.com/BurntSushi/toml@v1.5.0"}},
+	} {
+		got, err := pol.Map(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("Map(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestMapRefuses(t *testing.T) {
+	for _, in := range []string{
+		"file:///etc/passwd",
+		"file:///srv/ws/t/demo/abc/../other/x.go",
+		"file:///srv/ws/t/demo/abcd/x.go",
+		"file:///SRV/ws/t/demo/abc/x.go",
+		"file:///srv/ws/t/demo/abc%2fx.go",
+		"file:///srv/ws/t/demo/abc/a%00b.go",
+		"file://evil.example/srv/ws/t/demo/abc/x.go",
+		"https://srv/ws/t/demo/abc/x.go",
+		"file:///srv/ws/t/demo/abc/x.go?q=1",
+		"file:///srv/ws/t/demo/abc/x.go#frag",
+		"file:///srv/ws/t/demo/abc/%zz.go",
+		"file:///srv/ws/t/demo/abc",
+		"file:///srv/homes/t/demo/go/pkg/mod/cache/download/x@v1/y",
+		"file:///srv/homes/t/demo/go/pkg/mod/github.com/Bad@v1/x.go",
+		"relative/x.go",
+	} {
+		if got, err := pol.Map(in); !errors.Is(err, ErrRefused) {
+			t.Errorf("Map(%q) = %+v, %v; want ErrRefused", in, got, err)
+		}
+	}
+}
+
+func FuzzMap(f *testing.F) {
+	f.Add("file:///srv/ws/t/demo/abc/pkg/a.go")
+	f.Add("file:///srv/ws/t/demo/abc/../../etc/passwd")
+	f.Fuzz(func(t *testing.T, in string) {
+		loc, err := pol.Map(in)
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(loc.Path, "/") || strings.Contains("/"+loc.Path+"/", "/../") || strings.Contains(loc.Path, "/srv/") {
+			t.Fatalf("Map(%q) leaked or escaped: %+v", in, loc)
+		}
+	})
+}

@@ -1,0 +1,158 @@
+// Package workspace owns the daemon's trees on disk: it validates a pushed
+// manifest, writes the files into a private staging directory while checking
+// each file's SHA-256, and publishes the finished tree with one rename, so a
+// half-written tree is never served.
+//
+// A workspace is named by (tenant key, repo, commit). Its directory is derived
+// from that key alone — never from anything a language server or a tree
+// could say — and nothing under it is shared with another tenant.
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+)
+
+// Limits bound a pushed tree. They are checked against the manifest before a
+// single byte is written.
+type Limits struct {
+	MaxFiles      int
+	MaxTotalBytes int64
+	MaxFileBytes  int64
+	MaxDepth      int
+	MaxPathBytes  int
+}
+
+// DefaultLimits are generous for real repositories and small enough that one
+// push cannot fill a disk.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxFiles:      100_000,
+		MaxTotalBytes: 1 << 30,
+		MaxFileBytes:  64 << 20,
+		MaxDepth:      64,
+		MaxPathBytes:  1024,
+	}
+}
+
+// ErrInvalid marks a key or manifest the daemon refuses.
+var ErrInvalid = errors.New("invalid workspace")
+
+var (
+	tenantKeyRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	repoRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+	commitRE    = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
+	sha256RE    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// Key names a workspace.
+type Key struct {
+	TenantKey string
+	Repo      string
+	Commit    string
+}
+
+func (k Key) String() string { return k.TenantKey[:12] + "/" + k.Repo + "@" + k.Commit[:12] }
+
+// ParseKey validates a key from the wire. Every component ends up in a file
+// path, so each is checked against a strict pattern.
+func ParseKey(w *daemonv1.WorkspaceKey) (Key, error) {
+	if w == nil {
+		return Key{}, fmt.Errorf("%w: no workspace key", ErrInvalid)
+	}
+	k := Key{TenantKey: w.GetTenantKey(), Repo: w.GetRepo(), Commit: w.GetCommit()}
+	switch {
+	case !tenantKeyRE.MatchString(k.TenantKey):
+		return Key{}, fmt.Errorf("%w: tenant key is not 64 lowercase hex digits", ErrInvalid)
+	case !repoRE.MatchString(k.Repo) || k.Repo == "." || k.Repo == "..":
+		return Key{}, fmt.Errorf("%w: bad repo slug", ErrInvalid)
+	case !commitRE.MatchString(k.Commit):
+		return Key{}, fmt.Errorf("%w: commit is not a full sha", ErrInvalid)
+	}
+	return k, nil
+}
+
+// CheckPath validates one repo-relative path: '/'-separated, relative, no
+// empty, '.' or '..' segment, no NUL or control character, valid UTF-8.
+func CheckPath(p string, maxBytes int) error {
+	switch {
+	case p == "":
+		return errors.New("empty path")
+	case len(p) > maxBytes:
+		return fmt.Errorf("path longer than %d bytes", maxBytes)
+	case !utf8.ValidString(p):
+		return errors.New("path is not valid UTF-8")
+	case strings.HasPrefix(p, "/"):
+		return errors.New("absolute path")
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f || r == '\\' {
+			return errors.New("path has a control character or backslash")
+		}
+	}
+	for _, seg := range strings.Split(p, "/") {
+		switch seg {
+		case "":
+			return errors.New("path has an empty segment")
+		case ".", "..":
+			return errors.New("path has a '.' or '..' segment")
+		}
+	}
+	return nil
+}
+
+// CheckManifest validates a manifest against the limits: every path valid,
+// no path repeated, no file used as a directory of another, and the sums
+// within bounds. It returns the total byte count.
+func CheckManifest(files []*daemonv1.FileEntry, lim Limits) (int64, error) {
+	if len(files) > lim.MaxFiles {
+		return 0, fmt.Errorf("%w: more than %d files", ErrInvalid, lim.MaxFiles)
+	}
+	seen := make(map[string]bool, len(files))
+	var total int64
+	for _, f := range files {
+		p := f.GetPath()
+		if err := CheckPath(p, lim.MaxPathBytes); err != nil {
+			return 0, fmt.Errorf("%w: %q: %v", ErrInvalid, p, err)
+		}
+		if strings.Count(p, "/")+1 > lim.MaxDepth {
+			return 0, fmt.Errorf("%w: %q deeper than %d", ErrInvalid, p, lim.MaxDepth)
+		}
+		if seen[p] {
+			return 0, fmt.Errorf("%w: %q repeated", ErrInvalid, p)
+		}
+		seen[p] = true
+		if !sha256RE.MatchString(f.GetSha256()) {
+			return 0, fmt.Errorf("%w: %q: bad sha256", ErrInvalid, p)
+		}
+		if int64(f.GetSize()) > lim.MaxFileBytes || f.GetSize() > 1<<62 {
+			return 0, fmt.Errorf("%w: %q larger than %d bytes", ErrInvalid, p, lim.MaxFileBytes)
+		}
+		total += int64(f.GetSize())
+		if total > lim.MaxTotalBytes {
+			return 0, fmt.Errorf("%w: tree larger than %d bytes", ErrInvalid, lim.MaxTotalBytes)
+		}
+	}
+	// A file used as a directory: some path is a strict prefix dir of another.
+	for p := range seen {
+		for dir := parentDir(p); dir != ""; dir = parentDir(dir) {
+			if seen[dir] {
+				return 0, fmt.Errorf("%w: %q is a file and a directory", ErrInvalid, dir)
+			}
+		}
+	}
+	return total, nil
+}
+
+func parentDir(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}

@@ -1,0 +1,251 @@
+package workspace
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+)
+
+// Store lays workspaces out under one root:
+//
+//	root/trees/<tenant>/<repo>/<commit>/   published trees, read-only
+//	root/homes/<tenant>/<repo>/             private HOME and caches of the servers
+//	root/staging/                           trees being written
+//
+// The home is per (tenant, repo) so that a new revision of the same
+// repository starts on warm caches, while nothing derived from one tenant's
+// code is ever visible to another.
+type Store struct {
+	root   string
+	limits Limits
+}
+
+// NewStore creates the layout under root.
+func NewStore(root string, lim Limits) (*Store, error) {
+	for _, d := range []string{"trees", "homes", "staging"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
+			return nil, fmt.Errorf("workspace store: %w", err)
+		}
+	}
+	// Leftovers from a crash are never published: clear them.
+	entries, _ := os.ReadDir(filepath.Join(root, "staging"))
+	for _, e := range entries {
+		_ = removeAll(filepath.Join(root, "staging", e.Name()))
+	}
+	return &Store{root: root, limits: lim}, nil
+}
+
+// Limits returns the store's bounds.
+func (s *Store) Limits() Limits { return s.limits }
+
+// TreeDir is where the tree of k lives once published.
+func (s *Store) TreeDir(k Key) string {
+	return filepath.Join(s.root, "trees", k.TenantKey, k.Repo, k.Commit)
+}
+
+// HomeDir is the private writable directory of k's servers.
+func (s *Store) HomeDir(k Key) string {
+	return filepath.Join(s.root, "homes", k.TenantKey, k.Repo)
+}
+
+// Published reports whether k's tree is on disk.
+func (s *Store) Published(k Key) bool {
+	_, err := os.Stat(filepath.Join(s.TreeDir(k), ".lsp-prepare-id"))
+	return err == nil
+}
+
+// ModTime is when k's tree was published (zero when it is not).
+func (s *Store) ModTime(k Key) time.Time {
+	fi, err := os.Stat(filepath.Join(s.TreeDir(k), ".lsp-prepare-id"))
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// PrepareID reads the prepare id stored with a published tree.
+func (s *Store) PrepareID(k Key) (string, error) {
+	b, err := os.ReadFile(filepath.Join(s.TreeDir(k), ".lsp-prepare-id"))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Write receives a tree's bytes from r (the concatenation of the manifest's
+// files in order), verifies each file's digest, and publishes the tree
+// atomically under k. It reports published=false, with no error, when
+// another push published k first.
+func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io.Reader) (published bool, err error) {
+	if _, err := CheckManifest(files, s.limits); err != nil {
+		return false, err
+	}
+	stage, err := os.MkdirTemp(filepath.Join(s.root, "staging"), "push-")
+	if err != nil {
+		return false, fmt.Errorf("stage: %w", err)
+	}
+	defer func() {
+		if stage != "" {
+			_ = removeAll(stage)
+		}
+	}()
+	buf := make([]byte, 256<<10)
+	for _, f := range files {
+		if err := writeFile(filepath.Join(stage, filepath.FromSlash(f.GetPath())), f, r, buf); err != nil {
+			return false, err
+		}
+	}
+	// Nothing may follow the last file.
+	if n, _ := io.ReadFull(r, buf[:1]); n != 0 {
+		return false, fmt.Errorf("%w: more bytes than the manifest declares", ErrInvalid)
+	}
+	if err := os.WriteFile(filepath.Join(stage, ".lsp-prepare-id"), []byte(prepareID+"\n"), 0o444); err != nil {
+		return false, fmt.Errorf("stage: %w", err)
+	}
+	if err := makeReadOnly(stage); err != nil {
+		return false, fmt.Errorf("stage: %w", err)
+	}
+	dst := s.TreeDir(k)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return false, fmt.Errorf("publish: %w", err)
+	}
+	if err := os.MkdirAll(s.HomeDir(k), 0o700); err != nil {
+		return false, fmt.Errorf("publish: %w", err)
+	}
+	// rename(2) onto an existing non-empty directory fails: the first push
+	// to publish wins, and later ones are discarded.
+	if err := os.Rename(stage, dst); err != nil {
+		if s.Published(k) {
+			return false, nil
+		}
+		return false, fmt.Errorf("publish: %w", err)
+	}
+	stage = ""
+	return true, nil
+}
+
+// Delete removes k's tree. The home (caches) stays for the next revision.
+func (s *Store) Delete(k Key) error {
+	dst := s.TreeDir(k)
+	if _, err := os.Stat(dst); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	// Move aside first so that the tree disappears atomically.
+	grave := filepath.Join(s.root, "staging", "del-"+randomHex())
+	if err := os.Rename(dst, grave); err != nil {
+		return fmt.Errorf("delete workspace: %w", err)
+	}
+	return removeAll(grave)
+}
+
+// List returns the keys of every published tree (for start-up recovery).
+func (s *Store) List() ([]Key, error) {
+	var keys []Key
+	tenants, err := os.ReadDir(filepath.Join(s.root, "trees"))
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tenants {
+		repos, _ := os.ReadDir(filepath.Join(s.root, "trees", t.Name()))
+		for _, r := range repos {
+			commits, _ := os.ReadDir(filepath.Join(s.root, "trees", t.Name(), r.Name()))
+			for _, c := range commits {
+				k := Key{TenantKey: t.Name(), Repo: r.Name(), Commit: c.Name()}
+				if _, err := ParseKey(&daemonv1.WorkspaceKey{TenantKey: k.TenantKey, Repo: k.Repo, Commit: k.Commit}); err == nil && s.Published(k) {
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	return keys, nil
+}
+
+func writeFile(path string, f *daemonv1.FileEntry, r io.Reader, buf []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("write %q: %w", f.GetPath(), err)
+	}
+	mode := os.FileMode(0o644)
+	if f.GetExecutable() {
+		mode = 0o755
+	}
+	// O_EXCL with O_NOFOLLOW: the staging dir is ours and fresh, so any
+	// existing entry means the manifest lied.
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, mode)
+	if err != nil {
+		return fmt.Errorf("write %q: %w", f.GetPath(), err)
+	}
+	h := sha256.New()
+	n, err := io.CopyBuffer(io.MultiWriter(out, h), io.LimitReader(r, int64(f.GetSize())), buf)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %q: %w", f.GetPath(), err)
+	}
+	if uint64(n) != f.GetSize() {
+		return fmt.Errorf("%w: %q: stream ended after %d of %d bytes", ErrInvalid, f.GetPath(), n, f.GetSize())
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != f.GetSha256() {
+		return fmt.Errorf("%w: %q: sha256 mismatch", ErrInvalid, f.GetPath())
+	}
+	return nil
+}
+
+// makeReadOnly drops write permission on every file and directory so that a
+// language server (even unjailed) cannot change the tree it serves.
+func makeReadOnly(root string) error {
+	var dirs []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.Chmod(p, info.Mode().Perm()&^0o222)
+	})
+	if err != nil {
+		return err
+	}
+	// Directories last, deepest first, so the walk above could still descend.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := os.Chmod(dirs[i], 0o555); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeAll restores write permission on directories before removing them.
+func removeAll(root string) error {
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(root)
+}
+
+func randomHex() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

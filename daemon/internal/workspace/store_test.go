@@ -1,0 +1,138 @@
+package workspace
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+)
+
+var testKey = Key{TenantKey: strings.Repeat("ab", 32), Repo: "demo", Commit: strings.Repeat("1", 40)}
+
+func entry(path, data string) (*daemonv1.FileEntry, string) {
+	sum := sha256.Sum256([]byte(data))
+	return &daemonv1.FileEntry{Path: path, Size: uint64(len(data)), Sha256: hex.EncodeToString(sum[:])}, data
+}
+
+func manifest(files ...[2]string) ([]*daemonv1.FileEntry, *bytes.Buffer) {
+	var es []*daemonv1.FileEntry
+	var buf bytes.Buffer
+	for _, f := range files {
+		e, d := entry(f[0], f[1])
+		es = append(es, e)
+		buf.WriteString(d)
+	}
+	return es, &buf
+}
+
+func TestWritePublishesAtomically(t *testing.T) {
+	s, err := NewStore(t.TempDir(), DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, body := manifest([2]string{"go.mod", "module x\n"}, [2]string{"a/b.go", "package a\n"})
+	ok, err := s.Write(testKey, "p1", es, body)
+	if err != nil || !ok {
+		t.Fatalf("Write = %v, %v", ok, err)
+	}
+	got, err := os.ReadFile(filepath.Join(s.TreeDir(testKey), "a", "b.go"))
+	if err != nil || string(got) != "package a\n" {
+		t.Fatalf("tree file = %q, %v", got, err)
+	}
+	if id, _ := s.PrepareID(testKey); id != "p1" {
+		t.Fatalf("prepare id = %q", id)
+	}
+	// A second push of the same key is discarded and keeps the first id.
+	es, body = manifest([2]string{"go.mod", "module y\n"})
+	ok, err = s.Write(testKey, "p2", es, body)
+	if err != nil || ok {
+		t.Fatalf("second Write = %v, %v; want false, nil", ok, err)
+	}
+	if id, _ := s.PrepareID(testKey); id != "p1" {
+		t.Fatalf("prepare id after race = %q", id)
+	}
+	if err := s.Delete(testKey); err != nil || s.Published(testKey) {
+		t.Fatalf("Delete = %v, published=%v", err, s.Published(testKey))
+	}
+}
+
+func TestWriteRefusesBadTrees(t *testing.T) {
+	good, _ := entry("a.go", "package a\n")
+	bad := *good
+	bad.Sha256 = strings.Repeat("0", 64)
+	for _, tc := range []struct {
+		name  string
+		files []*daemonv1.FileEntry
+		body  string
+	}{
+		{"absolute", []*daemonv1.FileEntry{{Path: "/etc/passwd", Sha256: good.Sha256}}, ""},
+		{"dotdot", []*daemonv1.FileEntry{{Path: "a/../../x", Sha256: good.Sha256}}, ""},
+		{"dot", []*daemonv1.FileEntry{{Path: "./x", Sha256: good.Sha256}}, ""},
+		{"empty segment", []*daemonv1.FileEntry{{Path: "a//x", Sha256: good.Sha256}}, ""},
+		{"nul", []*daemonv1.FileEntry{{Path: "a\x00x", Sha256: good.Sha256}}, ""},
+		{"repeat", []*daemonv1.FileEntry{good, good}, "package a\npackage a\n"},
+		{"file as dir", []*daemonv1.FileEntry{good, {Path: "a.go/x", Size: 0, Sha256: good.Sha256}}, "package a\n"},
+		{"digest mismatch", []*daemonv1.FileEntry{&bad}, "package a\n"},
+		{"short stream", []*daemonv1.FileEntry{good}, "pack"},
+		{"long stream", []*daemonv1.FileEntry{good}, "package a\nmore"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := NewStore(t.TempDir(), DefaultLimits())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, err := s.Write(testKey, "p", tc.files, strings.NewReader(tc.body))
+			if ok || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Write = %v, %v; want ErrInvalid", ok, err)
+			}
+			if s.Published(testKey) {
+				t.Fatal("a refused tree was published")
+			}
+			left, _ := os.ReadDir(filepath.Join(s.root, "staging"))
+			if len(left) != 0 {
+				t.Fatalf("staging not cleaned: %v", left)
+			}
+		})
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	good := &daemonv1.WorkspaceKey{TenantKey: testKey.TenantKey, Repo: "demo", Commit: testKey.Commit}
+	if _, err := ParseKey(good); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []*daemonv1.WorkspaceKey{
+		nil,
+		{TenantKey: "AB" + testKey.TenantKey[2:], Repo: "demo", Commit: testKey.Commit},
+		{TenantKey: testKey.TenantKey, Repo: "..", Commit: testKey.Commit},
+		{TenantKey: testKey.TenantKey, Repo: "a/b", Commit: testKey.Commit},
+		{TenantKey: testKey.TenantKey, Repo: "demo", Commit: "abc123"},
+	} {
+		if _, err := ParseKey(w); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseKey(%v) = %v; want ErrInvalid", w, err)
+		}
+	}
+}
+
+func FuzzCheckPath(f *testing.F) {
+	for _, s := range []string{"a/b.go", "../x", "/abs", "a//b", "a/./b", "é/ü.go", "a\x00b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if CheckPath(p, 1024) != nil {
+			return
+		}
+		// Anything accepted must stay inside the root once joined.
+		root := "/ws"
+		j := filepath.Join(root, filepath.FromSlash(p))
+		if !strings.HasPrefix(j, root+"/") || filepath.Clean(j) != j {
+			t.Fatalf("accepted %q escapes or is unclean: %q", p, j)
+		}
+	})
+}

@@ -1,0 +1,3 @@
+module github.com/hanzoai/lsp/migrations
+
+go 1.26.8

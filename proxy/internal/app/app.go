@@ -1,0 +1,149 @@
+// Package app wires the proxy from its configuration and runs it until the
+// context ends: verifier, forge, ledger, daemon pool, operation service and
+// HTTP API. cmd/lsp-proxy is a thin main around Run; tests and `lspctl dev`
+// run it in-process.
+package app
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/auth"
+	"github.com/hanzoai/lsp/proxy/internal/config"
+	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
+	"github.com/hanzoai/lsp/proxy/internal/forge"
+	"github.com/hanzoai/lsp/proxy/internal/httpapi"
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
+	"github.com/hanzoai/lsp/proxy/internal/operation"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Run serves until ctx ends, then shuts down gracefully: the listener
+// closes, in-flight requests (and the prepares they charge) finish within
+// cfg.ShutdownGrace. ready, when not nil, receives the bound address.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(addr string)) error {
+	if cfg.DevMode {
+		log.Warn("LSP_DEV=1: development mode (audience not required)")
+	}
+	verifier, err := auth.NewVerifier(ctx, auth.Config{
+		KeysFile:       cfg.JWTKeys,
+		JWKSURL:        cfg.JWKSURL,
+		HMACSecretFile: cfg.JWTHMACFile,
+		Issuer:         cfg.JWTIssuer,
+		Audience:       cfg.JWTAudience,
+		Algs:           cfg.JWTAlgs,
+		MaxTTL:         cfg.JWTMaxTTL,
+		DevMode:        cfg.DevMode,
+	}, &http.Client{Timeout: 10 * time.Second}, log)
+	if err != nil {
+		return fmt.Errorf("identity: %w", err)
+	}
+	defer verifier.Close()
+
+	led, err := ledger.Open(ctx, cfg.DatabaseURL, log)
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	defer led.Close()
+
+	pool, err := daemonclient.Dial(cfg.Daemons, log)
+	if err != nil {
+		return fmt.Errorf("daemons: %w", err)
+	}
+	defer pool.Close()
+
+	secret := []byte(cfg.TenantKeySecret)
+	cacheSecret := make([]byte, 32)
+	_, _ = rand.Read(cacheSecret) // access-cache keys never leave this process
+	fg := forge.NewCache(forge.NewGit(cfg.ForgeURL, forgeHTTPClient(), "git", log), cfg.ForgeCacheTTL, cacheSecret)
+
+	ops := operation.New(fg, led, pool, operation.Config{
+		PrepareCents:   cfg.PrepareCents,
+		PrepareGrace:   cfg.PrepareGrace,
+		PrepareTimeout: cfg.PrepareTimeout,
+		Limits: forge.Limits{
+			MaxFiles: cfg.TreeMaxFiles, MaxTotalBytes: cfg.TreeMaxBytes,
+			MaxFileBytes: cfg.TreeMaxFileBytes, MaxDepth: cfg.TreeMaxDepth,
+		},
+		Owners: cfg.ForgeOwners,
+	}, log)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	api := httpapi.New(httpapi.Deps{
+		Verifier:        verifier,
+		Ops:             ops,
+		TenantKeySecret: secret,
+		CursorSecret:    derive(secret, "cursor"),
+		ForgeAuth:       cfg.ForgeAuth,
+		RequestTimeout:  cfg.RequestTimeout,
+		Ready:           []httpapi.Pinger{led, pool},
+		Registry:        reg,
+		Log:             log,
+	})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	log.Info("proxy listening", "addr", ln.Addr().String(), "daemons", len(cfg.Daemons), "forge_kind", cfg.ForgeKind)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("proxy shutting down", "grace", cfg.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// forgeHTTPClient never follows redirects: a credential must not travel to
+// wherever a forge (or an attacker in its path) points.
+func forgeHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{
+		Transport: t,
+		Timeout:   30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// derive makes a purpose-bound key from the tenant-key secret, so cursors
+// verify on every replica; with no secret, a random per-process key.
+func derive(secret []byte, purpose string) []byte {
+	if len(secret) == 0 {
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		return b
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("lsp-proxy/" + purpose))
+	return m.Sum(nil)
+}

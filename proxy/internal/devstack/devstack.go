@@ -1,0 +1,325 @@
+// Package devstack brings up the whole service on one machine from real
+// parts: a throwaway Postgres, a development git forge serving bare
+// repositories over smart HTTP with token-based access, the daemon as its
+// own process running the pinned gopls, and the proxy. `lspctl dev` (make
+// run), the end-to-end tests and the bench all use it, so what a new user
+// runs is what the tests prove.
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/app"
+	"github.com/hanzoai/lsp/proxy/internal/auth"
+	"github.com/hanzoai/lsp/proxy/internal/config"
+	"github.com/hanzoai/lsp/proxy/internal/devforge"
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
+	"github.com/hanzoai/lsp/proxy/internal/pgcluster"
+)
+
+// Options configure a stack.
+type Options struct {
+	Dir       string // everything lives below it
+	DaemonBin string // the lsp-daemon binary
+	Gopls     string // the pinned gopls binary
+	Listen    string // proxy listen address (default 127.0.0.1:0)
+	// DatabaseURL, when set, is used instead of a throwaway cluster.
+	DatabaseURL string
+	// ProxyEnv overrides proxy configuration (LSP_* names).
+	ProxyEnv map[string]string
+	Log      *slog.Logger
+}
+
+// Stack is a running stack.
+type Stack struct {
+	opts Options
+
+	PG          *pgcluster.Cluster
+	DatabaseURL string
+	Ledger      *ledger.Ledger // the test's view of the ledger
+
+	Forge     *devforge.Server
+	ForgeURL  string
+	ForgeRoot string
+	forgeSrv  *http.Server
+
+	DaemonSock   string
+	DaemonRoot   string
+	daemonConfig string
+	daemon       *exec.Cmd
+	daemonDone   chan struct{}
+
+	ProxyURL    string
+	proxyCancel context.CancelFunc
+	proxyDone   chan error
+
+	KeyFile    string // the dev signing key (private)
+	PubKeyFile string
+
+	stopOnce sync.Once
+}
+
+// Audience is the dev stack's JWT audience.
+const Audience = "lsp-dev"
+
+// Start brings the stack up. On error everything started is stopped.
+func Start(ctx context.Context, o Options) (_ *Stack, err error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	s := &Stack{opts: o}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	// Postgres runs as its own user and must be able to reach its directory.
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"keys", "forge", "daemon"} {
+		if err := os.MkdirAll(filepath.Join(o.Dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+
+	// Postgres.
+	s.DatabaseURL = o.DatabaseURL
+	if s.DatabaseURL == "" {
+		if s.PG, err = pgcluster.Start(ctx, filepath.Join(o.Dir, "pg"), o.Log); err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		if err := s.PG.CreateDatabase(ctx, "lsp"); err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		s.DatabaseURL = s.PG.URL("lsp")
+	}
+	if s.Ledger, err = ledger.Open(ctx, s.DatabaseURL, o.Log); err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+
+	// The forge.
+	s.ForgeRoot = filepath.Join(o.Dir, "forge")
+	if s.Forge, err = devforge.New(s.ForgeRoot, "git", o.Log); err != nil {
+		return nil, fmt.Errorf("forge: %w", err)
+	}
+	fl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.ForgeURL = "http://" + fl.Addr().String()
+	s.forgeSrv = &http.Server{Handler: s.Forge, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.forgeSrv.Serve(fl) }()
+
+	// Keys: fresh per stack, never built in.
+	if s.KeyFile, s.PubKeyFile, err = auth.GenerateDevKey(filepath.Join(o.Dir, "keys")); err != nil {
+		return nil, fmt.Errorf("dev key: %w", err)
+	}
+
+	// The daemon.
+	if err := s.startDaemon(ctx); err != nil {
+		return nil, err
+	}
+
+	// The proxy, in-process.
+	env := map[string]string{
+		"LSP_LISTEN":            o.Listen,
+		"LSP_DATABASE_URL":      s.DatabaseURL,
+		"LSP_DAEMONS":           "unix://" + s.DaemonSock,
+		"LSP_JWT_KEYS":          s.PubKeyFile,
+		"LSP_JWT_AUDIENCE":      Audience,
+		"LSP_TENANT_KEY_SECRET": "dev-tenant-key-secret",
+		"LSP_FORGE_URL":         s.ForgeURL,
+		"LSP_LOG_LEVEL":         "warn",
+	}
+	for k, v := range o.ProxyEnv {
+		env[k] = v
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		return nil, fmt.Errorf("proxy config: %w", err)
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	s.proxyCancel = cancel
+	s.proxyDone = make(chan error, 1)
+	addr := make(chan string, 1)
+	go func() { s.proxyDone <- app.Run(pctx, cfg, o.Log, func(a string) { addr <- a }) }()
+	select {
+	case a := <-addr:
+		s.ProxyURL = "http://" + a
+	case err := <-s.proxyDone:
+		s.proxyDone <- err
+		return nil, fmt.Errorf("proxy: %w", err)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s, nil
+}
+
+// startDaemon writes the reviewed-server file for the pinned gopls and runs
+// the daemon as its own process group.
+func (s *Stack) startDaemon(ctx context.Context) error {
+	dir := filepath.Join(s.opts.Dir, "daemon")
+	s.DaemonSock = filepath.Join(dir, "daemon.sock")
+	s.DaemonRoot = filepath.Join(dir, "root")
+	s.daemonConfig = filepath.Join(dir, "servers.json")
+	if err := WriteServerConfig(s.daemonConfig, s.opts.Gopls); err != nil {
+		return err
+	}
+	return s.RestartDaemon(ctx)
+}
+
+// RestartDaemon (re)starts the daemon process; its workspaces on disk
+// survive, its language servers do not.
+func (s *Stack) RestartDaemon(ctx context.Context) error {
+	s.StopDaemon()
+	_ = os.Remove(s.DaemonSock)
+	cmd := exec.Command(s.opts.DaemonBin)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"LSP_DAEMON_LISTEN=unix://" + s.DaemonSock,
+		"LSP_DAEMON_CONFIG=" + s.daemonConfig,
+		"LSP_DAEMON_ROOT=" + s.DaemonRoot,
+		"LSP_UNJAILED=1",
+		"LSP_LOG_LEVEL=warn",
+	}
+	logf, err := os.OpenFile(filepath.Join(s.opts.Dir, "daemon", "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("daemon: %w", err)
+	}
+	s.daemon = cmd
+	s.daemonDone = make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(s.daemonDone) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if c, err := net.Dial("unix", s.DaemonSock); err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-s.daemonDone:
+			return fmt.Errorf("daemon exited at start: %s", logTail(filepath.Join(s.opts.Dir, "daemon", "daemon.log")))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return errors.New("daemon did not listen within 60s")
+		}
+	}
+}
+
+// StopDaemon stops the daemon gracefully, then kills its process group.
+func (s *Stack) StopDaemon() {
+	if s.daemon == nil {
+		return
+	}
+	_ = s.daemon.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.daemonDone:
+	case <-time.After(20 * time.Second):
+	}
+	_ = syscall.Kill(-s.daemon.Process.Pid, syscall.SIGKILL)
+	<-s.daemonDone
+	s.daemon = nil
+}
+
+// Stop stops everything and leaves no process behind.
+func (s *Stack) Stop() {
+	s.stopOnce.Do(func() {
+		if s.proxyCancel != nil {
+			s.proxyCancel()
+			<-s.proxyDone
+		}
+		s.StopDaemon()
+		if s.forgeSrv != nil {
+			_ = s.forgeSrv.Close()
+		}
+		if s.Ledger != nil {
+			s.Ledger.Close()
+		}
+		if s.PG != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = s.PG.Stop(ctx)
+			cancel()
+		}
+	})
+}
+
+// Token signs a dev JWT for subject in owner (plus orgs and roles).
+func (s *Stack) Token(subject, owner string, orgs, roles []string) (string, error) {
+	return auth.SignDevToken(s.KeyFile, auth.DevClaims{
+		Subject: subject, Owner: owner, Orgs: orgs, Roles: roles, Audience: Audience,
+	}, 24*time.Hour)
+}
+
+// WriteServerConfig writes a code-intel-config.v1 file pinning gopls.
+func WriteServerConfig(path, gopls string) error {
+	abs, err := filepath.Abs(gopls)
+	if err != nil {
+		return err
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return fmt.Errorf("gopls: %w", err)
+	}
+	sum, err := fileSHA256(abs)
+	if err != nil {
+		return fmt.Errorf("gopls: %w", err)
+	}
+	doc := map[string]any{
+		"protocol_version": "code-intel-config.v1",
+		"servers": []map[string]any{{
+			"protocol_version":   "code-intel-lsp.v1",
+			"id":                 "gopls",
+			"name":               "gopls",
+			"languages":          []map[string]any{{"id": "go", "extensions": []string{".go"}}},
+			"executable":         abs,
+			"arguments":          []string{"serve"},
+			"executable_sha256":  sum,
+			"request_timeout_ms": 30000,
+			"reviewed_by":        "make run (development)",
+			"reviewed_at":        time.Now().UTC().Format(time.RFC3339),
+		}},
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// logTail is the end of a log file, for start-up errors.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return string(b)
+}

@@ -1,0 +1,68 @@
+package forge
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinels matched with errors.Is. Errors returned by this package wrap one
+// of them with a short, safe message of their own.
+var (
+	// ErrNotFound: the repository does not exist, the credential cannot see
+	// it, or the revision is not in it.
+	ErrNotFound = errors.New("not found")
+	// ErrUnavailable: the forge failed (5xx, network, timeout, redirect, a
+	// protocol it does not speak).
+	ErrUnavailable = errors.New("forge unavailable")
+	// ErrBadRev: the revision or commit is malformed (a short sha among them).
+	ErrBadRev = errors.New("bad revision")
+	// ErrUnauthenticated: no usable forge credential was given.
+	ErrUnauthenticated = errors.New("no usable forge credential")
+)
+
+// The two not-found messages. A repository that does not exist and one the
+// credential cannot see must be indistinguishable, so both use repoNotFound.
+const (
+	repoNotFound = "repository not found"
+	revNotFound  = "revision not found"
+)
+
+// TooLargeError reports the tree bound a fetch went over.
+type TooLargeError struct {
+	Bound string // "files", "total_bytes", "file_bytes" or "depth"
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	switch e.Bound {
+	case "files":
+		return fmt.Sprintf("tree too large: more than %d files", e.Limit)
+	case "total_bytes":
+		return fmt.Sprintf("tree too large: more than %d bytes in total", e.Limit)
+	case "file_bytes":
+		return fmt.Sprintf("tree too large: a file is larger than %d bytes", e.Limit)
+	case "depth":
+		return fmt.Sprintf("tree too large: a path is deeper than %d levels", e.Limit)
+	}
+	return fmt.Sprintf("tree too large: over the %s bound (%d)", e.Bound, e.Limit)
+}
+
+// opError is the package's error: the operation, a short safe message, the
+// sentinel it matches and, optionally, a cause that is itself safe (only
+// context errors are kept, so callers can tell a deadline from an outage).
+type opError struct {
+	op    string
+	msg   string
+	kind  error
+	cause error
+}
+
+func (e *opError) Error() string { return e.op + ": " + e.msg }
+
+func (e *opError) Is(target error) bool { return target == e.kind }
+
+func (e *opError) Unwrap() error { return e.cause }
+
+func newError(op string, kind error, msg string) error {
+	return &opError{op: op, msg: msg, kind: kind}
+}

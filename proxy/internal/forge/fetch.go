@@ -1,0 +1,203 @@
+package forge
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// maxContainingRefs bounds how many refs containing a commit are considered
+// when choosing the shallowest one to fetch it through.
+const maxContainingRefs = 16
+
+// tips are the refspecs of a "fetch by the refs" fallback.
+var tips = []string{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}
+
+// Fetch implements Forge.
+func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, commit string, lim Limits) (*Tree, error) {
+	const op = "fetch"
+	if !isFullSHA(commit) {
+		return nil, newError(op, ErrBadRev, "commit must be a full lowercase sha")
+	}
+	auth, err := g.check(op, cred, owner, repo)
+	if err != nil {
+		return nil, err
+	}
+	lim = lim.withDefaults()
+	log := g.log.With("op", op, "owner", owner, "repo", repo, "commit", commit)
+	f := &fetcher{g: g, op: op, log: log, secrets: cred.secrets(), auth: auth, url: g.repoURL(owner, repo), commit: commit}
+	if f.home, err = os.MkdirTemp("", "lsp-forge-"); err != nil {
+		log.Error("forge: temp dir", "err", err)
+		return nil, newError(op, ErrUnavailable, "no room to fetch")
+	}
+	defer os.RemoveAll(f.home)
+
+	// By commit, over protocol v0 so the forge checks reachability; a tip is
+	// always served, an older commit when the forge allows it.
+	dir, ferr := f.fetch(ctx, "bycommit", 0, "--depth=1", f.url, commit)
+	switch {
+	case ferr == nil:
+		return g.readTree(ctx, op, log, f.home, dir, commit, lim)
+	case ferr != errRefused:
+		return nil, ferr
+	}
+
+	// By the refs: find a ref that contains the commit, then fetch that ref
+	// just deep enough to hold it.
+	adv, err := g.advertise(ctx, op, log, f.secrets, auth, f.url)
+	if err != nil {
+		return nil, err
+	}
+	var extra []string
+	if adv.filter() {
+		extra = []string{"--filter=tree:0"} // commits only: enough to find the path
+	}
+	dir, err = f.fetch(ctx, "tips", 2, append(extra, f.url, tips[0], tips[1])...)
+	if err != nil {
+		return nil, f.notRefused(err)
+	}
+	refs, err := f.containing(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if !adv.filter() {
+		// The forge sent everything: the tree is already here.
+		return g.readTree(ctx, op, log, f.home, dir, commit, lim)
+	}
+	best, bestDepth := "", int64(-1)
+	for _, r := range refs {
+		out, _, err := g.output(ctx, dir, f.home, 64, "rev-list", "--count", "--ancestry-path", commit+".."+r)
+		if err != nil {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+		if err == nil && (bestDepth < 0 || n < bestDepth) {
+			best, bestDepth = r, n
+		}
+	}
+	if best == "" {
+		return nil, newError(op, ErrNotFound, revNotFound)
+	}
+	// Shallow depth counts the tip as 1, and the path from best to commit
+	// is at most bestDepth commits long.
+	depth := "--depth=" + strconv.FormatInt(bestDepth+1, 10)
+	dir, err = f.fetch(ctx, "byref", 2, depth, f.url, best)
+	if err != nil {
+		return nil, f.notRefused(err)
+	}
+	return g.readTree(ctx, op, log, f.home, dir, commit, lim)
+}
+
+// reachable confirms that sha, which is no ref tip, is reachable from the
+// forge's refs with the caller's credential, downloading as little as the
+// forge allows: one commit object when it serves reachable commits by sha,
+// else the history of the tips without trees or blobs when it filters.
+func (g *gitForge) reachable(ctx context.Context, log *slog.Logger, cred Credential, auth, repoURL, sha string, filter bool) error {
+	const op = "resolve"
+	f := &fetcher{g: g, op: op, log: log, secrets: cred.secrets(), auth: auth, url: repoURL, commit: sha}
+	var err error
+	if f.home, err = os.MkdirTemp("", "lsp-forge-"); err != nil {
+		log.Error("forge: temp dir", "err", err)
+		return newError(op, ErrUnavailable, "no room to check the commit")
+	}
+	defer os.RemoveAll(f.home)
+
+	var extra []string
+	if filter {
+		extra = []string{"--filter=tree:0"}
+	}
+	dir, err := f.fetch(ctx, "bycommit", 0, append(extra, "--depth=1", repoURL, sha)...)
+	switch {
+	case err == nil:
+		out, _, terr := g.output(ctx, dir, f.home, 64, "cat-file", "-t", sha)
+		if terr != nil || strings.TrimSpace(out) != "commit" {
+			return newError(op, ErrNotFound, revNotFound)
+		}
+		return nil
+	case err != errRefused:
+		return err
+	}
+	dir, err = f.fetch(ctx, "tips", 2, append(extra, repoURL, tips[0], tips[1])...)
+	if err != nil {
+		return f.notRefused(err)
+	}
+	_, err = f.containing(ctx, dir)
+	return err
+}
+
+// fetcher runs the git fetches of one operation in its own temporary home.
+type fetcher struct {
+	g       *gitForge
+	op      string
+	log     *slog.Logger
+	secrets []string
+	auth    string
+	url     string
+	commit  string
+	home    string // temporary; holds the repositories and is git's HOME
+}
+
+// errRefused is internal: the forge will not serve the commit by sha.
+var errRefused = newError("fetch", ErrNotFound, revNotFound)
+
+// fetch creates a bare repository name under home and runs
+// `git fetch args` in it over protocol version proto.
+func (f *fetcher) fetch(ctx context.Context, name string, proto int, args ...string) (string, error) {
+	dir := filepath.Join(f.home, name)
+	initArgs := []string{"init", "--quiet", "--bare", "--template="}
+	if len(f.commit) == 64 {
+		initArgs = append(initArgs, "--object-format=sha256")
+	}
+	if stderr, err := f.g.run(ctx, f.home, f.home, nil, nil, append(initArgs, dir)...); err != nil {
+		f.log.Error("forge: git init failed", "err", err, "stderr", stderr)
+		return "", newError(f.op, ErrUnavailable, "git is not usable")
+	}
+	full := append([]string{"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc"}, args...)
+	stderr, err := f.g.run(ctx, dir, f.home, &remote{auth: f.auth, protocol: proto}, nil, full...)
+	if err == nil {
+		return dir, nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return "", &opError{op: f.op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctxErr}
+	}
+	stderr = redact(stderr, f.secrets)
+	switch classify(stderr) {
+	case failRefused:
+		f.log.Debug("forge: fetch refused", "step", name, "stderr", stderr)
+		return "", errRefused
+	case failNotFound:
+		f.log.Debug("forge: repository not visible to git", "step", name)
+		return "", newError(f.op, ErrNotFound, repoNotFound)
+	}
+	f.log.Warn("forge: git fetch failed", "step", name, "err", err, "stderr", stderr)
+	return "", newError(f.op, ErrUnavailable, "fetching from the forge failed")
+}
+
+// notRefused turns a refusal of a fetch by the refs (which only happens
+// when the refs moved under us) into "revision not found".
+func (f *fetcher) notRefused(err error) error {
+	if err == errRefused {
+		return newError(f.op, ErrNotFound, revNotFound)
+	}
+	return err
+}
+
+// containing lists (some of) the fetched refs whose history contains the
+// commit, or answers "revision not found". It runs offline: a commit that is
+// not in the fetched history is simply missing.
+func (f *fetcher) containing(ctx context.Context, dir string) ([]string, error) {
+	out, _, err := f.g.output(ctx, dir, f.home, 64<<10, "for-each-ref",
+		"--count="+strconv.Itoa(maxContainingRefs), "--contains", f.commit,
+		"--format=%(refname)", "refs/heads", "refs/tags")
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return nil, &opError{op: f.op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctxErr}
+	}
+	refs := strings.Fields(out)
+	if err != nil || len(refs) == 0 {
+		return nil, newError(f.op, ErrNotFound, revNotFound)
+	}
+	return refs, nil
+}

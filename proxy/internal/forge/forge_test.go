@@ -1,0 +1,520 @@
+package forge
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hanzoai/lsp/proxy/internal/devforge"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const (
+	readerToken = "tok-reader-5b1f0c"  // may read acme/*
+	otherToken  = "tok-other-93ad2e"   // may read other/x only
+	basicToken  = "tok-basic-77e1c4aa" // may read acme/app, sent as basic auth
+)
+
+// fixture is a devforge with repositories, served over real HTTP.
+type fixture struct {
+	root   string
+	forge  *devforge.Server
+	server *httptest.Server
+	logs   *syncBuffer
+	client *http.Client
+
+	c0, c1, c2, c3 string // main, oldest first; c3 is the tip; c0 is no ref's tip
+	feature        string // tip of branch "feature"
+	dupBranch      string // tip of branch "dup"
+	dupTag         string // commit of tag "dup"
+	dangling       string // a commit in acme/app reachable from no ref
+	handlerWraps   func(http.Handler) http.Handler
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// musts returns a helper that unwraps (string, error) or fails t.
+func musts(t *testing.T) func(string, error) string {
+	return func(s string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+}
+
+// newFixture builds acme/app:
+//
+//	main:    c0 ─ c1 ─ c2 ─ c3   (tag v1 → c1, lightweight; tag v2 → c2, annotated)
+//	feature: its own root commit
+//	dup:     a branch and a tag of the same name on different commits
+//
+// plus a dangling commit that no ref reaches.
+func newFixture(t *testing.T, wrap func(http.Handler) http.Handler) *fixture {
+	t.Helper()
+	must := musts(t)
+	fx := &fixture{root: t.TempDir(), logs: &syncBuffer{}}
+	fx.c0 = must(devforge.CreateRepo(fx.root, "acme", "app", map[string]string{"main.go": "package main // 0\n"}, "zero"))
+	fx.c1 = must(devforge.CreateRepo(fx.root, "acme", "app", map[string]string{"main.go": "package main // 1\n"}, "one"))
+	fx.c2 = must(devforge.CreateRepo(fx.root, "acme", "app", map[string]string{"main.go": "package main // 2\n"}, "two"))
+	fx.c3 = must(devforge.CreateRepo(fx.root, "acme", "app", map[string]string{"main.go": "package main // 3\n"}, "three"))
+	fx.feature = must(devforge.Commit(fx.root, "acme", "app", "feature", map[string]string{"f.go": "package f\n"}, "feature"))
+	fx.dupBranch = must(devforge.Commit(fx.root, "acme", "app", "dup", map[string]string{"d.go": "package d\n"}, "dup branch"))
+	fx.dupTag = fx.c1
+	for _, tag := range []struct{ name, target, msg string }{
+		{"v1", fx.c1, ""}, {"v2", fx.c2, "release two"}, {"dup", fx.dupTag, ""},
+	} {
+		if err := devforge.Tag(fx.root, "acme", "app", tag.name, tag.target, tag.msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fx.dangling = gitIn(t, filepath.Join(fx.root, "acme", "app.git"), "commit-tree", "-m", "dangling", fx.c1+"^{tree}")
+	must(devforge.CreateRepo(fx.root, "other", "x", map[string]string{"x": "x"}, "x"))
+
+	srv, err := devforge.New(fx.root, "", slog.New(slog.NewTextHandler(fx.logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Grant(readerToken, "acme/*")
+	srv.Grant(otherToken, "other/x")
+	srv.Grant(basicToken, "acme/app")
+	fx.forge = srv
+	var h http.Handler = srv
+	if wrap != nil {
+		h = wrap(h)
+	}
+	fx.server = httptest.NewServer(h)
+	t.Cleanup(fx.server.Close)
+	fx.client = &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(fx.client.CloseIdleConnections)
+	return fx
+}
+
+// newForge returns the git forge client logging into fx.logs.
+func (fx *fixture) newForge(gitBinary string) Forge {
+	return NewGit(fx.server.URL, fx.client, gitBinary, slog.New(slog.NewTextHandler(fx.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+}
+
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func bearer(tok string) Credential { return Credential{Token: tok} }
+
+func mustRev(t *testing.T, s string) Rev {
+	t.Helper()
+	r, err := ParseRev(s)
+	if err != nil {
+		t.Fatalf("ParseRev(%q): %v", s, err)
+	}
+	return r
+}
+
+// stripProtocol makes the forge answer protocol v0 only, like an old server.
+func stripProtocol(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("Git-Protocol")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func TestResolveRevForms(t *testing.T) {
+	for _, proto := range []struct {
+		name string
+		wrap func(http.Handler) http.Handler
+	}{{"v2", nil}, {"v0", stripProtocol}} {
+		t.Run(proto.name, func(t *testing.T) {
+			fx := newFixture(t, proto.wrap)
+			f := fx.newForge("")
+			ctx := context.Background()
+			for _, tc := range []struct {
+				rev  string
+				want string
+			}{
+				{"", fx.c3},
+				{"HEAD", fx.c3},
+				{"main", fx.c3},
+				{"refs/heads/main", fx.c3},
+				{"feature", fx.feature},
+				{"refs/heads/feature", fx.feature},
+				{"v1", fx.c1},
+				{"refs/tags/v1", fx.c1},
+				{"v2", fx.c2}, // annotated: peeled to the commit
+				{"refs/tags/v2", fx.c2},
+				{"dup", fx.dupBranch}, // branch before tag
+				{"refs/tags/dup", fx.dupTag},
+				{fx.c3, fx.c3}, // a tip's sha
+				{strings.ToUpper(fx.c3), fx.c3},
+				{fx.c2, fx.c2}, // not a tip, but v2 peels to it
+			} {
+				got, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, tc.rev))
+				if err != nil || got != tc.want {
+					t.Errorf("Resolve(%q) = %q, %v; want %q", tc.rev, got, err, tc.want)
+				}
+			}
+			// Resolving refs and tips downloads nothing.
+			if n := fx.forge.PackDownloads("acme", "app"); n != 0 {
+				t.Errorf("PackDownloads after resolving refs = %d, want 0", n)
+			}
+			for _, rev := range []string{"nope", "refs/heads/v1", "refs/tags/main", "feature/x"} {
+				_, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, rev))
+				if !errors.Is(err, ErrNotFound) || err.Error() != "resolve: revision not found" {
+					t.Errorf("Resolve(%q) error = %v, want revision not found", rev, err)
+				}
+			}
+		})
+	}
+}
+
+func TestResolveOlderSHA(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		allowReachable bool
+		allowFilter    bool
+		wrap           func(http.Handler) http.Handler
+	}{
+		{"reachable-in-want", true, true, nil},
+		{"tips-filtered", false, true, nil},
+		{"tips-unfiltered", false, false, nil},
+		{"v0-forge-reachable-in-want", true, true, stripProtocol},
+		{"v0-forge-tips", false, true, stripProtocol},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newFixture(t, tc.wrap)
+			if err := fx.forge.SetAllowReachableSHA1InWant("acme", "app", tc.allowReachable); err != nil {
+				t.Fatal(err)
+			}
+			if err := fx.forge.SetAllowFilter("acme", "app", tc.allowFilter); err != nil {
+				t.Fatal(err)
+			}
+			f := fx.newForge("")
+			ctx := context.Background()
+			got, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, fx.c0))
+			if err != nil || got != fx.c0 {
+				t.Fatalf("Resolve(older sha) = %q, %v; want %q", got, err, fx.c0)
+			}
+			// A commit the repository holds but no ref reaches is not
+			// reachable, although a protocol v2 fetch would hand it out.
+			for _, sha := range []string{fx.dangling, strings.Repeat("ab", 20)} {
+				_, err = f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, sha))
+				if !errors.Is(err, ErrNotFound) || err.Error() != "resolve: revision not found" {
+					t.Errorf("Resolve(%s) error = %v, want revision not found", sha, err)
+				}
+			}
+			// And a token without access learns nothing about it.
+			_, err = f.Resolve(ctx, bearer(otherToken), "acme", "app", mustRev(t, fx.c0))
+			if !errors.Is(err, ErrNotFound) || err.Error() != "resolve: repository not found" {
+				t.Errorf("Resolve without access = %v, want repository not found", err)
+			}
+		})
+	}
+}
+
+func TestNotFoundIsIdentical(t *testing.T) {
+	fx := newFixture(t, nil)
+	f := fx.newForge("")
+	ctx := context.Background()
+	rev := mustRev(t, "main")
+	cases := []struct {
+		name  string
+		cred  Credential
+		owner string
+		repo  string
+	}{
+		{"no access", bearer(otherToken), "acme", "app"},
+		{"missing repo", bearer(readerToken), "acme", "missing"},
+		{"missing owner", bearer(readerToken), "nobody", "app"},
+		{"unknown token", bearer("tok-unknown-0000"), "acme", "app"},
+		{"basic, no access", Credential{Mode: "basic", Token: basicToken}, "acme", "secret"},
+		{"escaped name", bearer(readerToken), "acme", "../other/x"},
+	}
+	var resolveMsg, fetchMsg string
+	for _, tc := range cases {
+		_, err := f.Resolve(ctx, tc.cred, tc.owner, tc.repo, rev)
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: Resolve error = %v, want ErrNotFound", tc.name, err)
+		}
+		if resolveMsg == "" {
+			resolveMsg = err.Error()
+		} else if err.Error() != resolveMsg {
+			t.Errorf("%s: Resolve message %q differs from %q", tc.name, err.Error(), resolveMsg)
+		}
+		_, err = f.Fetch(ctx, tc.cred, tc.owner, tc.repo, fx.c3, Limits{})
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: Fetch error = %v, want ErrNotFound", tc.name, err)
+		}
+		if fetchMsg == "" {
+			fetchMsg = err.Error()
+		} else if err.Error() != fetchMsg {
+			t.Errorf("%s: Fetch message %q differs from %q", tc.name, err.Error(), fetchMsg)
+		}
+	}
+	// Basic auth with access works.
+	got, err := f.Resolve(ctx, Credential{Mode: "basic", Token: basicToken}, "acme", "app", rev)
+	if err != nil || got != fx.c3 {
+		t.Errorf("basic Resolve = %q, %v", got, err)
+	}
+	if n := fx.forge.PackDownloads("acme", "app"); n != 0 {
+		t.Errorf("refused requests downloaded %d packs", n)
+	}
+}
+
+func TestCredentialRequired(t *testing.T) {
+	fx := newFixture(t, nil)
+	f := fx.newForge("")
+	for _, cred := range []Credential{{}, {Token: "has space"}, {Token: "line\nbreak"}, {Mode: "basic"}} {
+		_, err := f.Resolve(context.Background(), cred, "acme", "app", Rev{})
+		if !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("Resolve(%v) = %v, want ErrUnauthenticated", cred, err)
+		}
+		_, err = f.Fetch(context.Background(), cred, "acme", "app", fx.c3, Limits{})
+		if !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("Fetch(%v) = %v, want ErrUnauthenticated", cred, err)
+		}
+	}
+	if _, err := f.Resolve(context.Background(), Credential{Mode: "sudo", Token: readerToken}, "acme", "app", Rev{}); err == nil {
+		t.Error("an unsupported mode was accepted")
+	}
+}
+
+func TestResolveIsNotAFetch(t *testing.T) {
+	fx := newFixture(t, nil)
+	f := fx.newForge("")
+	ctx := context.Background()
+	commit, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", Rev{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fx.forge.PackDownloads("acme", "app"); n != 0 {
+		t.Fatalf("PackDownloads after Resolve = %d, want 0", n)
+	}
+	tree, err := f.Fetch(ctx, bearer(readerToken), "acme", "app", commit, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tree.Files) != 1 || string(tree.Files[0].Data) != "package main // 3\n" {
+		t.Fatalf("Fetch tree = %+v", tree.Files)
+	}
+	if n := fx.forge.PackDownloads("acme", "app"); n == 0 {
+		t.Fatal("Fetch downloaded no pack")
+	}
+}
+
+func TestFetchOlderCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		allowReachable bool
+		allowFilter    bool
+	}{
+		{"reachable-in-want", true, true},
+		{"tips-filtered", false, true},
+		{"tips-unfiltered", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newFixture(t, nil)
+			if err := fx.forge.SetAllowReachableSHA1InWant("acme", "app", tc.allowReachable); err != nil {
+				t.Fatal(err)
+			}
+			if err := fx.forge.SetAllowFilter("acme", "app", tc.allowFilter); err != nil {
+				t.Fatal(err)
+			}
+			f := fx.newForge("")
+			ctx := context.Background()
+			for _, c := range []struct{ commit, want string }{
+				{fx.c0, "package main // 0\n"},
+				{fx.c1, "package main // 1\n"},
+				{fx.c2, "package main // 2\n"},
+				{fx.c3, "package main // 3\n"},
+			} {
+				tree, err := f.Fetch(ctx, bearer(readerToken), "acme", "app", c.commit, Limits{})
+				if err != nil {
+					t.Fatalf("Fetch(%s): %v", c.commit, err)
+				}
+				if len(tree.Files) != 1 || tree.Files[0].Path != "main.go" || string(tree.Files[0].Data) != c.want {
+					t.Fatalf("Fetch(%s) = %+v", c.commit, tree.Files)
+				}
+			}
+			_, err := f.Fetch(ctx, bearer(readerToken), "acme", "app", fx.dangling, Limits{})
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("Fetch(dangling) = %v, want ErrNotFound", err)
+			}
+			if _, err := f.Fetch(ctx, bearer(readerToken), "acme", "app", fx.c1[:12], Limits{}); !errors.Is(err, ErrBadRev) {
+				t.Errorf("Fetch(short sha) = %v, want ErrBadRev", err)
+			}
+		})
+	}
+}
+
+func TestFetchNormalisation(t *testing.T) {
+	must := musts(t)
+	fx := newFixture(t, nil)
+	lfs := "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n"
+	commit := must(devforge.CreateRepo(fx.root, "acme", "tree", map[string]string{
+		"README.md":        "hello\n",
+		"bin/run.sh":       devforge.ExecPrefix + "#!/bin/sh\necho hi\n",
+		"src/x.go":         "package src\n",
+		"link-in":          devforge.SymlinkPrefix + "README.md",
+		"docs/link-up":     devforge.SymlinkPrefix + "../README.md",
+		"chain":            devforge.SymlinkPrefix + "link-in",
+		"dirlink":          devforge.SymlinkPrefix + "src",
+		"via-dir":          devforge.SymlinkPrefix + "dirlink/x.go",
+		"exec-link":        devforge.SymlinkPrefix + "bin/run.sh",
+		"out":              devforge.SymlinkPrefix + "../../etc/passwd",
+		"abs":              devforge.SymlinkPrefix + "/etc/passwd",
+		"docs/escape-back": devforge.SymlinkPrefix + "../../tree/README.md",
+		"dangling":         devforge.SymlinkPrefix + "nope",
+		"file-as-dir":      devforge.SymlinkPrefix + "README.md/x",
+		"loop1":            devforge.SymlinkPrefix + "loop2",
+		"loop2":            devforge.SymlinkPrefix + "loop1",
+		"vendor/sub":       devforge.SubmodulePrefix + strings.Repeat("1", 40),
+		"sublink":          devforge.SymlinkPrefix + "vendor/sub",
+		"assets/big.bin":   lfs,
+		"lfs-link":         devforge.SymlinkPrefix + "assets/big.bin",
+	}, "tree"))
+	f := fx.newForge("")
+	tree, err := f.Fetch(context.Background(), bearer(readerToken), "acme", "tree", commit, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type file struct {
+		path, data string
+		exec       bool
+	}
+	want := []file{
+		{"README.md", "hello\n", false},
+		{"bin/run.sh", "#!/bin/sh\necho hi\n", true},
+		{"chain", "hello\n", false},
+		{"docs/link-up", "hello\n", false},
+		{"exec-link", "#!/bin/sh\necho hi\n", true},
+		{"link-in", "hello\n", false},
+		{"src/x.go", "package src\n", false},
+		{"via-dir", "package src\n", false},
+	}
+	var got []file
+	for _, fl := range tree.Files {
+		got = append(got, file{fl.Path, string(fl.Data), fl.Executable})
+		if fl.SHA256 != sha256Hex(fl.Data) {
+			t.Errorf("%s: SHA256 %s does not match its data", fl.Path, fl.SHA256)
+		}
+	}
+	if !equalSlices(got, want) {
+		t.Errorf("files:\n got %v\nwant %v", got, want)
+	}
+	wantWarnings := []string{
+		"dropped dangling symlink: dangling",
+		"dropped dangling symlink: file-as-dir",
+		"dropped git-lfs pointer: assets/big.bin",
+		"dropped submodule: vendor/sub",
+		"dropped symlink loop: loop1",
+		"dropped symlink loop: loop2",
+		"dropped symlink out of tree: abs",
+		"dropped symlink out of tree: docs/escape-back",
+		"dropped symlink out of tree: out",
+		"dropped symlink to directory: dirlink",
+		"dropped symlink to git-lfs pointer: lfs-link",
+		"dropped symlink to submodule: sublink",
+	}
+	if !equalSlices(tree.Warnings, wantWarnings) {
+		t.Errorf("warnings:\n got %q\nwant %q", tree.Warnings, wantWarnings)
+	}
+	// Every entry of the tree is either sent or named in a warning.
+	if n := len(tree.Files) + len(tree.Warnings); n != 20 {
+		t.Errorf("files + warnings = %d, want the 20 entries of the tree", n)
+	}
+}
+
+func TestFetchLimits(t *testing.T) {
+	must := musts(t)
+	fx := newFixture(t, nil)
+	commit := must(devforge.CreateRepo(fx.root, "acme", "limits", map[string]string{
+		"a/b/c/deep.txt": "0123456789",
+		"big.txt":        strings.Repeat("x", 1000),
+		"small.txt":      "s",
+		"link":           devforge.SymlinkPrefix + "big.txt", // a copy counts in total_bytes
+	}, "limits"))
+	f := fx.newForge("")
+	for _, tc := range []struct {
+		name  string
+		lim   Limits
+		bound string
+		limit int64
+	}{
+		{"files", Limits{MaxFiles: 3}, "files", 3},
+		{"depth", Limits{MaxDepth: 3}, "depth", 3},
+		{"file_bytes", Limits{MaxFileBytes: 999}, "file_bytes", 999},
+		{"total_bytes", Limits{MaxTotalBytes: 2010}, "total_bytes", 2010},
+		{"all fit", Limits{MaxFiles: 4, MaxDepth: 4, MaxFileBytes: 1000, MaxTotalBytes: 2011}, "", 0},
+		{"defaults", Limits{}, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tree, err := f.Fetch(context.Background(), bearer(readerToken), "acme", "limits", commit, tc.lim)
+			if tc.bound == "" {
+				if err != nil || len(tree.Files) != 4 {
+					t.Fatalf("Fetch = %v, %v; want 4 files", tree, err)
+				}
+				return
+			}
+			var tl *TooLargeError
+			if !errors.As(err, &tl) || tl.Bound != tc.bound || tl.Limit != tc.limit {
+				t.Fatalf("Fetch error = %v, want TooLargeError{%s, %d}", err, tc.bound, tc.limit)
+			}
+		})
+	}
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func equalSlices[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

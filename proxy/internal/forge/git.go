@@ -1,0 +1,261 @@
+package forge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Forge reads repositories as the caller.
+type Forge interface {
+	// Resolve resolves rev to a full commit sha and confirms, with the
+	// caller's credential, that it is reachable in owner/repo — also when rev
+	// is already a full sha. A repository the caller cannot see and one that
+	// does not exist both return ErrNotFound (same error, same message).
+	// Forge 5xx, network failures and timeouts are ErrUnavailable.
+	Resolve(ctx context.Context, cred Credential, owner, repo string, rev Rev) (commit string, err error)
+	// Fetch downloads the tree of commit with the caller's credential and
+	// normalises it, enforcing lim (zero fields take DefaultLimits).
+	Fetch(ctx context.Context, cred Credential, owner, repo, commit string, lim Limits) (*Tree, error)
+}
+
+// Bounds on what the forge may send to the Go client.
+const (
+	maxAdvertBytes = 64 << 20 // a v0 advertisement lists every ref
+	maxLsRefsBytes = 64 << 20
+	userAgent      = "git/2-hanzo-lsp" // forges serve smart HTTP to "git/" agents
+)
+
+type gitForge struct {
+	base   string // no trailing slash; "" when baseErr is set
+	client *http.Client
+	git    string
+	log    *slog.Logger
+
+	baseErr error
+}
+
+// NewGit returns a Forge speaking git smart HTTP to the forge at baseURL
+// (http or https, without credentials in it); repositories are at
+// {baseURL}/{owner}/{repo}.git. httpClient may be nil for a keep-alive
+// client with a 30 s timeout; whatever client is given, redirects are never
+// followed. gitBinary may be empty for "git" from PATH. A nil log discards.
+// A bad baseURL is logged and makes every call fail with ErrUnavailable.
+func NewGit(baseURL string, httpClient *http.Client, gitBinary string, log *slog.Logger) Forge {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if gitBinary == "" {
+		gitBinary = "git"
+	}
+	var c http.Client
+	if httpClient != nil {
+		c = *httpClient
+	} else {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 32
+		c = http.Client{Transport: t, Timeout: 30 * time.Second}
+	}
+	// A redirect would carry the credential to another URL: stop at the 3xx
+	// and report it (see doc.go).
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.Jar = nil
+
+	g := &gitForge{client: &c, git: gitBinary, log: log}
+	u, err := url.Parse(baseURL)
+	switch {
+	case err != nil:
+		g.baseErr = errors.New("forge URL does not parse")
+	case u.Scheme != "http" && u.Scheme != "https":
+		g.baseErr = errors.New("forge URL must be http or https")
+	case u.Host == "":
+		g.baseErr = errors.New("forge URL has no host")
+	case u.User != nil:
+		g.baseErr = errors.New("forge URL must not carry credentials")
+	case u.RawQuery != "" || u.Fragment != "":
+		g.baseErr = errors.New("forge URL must not have a query or fragment")
+	default:
+		g.base = strings.TrimRight(u.String(), "/")
+	}
+	if g.baseErr != nil {
+		log.Error("forge: unusable forge URL", "err", g.baseErr)
+	}
+	return g
+}
+
+// repoURL is the clone URL of owner/repo, path-escaped.
+func (g *gitForge) repoURL(owner, repo string) string {
+	return g.base + "/" + url.PathEscape(owner) + "/" + url.PathEscape(repo) + ".git"
+}
+
+// check validates what every call needs and returns the Authorization value.
+func (g *gitForge) check(op string, cred Credential, owner, repo string) (string, error) {
+	if g.baseErr != nil {
+		return "", newError(op, ErrUnavailable, "forge is misconfigured")
+	}
+	auth, err := cred.authorization()
+	if err != nil {
+		return "", err
+	}
+	if owner == "" || repo == "" {
+		return "", newError(op, ErrNotFound, repoNotFound)
+	}
+	return auth, nil
+}
+
+// Resolve implements Forge.
+func (g *gitForge) Resolve(ctx context.Context, cred Credential, owner, repo string, rev Rev) (string, error) {
+	const op = "resolve"
+	auth, err := g.check(op, cred, owner, repo)
+	if err != nil {
+		return "", err
+	}
+	log := g.log.With("op", op, "owner", owner, "repo", repo, "rev", rev.String())
+	secrets := cred.secrets()
+	u := g.repoURL(owner, repo)
+
+	adv, err := g.advertise(ctx, op, log, secrets, auth, u)
+	if err != nil {
+		return "", err
+	}
+	refs := adv.refs
+	if adv.version == 2 {
+		if _, ok := adv.caps["ls-refs"]; !ok {
+			log.Warn("forge: protocol v2 without ls-refs")
+			return "", newError(op, ErrUnavailable, "forge does not speak git smart HTTP")
+		}
+		refs, err = g.lsRefs(ctx, op, log, secrets, auth, u, adv.objectFormat(), refPrefixes(rev))
+		if err != nil {
+			return "", err
+		}
+	}
+	if commit, ok := pick(refs, rev); ok {
+		return commit, nil
+	}
+	sha, isSHA := rev.Commit()
+	if !isSHA {
+		return "", newError(op, ErrNotFound, revNotFound)
+	}
+	// Not a tip: the git CLI proves reachability.
+	if err := g.reachable(ctx, log, cred, auth, u, sha, adv.filter()); err != nil {
+		return "", err
+	}
+	return sha, nil
+}
+
+// advertise GETs /info/refs asking for protocol v2.
+func (g *gitForge) advertise(ctx context.Context, op string, log *slog.Logger, secrets []string, auth, repoURL string) (*advert, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, repoURL+"/info/refs?service=git-upload-pack", nil)
+	if err != nil {
+		return nil, newError(op, ErrUnavailable, "forge request failed")
+	}
+	req.Header.Set("Git-Protocol", "version=2")
+	req.Header.Set("Accept", "*/*")
+	resp, err := g.do(ctx, op, log, secrets, req, auth, "application/x-git-upload-pack-advertisement")
+	if err != nil {
+		return nil, err
+	}
+	defer drain(resp.Body)
+	adv, err := parseAdvertisement(resp.Body, maxAdvertBytes)
+	if err != nil {
+		return nil, g.protocolError(ctx, op, log, err)
+	}
+	return adv, nil
+}
+
+// lsRefs POSTs one protocol v2 ls-refs command.
+func (g *gitForge) lsRefs(ctx context.Context, op string, log *slog.Logger, secrets []string, auth, repoURL, objectFormat string, prefixes []string) ([]ref, error) {
+	body := lsRefsRequest(objectFormat, prefixes)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, repoURL+"/git-upload-pack", bytes.NewReader(body))
+	if err != nil {
+		return nil, newError(op, ErrUnavailable, "forge request failed")
+	}
+	req.Header.Set("Git-Protocol", "version=2")
+	req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
+	req.Header.Set("Accept", "application/x-git-upload-pack-result")
+	resp, err := g.do(ctx, op, log, secrets, req, auth, "application/x-git-upload-pack-result")
+	if err != nil {
+		return nil, err
+	}
+	defer drain(resp.Body)
+	refs, err := parseLsRefs(resp.Body, maxLsRefsBytes)
+	if err != nil {
+		return nil, g.protocolError(ctx, op, log, err)
+	}
+	return refs, nil
+}
+
+// do sends req with the credential and maps the forge's answer: 401, 403,
+// 404 and 410 are "repository not found" (forges answer either for a
+// repository the caller may not see), a redirect or any other failure is
+// ErrUnavailable. On success the body is the caller's to close.
+func (g *gitForge) do(ctx context.Context, op string, log *slog.Logger, secrets []string, req *http.Request, auth, wantType string) (*http.Response, error) {
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("User-Agent", userAgent)
+	resp, err := g.client.Do(req)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, &opError{op: op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctxErr}
+		}
+		reason := "forge unreachable"
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			reason = "forge did not answer in time"
+		}
+		// url.Error names the URL, which has no credential; still redact.
+		log.Warn("forge: request failed", "err", redact(err.Error(), secrets))
+		return nil, newError(op, ErrUnavailable, reason)
+	}
+	switch code := resp.StatusCode; {
+	case code == http.StatusOK:
+	case code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusNotFound || code == http.StatusGone:
+		drain(resp.Body)
+		log.Debug("forge: repository not visible", "status", code)
+		return nil, newError(op, ErrNotFound, repoNotFound)
+	case code >= 300 && code < 400:
+		drain(resp.Body)
+		log.Warn("forge: redirect not followed", "status", code)
+		return nil, newError(op, ErrUnavailable, fmt.Sprintf("forge answered with a redirect (HTTP %d), which is not followed", code))
+	default:
+		drain(resp.Body)
+		log.Warn("forge: error status", "status", code)
+		return nil, newError(op, ErrUnavailable, fmt.Sprintf("forge answered HTTP %d", code))
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != wantType {
+		drain(resp.Body)
+		log.Warn("forge: unexpected content type", "content_type", mt)
+		return nil, newError(op, ErrUnavailable, "forge does not speak git smart HTTP")
+	}
+	return resp, nil
+}
+
+func (g *gitForge) protocolError(ctx context.Context, op string, log *slog.Logger, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return &opError{op: op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctxErr}
+	}
+	log.Warn("forge: bad protocol answer", "err", err.Error())
+	switch {
+	case errors.Is(err, errForgeERR):
+		return newError(op, ErrUnavailable, "forge refused the request")
+	case errors.Is(err, errPktMalformed):
+		return newError(op, ErrUnavailable, "forge sent a malformed answer")
+	case errors.Is(err, errPktTooLarge):
+		return newError(op, ErrUnavailable, "forge answer too large")
+	}
+	return newError(op, ErrUnavailable, "forge connection failed")
+}
+
+// drain reads a little of what is left so the connection can be reused.
+func drain(body io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, body, 64<<10)
+	_ = body.Close()
+}

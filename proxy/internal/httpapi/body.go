@@ -1,0 +1,171 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hanzoai/lsp/proxy/internal/apierr"
+	"github.com/labstack/echo/v4"
+)
+
+// MaxBody bounds a request body. Operation bodies are a few hundred bytes.
+const MaxBody = 64 << 10
+
+var repoRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+
+// body is every field any operation route accepts. Each route declares which
+// of them it allows; a field outside that set, or any unknown field, is 400.
+type body struct {
+	Repo               *string `json:"repo"`
+	Rev                *string `json:"rev"`
+	Path               *string `json:"path"`
+	Line               *int64  `json:"line"`
+	Character          *int64  `json:"character"`
+	Relation           *string `json:"relation"`
+	IncludeDeclaration *bool   `json:"include_declaration"`
+	Query              *string `json:"query"`
+	Direction          *string `json:"direction"`
+	Limit              *int64  `json:"limit"`
+	Cursor             *string `json:"cursor"`
+}
+
+// decodeBody reads one strict JSON object: bounded, no unknown fields, no
+// trailing data, and only the fields in allowed.
+func decodeBody(c echo.Context, allowed map[string]bool) (*body, error) {
+	r := c.Request()
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return nil, apierr.BadRequest("the body must be application/json")
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil {
+		return nil, apierr.BadRequest("the body could not be read")
+	}
+	if len(raw) > MaxBody {
+		return nil, apierr.BadRequest("the body is larger than %d bytes", MaxBody)
+	}
+	return parseBody(raw, allowed)
+}
+
+func parseBody(raw []byte, allowed map[string]bool) (*body, error) {
+	if !utf8.Valid(raw) {
+		return nil, apierr.BadRequest("the body is not valid UTF-8")
+	}
+	// Field presence is checked on a generic decode first, so that a field
+	// another route accepts is still refused here, by name.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return nil, apierr.BadRequest("the body must be one JSON object")
+	}
+	for name := range fields {
+		if !allowed[name] {
+			return nil, apierr.BadRequest("unknown field %q", truncate(name, 64))
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var b body
+	if err := dec.Decode(&b); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, apierr.BadRequest("field %q has the wrong type", te.Field)
+		}
+		return nil, apierr.BadRequest("the body is not valid JSON")
+	}
+	if dec.More() {
+		return nil, apierr.BadRequest("the body must be one JSON object")
+	}
+	return &b, nil
+}
+
+// checkRepo validates the repository slug.
+func checkRepo(p *string) (string, error) {
+	if p == nil || *p == "" {
+		return "", apierr.BadRequest("repo is required")
+	}
+	if !repoRE.MatchString(*p) || *p == "." || *p == ".." {
+		return "", apierr.BadRequest("repo must be a repository name inside the org (letters, digits, '.', '_', '-')")
+	}
+	return *p, nil
+}
+
+// checkPath validates a repo-relative path. It is never percent-decoded.
+func checkPath(p *string) (string, error) {
+	if p == nil || *p == "" {
+		return "", apierr.BadRequest("path is required")
+	}
+	s := *p
+	switch {
+	case len(s) > 1024:
+		return "", apierr.BadRequest("path is longer than 1024 bytes")
+	case strings.HasPrefix(s, "/"):
+		return "", apierr.BadRequest("path must be relative to the repository root")
+	case strings.ContainsRune(s, 0):
+		return "", apierr.BadRequest("path must not contain NUL")
+	case strings.ContainsRune(s, '\\'):
+		return "", apierr.BadRequest("path must use '/' separators")
+	}
+	for _, seg := range strings.Split(s, "/") {
+		if seg == ".." || seg == "." || seg == "" {
+			return "", apierr.BadRequest("path must not contain empty, '.' or '..' segments")
+		}
+	}
+	return s, nil
+}
+
+// checkPosition validates line and character: both required, not negative.
+func checkPosition(b *body) (uint32, uint32, error) {
+	if b.Line == nil || b.Character == nil {
+		return 0, 0, apierr.BadRequest("line and character are required")
+	}
+	if *b.Line < 0 || *b.Character < 0 {
+		return 0, 0, apierr.BadRequest("line and character must not be negative")
+	}
+	if *b.Line > 1<<31 || *b.Character > 1<<31 {
+		return 0, 0, apierr.New(422, apierr.PositionOutOfRange, "the position is past the end of the file")
+	}
+	return uint32(*b.Line), uint32(*b.Character), nil
+}
+
+// checkLimit applies the list default (100) and maximum (1000).
+func checkLimit(p *int64) (uint32, error) {
+	if p == nil {
+		return 100, nil
+	}
+	if *p < 1 || *p > 1000 {
+		return 0, apierr.BadRequest("limit must be between 1 and 1000")
+	}
+	return uint32(*p), nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func fieldSet(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+func oneOf(p *string, def string, allowed ...string) (string, error) {
+	if p == nil {
+		return def, nil
+	}
+	for _, a := range allowed {
+		if *p == a {
+			return a, nil
+		}
+	}
+	return "", apierr.BadRequest("must be one of %s", fmt.Sprint(allowed))
+}

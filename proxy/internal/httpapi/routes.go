@@ -1,0 +1,267 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+	"github.com/hanzoai/lsp/proxy/internal/apierr"
+	"github.com/hanzoai/lsp/proxy/internal/forge"
+	"github.com/hanzoai/lsp/proxy/internal/operation"
+	"github.com/labstack/echo/v4"
+)
+
+// opRoute is one POST operation route: the fields its body may carry and
+// how it becomes a daemon operation.
+type opRoute struct {
+	path   string
+	name   string // the op name in ledger rows and metrics
+	fields map[string]bool
+	list   bool // takes limit and cursor
+	build  func(b *body, r *operation.Request) error
+	render func(out map[string]any, ans *daemonv1.QueryResponse)
+}
+
+var (
+	commonFields   = []string{"repo", "rev"}
+	positionFields = []string{"repo", "rev", "path", "line", "character"}
+	pageFields     = []string{"limit", "cursor"}
+)
+
+func fields(groups ...[]string) map[string]bool {
+	var all []string
+	for _, g := range groups {
+		all = append(all, g...)
+	}
+	return fieldSet(all...)
+}
+
+var opRoutes = []opRoute{
+	{
+		path: "/hover", name: "hover", fields: fields(positionFields),
+		build:  positionOp(daemonv1.Op_OP_HOVER),
+		render: renderHover,
+	},
+	{
+		path: "/locate", name: "locate", list: true,
+		fields: fields(positionFields, []string{"relation", "include_declaration"}, pageFields),
+		build: func(b *body, r *operation.Request) error {
+			rel, err := oneOf(b.Relation, "definition", "definition", "declaration", "type", "implementation", "reference")
+			if err != nil {
+				return apierr.BadRequest("relation must be definition, declaration, type, implementation or reference")
+			}
+			if b.IncludeDeclaration != nil && rel != "reference" {
+				return apierr.BadRequest("include_declaration belongs to relation reference")
+			}
+			r.Op = map[string]daemonv1.Op{
+				"definition":     daemonv1.Op_OP_DEFINITION,
+				"declaration":    daemonv1.Op_OP_DECLARATION,
+				"type":           daemonv1.Op_OP_TYPE_DEFINITION,
+				"implementation": daemonv1.Op_OP_IMPLEMENTATION,
+				"reference":      daemonv1.Op_OP_REFERENCES,
+			}[rel]
+			r.IncludeDeclaration = b.IncludeDeclaration != nil && *b.IncludeDeclaration
+			return setPosition(b, r)
+		},
+		render: renderLocations,
+	},
+	{
+		path: "/symbols", name: "symbols", list: true,
+		fields: fields(commonFields, []string{"path", "query"}, pageFields),
+		build: func(b *body, r *operation.Request) error {
+			switch {
+			case b.Path != nil && b.Query != nil:
+				return apierr.BadRequest("give path (document symbols) or query (workspace symbols), not both")
+			case b.Path != nil:
+				p, err := checkPath(b.Path)
+				r.Op, r.Path = daemonv1.Op_OP_DOCUMENT_SYMBOLS, p
+				return err
+			case b.Query != nil:
+				if len(*b.Query) > 256 {
+					return apierr.BadRequest("query is longer than 256 bytes")
+				}
+				r.Op, r.Query = daemonv1.Op_OP_WORKSPACE_SYMBOLS, *b.Query
+				return nil
+			}
+			return apierr.BadRequest("path or query is required")
+		},
+		render: renderSymbols,
+	},
+	{
+		path: "/diagnostics", name: "diagnostics", list: true,
+		fields: fields(commonFields, []string{"path"}, pageFields),
+		build: func(b *body, r *operation.Request) error {
+			p, err := checkPath(b.Path)
+			r.Op, r.Path = daemonv1.Op_OP_DIAGNOSTICS, p
+			return err
+		},
+		render: renderDiagnostics,
+	},
+	{
+		path: "/complete", name: "complete", list: true, fields: fields(positionFields, pageFields),
+		build:  positionOp(daemonv1.Op_OP_COMPLETION),
+		render: renderCompletions,
+	},
+	{
+		path: "/signature", name: "signature", fields: fields(positionFields),
+		build:  positionOp(daemonv1.Op_OP_SIGNATURE_HELP),
+		render: renderSignatures,
+	},
+	{
+		path: "/calls", name: "calls", list: true, fields: fields(positionFields, []string{"direction"}, pageFields),
+		build: func(b *body, r *operation.Request) error {
+			d, err := oneOf(b.Direction, "", "incoming", "outgoing")
+			if err != nil || d == "" {
+				return apierr.BadRequest("direction must be incoming or outgoing")
+			}
+			r.Op = map[string]daemonv1.Op{"incoming": daemonv1.Op_OP_INCOMING_CALLS, "outgoing": daemonv1.Op_OP_OUTGOING_CALLS}[d]
+			return setPosition(b, r)
+		},
+		render: renderCalls,
+	},
+	{
+		path: "/types", name: "types", list: true, fields: fields(positionFields, []string{"direction"}, pageFields),
+		build: func(b *body, r *operation.Request) error {
+			d, err := oneOf(b.Direction, "", "supertypes", "subtypes")
+			if err != nil || d == "" {
+				return apierr.BadRequest("direction must be supertypes or subtypes")
+			}
+			r.Op = map[string]daemonv1.Op{"supertypes": daemonv1.Op_OP_SUPERTYPES, "subtypes": daemonv1.Op_OP_SUBTYPES}[d]
+			return setPosition(b, r)
+		},
+		render: renderTypes,
+	},
+}
+
+func positionOp(op daemonv1.Op) func(*body, *operation.Request) error {
+	return func(b *body, r *operation.Request) error {
+		r.Op = op
+		return setPosition(b, r)
+	}
+}
+
+func setPosition(b *body, r *operation.Request) error {
+	p, err := checkPath(b.Path)
+	if err != nil {
+		return err
+	}
+	r.Path = p
+	r.Line, r.Character, err = checkPosition(b)
+	return err
+}
+
+// commonRequest checks repo and rev, shared by every route.
+func commonRequest(b *body) (string, forge.Rev, error) {
+	repo, err := checkRepo(b.Repo)
+	if err != nil {
+		return "", forge.Rev{}, err
+	}
+	rev := ""
+	if b.Rev != nil {
+		rev = *b.Rev
+	}
+	r, err := forge.ParseRev(rev)
+	if err != nil {
+		return "", forge.Rev{}, apierr.BadRequest("rev must be a full commit sha, a ref or a branch or tag name")
+	}
+	return repo, r, nil
+}
+
+// operation is the handler of one operation route.
+func (s *Server) operation(rt opRoute) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		b, err := decodeBody(c, rt.fields)
+		if err != nil {
+			return err
+		}
+		req := operation.Request{OpName: rt.name}
+		if req.Repo, req.Rev, err = commonRequest(b); err != nil {
+			return err
+		}
+		if err := rt.build(b, &req); err != nil {
+			return err
+		}
+		var cur *cursor
+		if rt.list {
+			if req.Limit, err = checkLimit(b.Limit); err != nil {
+				return err
+			}
+			if b.Cursor != nil {
+				// A cursor is verified after the caller is known: it is
+				// bound to the tenant.
+				cur = &cursor{}
+			}
+		}
+		caller, err := s.caller(c)
+		if err != nil {
+			return err
+		}
+		if cur != nil {
+			if *cur, err = s.openCursor(*b.Cursor, caller.TenantKey, &req); err != nil {
+				return err
+			}
+			req.Offset, req.Generation = cur.Offset, cur.Generation
+		}
+		ctx, cancel := context.WithTimeout(c.Request().Context(), s.d.RequestTimeout)
+		defer cancel()
+		res, err := s.d.Ops.Do(ctx, caller, req)
+		s.metrics.observeOp(rt.name, time.Since(start), res)
+		if err != nil {
+			return &failure{err: err, res: res}
+		}
+		out := answerHead(res)
+		rt.render(out, res.Answer)
+		if rt.list {
+			out["next_cursor"] = nil
+			if n := res.Answer.NextOffset; n != nil {
+				out["next_cursor"] = s.sealCursor(caller.TenantKey, &req, res.Commit, *n, res.Answer.GetEvidence().GetServer().GetGeneration())
+			}
+		}
+		return c.JSON(http.StatusOK, out)
+	}
+}
+
+// prepare is POST /prepare.
+func (s *Server) prepare(c echo.Context) error {
+	start := time.Now()
+	b, err := decodeBody(c, fieldSet(commonFields...))
+	if err != nil {
+		return err
+	}
+	repo, rev, err := commonRequest(b)
+	if err != nil {
+		return err
+	}
+	caller, err := s.caller(c)
+	if err != nil {
+		return err
+	}
+	res, err := s.d.Ops.Prepare(c.Request().Context(), caller, repo, rev)
+	s.metrics.observeOp("prepare", time.Since(start), res)
+	if err != nil {
+		return &failure{err: err, res: res}
+	}
+	langs := []string{}
+	tools := map[string][]string{}
+	servers := []map[string]any{}
+	for _, l := range res.Prepare.GetLanguages() {
+		langs = append(langs, l.GetLanguage())
+		tools[l.GetLanguage()] = nonNil(l.GetTools())
+		servers = append(servers, map[string]any{
+			"language":               l.GetLanguage(),
+			"server":                 serverJSON(l.GetServer()),
+			"capability_fingerprint": l.GetCapabilityFingerprint(),
+		})
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"repo":      res.Repo,
+		"commit":    res.Commit,
+		"prepared":  res.Prepared,
+		"languages": langs,
+		"tools":     tools,
+		"servers":   servers,
+		"warnings":  nonNil(res.Warnings),
+	})
+}

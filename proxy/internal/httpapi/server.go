@@ -1,0 +1,247 @@
+// Package httpapi is the proxy's public face: the echo routes under /v1/lsp
+// (CONTRACT §4), their strict bodies, identity and org selection, and the
+// rendering of answers and errors. The order of checks is the contract's:
+// 401 → 400 → 403 → 429 → forge → daemon → gate → fetch → push → answer;
+// everything from "forge" on lives in package operation.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/apierr"
+	"github.com/hanzoai/lsp/proxy/internal/auth"
+	"github.com/hanzoai/lsp/proxy/internal/forge"
+	"github.com/hanzoai/lsp/proxy/internal/operation"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Verifier checks bearer tokens.
+type Verifier interface {
+	Verify(ctx context.Context, raw string) (*auth.Principal, error)
+}
+
+// Pinger reports whether a dependency is reachable, for /readyz.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Deps are the parts the API is built from.
+type Deps struct {
+	Verifier        Verifier
+	Ops             *operation.Service
+	TenantKeySecret []byte
+	CursorSecret    []byte
+	ForgeAuth       string // bearer | basic
+	RequestTimeout  time.Duration
+	Ready           []Pinger
+	Registry        *prometheus.Registry
+	Log             *slog.Logger
+}
+
+// Server is the HTTP API.
+type Server struct {
+	d       Deps
+	e       *echo.Echo
+	metrics *metrics
+}
+
+// New builds the routes.
+func New(d Deps) *Server {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	s := &Server{d: d, e: e, metrics: newMetrics(d.Registry)}
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.requestID, s.observe)
+
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", s.readyz)
+	if d.Registry != nil {
+		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
+	}
+	e.GET("/v1/lsp/openapi.json", func(c echo.Context) error {
+		return c.Blob(http.StatusOK, "application/json", OpenAPI)
+	})
+
+	g := e.Group("/v1/lsp", s.authenticate)
+	g.POST("/prepare", s.prepare)
+	for _, r := range opRoutes {
+		g.POST(r.path, s.operation(r))
+	}
+	return s
+}
+
+// Handler returns the http.Handler to serve.
+func (s *Server) Handler() http.Handler { return s.e }
+
+// Routes lists the method and path of every registered route.
+func (s *Server) Routes() []string {
+	var out []string
+	for _, r := range s.e.Routes() {
+		out = append(out, r.Method+" "+r.Path)
+	}
+	return out
+}
+
+const (
+	ctxCaller    = "lsp.caller"
+	ctxPrincipal = "lsp.principal"
+	ctxRequestID = "lsp.request_id"
+)
+
+// requestID takes a caller's X-Request-Id when it is sane, else makes one,
+// and echoes it on the answer.
+func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get("X-Request-Id")
+		if !saneRequestID(id) {
+			var b [12]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		c.Set(ctxRequestID, id)
+		c.Response().Header().Set("X-Request-Id", id)
+		return next(c)
+	}
+}
+
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// authenticate verifies the JWT (401) and the forge credential's presence.
+// Org selection waits until the body has been checked, so that the order of
+// checks is 401 → 400 → 403.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Path() == "/v1/lsp/openapi.json" {
+			return next(c)
+		}
+		raw, err := auth.BearerToken(c.Request().Header.Get("Authorization"))
+		if err != nil {
+			return apierr.Unauth("a bearer token is required")
+		}
+		p, err := s.d.Verifier.Verify(c.Request().Context(), raw)
+		if err != nil {
+			return apierr.Unauth("the bearer token is not valid")
+		}
+		c.Set(ctxPrincipal, p)
+		return next(c)
+	}
+}
+
+// caller selects the org (403) and reads the forge credential (401).
+func (s *Server) caller(c echo.Context) (operation.Caller, error) {
+	p := c.Get(ctxPrincipal).(*auth.Principal)
+	org, err := p.SelectOrg(c.Request().Header.Get("X-Org-Id"))
+	if err != nil {
+		return operation.Caller{}, apierr.New(http.StatusForbidden, apierr.Forbidden, "the principal is not a member of the selected org")
+	}
+	tok := c.Request().Header.Get("X-Forge-Token")
+	if tok == "" || len(tok) > 4096 {
+		return operation.Caller{}, apierr.Unauth("a forge credential is required in X-Forge-Token")
+	}
+	return operation.Caller{
+		Subject:   p.Subject,
+		Org:       org,
+		TenantKey: auth.TenantKey(s.d.TenantKeySecret, org),
+		Cred:      forge.Credential{Mode: s.d.ForgeAuth, Token: tok},
+		RequestID: c.Get(ctxRequestID).(string),
+	}, nil
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	for _, p := range s.d.Ready {
+		if err := p.Ping(ctx); err != nil {
+			s.d.Log.Warn("not ready", "err", err)
+			return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// errorBody is the contract's error envelope.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code     string  `json:"code"`
+	Message  string  `json:"message"`
+	Repo     *string `json:"repo,omitempty"`
+	Commit   *string `json:"commit,omitempty"`
+	Prepared *bool   `json:"prepared,omitempty"`
+}
+
+// failure carries what is known about a request when it failed.
+type failure struct {
+	err error
+	res *operation.Result
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// handleError renders every error in the one envelope.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		// echo's own: unknown route, method not allowed, body too large.
+		code := apierr.InvalidRequest
+		switch he.Code {
+		case http.StatusNotFound:
+			code = apierr.NotFound
+		case http.StatusMethodNotAllowed:
+			code = apierr.InvalidRequest
+		}
+		err = apierr.New(he.Code, code, "%s", http.StatusText(he.Code))
+	}
+	var body errorBody
+	var f *failure
+	if errors.As(err, &f) && f.res != nil {
+		if f.res.Repo != "" {
+			body.Error.Repo = &f.res.Repo
+		}
+		if f.res.Commit != "" {
+			body.Error.Commit = &f.res.Commit
+			prepared := f.res.Prepared
+			body.Error.Prepared = &prepared
+		}
+	}
+	e := apierr.From(err)
+	if e.Status >= 500 && e.Err != nil {
+		s.d.Log.Error("request failed", "request_id", c.Get(ctxRequestID), "code", e.Code, "err", e.Err)
+	}
+	body.Error.Code, body.Error.Message = e.Code, e.Message
+	if e.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+	}
+	status := e.Status
+	if status == 499 {
+		status = http.StatusGatewayTimeout
+	}
+	if err := c.JSON(status, body); err != nil {
+		s.d.Log.Debug("write error answer", "err", err)
+	}
+}

@@ -1,0 +1,14 @@
+package ledger
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// MigrateWithRole runs the migrations with another read-only role name, so a test can exercise the
+// "role absent" path on a cluster where lsp_readonly already exists.
+func MigrateWithRole(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, role string) error {
+	return migrate(ctx, pool, log, role)
+}

@@ -1,0 +1,241 @@
+// Package lspdirect speaks to a language server straight over stdio, with
+// nothing of the service in between. The end-to-end tests compare the
+// service's answers with it and the bench uses it as the baseline of every
+// ratio. It is deliberately separate from the daemon's own client: a
+// measuring stick must not share the code it measures.
+package lspdirect
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Server is one language server process.
+type Server struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	root string
+
+	wmu  sync.Mutex
+	mu   sync.Mutex
+	id   int
+	wait map[int]chan reply
+	done chan struct{}
+}
+
+type reply struct {
+	Result json.RawMessage
+	Err    *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+}
+
+// Start runs argv in root with env and initializes it.
+func Start(ctx context.Context, root string, env []string, argv ...string) (*Server, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = root, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &Server{cmd: cmd, in: in, root: root, wait: map[int]chan reply{}, done: make(chan struct{})}
+	go s.read(bufio.NewReaderSize(out, 1<<16))
+	caps := map[string]any{
+		"general": map[string]any{"positionEncodings": []string{"utf-16"}},
+		"textDocument": map[string]any{
+			"hover":      map[string]any{"contentFormat": []string{"markdown", "plaintext"}},
+			"definition": map[string]any{"linkSupport": false},
+		},
+		"workspace": map[string]any{"configuration": true},
+	}
+	var init json.RawMessage
+	if err := s.Call(ctx, "initialize", map[string]any{
+		"processId": nil, "rootUri": s.URI(""), "capabilities": caps,
+		"workspaceFolders": []map[string]any{{"uri": s.URI(""), "name": "root"}},
+	}, &init); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	if err := s.notify("initialized", map[string]any{}); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// URI is the file URI of a root-relative path.
+func (s *Server) URI(rel string) string {
+	return (&url.URL{Scheme: "file", Path: filepath.Join(s.root, rel)}).String()
+}
+
+// Open sends didOpen for a root-relative file.
+func (s *Server) Open(rel, languageID string) error {
+	b, err := os.ReadFile(filepath.Join(s.root, rel))
+	if err != nil {
+		return err
+	}
+	return s.notify("textDocument/didOpen", map[string]any{
+		"textDocument": map[string]any{"uri": s.URI(rel), "languageId": languageID, "version": 1, "text": string(b)},
+	})
+}
+
+// Call sends a request and decodes its result.
+func (s *Server) Call(ctx context.Context, method string, params, result any) error {
+	s.mu.Lock()
+	s.id++
+	id := s.id
+	ch := make(chan reply, 1)
+	s.wait[id] = ch
+	s.mu.Unlock()
+	if err := s.write(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
+		return err
+	}
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return fmt.Errorf("%s: %d %s", method, r.Err.Code, r.Err.Message)
+		}
+		if result == nil {
+			return nil
+		}
+		return json.Unmarshal(r.Result, result)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		return errors.New("server exited")
+	}
+}
+
+// Position is an LSP position.
+type Position struct {
+	Line      int `json:"line"`
+	Character int `json:"character"`
+}
+
+// Hover returns the hover markdown at a position ("" for none).
+func (s *Server) Hover(ctx context.Context, rel string, pos Position) (string, error) {
+	var h *struct {
+		Contents struct {
+			Value string `json:"value"`
+		} `json:"contents"`
+	}
+	err := s.Call(ctx, "textDocument/hover", map[string]any{"textDocument": map[string]any{"uri": s.URI(rel)}, "position": pos}, &h)
+	if err != nil || h == nil {
+		return "", err
+	}
+	return h.Contents.Value, nil
+}
+
+// Definition returns the raw definition result.
+func (s *Server) Definition(ctx context.Context, rel string, pos Position) (json.RawMessage, error) {
+	var r json.RawMessage
+	err := s.Call(ctx, "textDocument/definition", map[string]any{"textDocument": map[string]any{"uri": s.URI(rel)}, "position": pos}, &r)
+	return r, err
+}
+
+// Close shuts the server down and kills its process group.
+func (s *Server) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2e9)
+	_ = s.Call(ctx, "shutdown", nil, nil)
+	cancel()
+	_ = s.notify("exit", nil)
+	_ = s.in.Close()
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	_ = s.cmd.Wait()
+}
+
+func (s *Server) notify(method string, params any) error {
+	return s.write(map[string]any{"jsonrpc": "2.0", "method": method, "params": params})
+}
+
+func (s *Server) write(msg any) error {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if _, err := fmt.Fprintf(s.in, "Content-Length: %d\r\n\r\n", len(b)); err != nil {
+		return err
+	}
+	_, err = s.in.Write(b)
+	return err
+}
+
+// read dispatches replies and answers the server's own requests.
+func (s *Server) read(r *bufio.Reader) {
+	defer close(s.done)
+	for {
+		n := -1
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			line = strings.TrimSpace(line)
+			if line == "" {
+				break
+			}
+			if v, ok := strings.CutPrefix(line, "Content-Length:"); ok {
+				n, _ = strconv.Atoi(strings.TrimSpace(v))
+			}
+		}
+		if n < 0 || n > 256<<20 {
+			return
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		var m struct {
+			ID     *json.RawMessage `json:"id"`
+			Method string           `json:"method"`
+			Params json.RawMessage  `json:"params"`
+			reply
+		}
+		if json.Unmarshal(body, &m) != nil {
+			continue
+		}
+		switch {
+		case m.Method != "" && m.ID != nil:
+			// A server request: configuration gets nulls, the rest null.
+			var result any
+			if m.Method == "workspace/configuration" {
+				var p struct{ Items []any }
+				_ = json.Unmarshal(m.Params, &p)
+				result = make([]any, len(p.Items))
+			}
+			_ = s.write(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result})
+		case m.Method == "" && m.ID != nil:
+			id, _ := strconv.Atoi(string(*m.ID))
+			s.mu.Lock()
+			ch := s.wait[id]
+			delete(s.wait, id)
+			s.mu.Unlock()
+			if ch != nil {
+				ch <- m.reply
+			}
+		}
+	}
+}

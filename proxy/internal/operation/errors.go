@@ -1,0 +1,108 @@
+package operation
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+	"github.com/hanzoai/lsp/proxy/internal/apierr"
+	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
+	"github.com/hanzoai/lsp/proxy/internal/forge"
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// statusError turns a daemon answer's status into the contract's error.
+func statusError(ans *daemonv1.QueryResponse) error {
+	msg := ans.GetMessage()
+	or := func(def string) string {
+		if msg != "" {
+			return msg
+		}
+		return def
+	}
+	switch ans.GetStatus() {
+	case daemonv1.Status_STATUS_OK:
+		return nil
+	case daemonv1.Status_STATUS_NOT_FOUND:
+		return apierr.New(http.StatusNotFound, apierr.NotFound, "%s", or("no such file in this revision"))
+	case daemonv1.Status_STATUS_POSITION_OUT_OF_RANGE:
+		return apierr.New(http.StatusUnprocessableEntity, apierr.PositionOutOfRange, "%s", or("the position is past the end of the file"))
+	case daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE:
+		return apierr.New(http.StatusUnprocessableEntity, apierr.UnsupportedLanguage, "%s", or("no language server serves this file"))
+	case daemonv1.Status_STATUS_CAPABILITY_UNAVAILABLE:
+		return apierr.New(http.StatusUnprocessableEntity, apierr.CapabilityUnavailable, "%s", or("the language server does not offer this operation"))
+	case daemonv1.Status_STATUS_CURSOR_EXPIRED:
+		return apierr.New(http.StatusConflict, apierr.CursorExpired, "%s", or("the cursor's workspace or server is gone; start again"))
+	case daemonv1.Status_STATUS_INVALID_REQUEST:
+		return apierr.New(http.StatusBadRequest, apierr.InvalidRequest, "%s", or("the daemon refused the request"))
+	case daemonv1.Status_STATUS_TIMEOUT:
+		return apierr.New(http.StatusGatewayTimeout, apierr.Timeout, "%s", or("the language server ran out of time"))
+	case daemonv1.Status_STATUS_CAPACITY_EXHAUSTED:
+		e := apierr.New(http.StatusServiceUnavailable, apierr.CapacityExhausted, "%s", or("the daemon is at capacity"))
+		e.RetryAfter = 5e9
+		return e
+	default:
+		e := apierr.New(http.StatusServiceUnavailable, apierr.DaemonUnavailable, "%s", or("the language server is unavailable"))
+		e.RetryAfter = 2e9
+		return e
+	}
+}
+
+// daemonError maps a transport failure talking to a daemon.
+func daemonError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, daemonclient.ErrProtocol) {
+		return apierr.Wrap(err, http.StatusServiceUnavailable, apierr.DaemonUnavailable, "the daemon speaks another protocol version")
+	}
+	switch status.Code(err) {
+	case codes.DeadlineExceeded:
+		return apierr.Wrap(err, http.StatusGatewayTimeout, apierr.Timeout, "the daemon ran out of time")
+	case codes.Canceled:
+		return apierr.From(err)
+	}
+	e := apierr.Wrap(err, http.StatusServiceUnavailable, apierr.DaemonUnavailable, "the daemon is unavailable")
+	e.RetryAfter = 2e9
+	return e
+}
+
+// ledgerError maps a ledger failure.
+func ledgerError(err error) error {
+	if errors.Is(err, ledger.ErrInsufficientFunds) {
+		return apierr.Wrap(err, http.StatusPaymentRequired, apierr.InsufficientFunds, "the org's balance does not cover a prepare")
+	}
+	var e *apierr.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	ae := apierr.Wrap(err, http.StatusServiceUnavailable, apierr.LedgerUnavailable, "the ledger is unavailable")
+	ae.RetryAfter = 2e9
+	return ae
+}
+
+// forgeError maps a forge failure. A repository the caller cannot see and
+// one that does not exist get the very same answer.
+func forgeError(err error) error {
+	var tl *forge.TooLargeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tl):
+		return apierr.Wrap(err, http.StatusRequestEntityTooLarge, apierr.TreeTooLarge, tl.Error())
+	case errors.Is(err, forge.ErrNotFound):
+		return apierr.Wrap(err, http.StatusNotFound, apierr.NotFound, "no such repository or revision, or no access to it")
+	case errors.Is(err, forge.ErrBadRev):
+		return apierr.Wrap(err, http.StatusBadRequest, apierr.InvalidRequest, "rev must be a full commit sha, a ref or a branch or tag name")
+	case errors.Is(err, forge.ErrUnauthenticated):
+		return apierr.Wrap(err, http.StatusUnauthorized, apierr.Unauthenticated, "the forge did not accept the forge credential")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return apierr.From(err)
+	}
+	e := apierr.Wrap(err, http.StatusBadGateway, apierr.ForgeUnavailable, "the forge is unavailable")
+	e.RetryAfter = 5e9
+	return e
+}

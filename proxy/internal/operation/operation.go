@@ -1,0 +1,391 @@
+// Package operation is the path of one operation request through the proxy
+// (CONTRACT §4-§6), after identity and body have been checked:
+//
+//	forge resolve as the caller → ask the daemon → on "needs tree": gate
+//	(hold) → fetch → push → capture/release → ask again → one ledger row.
+//
+// It holds no HTTP and no SQL: the forge, the ledger and the daemons come in
+// as small interfaces, so each rule of the money section is visible here in
+// one place.
+package operation
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+	"github.com/hanzoai/lsp/proxy/internal/apierr"
+	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
+	"github.com/hanzoai/lsp/proxy/internal/forge"
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
+)
+
+// Ledger is what the path needs of the ledger.
+type Ledger interface {
+	Hold(ctx context.Context, h ledger.HoldRequest) (int64, error)
+	Capture(ctx context.Context, r ledger.Row) (bool, error)
+	Release(ctx context.Context, prepareID string) error
+	SetStatus(ctx context.Context, prepareID string, status int) error
+	RecordQuery(ctx context.Context, r ledger.Row) error
+}
+
+// Daemons picks the shard of a workspace.
+type Daemons interface {
+	Pick(k daemonclient.Key) *daemonclient.Shard
+}
+
+// Config holds the knobs of the path.
+type Config struct {
+	PrepareCents   int64
+	PrepareGrace   time.Duration
+	PrepareTimeout time.Duration
+	Limits         forge.Limits
+	Owners         map[string]string // org → forge owner, when the operator maps it
+}
+
+// Service runs operation requests.
+type Service struct {
+	forge   forge.Forge
+	ledger  Ledger
+	daemons Daemons
+	cfg     Config
+	log     *slog.Logger
+	flights flightGroup
+}
+
+// New builds a Service.
+func New(f forge.Forge, l Ledger, d Daemons, cfg Config, log *slog.Logger) *Service {
+	return &Service{forge: f, ledger: l, daemons: d, cfg: cfg, log: log}
+}
+
+// Caller is who asks, as the HTTP layer established it.
+type Caller struct {
+	Subject   string
+	Org       string // the selected org: tenant and payer
+	TenantKey string
+	Cred      forge.Credential
+	RequestID string
+}
+
+// Request is one operation.
+type Request struct {
+	Op                 daemonv1.Op
+	OpName             string // the route's name, for the ledger row
+	Repo               string
+	Rev                forge.Rev
+	Path               string
+	Line, Character    uint32
+	Query              string
+	IncludeDeclaration bool
+	Limit, Offset      uint32
+	Generation         uint64
+	// CursorCommit is the commit a cursor was issued for; a revision that
+	// now resolves elsewhere expires the cursor.
+	CursorCommit string
+}
+
+// Result is what the HTTP layer renders. Repo, Commit and Prepared are set
+// as soon as they are known, also when err is not nil, so an error answer
+// can say that the caller was charged.
+type Result struct {
+	Repo      string
+	Commit    string
+	Prepared  bool
+	PrepareID string
+	Answer    *daemonv1.QueryResponse
+	Prepare   *daemonv1.PrepareResponse // for /prepare
+	Warnings  []string                  // from tree normalisation
+}
+
+// Owner maps an org to its forge owner.
+func (s *Service) Owner(org string) string {
+	if o, ok := s.cfg.Owners[org]; ok {
+		return o
+	}
+	return org
+}
+
+// Resolve resolves rev as the caller: the forge's ACL decides.
+func (s *Service) Resolve(ctx context.Context, c Caller, repo string, rev forge.Rev) (string, error) {
+	commit, err := s.forge.Resolve(ctx, c.Cred, s.Owner(c.Org), repo, rev)
+	return commit, forgeError(err)
+}
+
+// Do runs one operation request and writes its one ledger row.
+func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error) {
+	res := &Result{Repo: req.Repo}
+	commit, err := s.Resolve(ctx, c, req.Repo, req.Rev)
+	if err != nil {
+		return res, err
+	}
+	res.Commit = commit
+	if req.CursorCommit != "" && req.CursorCommit != commit {
+		return res, apierr.New(http.StatusConflict, apierr.CursorExpired, "the revision moved since the cursor was issued; start again")
+	}
+	key := daemonclient.Key{TenantKey: c.TenantKey, Repo: req.Repo, Commit: commit}
+	shard := s.daemons.Pick(key)
+	q := &daemonv1.QueryRequest{
+		Workspace:          &daemonv1.WorkspaceKey{TenantKey: key.TenantKey, Repo: key.Repo, Commit: key.Commit},
+		Op:                 req.Op,
+		Path:               req.Path,
+		Position:           &daemonv1.Position{Line: req.Line, Character: req.Character},
+		Query:              req.Query,
+		IncludeDeclaration: req.IncludeDeclaration,
+		Limit:              req.Limit,
+		Offset:             req.Offset,
+		Generation:         req.Generation,
+	}
+
+	ans, qerr := s.query(ctx, shard, q)
+	// A workspace is pushed at most twice per request: a daemon that evicts
+	// it again at once is overloaded, and says so.
+	var perr error
+	for attempt := 0; qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && attempt < 2; attempt++ {
+		var p *prepared
+		if p, perr = s.ensure(ctx, c, key); perr != nil {
+			break
+		}
+		if p.byUs {
+			res.Prepared, res.PrepareID = true, p.prepareID
+		}
+		res.Warnings = p.warnings
+		ans, qerr = s.query(ctx, shard, q)
+	}
+	res.Answer = ans
+	switch {
+	case perr != nil:
+		// Refused at the gate (402), or the fetch or push failed: the
+		// request reached the daemon, so it still gets its row.
+		qerr = perr
+	case qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE:
+		qerr = apierr.New(http.StatusServiceUnavailable, apierr.CapacityExhausted, "the daemon could not keep the workspace")
+	}
+	if qerr == nil {
+		qerr = statusError(ans)
+	}
+	if err := s.record(ctx, c, req, res, ans, qerr); err != nil {
+		return res, err
+	}
+	return res, qerr
+}
+
+// Prepare makes sure the revision is prepared and reports what its servers
+// negotiated. It writes one row like any operation request.
+func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.Rev) (*Result, error) {
+	res := &Result{Repo: repo}
+	commit, err := s.Resolve(ctx, c, repo, rev)
+	if err != nil {
+		return res, err
+	}
+	res.Commit = commit
+	key := daemonclient.Key{TenantKey: c.TenantKey, Repo: repo, Commit: commit}
+	shard := s.daemons.Pick(key)
+	caps, err := shard.Capabilities(ctx, key)
+	if err != nil {
+		return res, daemonError(err)
+	}
+	if !caps.GetWarm() {
+		p, err := s.ensure(ctx, c, key)
+		if err != nil {
+			return res, err
+		}
+		res.Prepared, res.PrepareID, res.Warnings = p.byUs, p.prepareID, p.warnings
+		if caps, err = shard.Capabilities(ctx, key); err != nil {
+			err = daemonError(err)
+		}
+	}
+	if err == nil && !caps.GetWarm() {
+		err = apierr.New(http.StatusServiceUnavailable, apierr.CapacityExhausted, "the daemon could not keep the workspace")
+	}
+	res.Prepare = &daemonv1.PrepareResponse{Prepared: res.Prepared, PrepareId: caps.GetPrepareId(), Languages: caps.GetLanguages()}
+	ans := &daemonv1.QueryResponse{PrepareId: caps.GetPrepareId()}
+	if rerr := s.record(ctx, c, Request{OpName: "prepare", Repo: repo}, res, ans, err); rerr != nil {
+		return res, rerr
+	}
+	return res, err
+}
+
+func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemonv1.QueryRequest) (*daemonv1.QueryResponse, error) {
+	ans, err := shard.Query(ctx, q)
+	if err != nil {
+		return nil, daemonError(err)
+	}
+	return ans, nil
+}
+
+// record writes the request's one row: the prepare row this request's
+// capture already wrote gets its status; otherwise a 0¢ query row, which
+// also captures a hold a crashed proxy left behind (the daemon reveals its
+// prepare id with every answer). Rows are durable before the answer.
+func (s *Service) record(ctx context.Context, c Caller, req Request, res *Result, ans *daemonv1.QueryResponse, opErr error) error {
+	status := apierr.Status(opErr)
+	if ans == nil && opErr != nil {
+		// The daemon was never reached: no row (CONTRACT §5).
+		return nil
+	}
+	// The row must be written even when the client went away.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var err error
+	if res.Prepared {
+		err = s.ledger.SetStatus(ctx, res.PrepareID, status)
+	} else {
+		err = s.ledger.RecordQuery(ctx, ledger.Row{
+			PrepareID: ans.GetPrepareId(), Org: c.Org, TenantKey: c.TenantKey, Subject: c.Subject,
+			Repo: res.Repo, Commit: res.Commit, Op: req.OpName, Language: language(ans),
+			RequestID: c.RequestID, HTTPStatus: status,
+		})
+	}
+	if err != nil {
+		return ledgerError(err)
+	}
+	return nil
+}
+
+// prepared is the shared outcome of one single-flight prepare.
+type prepared struct {
+	prepareID string
+	byUs      bool // true for the leader when its push wrote the tree
+	warnings  []string
+}
+
+// ensure gets the workspace onto its shard. Inside one proxy only the
+// leader of a (tenant, repo, commit) group holds funds, fetches and pushes;
+// followers wait and share its outcome (and are not charged). Across proxy
+// replicas the daemon's own single-flight makes the later push a no-op,
+// whose hold is released.
+func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key) (*prepared, error) {
+	for {
+		f, leader := s.flights.join(key)
+		if leader {
+			go func() {
+				f.p, f.err = s.prepare(ctx, c, key)
+				s.flights.done(key, f)
+			}()
+		}
+		select {
+		case <-f.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if f.err != nil && !leader && errors.Is(f.err, context.Canceled) {
+			// The leader's client went away before the push: try again,
+			// possibly as the new leader.
+			continue
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		p := *f.p
+		p.byUs = p.byUs && leader
+		return &p, nil
+	}
+}
+
+// prepare is the leader's work: gate, fetch, push, capture or release.
+func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (*prepared, error) {
+	prepareID := newPrepareID()
+	hold := ledger.HoldRequest{
+		PrepareID: prepareID, Org: c.Org, TenantKey: c.TenantKey, Subject: c.Subject,
+		Repo: key.Repo, Commit: key.Commit, RequestID: c.RequestID,
+		Price: s.cfg.PrepareCents, Grace: s.cfg.PrepareGrace,
+		// The hold outlives the longest prepare, so it can never expire
+		// under a running push.
+		TTL: 2*s.cfg.PrepareTimeout + time.Minute,
+	}
+	if _, err := s.ledger.Hold(ctx, hold); err != nil {
+		return nil, ledgerError(err)
+	}
+	released := false
+	release := func() {
+		if released {
+			return
+		}
+		released = true
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := s.ledger.Release(rctx, prepareID); err != nil {
+			// The hold expires on its own; availability is restored then.
+			s.log.Warn("release hold", "prepare_id", prepareID, "err", err)
+		}
+	}
+
+	tree, err := s.forge.Fetch(ctx, c.Cred, s.Owner(c.Org), key.Repo, key.Commit, s.cfg.Limits)
+	if err != nil {
+		release()
+		return nil, forgeError(err)
+	}
+	files := make([]daemonclient.File, len(tree.Files))
+	for i, f := range tree.Files {
+		files[i] = daemonclient.File{Path: f.Path, Data: f.Data, SHA256: f.SHA256, Executable: f.Executable}
+	}
+
+	// From here on the prepare runs detached from the client, to its own
+	// deadline, and is charged when it completes.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.PrepareTimeout)
+	defer cancel()
+	shard := s.daemons.Pick(key)
+	resp, err := shard.Push(pctx, key, prepareID, files)
+	if err != nil {
+		// The daemon may have written the tree and lost the reply. If it
+		// holds our prepare id now, capture; if it holds another or none,
+		// release. If it cannot be asked, leave the hold: the next answer
+		// from that workspace reveals the id and captures it (RecordQuery),
+		// or it expires.
+		if caps, cerr := shard.Capabilities(pctx, key); cerr == nil {
+			if caps.GetWarm() && caps.GetPrepareId() == prepareID {
+				if _, err := s.capture(pctx, c, key, prepareID, caps.GetLanguages()); err != nil {
+					return nil, err
+				}
+				return &prepared{prepareID: prepareID, byUs: true, warnings: tree.Warnings}, nil
+			}
+			release()
+		}
+		return nil, daemonError(err)
+	}
+	if !resp.GetPrepared() || resp.GetPrepareId() != prepareID {
+		release()
+		return &prepared{prepareID: resp.GetPrepareId(), warnings: tree.Warnings}, nil
+	}
+	if _, err := s.capture(pctx, c, key, prepareID, resp.GetLanguages()); err != nil {
+		return nil, err
+	}
+	return &prepared{prepareID: prepareID, byUs: true, warnings: append(tree.Warnings, resp.GetWarnings()...)}, nil
+}
+
+func (s *Service) capture(ctx context.Context, c Caller, key daemonclient.Key, prepareID string, langs []*daemonv1.LanguageTools) (bool, error) {
+	lang := ""
+	if len(langs) > 0 {
+		lang = langs[0].GetLanguage()
+	}
+	ok, err := s.ledger.Capture(ctx, ledger.Row{
+		PrepareID: prepareID, Org: c.Org, TenantKey: c.TenantKey, Subject: c.Subject,
+		Repo: key.Repo, Commit: key.Commit, Op: "prepare", Language: lang, RequestID: c.RequestID,
+	})
+	if err != nil {
+		return false, ledgerError(err)
+	}
+	return ok, nil
+}
+
+func language(ans *daemonv1.QueryResponse) string {
+	if id := ans.GetEvidence().GetServer().GetId(); id != "" {
+		return id
+	}
+	return ""
+}
+
+func newPrepareID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40 // UUID v4
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return fmt.Sprintf("%s-%s-%s-%s-%s", h[:8], h[8:12], h[12:16], h[16:20], h[20:])
+}

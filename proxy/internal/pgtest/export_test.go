@@ -1,0 +1,3 @@
+package pgtest
+
+var WithDatabase = withDatabase
