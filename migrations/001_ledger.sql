@@ -50,7 +50,9 @@ CREATE TABLE ledger_rows (
     id           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     kind         text        NOT NULL CHECK (kind IN ('lsp', 'credit')),
     model        text        CHECK (model IN ('prepare', 'query')),
-    payer_org    text        NOT NULL REFERENCES accounts (org),
+    -- No foreign key to accounts: every writer (the lsp_* functions) locks or creates the account
+    -- row first anyway, and the key check would cost a third of a warm query's insert.
+    payer_org    text        NOT NULL,
     tenant_key   text,
     subject      text,
     repo         text,

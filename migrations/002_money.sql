@@ -23,24 +23,31 @@ BEGIN
 END
 $$;
 
+-- The helpers below are plpgsql rather than SQL functions on purpose: plpgsql keeps the plans of its
+-- statements for the session, while a non-inlinable SQL function is planned again on every call.
+
 -- lsp_live_held is the sum of an org's live, unexpired holds, optionally leaving one prepare id out.
 CREATE FUNCTION lsp_live_held(p_org text, p_except text) RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(sum(x.amount_cents), 0)::bigint
-      FROM holds x
-     WHERE x.org = p_org AND x.state = 'live' AND x.expires_at > now()
-       AND x.prepare_id IS DISTINCT FROM p_except
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(sum(x.amount_cents), 0)::bigint
+              FROM holds x
+             WHERE x.org = p_org AND x.state = 'live' AND x.expires_at > now()
+               AND x.prepare_id IS DISTINCT FROM p_except);
+END
 $$;
 
 -- lsp_charged_within reports whether (tenant, repo, commit) has a charged prepare row newer than grace.
 CREATE FUNCTION lsp_charged_within(p_tenant_key text, p_repo text, p_commit text, p_grace interval)
 RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (
         SELECT 1 FROM ledger_rows r
          WHERE r.model = 'prepare' AND r.amount_cents < 0
            AND r.tenant_key = p_tenant_key AND r.repo = p_repo AND r.commit = p_commit
-           AND r.created_at > now() - p_grace)
+           AND r.created_at > now() - p_grace);
+END
 $$;
 
 -- lsp_hold reserves p_price against the org's available funds under p_prepare_id.
@@ -254,9 +261,11 @@ $$;
 
 -- lsp_balance reads an org's balance and live holds from one snapshot; an unknown org is all zeros.
 CREATE FUNCTION lsp_balance(p_org text, OUT o_balance_cents bigint, OUT o_held_cents bigint)
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce((SELECT a.balance_cents FROM accounts a WHERE a.org = p_org), 0),
-           lsp_live_held(p_org, NULL)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    o_balance_cents := coalesce((SELECT a.balance_cents FROM accounts a WHERE a.org = p_org), 0);
+    o_held_cents := lsp_live_held(p_org, NULL);
+END
 $$;
 
 -- lsp_expire_holds marks live holds past their expiry as expired. Housekeeping only: an expired hold

@@ -385,8 +385,10 @@ func decodePullReport(raw json.RawMessage, lim Limits) (DiagnosticsResult, error
 	if isNull(raw) || json.Unmarshal(raw, &w) != nil {
 		return DiagnosticsResult{}, errShape
 	}
-	if w.Kind != "full" {
-		// "unchanged" needs a previousResultId, which we never send.
+	// "unchanged" needs a previousResultId, which we never send. gopls
+	// leaves kind empty on its full reports, so an empty kind with items
+	// counts as full.
+	if w.Kind != "full" && (w.Kind != "" || w.Items == nil) {
 		return DiagnosticsResult{}, fmt.Errorf("%w: report kind %q", errShape, clipName(w.Kind))
 	}
 	list, err := decodeDiagnostics(w.Items, lim.MaxItems, lim)

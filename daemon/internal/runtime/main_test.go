@@ -39,7 +39,10 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 		if kids := childrenOf(os.Getpid()); len(kids) > 0 {
-			fmt.Fprintf(os.Stderr, "child processes survived the tests: %+v\n", kids)
+			for _, k := range kids {
+				stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", k.pid))
+				fmt.Fprintf(os.Stderr, "child process survived the tests: %s\n", stat)
+			}
 			code = 1
 		}
 	}

@@ -123,13 +123,19 @@ func Environment(spec Spec, ws Workspace) []string {
 // homeDirs are created under Workspace.Home before a server starts.
 var homeDirs = []string{".cache/go-build", ".config", ".local/share", "tmp", "go/pkg/mod"}
 
+// telemetryModeFile is where golang.org/x/telemetry (linked into gopls)
+// reads its mode. It ignores GOTELEMETRY, and in its default mode it starts
+// a crash-monitor child with setsid, which escapes the server's process
+// group; "off" keeps that child from ever starting.
+const telemetryModeFile = ".config/go/telemetry/mode"
+
 func prepareHome(ws Workspace) error {
-	for _, d := range homeDirs {
+	for _, d := range append(homeDirs, filepath.Dir(telemetryModeFile)) {
 		if err := os.MkdirAll(filepath.Join(ws.Home, filepath.FromSlash(d)), 0o700); err != nil {
 			return err
 		}
 	}
-	return nil
+	return os.WriteFile(filepath.Join(ws.Home, filepath.FromSlash(telemetryModeFile)), []byte("off\n"), 0o600)
 }
 
 // Errors of a Server.

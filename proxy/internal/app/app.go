@@ -64,6 +64,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	secret := []byte(cfg.TenantKeySecret)
 	cacheSecret := make([]byte, 32)
 	_, _ = rand.Read(cacheSecret) // access-cache keys never leave this process
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	fg := forge.NewCache(forge.NewGit(cfg.ForgeURL, forgeHTTPClient(), "git", log), cfg.ForgeCacheTTL, cacheSecret)
 
 	ops := operation.New(fg, led, pool, operation.Config{
@@ -75,10 +77,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 			MaxFileBytes: cfg.TreeMaxFileBytes, MaxDepth: cfg.TreeMaxDepth,
 		},
 		Owners: cfg.ForgeOwners,
-	}, log)
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}, log, reg)
 	api := httpapi.New(httpapi.Deps{
 		Verifier:        verifier,
 		Ops:             ops,

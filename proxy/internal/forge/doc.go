@@ -19,8 +19,12 @@
 // locally.
 //
 // Fetch downloads the commit's tree with the git CLI into a temporary bare
-// repository that is removed afterwards, then reads it with ls-tree and
-// cat-file while enforcing Limits, before any content is accumulated.
+// repository that is removed afterwards: the commit alone at depth 1 over
+// protocol v0 (the forge checks reachability), or, when the forge refuses,
+// the tips' history without trees to find the nearest ref containing the
+// commit, then that ref just deep enough to hold it. It then reads the tree
+// with ls-tree and cat-file, enforcing Limits from the listing (entry count,
+// depth, blob sizes) before any content is read.
 // Normalisation: regular files are kept (with their executable bit); an
 // in-tree symlink to a regular file becomes a copy of its target; every
 // other symlink, submodules, git-LFS pointers and unusable paths are dropped

@@ -35,6 +35,16 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 	}
 	defer os.RemoveAll(f.home)
 
+	// One cheap round trip first: it answers "not found" without starting
+	// git, and says which hash and which fetch options the forge has.
+	adv, err := g.advertise(ctx, op, log, f.secrets, auth, f.url)
+	if err != nil {
+		return nil, err
+	}
+	if !matchesFormat(commit, adv.objectFormat()) {
+		return nil, newError(op, ErrNotFound, revNotFound)
+	}
+
 	// By commit, over protocol v0 so the forge checks reachability; a tip is
 	// always served, an older commit when the forge allows it.
 	dir, ferr := f.fetch(ctx, "bycommit", 0, "--depth=1", f.url, commit)
@@ -47,10 +57,6 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 
 	// By the refs: find a ref that contains the commit, then fetch that ref
 	// just deep enough to hold it.
-	adv, err := g.advertise(ctx, op, log, f.secrets, auth, f.url)
-	if err != nil {
-		return nil, err
-	}
 	var extra []string
 	if adv.filter() {
 		extra = []string{"--filter=tree:0"} // commits only: enough to find the path

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -20,8 +21,25 @@ import (
 	"go.uber.org/goleak"
 )
 
+// TestMain runs the tests with a private TMPDIR and fails the run if a
+// temporary repository outlived its operation or a goroutine leaked.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	tmp, err := os.MkdirTemp("", "forge-test-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("TMPDIR", tmp)
+	code := m.Run()
+	if left, _ := filepath.Glob(filepath.Join(tmp, "lsp-forge-*")); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "temporary repositories left behind: %v\n", left)
+		code = 1
+	}
+	os.RemoveAll(tmp)
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 const (
@@ -64,7 +82,7 @@ func (s *syncBuffer) String() string {
 }
 
 // musts returns a helper that unwraps (string, error) or fails t.
-func musts(t *testing.T) func(string, error) string {
+func musts(t testing.TB) func(string, error) string {
 	return func(s string, err error) string {
 		t.Helper()
 		if err != nil {
@@ -81,7 +99,7 @@ func musts(t *testing.T) func(string, error) string {
 //	dup:     a branch and a tag of the same name on different commits
 //
 // plus a dangling commit that no ref reaches.
-func newFixture(t *testing.T, wrap func(http.Handler) http.Handler) *fixture {
+func newFixture(t testing.TB, wrap func(http.Handler) http.Handler) *fixture {
 	t.Helper()
 	must := musts(t)
 	fx := &fixture{root: t.TempDir(), logs: &syncBuffer{}}
@@ -126,7 +144,7 @@ func (fx *fixture) newForge(gitBinary string) Forge {
 	return NewGit(fx.server.URL, fx.client, gitBinary, slog.New(slog.NewTextHandler(fx.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 }
 
-func gitIn(t *testing.T, dir string, args ...string) string {
+func gitIn(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -517,4 +535,41 @@ func equalSlices[T comparable](a, b []T) bool {
 		}
 	}
 	return true
+}
+
+func TestSHA256Repository(t *testing.T) {
+	must := musts(t)
+	fx := newFixture(t, nil)
+	dir := filepath.Join(fx.root, "acme", "modern.git")
+	gitIn(t, fx.root, "init", "--quiet", "--bare", "--object-format=sha256", "--initial-branch=main", dir)
+	old := must(devforge.CreateRepo(fx.root, "acme", "modern", map[string]string{"a.go": "package a // old\n"}, "old"))
+	tip := must(devforge.CreateRepo(fx.root, "acme", "modern", map[string]string{"a.go": "package a // new\n"}, "new"))
+	if len(tip) != 64 {
+		t.Fatalf("not a sha256 repository: %s", tip)
+	}
+	f := fx.newForge("")
+	ctx := context.Background()
+	for _, rev := range []string{"", "main", tip, old} {
+		want := tip
+		if rev == old {
+			want = old
+		}
+		got, err := f.Resolve(ctx, bearer(readerToken), "acme", "modern", mustRev(t, rev))
+		if err != nil || got != want {
+			t.Errorf("Resolve(%q) = %q, %v; want %q", rev, got, err, want)
+		}
+	}
+	for commit, want := range map[string]string{tip: "package a // new\n", old: "package a // old\n"} {
+		tree, err := f.Fetch(ctx, bearer(readerToken), "acme", "modern", commit, Limits{})
+		if err != nil || len(tree.Files) != 1 || string(tree.Files[0].Data) != want {
+			t.Errorf("Fetch(%s) = %+v, %v", commit, tree, err)
+		}
+	}
+	// A sha1 sha in a sha256 repository names nothing.
+	if _, err := f.Resolve(ctx, bearer(readerToken), "acme", "modern", mustRev(t, fx.c1)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Resolve: sha1 in a sha256 repository: %v", err)
+	}
+	if _, err := f.Fetch(ctx, bearer(readerToken), "acme", "modern", fx.c1, Limits{}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Fetch: sha1 in a sha256 repository: %v", err)
+	}
 }

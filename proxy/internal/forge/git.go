@@ -142,7 +142,7 @@ func (g *gitForge) Resolve(ctx context.Context, cred Credential, owner, repo str
 		return commit, nil
 	}
 	sha, isSHA := rev.Commit()
-	if !isSHA {
+	if !isSHA || !matchesFormat(sha, adv.objectFormat()) {
 		return "", newError(op, ErrNotFound, revNotFound)
 	}
 	// Not a tip: the git CLI proves reachability.
@@ -252,6 +252,14 @@ func (g *gitForge) protocolError(ctx context.Context, op string, log *slog.Logge
 		return newError(op, ErrUnavailable, "forge answer too large")
 	}
 	return newError(op, ErrUnavailable, "forge connection failed")
+}
+
+// matchesFormat reports whether sha has the length of the forge's hash.
+func matchesFormat(sha, objectFormat string) bool {
+	if objectFormat == "sha256" {
+		return len(sha) == 64
+	}
+	return len(sha) == 40
 }
 
 // drain reads a little of what is left so the connection can be reused.

@@ -101,7 +101,7 @@ func TestParseLsRefs(t *testing.T) {
 		{Rev{kind: revTag, name: "v2"}, testSHA, true},
 		{Rev{kind: revName, name: "v"}, "", false}, // prefixes match, names must not
 		{Rev{kind: revSHA, name: testSHA}, testSHA, true},
-		{Rev{kind: revSHA, name: testSHA2}, testSHA2, true}, // the tag object itself
+		{Rev{kind: revSHA, name: testSHA2}, "", false}, // the tag object itself is no commit
 		{Rev{kind: revSHA, name: strings.Repeat("1", 40)}, "", false},
 	} {
 		got, ok := pick(refs, tc.rev)

@@ -227,8 +227,8 @@ func refPrefixes(rev Rev) []string {
 }
 
 // pick finds rev among refs. ref-prefix matches prefixes, so names are
-// compared exactly here. For a sha it reports whether a tip (or a tag's
-// peeled object) is that commit.
+// compared exactly here. For a sha it reports whether a tip (or what a tag
+// peels to) is that commit.
 func pick(refs []ref, rev Rev) (string, bool) {
 	find := func(name string) (string, bool) {
 		for _, r := range refs {
@@ -254,8 +254,10 @@ func pick(refs []ref, rev Rev) (string, bool) {
 		}
 		return find("refs/tags/" + rev.name)
 	}
+	// An annotated tag's own object is not a commit: only what it peels to
+	// counts.
 	for _, r := range refs {
-		if r.oid == rev.name || r.peeled == rev.name {
+		if r.peeled == rev.name || (r.peeled == "" && r.oid == rev.name) {
 			return rev.name, true
 		}
 	}

@@ -125,6 +125,15 @@ func TestHostileForgeNeverLeaksToken(t *testing.T) {
 				next.ServeHTTP(w, r)
 			})
 		}},
+		"git fetch is redirected elsewhere": {refsOK: true, wrap: func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasPrefix(r.Header.Get("User-Agent"), "git/2.") {
+					http.Redirect(w, r, elsewhere.URL+r.URL.RequestURI(), http.StatusMovedPermanently)
+					return
+				}
+				next.ServeHTTP(w, r)
+			})
+		}},
 		"redirect elsewhere": {wrap: func(http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				http.Redirect(w, r, elsewhere.URL+r.URL.RequestURI(), http.StatusFound)
@@ -200,6 +209,10 @@ func TestUnavailableForge(t *testing.T) {
 	_, err = fx.newForge("").Resolve(ctx, bearer(readerToken), "acme", "app", Rev{})
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Resolve with a cancelled context = %v", err)
+	}
+	_, err = fx.newForge("").Fetch(ctx, bearer(readerToken), "acme", "app", fx.c3, Limits{})
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Fetch with a cancelled context = %v", err)
 	}
 	for _, bad := range []string{"ftp://forge", "http://user:pw@forge", "not a url\x7f", "http://"} {
 		_, err := NewGit(bad, nil, "", nil).Resolve(context.Background(), bearer(readerToken), "a", "b", Rev{})

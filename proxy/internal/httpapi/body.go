@@ -67,6 +67,11 @@ func parseBody(raw []byte, allowed map[string]bool) (*body, error) {
 			return nil, apierr.BadRequest("unknown field %q", truncate(name, 64))
 		}
 	}
+	// A repeated name is refused rather than resolved: parsers disagree on
+	// which copy wins, and a body must mean one thing.
+	if name, ok := repeatedField(raw); ok {
+		return nil, apierr.BadRequest("field %q is repeated", truncate(name, 64))
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var b body
@@ -81,6 +86,33 @@ func parseBody(raw []byte, allowed map[string]bool) (*body, error) {
 		return nil, apierr.BadRequest("the body must be one JSON object")
 	}
 	return &b, nil
+}
+
+// repeatedField reports the first top-level name that occurs twice in raw,
+// which is already known to be one JSON object. Names compare after
+// unescaping, as the decoder sees them.
+func repeatedField(raw []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		name, _ := t.(string)
+		if seen[name] {
+			return name, true
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // checkRepo validates the repository slug.
@@ -109,6 +141,10 @@ func checkPath(p *string) (string, error) {
 		return "", apierr.BadRequest("path must not contain NUL")
 	case strings.ContainsRune(s, '\\'):
 		return "", apierr.BadRequest("path must use '/' separators")
+	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		// The daemon refuses these too (workspace.CheckPath); refusing
+		// here keeps the 400 ahead of the forge round trip.
+		return "", apierr.BadRequest("path must not contain control characters")
 	}
 	for _, seg := range strings.Split(s, "/") {
 		if seg == ".." || seg == "." || seg == "" {

@@ -168,6 +168,26 @@ func commonRequest(b *body) (string, forge.Rev, error) {
 	return repo, r, nil
 }
 
+// request checks a decoded body against the route and builds its
+// operation: everything about a body that is 400, before the caller's org
+// is looked at.
+func (rt opRoute) request(b *body) (operation.Request, error) {
+	req := operation.Request{OpName: rt.name}
+	var err error
+	if req.Repo, req.Rev, err = commonRequest(b); err != nil {
+		return operation.Request{}, err
+	}
+	if err := rt.build(b, &req); err != nil {
+		return operation.Request{}, err
+	}
+	if rt.list {
+		if req.Limit, err = checkLimit(b.Limit); err != nil {
+			return operation.Request{}, err
+		}
+	}
+	return req, nil
+}
+
 // operation is the handler of one operation route.
 func (s *Server) operation(rt opRoute) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -176,30 +196,19 @@ func (s *Server) operation(rt opRoute) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		req := operation.Request{OpName: rt.name}
-		if req.Repo, req.Rev, err = commonRequest(b); err != nil {
+		req, err := rt.request(b)
+		if err != nil {
 			return err
-		}
-		if err := rt.build(b, &req); err != nil {
-			return err
-		}
-		var cur *cursor
-		if rt.list {
-			if req.Limit, err = checkLimit(b.Limit); err != nil {
-				return err
-			}
-			if b.Cursor != nil {
-				// A cursor is verified after the caller is known: it is
-				// bound to the tenant.
-				cur = &cursor{}
-			}
 		}
 		caller, err := s.caller(c)
 		if err != nil {
 			return err
 		}
-		if cur != nil {
-			if *cur, err = s.openCursor(*b.Cursor, caller.TenantKey, &req); err != nil {
+		// A cursor is verified after the caller is known: it is bound to
+		// the tenant.
+		if rt.list && b.Cursor != nil {
+			cur, err := s.openCursor(*b.Cursor, caller.TenantKey, &req)
+			if err != nil {
 				return err
 			}
 			req.Offset, req.Generation = cur.Offset, cur.Generation

@@ -82,10 +82,15 @@ func New(d Deps) *Server {
 // Handler returns the http.Handler to serve.
 func (s *Server) Handler() http.Handler { return s.e }
 
-// Routes lists the method and path of every registered route.
+// Routes lists the method and path of every registered route. Echo's own
+// not-found catch-alls, which a group with middleware adds, are not routes
+// anyone can call and are left out.
 func (s *Server) Routes() []string {
 	var out []string
 	for _, r := range s.e.Routes() {
+		if r.Method == echo.RouteNotFound {
+			continue
+		}
 		out = append(out, r.Method+" "+r.Path)
 	}
 	return out
@@ -178,6 +183,10 @@ func (s *Server) readyz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
 
+// defaultRetryAfter is the wait announced on a 429 or 503 whose cause did
+// not name one.
+const defaultRetryAfter = 2 * time.Second
+
 // errorBody is the contract's error envelope.
 type errorBody struct {
 	Error errorDetail `json:"error"`
@@ -234,10 +243,16 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.d.Log.Error("request failed", "request_id", c.Get(ctxRequestID), "code", e.Code, "err", e.Err)
 	}
 	body.Error.Code, body.Error.Message = e.Code, e.Message
-	if e.RetryAfter > 0 {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
-	}
 	status := e.Status
+	retry := e.RetryAfter
+	if retry <= 0 && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
+		// The contract promises Retry-After on every 429 and 503, also
+		// when the layer that failed did not say how long to wait.
+		retry = defaultRetryAfter
+	}
+	if retry > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
+	}
 	if status == 499 {
 		status = http.StatusGatewayTimeout
 	}

@@ -87,3 +87,17 @@ func BenchmarkRecordQueryParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBaselineInsertRow is the floor the ledger benchmarks compare to in the same run: one plain
+// row inserted per transaction, one round trip, no function, no lock.
+func BenchmarkBaselineInsertRow(b *testing.B) {
+	l, _ := open(b)
+	if _, err := l.Pool().Exec(ctx, "CREATE TABLE bench_rows (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, org text, v text)"); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := l.Pool().Exec(ctx, "INSERT INTO bench_rows (org, v) VALUES ($1, $2)", "acme", "x"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -75,6 +75,9 @@ func ledgerError(err error) error {
 	if errors.Is(err, ledger.ErrInsufficientFunds) {
 		return apierr.Wrap(err, http.StatusPaymentRequired, apierr.InsufficientFunds, "the org's balance does not cover a prepare")
 	}
+	if errors.Is(err, ledger.ErrSpendCapExceeded) {
+		return apierr.Wrap(err, http.StatusPaymentRequired, apierr.SpendCapExceeded, "the org's daily spend cap does not cover a prepare")
+	}
 	var e *apierr.Error
 	if errors.As(err, &e) {
 		return err

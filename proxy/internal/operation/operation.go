@@ -20,6 +20,8 @@ import (
 	"time"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
 	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
 	"github.com/hanzoai/lsp/proxy/internal/forge"
@@ -57,11 +59,12 @@ type Service struct {
 	cfg     Config
 	log     *slog.Logger
 	flights flightGroup
+	stages  stageTimer
 }
 
-// New builds a Service.
-func New(f forge.Forge, l Ledger, d Daemons, cfg Config, log *slog.Logger) *Service {
-	return &Service{forge: f, ledger: l, daemons: d, cfg: cfg, log: log}
+// New builds a Service; reg, when not nil, receives its metrics.
+func New(f forge.Forge, l Ledger, d Daemons, cfg Config, log *slog.Logger, reg prometheus.Registerer) *Service {
+	return &Service{forge: f, ledger: l, daemons: d, cfg: cfg, log: log, stages: newStageTimer(reg)}
 }
 
 // Caller is who asks, as the HTTP layer established it.
@@ -113,6 +116,7 @@ func (s *Service) Owner(org string) string {
 
 // Resolve resolves rev as the caller: the forge's ACL decides.
 func (s *Service) Resolve(ctx context.Context, c Caller, repo string, rev forge.Rev) (string, error) {
+	defer s.stages.since("forge_resolve", time.Now())
 	commit, err := s.forge.Resolve(ctx, c.Cred, s.Owner(c.Org), repo, rev)
 	return commit, forgeError(err)
 }
@@ -212,6 +216,7 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 }
 
 func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemonv1.QueryRequest) (*daemonv1.QueryResponse, error) {
+	defer s.stages.since("daemon_query", time.Now())
 	ans, err := shard.Query(ctx, q)
 	if err != nil {
 		return nil, daemonError(err)
@@ -229,6 +234,7 @@ func (s *Service) record(ctx context.Context, c Caller, req Request, res *Result
 		// The daemon was never reached: no row (CONTRACT §5).
 		return nil
 	}
+	defer s.stages.since("ledger_row", time.Now())
 	// The row must be written even when the client went away.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -6,7 +6,7 @@
 // The cluster listens only on a unix socket in a private directory (no TCP port to collide with).
 // initdb and postgres refuse to run as root, so when the caller is root both run as the `postgres`
 // user, which then owns the cluster's directory; that directory's ancestors must be searchable by it
-// (os.MkdirTemp under /tmp is; t.TempDir is not).
+// (a fresh os.MkdirTemp("", …) directory works, t.TempDir does not: its parent is private).
 //
 // The binaries are found through LSP_PG_BINDIR, then `pg_config --bindir`, then the newest
 // /usr/lib/postgresql/*/bin. The postmaster runs in its own session (a terminal's Ctrl-C reaches only
@@ -253,6 +253,15 @@ func (c *Cluster) initdb(ctx context.Context) error {
 
 // startLocked spawns the postmaster and waits until it accepts connections.
 func (c *Cluster) startLocked(ctx context.Context) error {
+	// Stop removes a socket directory made outside dir; a later Restart needs it back.
+	if err := os.MkdirAll(c.sockDir, 0o700); err != nil {
+		return err
+	}
+	if c.cred != nil {
+		if err := os.Chown(c.sockDir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			return err
+		}
+	}
 	logf, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err

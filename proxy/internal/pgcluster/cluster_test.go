@@ -228,3 +228,39 @@ func TestStartRefusesUnsearchableDirAsRoot(t *testing.T) {
 		t.Fatalf("got %v, want an error naming the unsearchable directory", err)
 	}
 }
+
+// A directory too deep for a unix socket path still works: the socket goes to a short private
+// directory, removed by Stop.
+func TestLongDirectory(t *testing.T) {
+	ctx := context.Background()
+	t.Parallel()
+	base, err := os.MkdirTemp("", "pgcluster-long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil { // an ancestor now: postgres must pass through
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, strings.Repeat("d", 60), strings.Repeat("e", 60))
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgcluster.Start(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	if strings.HasPrefix(c.SocketDir(), dir) {
+		t.Fatalf("socket dir %s is under the long directory", c.SocketDir())
+	}
+	if got := query(t, ctx, c.URL("postgres"), "SELECT current_user::text"); got != pgcluster.Superuser {
+		t.Fatalf("connected as %q", got)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(c.SocketDir()); !os.IsNotExist(err) {
+		t.Fatalf("socket dir left behind: %v", err)
+	}
+}

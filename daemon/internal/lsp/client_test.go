@@ -1,0 +1,365 @@
+package lsp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// peer is an in-process language server on the other end of a pipe, built
+// on the same jsonrpc package: it answers initialize with the given
+// capabilities and records every notification it receives.
+type peer struct {
+	conn *jsonrpc.Conn
+
+	mu         sync.Mutex
+	initParams json.RawMessage
+	notes      []string
+}
+
+func connectPeer(t *testing.T, initResult string, opts Options) (*Client, *peer, error) {
+	t.Helper()
+	a, b := net.Pipe()
+	p := &peer{}
+	p.conn = jsonrpc.NewConn(b, jsonrpc.Options{Handler: func(_ context.Context, req *jsonrpc.Request) (any, error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		switch {
+		case req.Method == "initialize":
+			p.initParams = req.Params
+			return json.RawMessage(initResult), nil
+		case req.Method == "shutdown":
+			return nil, nil
+		case req.IsNotification():
+			var doc struct {
+				TextDocument struct{ URI string } `json:"textDocument"`
+			}
+			_ = json.Unmarshal(req.Params, &doc)
+			p.notes = append(p.notes, strings.TrimSpace(req.Method+" "+doc.TextDocument.URI))
+			return nil, nil
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: req.Method}
+	}})
+	t.Cleanup(func() { _ = p.conn.Close() })
+	if opts.Root == "" {
+		opts.Root = "/work/space"
+	}
+	c, err := Connect(context.Background(), a, opts)
+	if err != nil {
+		return nil, p, err
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, p, nil
+}
+
+func (p *peer) notifications() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.notes)
+}
+
+// sync makes one server→client round trip; the client handles messages in
+// order, so everything the peer sent before has been handled after it.
+func (p *peer) sync(t *testing.T) {
+	t.Helper()
+	if err := p.conn.Call(context.Background(), "workspace/workspaceFolders", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const basicInit = `{"capabilities":{"hoverProvider":true,"definitionProvider":{"workDoneProgress":false},"referencesProvider":false},"serverInfo":{"name":"peer","version":"0.1"}}`
+
+func TestInitializeHandshake(t *testing.T) {
+	c, p, err := connectPeer(t, basicInit, Options{
+		Root: "/work/space", ClientVersion: "test", InitializationOptions: json.RawMessage(`{"opt":1}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var params struct {
+		ProcessID        *int                   `json:"processId"`
+		RootURI          string                 `json:"rootUri"`
+		WorkspaceFolders []struct{ URI string } `json:"workspaceFolders"`
+		ClientInfo       struct{ Name, Version string }
+		InitOptions      json.RawMessage `json:"initializationOptions"`
+		Capabilities     struct {
+			General struct {
+				PositionEncodings []string `json:"positionEncodings"`
+			} `json:"general"`
+			Workspace struct {
+				Configuration bool `json:"configuration"`
+			} `json:"workspace"`
+			Window struct {
+				WorkDoneProgress bool `json:"workDoneProgress"`
+			} `json:"window"`
+			TextDocument map[string]map[string]any `json:"textDocument"`
+		} `json:"capabilities"`
+	}
+	p.mu.Lock()
+	raw := p.initParams
+	p.mu.Unlock()
+	if err := json.Unmarshal(raw, &params); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"processId":null`) || params.ProcessID != nil {
+		t.Errorf("processId must be null: %s", raw)
+	}
+	if params.RootURI != "file:///work/space" || len(params.WorkspaceFolders) != 1 || params.WorkspaceFolders[0].URI != "file:///work/space" {
+		t.Errorf("root %q folders %+v", params.RootURI, params.WorkspaceFolders)
+	}
+	if params.ClientInfo.Name == "" || params.ClientInfo.Version != "test" || string(params.InitOptions) != `{"opt":1}` {
+		t.Errorf("clientInfo %+v initializationOptions %s", params.ClientInfo, params.InitOptions)
+	}
+	caps := params.Capabilities
+	if !slices.Equal(caps.General.PositionEncodings, []string{"utf-16"}) || !caps.Workspace.Configuration || !caps.Window.WorkDoneProgress {
+		t.Errorf("general/workspace/window capabilities: %+v", caps)
+	}
+	for _, feature := range []string{"definition", "declaration", "typeDefinition", "implementation"} {
+		if caps.TextDocument[feature]["linkSupport"] != true {
+			t.Errorf("%s lacks linkSupport", feature)
+		}
+	}
+	if caps.TextDocument["documentSymbol"]["hierarchicalDocumentSymbolSupport"] != true {
+		t.Errorf("documentSymbol is not hierarchical")
+	}
+	for _, feature := range []string{"hover", "references", "diagnostic", "publishDiagnostics", "completion", "signatureHelp", "callHierarchy", "typeHierarchy"} {
+		if _, ok := caps.TextDocument[feature]; !ok {
+			t.Errorf("textDocument.%s not declared", feature)
+		}
+	}
+	if got := c.Info(); got != (ServerInfo{Name: "peer", Version: "0.1"}) {
+		t.Errorf("info %+v", got)
+	}
+	if got := c.Tools(); !slices.Equal(got, []string{ToolHover, ToolDefinition, ToolDiagnostics}) {
+		t.Errorf("tools %v", got)
+	}
+	p.sync(t)
+	if n := p.notifications(); len(n) == 0 || n[0] != "initialized" {
+		t.Errorf("notifications %v, want initialized first", n)
+	}
+}
+
+func TestInitializeRefusals(t *testing.T) {
+	tests := []struct{ name, result string }{
+		{name: "other position encoding", result: `{"capabilities":{"positionEncoding":"utf-8"}}`},
+		{name: "no capabilities", result: `{"serverInfo":{"name":"x"}}`},
+		{name: "null result", result: `null`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, _, err := connectPeer(t, tt.result, Options{}); err == nil {
+				t.Fatal("Connect succeeded")
+			}
+		})
+	}
+}
+
+func TestServerRequests(t *testing.T) {
+	c, p, err := connectPeer(t, basicInit, Options{Settings: json.RawMessage(`{"a":{"b":1}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tests := []struct {
+		method, params, want string
+		code                 int64
+	}{
+		{method: "workspace/configuration", params: `{"items":[{"section":"a.b"},{},{"section":"zz"},{"section":"a.b.c"}]}`, want: `[1,{"a":{"b":1}},null,null]`},
+		{method: "workspace/workspaceFolders", want: `[{"name":"space","uri":"file:///work/space"}]`},
+		{method: "window/workDoneProgress/create", params: `{"token":"t"}`, want: `null`},
+		{method: "window/showMessageRequest", params: `{"type":1,"message":"pick","actions":[{"title":"a"}]}`, want: `null`},
+		{method: "workspace/applyEdit", params: `{"edit":{}}`, code: jsonrpc.CodeMethodNotFound},
+	}
+	for _, tt := range tests {
+		var params any
+		if tt.params != "" {
+			params = json.RawMessage(tt.params)
+		}
+		var got json.RawMessage
+		err := p.conn.Call(ctx, tt.method, params, &got)
+		if tt.code != 0 {
+			var rpcErr *jsonrpc.Error
+			if !errors.As(err, &rpcErr) || rpcErr.Code != tt.code {
+				t.Errorf("%s: %v, want code %d", tt.method, err, tt.code)
+			}
+			continue
+		}
+		if err != nil || string(got) != tt.want {
+			t.Errorf("%s = %s, %v; want %s", tt.method, got, err, tt.want)
+		}
+	}
+	if logs := c.Logs(); len(logs) != 1 || logs[0].Message != "pick" {
+		t.Errorf("showMessageRequest not logged: %+v", logs)
+	}
+}
+
+func TestDynamicRegistration(t *testing.T) {
+	c, p, err := connectPeer(t, basicInit, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	before := c.CapabilityFingerprint()
+	if _, err := c.Declaration(ctx, "file:///a.go", Position{}); !errors.Is(err, ErrCapabilityUnavailable) {
+		t.Fatalf("declaration before registration: %v", err)
+	}
+	reg := `{"registrations":[{"id":"1","method":"textDocument/declaration"},{"id":"2","method":"workspace/didChangeWatchedFiles"}]}`
+	if err := p.conn.Call(ctx, "client/registerCapability", json.RawMessage(reg), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Has(ToolDeclaration) {
+		t.Fatalf("tools after registration: %v", c.Tools())
+	}
+	during := c.CapabilityFingerprint()
+	if during == before {
+		t.Fatal("fingerprint did not change with a registration")
+	}
+	if err := p.conn.Call(ctx, "client/unregisterCapability", json.RawMessage(`{"unregisterations":[{"id":"1","method":"textDocument/declaration"}]}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.Has(ToolDeclaration) {
+		t.Fatalf("declaration still a tool after unregistration")
+	}
+	if err := p.conn.Call(ctx, "client/unregisterCapability", json.RawMessage(`{"unregisterations":[{"id":"2"}]}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if after := c.CapabilityFingerprint(); after != before {
+		t.Fatal("fingerprint did not return after unregistration")
+	}
+}
+
+func TestProgressAndLogs(t *testing.T) {
+	c, p, err := connectPeer(t, basicInit, Options{Limits: Limits{MaxLogMessages: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	notify := func(method, params string) {
+		t.Helper()
+		if err := p.conn.Notify(ctx, method, json.RawMessage(params)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notify("$/progress", `{"token":1,"value":{"kind":"begin","title":"Loading"}}`)
+	notify("$/progress", `{"token":"x","value":{"kind":"begin"}}`)
+	notify("$/progress", `{"token":1,"value":{"kind":"report","message":"half"}}`)
+	notify("$/progress", `{"token":1,"value":{"kind":"end"}}`)
+	p.sync(t)
+	if !c.Busy() {
+		t.Fatal("not busy with token x in flight")
+	}
+	idle := make(chan error, 1)
+	go func() { idle <- c.WaitIdle(ctx) }()
+	notify("$/progress", `{"token":"x","value":{"kind":"end"}}`)
+	if err := <-idle; err != nil {
+		t.Fatal(err)
+	}
+	if c.Busy() {
+		t.Fatal("busy after every token ended")
+	}
+	for i := range 10 {
+		notify("window/logMessage", fmt.Sprintf(`{"type":4,"message":"line %d"}`, i))
+	}
+	notify("window/logMessage", `{"type":"odd"}`)
+	p.sync(t)
+	var got []string
+	for _, l := range c.Logs() {
+		got = append(got, l.Message)
+	}
+	if !slices.Equal(got, []string{"line 7", "line 8", "line 9"}) {
+		t.Fatalf("log ring = %v", got)
+	}
+}
+
+func TestPublishedDiagnosticsBounds(t *testing.T) {
+	c, p, err := connectPeer(t, basicInit, Options{Limits: Limits{MaxDiagnosticsPerURI: 2, MaxDiagnosticURIs: 2, DiagnosticsWait: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	diag := `{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"message":"m"}`
+	for _, u := range []string{"file:///1.go", "file:///2.go", "file:///3.go"} {
+		params := fmt.Sprintf(`{"uri":%q,"diagnostics":[%s,%s,%s]}`, u, diag, diag, diag)
+		if err := p.conn.Notify(ctx, "textDocument/publishDiagnostics", json.RawMessage(params)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.sync(t)
+	d, err := c.Diagnostics(ctx, "file:///3.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Items) != 2 || !d.Truncated || !d.Settled || d.Mode != DiagnosticsPublish {
+		t.Fatalf("diagnostics of 3.go = %+v", d)
+	}
+	// 1.go was evicted to keep two documents: the wait is bounded, not settled.
+	d, err = c.Diagnostics(ctx, "file:///1.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Items) != 0 || d.Settled {
+		t.Fatalf("diagnostics of the evicted 1.go = %+v", d)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.Diagnostics(cctx, "file:///1.go"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("diagnostics with a cancelled context: %v", err)
+	}
+}
+
+func TestDocuments(t *testing.T) {
+	c, p, err := connectPeer(t, basicInit, Options{Limits: Limits{MaxOpenDocuments: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	steps := []struct {
+		op, uri string
+	}{
+		{"open", "file:///a"}, {"open", "file:///b"}, {"open", "file:///a"}, // a is now more recent than b
+		{"open", "file:///c"}, // evicts b
+		{"change", "file:///c"}, {"close", "file:///c"}, {"close", "file:///c"},
+	}
+	for _, s := range steps {
+		var err error
+		switch s.op {
+		case "open":
+			err = c.DidOpen(ctx, DocumentURI(s.uri), "go", "text")
+		case "change":
+			err = c.DidChange(ctx, DocumentURI(s.uri), "new text")
+		case "close":
+			err = c.DidClose(ctx, DocumentURI(s.uri))
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", s.op, s.uri, err)
+		}
+	}
+	if err := c.DidChange(ctx, "file:///zzz", "x"); err == nil {
+		t.Fatal("didChange of a closed document succeeded")
+	}
+	p.sync(t)
+	want := []string{"initialized", "textDocument/didOpen file:///a", "textDocument/didOpen file:///b",
+		"textDocument/didClose file:///b", "textDocument/didOpen file:///c", "textDocument/didChange file:///c",
+		"textDocument/didClose file:///c"}
+	if got := p.notifications(); !slices.Equal(got, want) {
+		t.Fatalf("notifications\n got %q\nwant %q", got, want)
+	}
+	if !c.IsOpen("file:///a") || c.IsOpen("file:///b") || c.IsOpen("file:///c") {
+		t.Fatal("open set is wrong")
+	}
+	if err := c.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

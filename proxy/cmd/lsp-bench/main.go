@@ -1,0 +1,35 @@
+// Command lsp-bench prints the performance table of `make bench`.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hanzoai/lsp/proxy/internal/bench"
+)
+
+func main() {
+	gopls := flag.String("gopls", ".bin/gopls", "the pinned gopls")
+	daemonBin := flag.String("daemon-bin", ".bin/lsp-daemon", "the lsp-daemon binary")
+	n := flag.Int("n", 500, "measured requests per figure")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dir, err := os.MkdirTemp("", "lsp-bench-")
+	if err == nil {
+		defer os.RemoveAll(dir)
+		err = os.Chmod(dir, 0o755) // Postgres runs as its own user
+	}
+	if err == nil {
+		fmt.Printf("lsp-bench on %s\n", bench.Describe())
+		err = bench.Run(ctx, bench.Options{Dir: dir, Gopls: *gopls, DaemonBin: *daemonBin, N: *n, Out: os.Stdout})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lsp-bench:", err)
+		os.Exit(1)
+	}
+}

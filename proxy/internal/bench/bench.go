@@ -1,0 +1,272 @@
+// Package bench measures the service against its baselines in one run, on
+// this machine, and prints the table `make bench` shows. Every figure is a
+// ratio or a difference against a baseline measured in the same run on the
+// same inputs, because absolute times on these machines are noisy
+// (shared/BASELINES.md). Nothing here asserts: it reports.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/devforge"
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
+	"github.com/hanzoai/lsp/proxy/internal/lspdirect"
+)
+
+// Options configure a run.
+type Options struct {
+	Dir       string
+	Gopls     string
+	DaemonBin string
+	N         int // measured requests per figure
+	Warmup    int
+	Out       io.Writer
+}
+
+// Run brings up the stack, measures, and prints the table.
+func Run(ctx context.Context, o Options) error {
+	var err error
+	if o.Gopls, err = filepath.Abs(o.Gopls); err != nil {
+		return err
+	}
+	if o.N == 0 {
+		o.N = 500
+	}
+	if o.Warmup == 0 {
+		o.Warmup = 50
+	}
+	s, err := devstack.Start(ctx, devstack.Options{Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, Gopls: o.Gopls})
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	const org = "bench"
+	if _, err := devforge.CreateRepo(s.ForgeRoot, org, "hello", devstack.SampleRepo, "bench"); err != nil {
+		return err
+	}
+	s.Forge.Grant("bench-forge", org+"/*")
+	if err := s.Ledger.Credit(ctx, org, 100, "bench"); err != nil {
+		return err
+	}
+	tok, err := s.Token("bench", org, nil, nil)
+	if err != nil {
+		return err
+	}
+	client := &proxyClient{url: s.ProxyURL, jwt: tok, forge: "bench-forge", http: &http.Client{
+		Transport: &http.Transport{MaxIdleConnsPerHost: 8, DisableCompression: true},
+	}}
+
+	// Cold: the first request prepares (clone, push, gopls cold start).
+	coldStart := time.Now()
+	if _, err := client.do(ctx, "/hover", hoverBody); err != nil {
+		return fmt.Errorf("cold hover: %w", err)
+	}
+	cold := time.Since(coldStart)
+
+	// The baseline: gopls spoken to directly, on its own checkout with its
+	// own warm caches, same files and positions.
+	direct, err := startDirect(ctx, o.Dir, o.Gopls)
+	if err != nil {
+		return err
+	}
+	defer direct.Close()
+
+	var rows []row
+	for _, f := range []struct {
+		name   string
+		route  string
+		body   map[string]any
+		direct func(ctx context.Context) error
+	}{
+		{"hover", "/hover", hoverBody, func(ctx context.Context) error {
+			_, err := direct.Hover(ctx, "main.go", lspdirect.Position{Line: 10, Character: 20})
+			return err
+		}},
+		{"definition", "/locate", hoverBody, func(ctx context.Context) error {
+			_, err := direct.Definition(ctx, "main.go", lspdirect.Position{Line: 10, Character: 20})
+			return err
+		}},
+	} {
+		before := scrapeStages(client)
+		d, p, err := interleave(ctx, o.N, o.Warmup, f.direct, func(ctx context.Context) error {
+			_, err := client.do(ctx, f.route, f.body)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		rows = append(rows, row{f.name, d, p, stageMeans(before, scrapeStages(client))})
+	}
+	printTable(o.Out, rows, cold, o.N)
+	return nil
+}
+
+var hoverBody = map[string]any{"repo": "hello", "path": "main.go", "line": 10, "character": 20}
+
+type row struct {
+	name          string
+	direct, proxy []time.Duration
+	stages        string // mean time per stage of the proxy path
+}
+
+// scrapeStages reads the proxy's per-stage sums and counts.
+func scrapeStages(c *proxyClient) map[string][2]float64 {
+	out := map[string][2]float64{}
+	resp, err := c.http.Get(c.url + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		for i, suffix := range []string{"_sum", "_count"} {
+			prefix := "lsp_proxy_stage_seconds" + suffix + `{stage="`
+			if rest, ok := strings.CutPrefix(line, prefix); ok {
+				name, val, _ := strings.Cut(rest, `"} `)
+				var v float64
+				fmt.Sscan(val, &v)
+				e := out[name]
+				e[i] = v
+				out[name] = e
+			}
+		}
+	}
+	return out
+}
+
+func stageMeans(before, after map[string][2]float64) string {
+	var parts []string
+	for _, st := range []string{"forge_resolve", "daemon_query", "ledger_row"} {
+		a, b := after[st], before[st]
+		if n := a[1] - b[1]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.3f", st, (a[0]-b[0])/n*1e3))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// interleave alternates the two measurements so that load on the machine
+// hits both alike.
+func interleave(ctx context.Context, n, warmup int, a, b func(context.Context) error) ([]time.Duration, []time.Duration, error) {
+	for i := 0; i < warmup; i++ {
+		if err := a(ctx); err != nil {
+			return nil, nil, err
+		}
+		if err := b(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	da, db := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		if err := a(ctx); err != nil {
+			return nil, nil, err
+		}
+		da = append(da, time.Since(t))
+		t = time.Now()
+		if err := b(ctx); err != nil {
+			return nil, nil, err
+		}
+		db = append(db, time.Since(t))
+	}
+	return da, db, nil
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/1e6) }
+
+func printTable(w io.Writer, rows []row, cold time.Duration, n int) {
+	fmt.Fprintf(w, "\nWarm latency through the whole proxy path vs. gopls directly (n=%d each, interleaved, same positions)\n", n)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "op\tdirect p50 ms\tproxy p50 ms\tΔ p50 ms\tratio p50\tdirect p99 ms\tproxy p99 ms\tΔ p99 ms\ttarget\t")
+	for _, r := range rows {
+		d50, p50 := pct(r.direct, .5), pct(r.proxy, .5)
+		d99, p99 := pct(r.direct, .99), pct(r.proxy, .99)
+		verdict := "met"
+		if p50-d50 > 500*time.Microsecond || p99-d99 > 2*time.Millisecond {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t≤+0.5/+2 ms %s\t\n", r.name, ms(d50), ms(p50), ms(p50-d50),
+			float64(p50)/float64(d50), ms(d99), ms(p99), ms(p99-d99), verdict)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nMean ms per stage of the proxy path:")
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %-10s %s\n", r.name, r.stages)
+	}
+	fmt.Fprintf(w, "\nCold hover (resolve, gate, fetch, push, gopls cold start, answer): %s\n", cold.Round(time.Millisecond))
+}
+
+type proxyClient struct {
+	url, jwt, forge string
+	http            *http.Client
+}
+
+func (c *proxyClient) do(ctx context.Context, route string, body any) ([]byte, error) {
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/lsp"+route, bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.jwt)
+	req.Header.Set("X-Forge-Token", c.forge)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %d %s", route, resp.StatusCode, out)
+	}
+	return out, err
+}
+
+func startDirect(ctx context.Context, dir, gopls string) (*lspdirect.Server, error) {
+	root := filepath.Join(dir, "direct")
+	for p, content := range devstack.SampleRepo {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	home := filepath.Join(dir, "direct-home")
+	env := []string{"PATH=/usr/local/go/bin:/usr/bin:/bin", "HOME=" + home, "GOFLAGS=-mod=mod", "GOPROXY=off",
+		"GOTOOLCHAIN=local", "GOTELEMETRY=off", "CGO_ENABLED=0", "GOCACHE=" + filepath.Join(home, "go-build")}
+	srv, err := lspdirect.Start(ctx, root, env, gopls, "serve")
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.Open("main.go", "go"); err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return srv, nil
+}
+
+// Describe names the machine for the report.
+func Describe() string {
+	host, _ := os.Hostname()
+	b, _ := os.ReadFile("/proc/loadavg")
+	return fmt.Sprintf("%s, load %s", host, strings.Join(strings.Fields(string(b))[:3], " "))
+}

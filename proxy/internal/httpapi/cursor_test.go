@@ -1,0 +1,187 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+	"github.com/hanzoai/lsp/proxy/internal/auth"
+	"github.com/hanzoai/lsp/proxy/internal/operation"
+)
+
+const (
+	cursorTenant = "1111111111111111111111111111111111111111111111111111111111111111"
+	cursorCommit = "2222222222222222222222222222222222222222"
+)
+
+func cursorRequest() operation.Request {
+	return operation.Request{
+		Op: daemonv1.Op_OP_REFERENCES, OpName: "locate", Repo: "r", Path: "a.go",
+		Line: 3, Character: 4, IncludeDeclaration: true, Limit: 10,
+	}
+}
+
+// TestCursorRoundTrip: what is sealed opens, with its offset, generation
+// and commit.
+func TestCursorRoundTrip(t *testing.T) {
+	s := New(Deps{CursorSecret: []byte("secret-a")})
+	req := cursorRequest()
+	raw := s.sealCursor(cursorTenant, &req, cursorCommit, 20, 7)
+	again := cursorRequest()
+	c, err := s.openCursor(raw, cursorTenant, &again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Offset != 20 || c.Generation != 7 || c.Commit != cursorCommit || c.Tenant != cursorTenant {
+		t.Fatalf("opened %+v", c)
+	}
+	if again.CursorCommit != cursorCommit {
+		t.Fatalf("CursorCommit %q", again.CursorCommit)
+	}
+	if strings.Contains(raw, cursorTenant) || strings.ContainsAny(raw, "+/= ") {
+		t.Fatalf("cursor %q is not opaque URL-safe text", raw)
+	}
+}
+
+// TestCursorRefused: a tampered, foreign or mismatched cursor is 400.
+func TestCursorRefused(t *testing.T) {
+	s := New(Deps{CursorSecret: []byte("secret-a")})
+	other := New(Deps{CursorSecret: []byte("secret-b")})
+	req := cursorRequest()
+	raw := s.sealCursor(cursorTenant, &req, cursorCommit, 20, 7)
+	payload, sig, _ := strings.Cut(raw, ".")
+
+	// A payload rewritten to another offset, signed or not.
+	var c cursor
+	b, _ := base64.RawURLEncoding.DecodeString(payload)
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	c.Offset = 900
+	nb, _ := json.Marshal(c)
+	forged := base64.RawURLEncoding.EncodeToString(nb)
+
+	// A correctly signed cursor over more than 1024 bytes is refused by
+	// size alone: pad an otherwise valid payload with a field the decoder
+	// ignores.
+	pad := func(n int) string {
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		m["pad"] = strings.Repeat("x", n)
+		pb, _ := json.Marshal(m)
+		p := base64.RawURLEncoding.EncodeToString(pb)
+		return p + "." + s.sign(p)
+	}
+	if small := pad(10); len(small) > 1024 {
+		t.Fatal("pad(10) is too long")
+	} else if _, err := s.openCursor(small, cursorTenant, ptr(cursorRequest())); err != nil {
+		t.Fatalf("a padded cursor under the bound is refused, so the size case below proves nothing: %v", err)
+	}
+
+	mutate := func(f func(r *operation.Request)) *operation.Request {
+		r := cursorRequest()
+		f(&r)
+		return &r
+	}
+	cases := []struct {
+		name   string
+		raw    string
+		tenant string
+		req    *operation.Request
+	}{
+		{"payload tampered", forged + "." + sig, cursorTenant, ptr(cursorRequest())},
+		{"payload byte flipped", flip(payload, 3) + "." + sig, cursorTenant, ptr(cursorRequest())},
+		{"signature byte flipped", payload + "." + flip(sig, 5), cursorTenant, ptr(cursorRequest())},
+		{"signature cut", payload + "." + sig[:len(sig)-1], cursorTenant, ptr(cursorRequest())},
+		{"signature missing", payload, cursorTenant, ptr(cursorRequest())},
+		{"signature empty", payload + ".", cursorTenant, ptr(cursorRequest())},
+		{"signed by another proxy key", other.sealCursor(cursorTenant, ptr(cursorRequest()), cursorCommit, 20, 7), cursorTenant, ptr(cursorRequest())},
+		{"forged and signed by another key", forged + "." + other.sign(forged), cursorTenant, ptr(cursorRequest())},
+		{"extra dot", raw + ".x", cursorTenant, ptr(cursorRequest())},
+		{"empty", "", cursorTenant, ptr(cursorRequest())},
+		{"not base64", "!!!." + s.sign("!!!"), cursorTenant, ptr(cursorRequest())},
+		{"signed non-JSON", "eA." + s.sign("eA"), cursorTenant, ptr(cursorRequest())},
+		{"oversize", pad(1100), cursorTenant, ptr(cursorRequest())},
+		{"another tenant", raw, strings.Repeat("3", 64), ptr(cursorRequest())},
+		{"another repo", raw, cursorTenant, mutate(func(r *operation.Request) { r.Repo = "s" })},
+		{"another route", raw, cursorTenant, mutate(func(r *operation.Request) { r.OpName = "symbols" })},
+		{"another relation", raw, cursorTenant, mutate(func(r *operation.Request) { r.Op = daemonv1.Op_OP_DEFINITION })},
+		{"another path", raw, cursorTenant, mutate(func(r *operation.Request) { r.Path = "b.go" })},
+		{"another line", raw, cursorTenant, mutate(func(r *operation.Request) { r.Line++ })},
+		{"another character", raw, cursorTenant, mutate(func(r *operation.Request) { r.Character++ })},
+		{"another query", raw, cursorTenant, mutate(func(r *operation.Request) { r.Query = "x" })},
+		{"include_declaration off", raw, cursorTenant, mutate(func(r *operation.Request) { r.IncludeDeclaration = false })},
+		{"another limit", raw, cursorTenant, mutate(func(r *operation.Request) { r.Limit = 11 })},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := s.openCursor(c.raw, c.tenant, c.req)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if e := errorStatus(err); e != 400 {
+				t.Fatalf("status %d, want 400: %v", e, err)
+			}
+			if c.req.CursorCommit != "" {
+				t.Fatalf("a refused cursor set CursorCommit %q", c.req.CursorCommit)
+			}
+		})
+	}
+}
+
+// TestCursorOverHTTP: a cursor is checked against the selected org after
+// the 403 check and before any operation: a cursor of one org is 400 for
+// another org of the same principal, and a tampered one is 400.
+func TestCursorOverHTTP(t *testing.T) {
+	a := newTestAPI(t)
+	rt := routeByPath(t, "/locate")
+	const body = `{"repo":"r","path":"a.go","line":1,"character":2,"relation":"reference","cursor":%q}`
+	b, err := parseBody([]byte(strings.Replace(body, `,"cursor":%q`, "", 1)), rt.fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := rt.request(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme := auth.TenantKey(nil, testOwner)
+	sealed := a.s.sealCursor(acme, &req, cursorCommit, 100, 1)
+	for name, c := range map[string]struct {
+		cursor, org string
+	}{
+		"another org of the principal": {sealed, testMemberOrg},
+		"tampered":                     {flip(sealed, 10), testOwner},
+		"garbage":                      {"garbage", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := a.do(t, http.MethodPost, "/v1/lsp/locate", strings.Replace(body, "%q", jsonString(c.cursor), 1), a.headers(a.token, c.org, true))
+			if rec.Code != 400 {
+				t.Fatalf("status %d: %s", rec.Code, rec.Body)
+			}
+			if e := errorOf(t, rec); e.Message != "the cursor is not valid for this request" {
+				t.Fatalf("message %q", e.Message)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// flip changes the byte at i to another base64url character.
+func flip(s string, i int) string {
+	r := []byte(s)
+	if r[i] == 'A' {
+		r[i] = 'B'
+	} else {
+		r[i] = 'A'
+	}
+	return string(r)
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
