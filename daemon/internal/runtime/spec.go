@@ -115,6 +115,9 @@ func Environment(spec Spec, ws Workspace) []string {
 		"GOPROXY=off",
 		"CGO_ENABLED=0",
 		"GOTELEMETRY=off",
+		// A go.work above the workspace (a daemon root under a checkout)
+		// must not change what the repository means.
+		"GOWORK=off",
 		"LANG=C.UTF-8",
 	}
 	return append(env, spec.Env...)
