@@ -7,11 +7,15 @@ package pool
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,10 +66,56 @@ type Workspace struct {
 
 	lastUsed atomic.Int64
 	busy     atomic.Int32
+	docCount atomic.Int32
 
 	mu      sync.Mutex
 	servers map[string]*slot
 	closed  bool
+
+	// docs caches the files queries open: a tree never changes under its
+	// commit, so each file is read and hashed once.
+	docs sync.Map // repo-relative path → *Document
+}
+
+// Document is one file of a workspace's tree, as servers see it.
+type Document struct {
+	Text   []byte
+	SHA256 string
+}
+
+// maxCachedDocs bounds the per-workspace document cache.
+const maxCachedDocs = 1024
+
+// ErrNoDocument is returned for a path that is not a regular file of the tree.
+var ErrNoDocument = errors.New("no such file in this revision")
+
+// ErrDocumentTooLarge is returned for a file over the size bound.
+var ErrDocumentTooLarge = errors.New("the file is too large to open")
+
+// Document returns the tree file at rel, read once. Trees hold only regular
+// files and rel was validated, so a plain read under the tree is safe.
+func (w *Workspace) Document(rel string, maxBytes int64) (*Document, error) {
+	if d, ok := w.docs.Load(rel); ok {
+		return d.(*Document), nil
+	}
+	full := filepath.Join(w.Dir, filepath.FromSlash(rel))
+	fi, err := os.Lstat(full)
+	if err != nil || !fi.Mode().IsRegular() || path.Base(rel) == ".lsp-prepare-id" {
+		return nil, ErrNoDocument
+	}
+	if maxBytes > 0 && fi.Size() > maxBytes {
+		return nil, ErrDocumentTooLarge
+	}
+	b, err := os.ReadFile(full)
+	if err != nil {
+		return nil, ErrNoDocument
+	}
+	sum := sha256.Sum256(b)
+	d := &Document{Text: b, SHA256: hex.EncodeToString(sum[:])}
+	if w.docCount.Add(1) <= maxCachedDocs {
+		w.docs.Store(rel, d)
+	}
+	return d, nil
 }
 
 // slot starts a server once and shares the outcome.

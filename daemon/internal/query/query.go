@@ -12,8 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"unicode/utf8"
 
@@ -73,7 +71,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		return fail(daemonv1.Status_STATUS_INVALID_REQUEST, "unknown operation")
 	}
 	var spec *pool.Spec
-	var doc []byte
+	var doc *pool.Document
 	rel := req.GetPath()
 	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS {
 		// Workspace symbols go to the first configured language present.
@@ -95,7 +93,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		if spec, ok = r.Pool.SpecFor(rel); !ok {
 			return fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, "no language server serves this file type")
 		}
-		if needsPosition(req.GetOp()) && !inRange(doc, req.GetPosition()) {
+		if needsPosition(req.GetOp()) && !inRange(doc.Text, req.GetPosition()) {
 			return fail(daemonv1.Status_STATUS_POSITION_OUT_OF_RANGE, "the position is past the end of the file")
 		}
 	}
@@ -120,8 +118,8 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	resp := &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_OK}
 	u := lsp.DocumentURI(pol.FileURI(rel))
 	pos := lsp.Position{Line: req.GetPosition().GetLine(), Character: req.GetPosition().GetCharacter()}
-	if doc != nil {
-		if err := client.DidOpen(ctx, u, spec.Language, string(doc)); err != nil {
+	if doc != nil && !client.IsOpen(u) {
+		if err := client.DidOpen(ctx, u, spec.Language, string(doc.Text)); err != nil {
 			return serverFailure(ctx, err)
 		}
 	}
@@ -242,25 +240,19 @@ func (r *Runner) specByLanguage(lang string) *pool.Spec {
 	return nil
 }
 
-// readDocument reads a tree file. Trees hold only regular files, and the
-// path was validated, so a plain read under the tree is safe.
-func (r *Runner) readDocument(w *pool.Workspace, rel string) ([]byte, *daemonv1.QueryResponse) {
+// readDocument returns a tree file, or the status that refuses it.
+func (r *Runner) readDocument(w *pool.Workspace, rel string) (*pool.Document, *daemonv1.QueryResponse) {
 	if rel == "" {
 		return nil, fail(daemonv1.Status_STATUS_INVALID_REQUEST, "path is required")
 	}
-	full := filepath.Join(w.Dir, filepath.FromSlash(rel))
-	fi, err := os.Lstat(full)
-	if err != nil || !fi.Mode().IsRegular() || filepath.Base(rel) == ".lsp-prepare-id" {
+	d, err := w.Document(rel, r.MaxDocument)
+	switch {
+	case errors.Is(err, pool.ErrDocumentTooLarge):
+		return nil, fail(daemonv1.Status_STATUS_INVALID_REQUEST, err.Error())
+	case err != nil:
 		return nil, fail(daemonv1.Status_STATUS_NOT_FOUND, "no such file in this revision")
 	}
-	if r.MaxDocument > 0 && fi.Size() > r.MaxDocument {
-		return nil, fail(daemonv1.Status_STATUS_INVALID_REQUEST, "the file is too large to open")
-	}
-	b, err := os.ReadFile(full)
-	if err != nil {
-		return nil, fail(daemonv1.Status_STATUS_NOT_FOUND, "no such file in this revision")
-	}
-	return b, nil
+	return d, nil
 }
 
 func needsPosition(op daemonv1.Op) bool {
@@ -313,7 +305,7 @@ func lineAt(doc []byte, start int) []byte {
 }
 
 // evidence binds the answer to what produced it.
-func evidence(info runtime.Info, fingerprint string, gen uint64, doc []byte, req *daemonv1.QueryRequest, c *converter) *daemonv1.Evidence {
+func evidence(info runtime.Info, fingerprint string, gen uint64, doc *pool.Document, req *daemonv1.QueryRequest, c *converter) *daemonv1.Evidence {
 	e := &daemonv1.Evidence{
 		State:                 daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT,
 		Server:                &daemonv1.ServerInfo{Id: info.ID, Version: info.Version, Generation: gen},
@@ -322,8 +314,7 @@ func evidence(info runtime.Info, fingerprint string, gen uint64, doc []byte, req
 		Warnings:              c.warnings,
 	}
 	if doc != nil {
-		sum := sha256.Sum256(doc)
-		e.DocumentSha256 = hex.EncodeToString(sum[:])
+		e.DocumentSha256 = doc.SHA256
 	}
 	if c.dropped > 0 {
 		e.State = daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/hanzoai/lsp/proxy/internal/bench"
@@ -16,6 +17,7 @@ func main() {
 	gopls := flag.String("gopls", ".bin/gopls", "the pinned gopls")
 	daemonBin := flag.String("daemon-bin", ".bin/lsp-daemon", "the lsp-daemon binary")
 	n := flag.Int("n", 500, "measured requests per figure")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (which runs the proxy) to this file")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -23,6 +25,15 @@ func main() {
 	if err == nil {
 		defer os.RemoveAll(dir)
 		err = os.Chmod(dir, 0o755) // Postgres runs as its own user
+	}
+	if err == nil && *cpuprofile != "" {
+		var f *os.File
+		if f, err = os.Create(*cpuprofile); err == nil {
+			defer f.Close()
+			if err = pprof.StartCPUProfile(f); err == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
 	}
 	if err == nil {
 		fmt.Printf("lsp-bench on %s\n", bench.Describe())

@@ -151,16 +151,8 @@ func TestOpenAPIDrift(t *testing.T) {
 	for _, p := range problems {
 		t.Error(p)
 	}
-	// The check is not vacuous: every operation route and /prepare are in
-	// the document.
-	var served int
-	for _, r := range s.Routes() {
-		if strings.HasPrefix(r, "POST "+apiPrefix) {
-			served++
-		}
-	}
-	if served != len(opRoutes)+1 {
-		t.Errorf("%d POST routes under %s, want %d", served, apiPrefix, len(opRoutes)+1)
+	if len(problems) == 0 && !strings.Contains(strings.Join(s.Routes(), "\n"), "POST "+apiPrefix+"/hover") {
+		t.Error("the server registers no operation route: the comparison is vacuous")
 	}
 }
 

@@ -1,0 +1,394 @@
+package rpc
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// textTree is a tree no configured server serves, so preparing it starts
+// no language server.
+var textTree = []file{
+	{"README.md", []byte("# readme\n")},
+	{"docs/guide.txt", bytes.Repeat([]byte("guide line\n"), 40)},
+	{"docs/deep/er/notes.txt", []byte("ünïcødé 😀\n")},
+	{"empty.txt", nil},
+	{"%2e%2e/literal-name.txt", []byte("a file whose name only looks encoded\n")},
+}
+
+func TestHello(t *testing.T) {
+	ctx := ctxT(t)
+	cur := uint32(daemonv1.ProtocolVersion_PROTOCOL_VERSION_CURRENT)
+	resp, err := fx.client.Hello(ctx, &daemonv1.HelloRequest{ProtocolVersion: cur})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetProtocolVersion() != cur || resp.GetDaemonVersion() != Version || resp.GetJailed() {
+		t.Fatalf("hello: %v", resp)
+	}
+	for _, v := range []uint32{0, cur + 1, 1 << 31} {
+		_, err := fx.client.Hello(ctx, &daemonv1.HelloRequest{ProtocolVersion: v})
+		st := status.Convert(err)
+		if st.Code() != codes.FailedPrecondition {
+			t.Fatalf("version %d: %v", v, err)
+		}
+		for _, n := range []uint32{v, cur} {
+			if !strings.Contains(st.Message(), " "+strconv.FormatUint(uint64(n), 10)) {
+				t.Fatalf("version %d: message %q does not name %d", v, st.Message(), n)
+			}
+		}
+	}
+}
+
+
+// TestQueryUnknownAndInvalid: a well-formed key the daemon does not hold is
+// NEEDS_TREE, not an error; a malformed key or path is INVALID_REQUEST.
+func TestQueryUnknownAndInvalid(t *testing.T) {
+	ctx := ctxT(t)
+	k := keyFor(t, "unknown")
+	resp, err := fx.client.Query(ctx, &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "a.go", Position: &daemonv1.Position{}})
+	if err != nil || resp.GetStatus() != daemonv1.Status_STATUS_NEEDS_TREE {
+		t.Fatalf("unknown workspace: %v, %v", resp, err)
+	}
+	with := func(f func(k *daemonv1.WorkspaceKey)) *daemonv1.WorkspaceKey {
+		c := &daemonv1.WorkspaceKey{TenantKey: k.TenantKey, Repo: k.Repo, Commit: k.Commit}
+		f(c)
+		return c
+	}
+	cases := map[string]*daemonv1.QueryRequest{
+		"no key":              {Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"short tenant key":    {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.TenantKey = k.TenantKey[:63] }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"uppercase tenant":    {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.TenantKey = strings.ToUpper(k.TenantKey) }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"tenant is an org":    {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.TenantKey = "acme" }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"repo ..":             {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Repo = ".." }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"repo .":              {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Repo = "." }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"repo with slash":     {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Repo = "a/b" }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"empty repo":          {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Repo = "" }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"short commit":        {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Commit = k.Commit[:12] }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"uppercase commit":    {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Commit = strings.ToUpper(k.Commit) }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"path ..":             {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "../a.go"},
+		"absolute path":       {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "/etc/passwd"},
+		"path with NUL":       {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "a\x00.go"},
+		"path with backslash": {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: `a\b.go`},
+		"path empty segment":  {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "a//b.go"},
+	}
+	for name, req := range cases {
+		t.Run(name, func(t *testing.T) {
+			resp, err := fx.client.Query(ctx, req)
+			if err != nil {
+				t.Fatalf("error instead of a status: %v", err)
+			}
+			if resp.GetStatus() != daemonv1.Status_STATUS_INVALID_REQUEST || resp.GetMessage() == "" {
+				t.Fatalf("answer %v", resp)
+			}
+		})
+	}
+	// Capabilities and DeleteWorkspace refuse bad keys as errors.
+	bad := with(func(k *daemonv1.WorkspaceKey) { k.Repo = ".." })
+	if _, err := fx.client.Capabilities(ctx, &daemonv1.CapabilitiesRequest{Workspace: bad}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("capabilities with a bad key: %v", err)
+	}
+	if _, err := fx.client.DeleteWorkspace(ctx, &daemonv1.DeleteWorkspaceRequest{Workspace: bad}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("delete with a bad key: %v", err)
+	}
+}
+
+// TestPrepareStreaming: a tree pushed in many small chunks is published
+// whole, and a second push of the same key says it did not prepare and
+// names the first push's id — also when the daemon answers before it has
+// read the second push's bytes.
+func TestPrepareStreaming(t *testing.T) {
+	k := keyFor(t, "tree")
+	first := newID()
+	resp := prepareTree(t, k, first, textTree...)
+	if len(resp.GetLanguages()) != 0 || len(resp.GetWarnings()) != 0 {
+		t.Fatalf("a text tree started servers: %v", resp)
+	}
+	dir := fx.store.TreeDir(parseKey(t, k))
+	got := readTree(t, dir)
+	want := append([]file{{".lsp-prepare-id", []byte(first + "\n")}}, textTree...)
+	sortFiles(want)
+	if len(got) != len(want) {
+		t.Fatalf("tree on disk has %d files, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].path != want[i].path || !bytes.Equal(got[i].data, want[i].data) {
+			t.Fatalf("tree on disk: %q (%d bytes), want %q (%d bytes)", got[i].path, len(got[i].data), want[i].path, len(want[i].data))
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "README.md")); err != nil || fi.Mode().Perm()&0o222 != 0 {
+		t.Fatalf("published file is writable: %v %v", fi.Mode(), err)
+	}
+
+	// The second push: a different, larger tree under the same key. The
+	// daemon holds the key and answers at once.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
+	entries, data := treeOf(file{"big.bin", big})
+	ctx := ctxT(t)
+	r := push(ctx, append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}, dataMsgs(data, 256<<10)...)...)
+	if r.err != nil {
+		t.Fatalf("second push: %v", r.err)
+	}
+	if r.resp.GetPrepared() || r.resp.GetPrepareId() != first {
+		t.Fatalf("second push answered prepared=%v id=%q, want false %q", r.resp.GetPrepared(), r.resp.GetPrepareId(), first)
+	}
+	t.Logf("the second push's Send saw io.EOF: %v", r.eof)
+	if _, err := os.Stat(filepath.Join(dir, "big.bin")); err == nil {
+		t.Fatal("the second push changed the published tree")
+	}
+	// An identical second push is no different.
+	entries, data = treeOf(textTree...)
+	r = push(ctx, append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}, dataMsgs(data, 3)...)...)
+	if r.err != nil || r.resp.GetPrepared() || r.resp.GetPrepareId() != first {
+		t.Fatalf("third push: %v, %v", r.resp, r.err)
+	}
+	caps, err := fx.client.Capabilities(ctx, &daemonv1.CapabilitiesRequest{Workspace: k})
+	if err != nil || !caps.GetWarm() || caps.GetPrepareId() != first {
+		t.Fatalf("capabilities after prepare: %v, %v", caps, err)
+	}
+}
+
+func sortFiles(fs []file) {
+	for i := 1; i < len(fs); i++ {
+		for j := i; j > 0 && fs[j].path < fs[j-1].path; j-- {
+			fs[j], fs[j-1] = fs[j-1], fs[j]
+		}
+	}
+}
+
+// TestPrepareRefused: every malformed push is InvalidArgument and leaves
+// nothing published, nothing staged, and the workspace still unknown.
+func TestPrepareRefused(t *testing.T) {
+	entries, data := treeOf(textTree...)
+	half := len(data) / 2
+	other := sha256.Sum256([]byte("other"))
+	withEntries := func(f func(e []*daemonv1.FileEntry) []*daemonv1.FileEntry) []*daemonv1.FileEntry {
+		var c []*daemonv1.FileEntry
+		for _, e := range entries {
+			c = append(c, &daemonv1.FileEntry{Path: e.Path, Size: e.Size, Sha256: e.Sha256, Executable: e.Executable})
+		}
+		return f(c)
+	}
+	cases := []struct {
+		name string
+		msgs func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest
+	}{
+		{"digest mismatch", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			e := withEntries(func(e []*daemonv1.FileEntry) []*daemonv1.FileEntry {
+				e[1].Sha256 = hex.EncodeToString(other[:])
+				return e
+			})
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), e)}, dataMsgs(data, 5)...)
+		}},
+		{"one flipped byte", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			d := bytes.Clone(data)
+			d[len(d)-2] ^= 1
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}, dataMsgs(d, 5)...)
+		}},
+		{"file used as a directory", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			e, d := treeOf(file{"a", []byte("x")}, file{"a/b", []byte("y")})
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), e)}, dataMsgs(d, 1)...)
+		}},
+		{"dot-dot path", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			e, d := treeOf(file{"../escape.txt", []byte("x")})
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), e)}, dataMsgs(d, 1)...)
+		}},
+		{"inner dot-dot path", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			e, d := treeOf(file{"a/../../escape.txt", []byte("x")})
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), e)}, dataMsgs(d, 1)...)
+		}},
+		{"absolute path", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			e, d := treeOf(file{"/tmp/escape.txt", []byte("x")})
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), e)}, dataMsgs(d, 1)...)
+		}},
+		{"repeated path", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			e, d := treeOf(file{"a.txt", []byte("x")}, file{"a.txt", []byte("x")})
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), e)}, dataMsgs(d, 1)...)
+		}},
+		{"malformed digest", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			e := withEntries(func(e []*daemonv1.FileEntry) []*daemonv1.FileEntry {
+				e[0].Sha256 = strings.ToUpper(e[0].Sha256)
+				return e
+			})
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), e)}, dataMsgs(data, 5)...)
+		}},
+		{"second header mid-stream", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			msgs := []*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}
+			msgs = append(msgs, dataMsgs(data[:half], 5)...)
+			msgs = append(msgs, headerMsg(k, newID(), entries))
+			return append(msgs, dataMsgs(data[half:], 5)...)
+		}},
+		{"second header after the data", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			msgs := append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}, dataMsgs(data, 5)...)
+			return append(msgs, headerMsg(k, newID(), entries))
+		}},
+		{"more bytes than the manifest", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			msgs := append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}, dataMsgs(data, 5)...)
+			return append(msgs, dataMsgs([]byte("!"), 1)...)
+		}},
+		{"fewer bytes than the manifest", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}, dataMsgs(data[:len(data)-1], 5)...)
+		}},
+		{"data before the header", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			return append(dataMsgs(data, 5), headerMsg(k, newID(), entries))
+		}},
+		{"empty stream", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest { return nil }},
+		{"empty message first", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			return []*daemonv1.PrepareRequest{{}, headerMsg(k, newID(), entries)}
+		}},
+		{"prepare id not a UUID", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, "not-a-uuid", entries)}, dataMsgs(data, 5)...)
+		}},
+		{"prepare id with a path in it", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, "../../00000000-0000-4000-8000-000000000001", entries)}, dataMsgs(data, 5)...)
+		}},
+		{"bad tenant key", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			bad := &daemonv1.WorkspaceKey{TenantKey: "acme", Repo: k.Repo, Commit: k.Commit}
+			return append([]*daemonv1.PrepareRequest{headerMsg(bad, newID(), entries)}, dataMsgs(data, 5)...)
+		}},
+		{"bad repo", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			bad := &daemonv1.WorkspaceKey{TenantKey: k.TenantKey, Repo: "..", Commit: k.Commit}
+			return append([]*daemonv1.PrepareRequest{headerMsg(bad, newID(), entries)}, dataMsgs(data, 5)...)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k := keyFor(t, "refused")
+			ctx := ctxT(t)
+			r := push(ctx, c.msgs(k)...)
+			if status.Code(r.err) != codes.InvalidArgument {
+				t.Fatalf("answer %v, %v; want InvalidArgument", r.resp, r.err)
+			}
+			if msg := status.Convert(r.err).Message(); strings.Contains(msg, fx.root) {
+				t.Fatalf("the error names a host path: %q", msg)
+			}
+			assertUnknown(t, k)
+			// The same key can still be prepared properly.
+			prepareTree(t, k, newID(), textTree...)
+		})
+	}
+}
+
+// assertUnknown checks that the daemon holds nothing for k.
+func assertUnknown(t *testing.T, k *daemonv1.WorkspaceKey) {
+	t.Helper()
+	if fx.store.Published(parseKey(t, k)) {
+		t.Fatal("a tree was published")
+	}
+	if _, err := os.Stat(fx.store.TreeDir(parseKey(t, k))); !os.IsNotExist(err) {
+		t.Fatalf("the tree directory exists: %v", err)
+	}
+	staged, err := os.ReadDir(filepath.Join(fx.root, "daemon", "staging"))
+	if err != nil || len(staged) != 0 {
+		t.Fatalf("staging is not empty: %d entries, %v", len(staged), err)
+	}
+	resp, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "README.md"})
+	if err != nil || resp.GetStatus() != daemonv1.Status_STATUS_NEEDS_TREE {
+		t.Fatalf("query: %v, %v", resp, err)
+	}
+	caps, err := fx.client.Capabilities(ctxT(t), &daemonv1.CapabilitiesRequest{Workspace: k})
+	if err != nil || caps.GetWarm() || caps.GetPrepareId() != "" {
+		t.Fatalf("capabilities: %v, %v", caps, err)
+	}
+}
+
+// TestPrepareConcurrent: N pushes of one key at once; exactly one
+// prepares, and every other answer names the winner's id.
+func TestPrepareConcurrent(t *testing.T) {
+	const n = 8
+	k := keyFor(t, "race")
+	entries, data := treeOf(textTree...)
+	ctx := ctxT(t)
+	ids := make([]string, n)
+	results := make([]pushResult, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		ids[i] = newID()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i] = push(ctx, append([]*daemonv1.PrepareRequest{headerMsg(k, ids[i], entries)}, dataMsgs(data, 11)...)...)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	winner := ""
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("push %d: %v", i, r.err)
+		}
+		if r.resp.GetPrepared() {
+			if winner != "" {
+				t.Fatalf("two pushes prepared: %s and %s", winner, ids[i])
+			}
+			winner = ids[i]
+			if r.resp.GetPrepareId() != ids[i] {
+				t.Fatalf("the winner answered id %q, its own is %q", r.resp.GetPrepareId(), ids[i])
+			}
+		}
+	}
+	if winner == "" {
+		t.Fatal("no push prepared")
+	}
+	for i, r := range results {
+		if r.resp.GetPrepareId() != winner {
+			t.Fatalf("push %d answered id %q, the winner is %q", i, r.resp.GetPrepareId(), winner)
+		}
+	}
+	held, err := fx.store.PrepareID(parseKey(t, k))
+	if err != nil || held != winner {
+		t.Fatalf("the tree holds id %q (%v), the winner is %q", held, err, winner)
+	}
+	if got := readTree(t, fx.store.TreeDir(parseKey(t, k))); len(got) != len(textTree)+1 {
+		t.Fatalf("the tree has %d files", len(got))
+	}
+}
+
+// TestDeleteWorkspace: warm only between prepare and delete; after the
+// delete the workspace needs its tree again.
+func TestDeleteWorkspace(t *testing.T) {
+	ctx := ctxT(t)
+	k := keyFor(t, "delete")
+	caps, err := fx.client.Capabilities(ctx, &daemonv1.CapabilitiesRequest{Workspace: k})
+	if err != nil || caps.GetWarm() || caps.GetPrepareId() != "" {
+		t.Fatalf("before prepare: %v, %v", caps, err)
+	}
+	id := newID()
+	prepareTree(t, k, id, textTree...)
+	caps, err = fx.client.Capabilities(ctx, &daemonv1.CapabilitiesRequest{Workspace: k})
+	if err != nil || !caps.GetWarm() || caps.GetPrepareId() != id {
+		t.Fatalf("after prepare: %v, %v", caps, err)
+	}
+	resp, err := fx.client.Query(ctx, &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "README.md", Position: &daemonv1.Position{}})
+	if err != nil || resp.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE || resp.GetPrepareId() != id {
+		t.Fatalf("query on the prepared tree: %v, %v", resp, err)
+	}
+	del, err := fx.client.DeleteWorkspace(ctx, &daemonv1.DeleteWorkspaceRequest{Workspace: k})
+	if err != nil || !del.GetDeleted() {
+		t.Fatalf("delete: %v, %v", del, err)
+	}
+	assertUnknown(t, k)
+	del, err = fx.client.DeleteWorkspace(ctx, &daemonv1.DeleteWorkspaceRequest{Workspace: k})
+	if err != nil || del.GetDeleted() {
+		t.Fatalf("second delete: %v, %v", del, err)
+	}
+	// Prepared again, it is a new workspace with the new id.
+	again := newID()
+	prepareTree(t, k, again, textTree...)
+	caps, err = fx.client.Capabilities(ctx, &daemonv1.CapabilitiesRequest{Workspace: k})
+	if err != nil || caps.GetPrepareId() != again {
+		t.Fatalf("after a new prepare: %v, %v", caps, err)
+	}
+}

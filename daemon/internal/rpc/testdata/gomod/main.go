@@ -1,0 +1,10 @@
+package main
+
+import "fmt"
+
+// Greeting is what main prints.
+const Greeting = "héllo, wörld 😀"
+
+func main() {
+	fmt.Println(Greet(Greeting))
+}
