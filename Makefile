@@ -7,6 +7,10 @@ export GOFLAGS := -buildvcs=false
 BIN        := $(CURDIR)/.bin
 GOPLS      := $(BIN)/gopls
 GOPLS_VERSION := v0.21.1
+# The reviewed TypeScript server: exact versions and integrity hashes in
+# deploy/typescript/package-lock.json, installed with npm ci into $(TS_DIR).
+TS_DIR     := $(BIN)/ts
+TS_LSP     := $(TS_DIR)/node_modules/typescript-language-server/lib/cli.mjs
 PKGS       := ./proto/... ./migrations/... ./proxy/... ./daemon/...
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
@@ -14,10 +18,11 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 
 all: build
 
-## deps: install what running and testing need (Debian packages, pinned gopls).
+## deps: install what running and testing need (Debian packages, pinned gopls,
+## pinned typescript-language-server + typescript).
 deps: $(GOPLS)
 	@missing=""; \
-	for p in git:git initdb:postgresql protoc:protobuf-compiler bwrap:bubblewrap; do \
+	for p in git:git initdb:postgresql protoc:protobuf-compiler bwrap:bubblewrap node:nodejs npm:npm; do \
 	  cmd=$${p%%:*}; pkg=$${p##*:}; \
 	  if ! command -v $$cmd >/dev/null && ! ls /usr/lib/postgresql/*/bin/$$cmd >/dev/null 2>&1; then missing="$$missing $$pkg"; fi; \
 	done; \
@@ -26,10 +31,19 @@ deps: $(GOPLS)
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
 	fi
+	@$(MAKE) --no-print-directory $(TS_LSP)
 
 $(GOPLS):
 	@mkdir -p $(BIN)
 	GOBIN=$(BIN) go install golang.org/x/tools/gopls@$(GOPLS_VERSION)
+
+# typescript-language-server 6.0.0 declares node >= 22 but runs on the
+# machine's Node 20; --ignore-scripts: no package script runs at install.
+$(TS_LSP): deploy/typescript/package.json deploy/typescript/package-lock.json
+	@mkdir -p $(TS_DIR)
+	cp deploy/typescript/package.json deploy/typescript/package-lock.json $(TS_DIR)/
+	cd $(TS_DIR) && npm ci --ignore-scripts --engine-strict=false --no-audit --no-fund --loglevel=error
+	@touch $@
 
 ## build: the three binaries into .bin/
 build:
@@ -43,7 +57,7 @@ run: deps build
 ## test: everything, with per-package durations.
 test: deps
 	@start=$$(date +%s); \
-	LSP_TEST_GOPLS=$(GOPLS) go test $(TEST_FLAGS) $(PKGS) 2>&1 | tee .test.log; \
+	LSP_TEST_GOPLS=$(GOPLS) LSP_TEST_TYPESCRIPT=$(TS_DIR) go test $(TEST_FLAGS) $(PKGS) 2>&1 | tee .test.log; \
 	echo "make test: $$(( $$(date +%s) - start ))s in all"
 
 ## bench: the performance table (ratios against baselines measured in the same run).

@@ -9,13 +9,23 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/hanzoai/lsp/daemon/internal/app"
 	"github.com/hanzoai/lsp/daemon/internal/config"
+	"github.com/hanzoai/lsp/daemon/internal/qualify"
 )
 
 func main() {
+	// `lsp-daemon status|qualify --config F`: operator commands, see
+	// internal/qualify.
+	if len(os.Args) > 1 && slices.Contains(qualify.Commands, os.Args[1]) {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := qualify.Main(ctx, os.Args[1], os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	env, err := config.LoadEnv(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-daemon: configuration:", err)

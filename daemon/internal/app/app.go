@@ -17,6 +17,7 @@ import (
 
 	"github.com/hanzoai/lsp/daemon/internal/config"
 	"github.com/hanzoai/lsp/daemon/internal/pool"
+	"github.com/hanzoai/lsp/daemon/internal/qualify"
 	"github.com/hanzoai/lsp/daemon/internal/query"
 	"github.com/hanzoai/lsp/daemon/internal/rpc"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
@@ -41,7 +42,11 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	specs, err := qualify(cf, filepath.Join(env.Root, "bin"))
+	specs, err := qualify.Specs(cf, filepath.Join(env.Root, "bin"))
+	if err != nil {
+		return err
+	}
+	tsLibs, err := qualify.TypeScriptExternals(cf)
 	if err != nil {
 		return err
 	}
@@ -64,6 +69,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 			if goroot != "" {
 				ex = append(ex, uri.External{Dir: filepath.Join(goroot, "src"), Module: "std@" + goversion})
 			}
+			ex = append(ex, tsLibs...)
 			return append(ex, uri.External{Dir: runtime.ModCache(runtime.Workspace{Root: w.Dir, Home: w.Home})})
 		},
 	}
@@ -93,32 +99,6 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 		g.Stop()
 	}
 	return nil
-}
-
-// qualify checks every reviewed executable against its pin and returns the
-// pool's specs, each running the daemon's content-addressed copy.
-func qualify(cf *config.File, binDir string) ([]pool.Spec, error) {
-	var specs []pool.Spec
-	for _, s := range cf.Servers {
-		exe, err := config.Qualify(s, binDir)
-		if err != nil {
-			return nil, err
-		}
-		var exts []string
-		for _, l := range s.Languages {
-			exts = append(exts, l.Extensions...)
-		}
-		specs = append(specs, pool.Spec{
-			Spec: runtime.Spec{
-				ID: s.ID, Language: s.Languages[0].ID, Extensions: exts,
-				Executable: exe, Args: s.Arguments, Env: s.Env,
-				InitializationOptions: s.InitializationOptions, Settings: s.Settings,
-				RequestTimeout: time.Duration(s.RequestTimeoutMS) * time.Millisecond,
-			},
-			Extensions: exts,
-		})
-	}
-	return specs, nil
 }
 
 // goToolchain finds GOROOT and the Go version the servers will use, to name

@@ -219,6 +219,9 @@ func Parse(raw []byte) (*File, error) {
 				exts[x] = s.ID
 			}
 		}
+		if err := checkTypeScript(s, field); err != nil {
+			return nil, err
+		}
 		ids[s.ID] = true
 	}
 	return &File{Servers: doc.Servers}, nil
@@ -254,6 +257,9 @@ func checkRegularFile(path string) error {
 func Qualify(s Server, binDir string) (string, error) {
 	if err := checkRegularFile(s.Executable); err != nil {
 		return "", fmt.Errorf("server %q: executable: %w", s.ID, err)
+	}
+	if _, _, _, err := TypeScriptLib(s); err != nil {
+		return "", err
 	}
 	dst := filepath.Join(binDir, s.ExecutableSHA256)
 	if sum, err := fileSHA256(dst); err == nil && sum == s.ExecutableSHA256 {

@@ -29,6 +29,17 @@ import (
 type Spec struct {
 	runtime.Spec
 	Extensions []string
+	// LanguageIDs maps an extension to the LSP languageId sent in didOpen
+	// (".tsx" → "typescriptreact"); Spec.Language when absent.
+	LanguageIDs map[string]string
+}
+
+// LanguageID is the languageId of a repo-relative path served by s.
+func (s *Spec) LanguageID(rel string) string {
+	if id, ok := s.LanguageIDs[path.Ext(rel)]; ok {
+		return id
+	}
+	return s.Language
 }
 
 // Pool is every workspace of this daemon.
@@ -100,7 +111,7 @@ func (w *Workspace) Document(rel string, maxBytes int64) (*Document, error) {
 	}
 	full := filepath.Join(w.Dir, filepath.FromSlash(rel))
 	fi, err := os.Lstat(full)
-	if err != nil || !fi.Mode().IsRegular() || path.Base(rel) == ".lsp-prepare-id" {
+	if err != nil || !fi.Mode().IsRegular() {
 		return nil, ErrNoDocument
 	}
 	if maxBytes > 0 && fi.Size() > maxBytes {

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
+	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
 	"github.com/hanzoai/lsp/daemon/internal/pool"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
@@ -119,7 +120,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	u := lsp.DocumentURI(pol.FileURI(rel))
 	pos := lsp.Position{Line: req.GetPosition().GetLine(), Character: req.GetPosition().GetCharacter()}
 	if doc != nil && !client.IsOpen(u) {
-		if err := client.DidOpen(ctx, u, spec.Language, string(doc.Text)); err != nil {
+		if err := client.DidOpen(ctx, u, spec.LanguageID(rel), string(doc.Text)); err != nil {
 			return serverFailure(ctx, err)
 		}
 	}
@@ -215,6 +216,15 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		}
 		return nil
 	}()
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) && ctx.Err() == nil {
+		// The server is healthy and said it cannot answer here (gopls, for
+		// one, errors on a hover inside some string literals): an empty
+		// answer, marked partial, is the truth — not a 503.
+		c.warnings = append(c.warnings, fmt.Sprintf("the language server could not answer this request (code %d)", rpcErr.Code))
+		c.dropped++
+		err = nil
+	}
 	if err != nil {
 		return serverFailure(ctx, err)
 	}

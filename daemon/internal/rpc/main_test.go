@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,11 +205,15 @@ func removeTree(root string) {
 	_ = os.RemoveAll(root)
 }
 
-// keyFor is a workspace key of its own for each test and tag.
+var keySeq atomic.Int64
+
+// keyFor is a workspace key of its own for each call, also when a test
+// runs again in the same process (-count).
 func keyFor(t *testing.T, tag string) *daemonv1.WorkspaceKey {
 	t.Helper()
-	tenant := sha256.Sum256([]byte("tenant/" + t.Name() + "/" + tag))
-	commit := sha1.Sum([]byte("commit/" + t.Name() + "/" + tag))
+	name := fmt.Sprintf("%s/%s/%d", t.Name(), tag, keySeq.Add(1))
+	tenant := sha256.Sum256([]byte("tenant/" + name))
+	commit := sha1.Sum([]byte("commit/" + name))
 	return &daemonv1.WorkspaceKey{TenantKey: hex.EncodeToString(tenant[:]), Repo: "repo", Commit: hex.EncodeToString(commit[:])}
 }
 

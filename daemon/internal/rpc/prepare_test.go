@@ -50,7 +50,6 @@ func TestHello(t *testing.T) {
 	}
 }
 
-
 // TestQueryUnknownAndInvalid: a well-formed key the daemon does not hold is
 // NEEDS_TREE, not an error; a malformed key or path is INVALID_REQUEST.
 func TestQueryUnknownAndInvalid(t *testing.T) {
@@ -116,7 +115,11 @@ func TestPrepareStreaming(t *testing.T) {
 	}
 	dir := fx.store.TreeDir(parseKey(t, k))
 	got := readTree(t, dir)
-	want := append([]file{{".lsp-prepare-id", []byte(first + "\n")}}, textTree...)
+	// The prepare id is kept beside the tree, never inside it.
+	if held, err := fx.store.PrepareID(parseKey(t, k)); err != nil || held != first {
+		t.Fatalf("stored prepare id = %q, %v; want %q", held, err, first)
+	}
+	want := append([]file(nil), textTree...)
 	sortFiles(want)
 	if len(got) != len(want) {
 		t.Fatalf("tree on disk has %d files, want %d", len(got), len(want))
@@ -236,6 +239,18 @@ func TestPrepareRefused(t *testing.T) {
 			msgs := append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}, dataMsgs(data, 5)...)
 			return append(msgs, dataMsgs([]byte("!"), 1)...)
 		}},
+		{"more bytes in the last message", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			msgs := append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}, dataMsgs(data[:len(data)-3], 5)...)
+			return append(msgs, dataMsgs(append(bytes.Clone(data[len(data)-3:]), "!!"...), 64)...)
+		}},
+		{"bytes after an empty manifest", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			e, _ := treeOf(file{"empty.txt", nil})
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), e)}, dataMsgs([]byte("x"), 1)...)
+		}},
+		{"second header after an empty manifest", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			e, _ := treeOf(file{"empty.txt", nil})
+			return []*daemonv1.PrepareRequest{headerMsg(k, newID(), e), headerMsg(k, newID(), e)}
+		}},
 		{"fewer bytes than the manifest", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
 			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}, dataMsgs(data[:len(data)-1], 5)...)
 		}},
@@ -302,6 +317,21 @@ func assertUnknown(t *testing.T, k *daemonv1.WorkspaceKey) {
 	}
 }
 
+// TestPrepareEmptyFiles: a tree whose files are all empty reads no data,
+// and empty data messages carry nothing.
+func TestPrepareEmptyFiles(t *testing.T) {
+	k := keyFor(t, "empty")
+	e, _ := treeOf(file{"a.txt", nil}, file{"b/c.txt", nil})
+	id := newID()
+	r := push(ctxT(t), headerMsg(k, id, e), &daemonv1.PrepareRequest{Part: &daemonv1.PrepareRequest_Data{}})
+	if r.err != nil || !r.resp.GetPrepared() || r.resp.GetPrepareId() != id {
+		t.Fatalf("empty tree: %v, %v", r.resp, r.err)
+	}
+	if got := readTree(t, fx.store.TreeDir(parseKey(t, k))); len(got) != 2 {
+		t.Fatalf("tree on disk: %d files", len(got))
+	}
+}
+
 // TestPrepareConcurrent: N pushes of one key at once; exactly one
 // prepares, and every other answer names the winner's id.
 func TestPrepareConcurrent(t *testing.T) {
@@ -351,7 +381,7 @@ func TestPrepareConcurrent(t *testing.T) {
 	if err != nil || held != winner {
 		t.Fatalf("the tree holds id %q (%v), the winner is %q", held, err, winner)
 	}
-	if got := readTree(t, fx.store.TreeDir(parseKey(t, k))); len(got) != len(textTree)+1 {
+	if got := readTree(t, fx.store.TreeDir(parseKey(t, k))); len(got) != len(textTree) {
 		t.Fatalf("the tree has %d files", len(got))
 	}
 }

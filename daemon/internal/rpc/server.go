@@ -84,13 +84,20 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		return status.Error(codes.InvalidArgument, "prepare: prepare_id is not a UUID")
 	}
 	ctx := stream.Context()
-	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), &streamReader{stream: stream})
-	if err != nil {
-		if errors.Is(err, workspace.ErrInvalid) {
-			return status.Error(codes.InvalidArgument, err.Error())
+	body := &streamReader{stream: stream, left: manifestBytes(hdr.GetFiles())}
+	if body.left == 0 {
+		// No data will be read, so no Read can report what follows the
+		// header: check here that nothing does.
+		if err := body.end(); err != nil {
+			return prepareError(err)
 		}
-		s.Log.Error("prepare", "workspace", k.String(), "err", err)
-		return status.Error(codes.Internal, "prepare failed")
+	}
+	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body)
+	if err != nil {
+		if !errors.Is(err, workspace.ErrInvalid) {
+			s.Log.Error("prepare", "workspace", k.String(), "err", err)
+		}
+		return prepareError(err)
 	}
 	resp := &daemonv1.PrepareResponse{Prepared: prepared, PrepareId: id}
 	w, release, ok := s.Pool.Acquire(k)
@@ -154,28 +161,102 @@ func languages(infos []pool.LanguageInfo) []*daemonv1.LanguageTools {
 	return out
 }
 
+func prepareError(err error) error {
+	if errors.Is(err, workspace.ErrInvalid) {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Error(codes.Internal, "prepare failed")
+}
+
+// manifestBytes is the number of data bytes the manifest announces. The
+// pool refuses oversized manifests before reading, so saturating is enough.
+func manifestBytes(files []*daemonv1.FileEntry) int64 {
+	var total uint64
+	for _, f := range files {
+		total += min(f.GetSize(), 1<<62)
+		if total > 1<<62 {
+			return 1 << 62
+		}
+	}
+	return int64(total)
+}
+
 // streamReader reads the data messages of a prepare stream as one byte
-// stream.
+// stream of exactly the manifest's length. The store publishes a tree as
+// soon as it has read the manifest's bytes and only asks whether one more
+// byte follows, so whatever breaks the protocol at the end — more bytes, a
+// second header, a broken stream — is found before the last byte is handed
+// over and returned with it, where the store cannot miss it.
 type streamReader struct {
 	stream grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]
 	buf    []byte
+	left   int64 // manifest bytes not yet handed over
+	err    error // sticky
 }
 
 func (r *streamReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
 	for len(r.buf) == 0 {
-		msg, err := r.stream.Recv()
+		if r.left == 0 {
+			return 0, io.EOF
+		}
+		data, err := r.next()
 		if err == io.EOF {
 			return 0, io.EOF
 		}
 		if err != nil {
-			return 0, fmt.Errorf("prepare stream: %w", err)
+			r.err = err
+			return 0, err
 		}
-		if msg.GetHeader() != nil {
-			return 0, fmt.Errorf("%w: a second header in the stream", workspace.ErrInvalid)
+		if int64(len(data)) > r.left {
+			r.err = fmt.Errorf("%w: more bytes than the manifest declares", workspace.ErrInvalid)
+			return 0, r.err
 		}
-		r.buf = msg.GetData()
+		r.buf = data
 	}
 	n := copy(p, r.buf)
 	r.buf = r.buf[n:]
+	r.left -= int64(n)
+	if r.left == 0 {
+		if err := r.end(); err != nil {
+			r.err = err
+			return n, err
+		}
+	}
 	return n, nil
+}
+
+// next returns the bytes of the next data message, io.EOF at the end of the
+// stream.
+func (r *streamReader) next() ([]byte, error) {
+	msg, err := r.stream.Recv()
+	if err == io.EOF {
+		return nil, io.EOF
+	}
+	if err != nil {
+		return nil, fmt.Errorf("prepare stream: %w", err)
+	}
+	if msg.GetHeader() != nil {
+		return nil, fmt.Errorf("%w: a second header in the stream", workspace.ErrInvalid)
+	}
+	return msg.GetData(), nil
+}
+
+// end checks that the stream ends after the manifest's bytes; empty data
+// messages carry nothing and are let through.
+func (r *streamReader) end() error {
+	for {
+		data, err := r.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(data) > 0 {
+			return fmt.Errorf("%w: more bytes than the manifest declares", workspace.ErrInvalid)
+		}
+	}
 }

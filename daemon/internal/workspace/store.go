@@ -19,7 +19,9 @@ import (
 
 // Store lays workspaces out under one root:
 //
-//	root/trees/<tenant>/<repo>/<commit>/   published trees, read-only
+//	root/trees/<tenant>/<repo>/<commit>/   one published workspace:
+//	    tree/                               the files, read-only
+//	    prepare-id                          the push that wrote it
 //	root/homes/<tenant>/<repo>/             private HOME and caches of the servers
 //	root/staging/                           trees being written
 //
@@ -49,10 +51,16 @@ func NewStore(root string, lim Limits) (*Store, error) {
 // Limits returns the store's bounds.
 func (s *Store) Limits() Limits { return s.limits }
 
-// TreeDir is where the tree of k lives once published.
-func (s *Store) TreeDir(k Key) string {
+// workspaceDir holds k's tree and its metadata. The metadata lives beside
+// the tree, never inside it, so no file of a repository can collide with it.
+func (s *Store) workspaceDir(k Key) string {
 	return filepath.Join(s.root, "trees", k.TenantKey, k.Repo, k.Commit)
 }
+
+// TreeDir is where the tree of k lives once published.
+func (s *Store) TreeDir(k Key) string { return filepath.Join(s.workspaceDir(k), "tree") }
+
+func (s *Store) prepareIDFile(k Key) string { return filepath.Join(s.workspaceDir(k), "prepare-id") }
 
 // HomeDir is the private writable directory of k's servers.
 func (s *Store) HomeDir(k Key) string {
@@ -61,13 +69,13 @@ func (s *Store) HomeDir(k Key) string {
 
 // Published reports whether k's tree is on disk.
 func (s *Store) Published(k Key) bool {
-	_, err := os.Stat(filepath.Join(s.TreeDir(k), ".lsp-prepare-id"))
+	_, err := os.Stat(s.prepareIDFile(k))
 	return err == nil
 }
 
 // ModTime is when k's tree was published (zero when it is not).
 func (s *Store) ModTime(k Key) time.Time {
-	fi, err := os.Stat(filepath.Join(s.TreeDir(k), ".lsp-prepare-id"))
+	fi, err := os.Stat(s.prepareIDFile(k))
 	if err != nil {
 		return time.Time{}
 	}
@@ -76,7 +84,7 @@ func (s *Store) ModTime(k Key) time.Time {
 
 // PrepareID reads the prepare id stored with a published tree.
 func (s *Store) PrepareID(k Key) (string, error) {
-	b, err := os.ReadFile(filepath.Join(s.TreeDir(k), ".lsp-prepare-id"))
+	b, err := os.ReadFile(s.prepareIDFile(k))
 	if err != nil {
 		return "", err
 	}
@@ -101,22 +109,29 @@ func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io
 		}
 	}()
 	buf := make([]byte, 256<<10)
+	tree := filepath.Join(stage, "tree")
 	for _, f := range files {
-		if err := writeFile(filepath.Join(stage, filepath.FromSlash(f.GetPath())), f, r, buf); err != nil {
+		if err := writeFile(filepath.Join(tree, filepath.FromSlash(f.GetPath())), f, r, buf); err != nil {
 			return false, err
 		}
 	}
+	if err := os.MkdirAll(tree, 0o700); err != nil { // an empty tree
+		return false, fmt.Errorf("stage: %w", err)
+	}
 	// Nothing may follow the last file.
-	if n, _ := io.ReadFull(r, buf[:1]); n != 0 {
+	switch n, err := io.ReadFull(r, buf[:1]); {
+	case n != 0:
 		return false, fmt.Errorf("%w: more bytes than the manifest declares", ErrInvalid)
+	case err != io.EOF:
+		return false, fmt.Errorf("%w: the stream did not end cleanly: %v", ErrInvalid, err)
 	}
-	if err := os.WriteFile(filepath.Join(stage, ".lsp-prepare-id"), []byte(prepareID+"\n"), 0o444); err != nil {
+	if err := os.WriteFile(filepath.Join(stage, "prepare-id"), []byte(prepareID+"\n"), 0o444); err != nil {
 		return false, fmt.Errorf("stage: %w", err)
 	}
-	if err := makeReadOnly(stage); err != nil {
+	if err := makeReadOnly(tree); err != nil {
 		return false, fmt.Errorf("stage: %w", err)
 	}
-	dst := s.TreeDir(k)
+	dst := s.workspaceDir(k)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return false, fmt.Errorf("publish: %w", err)
 	}
@@ -137,7 +152,7 @@ func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io
 
 // Delete removes k's tree. The home (caches) stays for the next revision.
 func (s *Store) Delete(k Key) error {
-	dst := s.TreeDir(k)
+	dst := s.workspaceDir(k)
 	if _, err := os.Stat(dst); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

@@ -136,3 +136,22 @@ func FuzzCheckPath(f *testing.F) {
 		}
 	})
 }
+
+// A repository's own files can never collide with the daemon's metadata.
+func TestMetadataLivesBesideTheTree(t *testing.T) {
+	s, err := NewStore(t.TempDir(), DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, body := manifest([2]string{"prepare-id", "mine\n"}, [2]string{".lsp-prepare-id", "also mine\n"}, [2]string{"tree/x", "x"})
+	if ok, err := s.Write(testKey, "p1", es, body); err != nil || !ok {
+		t.Fatalf("Write = %v, %v", ok, err)
+	}
+	if id, _ := s.PrepareID(testKey); id != "p1" {
+		t.Fatalf("prepare id = %q; want p1", id)
+	}
+	got, err := os.ReadFile(filepath.Join(s.TreeDir(testKey), "prepare-id"))
+	if err != nil || string(got) != "mine\n" {
+		t.Fatalf("the repository's own prepare-id = %q, %v", got, err)
+	}
+}

@@ -1,18 +1,15 @@
-// Package ctl is lspctl: the operator's commands (ledger credits and
-// balances, migrations) and `dev`, which runs the whole stack locally for
-// `make run`.
+// Package ctl is lspctl: the operator's commands (ledger credits,
+// balances, rows and reconciliation; migrations) and `dev`, which runs
+// the whole stack locally for `make run`.
 package ctl
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strings"
-	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
 )
@@ -60,8 +57,10 @@ func usage(w io.Writer) {
 
   dev                                  run the whole stack locally (make run)
   migrate                              apply the ledger schema (LSP_DATABASE_URL)
-  ledger credit --org ORG --cents N    credit an org
+  ledger credit --org ORG --cents N    credit an org (prints the new balance)
   ledger balance --org ORG             show an org's balance
+  ledger rows --org ORG [--csv]        print an org's rows (--from, --to, --model, --repo, --after, --limit)
+  ledger reconcile [--margin 1h]       check every balance, hold and prepare id; exit 1 on a problem
 `)
 }
 
@@ -81,45 +80,4 @@ func migrate(ctx context.Context) error {
 	}
 	l.Close()
 	return nil
-}
-
-func ledgerCmd(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return usageError("ledger: want credit or balance")
-	}
-	fs := flag.NewFlagSet("ledger "+args[0], flag.ContinueOnError)
-	org := fs.String("org", "", "the org")
-	cents := fs.Int64("cents", 0, "cents to credit (positive)")
-	subject := fs.String("subject", "lspctl", "who credits, for the row")
-	if err := fs.Parse(args[1:]); err != nil {
-		return usageError(err.Error())
-	}
-	if *org == "" {
-		return usageError("--org is required")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	l, err := openLedger(ctx)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	switch args[0] {
-	case "credit":
-		if *cents <= 0 {
-			return usageError("--cents must be positive")
-		}
-		if err := l.Credit(ctx, *org, *cents, *subject); err != nil {
-			return err
-		}
-		fallthrough
-	case "balance":
-		b, err := l.Balance(ctx, *org)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "org=%s balance_cents=%d held_cents=%d available_cents=%d\n", b.Org, b.BalanceCents, b.HeldCents, b.AvailableCents)
-		return nil
-	}
-	return usageError("ledger: unknown subcommand " + strings.TrimSpace(args[0]))
 }

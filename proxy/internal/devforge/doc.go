@@ -18,6 +18,10 @@
 // request carries `want` lines. Listing refs (ls-refs) is not a download,
 // which lets tests prove that resolving a revision downloads nothing.
 //
+// Under /api/v1/ it also answers the part of the Gitea/Forgejo REST API the
+// proxy's gitea forge kind uses, from the same repositories (see gitea.go),
+// with Gitea's users, administrators and Sudo.
+//
 // CreateRepo, Commit and Tag build repositories for `make run` and tests
 // without a working tree.
 package devforge

@@ -41,7 +41,8 @@ type Server struct {
 
 	mu        sync.Mutex
 	grants    map[string]map[string]bool // token → "owner/repo" or "owner/*"
-	downloads map[string]int             // "owner/repo" → upload-pack POSTs with wants
+	downloads map[string]int             // "owner/repo" → upload-pack POSTs with wants, archive downloads
+	gitea     giteaState                 // the Gitea API's users (gitea.go)
 }
 
 // New returns a forge serving the bare repositories {root}/{owner}/{repo}.git
@@ -100,9 +101,10 @@ func (s *Server) Revoke(token string) {
 }
 
 // PackDownloads reports how many upload-pack POSTs for owner/repo carried
-// `want` lines, that is, asked for content. Listing refs does not count. One
-// fetch may take more than one such POST (a shallow fetch over protocol v0
-// negotiates the shallow boundary first), so callers compare with zero.
+// `want` lines, that is, asked for content, plus how many archives of it the
+// Gitea API served. Listing refs does not count. One fetch may take more
+// than one such POST (a shallow fetch over protocol v0 negotiates the
+// shallow boundary first), so callers compare with zero.
 func (s *Server) PackDownloads(owner, repo string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -134,8 +136,13 @@ func (s *Server) setConfig(owner, repo, key string, value bool) error {
 	return nil
 }
 
-// ServeHTTP serves git smart HTTP for upload-pack only.
+// ServeHTTP serves git smart HTTP for upload-pack only, and the Gitea API
+// subset of gitea.go under /api/v1/.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/api/v1/") {
+		s.serveAPI(w, r)
+		return
+	}
 	owner, repo, rest, ok := splitRepoPath(r.URL.Path)
 	if !ok {
 		http.NotFound(w, r)

@@ -8,7 +8,6 @@ package devstack
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,7 +33,12 @@ type Options struct {
 	Dir       string // everything lives below it
 	DaemonBin string // the lsp-daemon binary
 	Gopls     string // the pinned gopls binary
-	Listen    string // proxy listen address (default 127.0.0.1:0)
+	// TypeScript, when set, is the reviewed TypeScript server's install
+	// directory (make deps: .bin/ts); the daemon then serves .ts, .tsx, .js
+	// and .jsx too. Node runs it (default: node on PATH).
+	TypeScript string
+	Node       string
+	Listen     string // proxy listen address (default 127.0.0.1:0)
 	// DatabaseURL, when set, is used instead of a throwaway cluster.
 	DatabaseURL string
 	// ProxyEnv overrides proxy configuration (LSP_* names).
@@ -181,7 +185,7 @@ func (s *Stack) startDaemon(ctx context.Context) error {
 	s.DaemonSock = filepath.Join(dir, "daemon.sock")
 	s.DaemonRoot = filepath.Join(dir, "root")
 	s.daemonConfig = filepath.Join(dir, "servers.json")
-	if err := WriteServerConfig(s.daemonConfig, s.opts.Gopls); err != nil {
+	if err := WriteServerConfig(s.daemonConfig, s.opts); err != nil {
 		return err
 	}
 	return s.RestartDaemon(ctx)
@@ -275,41 +279,6 @@ func (s *Stack) Token(subject, owner string, orgs, roles []string) (string, erro
 	return auth.SignDevToken(s.KeyFile, auth.DevClaims{
 		Subject: subject, Owner: owner, Orgs: orgs, Roles: roles, Audience: Audience,
 	}, 24*time.Hour)
-}
-
-// WriteServerConfig writes a code-intel-config.v1 file pinning gopls.
-func WriteServerConfig(path, gopls string) error {
-	abs, err := filepath.Abs(gopls)
-	if err != nil {
-		return err
-	}
-	if abs, err = filepath.EvalSymlinks(abs); err != nil {
-		return fmt.Errorf("gopls: %w", err)
-	}
-	sum, err := fileSHA256(abs)
-	if err != nil {
-		return fmt.Errorf("gopls: %w", err)
-	}
-	doc := map[string]any{
-		"protocol_version": "code-intel-config.v1",
-		"servers": []map[string]any{{
-			"protocol_version":   "code-intel-lsp.v1",
-			"id":                 "gopls",
-			"name":               "gopls",
-			"languages":          []map[string]any{{"id": "go", "extensions": []string{".go"}}},
-			"executable":         abs,
-			"arguments":          []string{"serve"},
-			"executable_sha256":  sum,
-			"request_timeout_ms": 30000,
-			"reviewed_by":        "make run (development)",
-			"reviewed_at":        time.Now().UTC().Format(time.RFC3339),
-		}},
-	}
-	b, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
 }
 
 // logTail is the end of a log file, for start-up errors.

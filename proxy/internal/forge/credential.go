@@ -10,13 +10,17 @@ import (
 // Credential is the caller's forge credential and how it reaches the forge.
 // Its String, GoString and LogValue never show the token.
 type Credential struct {
-	// Mode is "bearer" (the default when empty; Authorization: Bearer) or
-	// "basic" (the token as the password of basic auth).
+	// Mode is "bearer" (the default when empty; Authorization: Bearer),
+	// "basic" (the token as the password of basic auth), "jwt" (the
+	// service's own JWT, forwarded as a bearer token) or "sudo" (Gitea and
+	// Forgejo only: Token is the proxy's admin token and User the forge login
+	// to act as, sent as the Sudo header; see NewGitea).
 	Mode string
-	// Token is the caller's forge token.
+	// Token is the caller's forge token (the admin token in sudo mode).
 	Token string
-	// User is the basic-auth user name; empty means "x-access-token", which
-	// GitHub and Gitea accept with a token as the password.
+	// User is the basic-auth user name, where empty means "x-access-token",
+	// which GitHub and Gitea accept with a token as the password; in sudo
+	// mode it is the login to act as.
 	User string
 }
 
@@ -51,8 +55,12 @@ func (c Credential) authorization() (string, error) {
 		return "", newError("credential", ErrUnauthenticated, "forge credential is not a usable token")
 	}
 	switch strings.ToLower(c.Mode) {
-	case "", "bearer":
+	case "", "bearer", "jwt":
 		return "Bearer " + c.Token, nil
+	case "sudo":
+		// Only the Gitea API understands Sudo; sending the admin token
+		// without it would act as the admin.
+		return "", fmt.Errorf("credential: sudo mode needs the gitea forge kind")
 	case "basic":
 		user := c.User
 		if user == "" {

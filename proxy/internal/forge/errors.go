@@ -18,6 +18,9 @@ var (
 	ErrBadRev = errors.New("bad revision")
 	// ErrUnauthenticated: no usable forge credential was given.
 	ErrUnauthenticated = errors.New("no usable forge credential")
+	// ErrForbidden: the credential is usable but acting with it is refused
+	// (sudo as a forge administrator).
+	ErrForbidden = errors.New("forge access refused")
 )
 
 // The two not-found messages. A repository that does not exist and one the

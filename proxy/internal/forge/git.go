@@ -71,25 +71,30 @@ func NewGit(baseURL string, httpClient *http.Client, gitBinary string, log *slog
 	c.Jar = nil
 
 	g := &gitForge{client: &c, git: gitBinary, log: log}
-	u, err := url.Parse(baseURL)
-	switch {
-	case err != nil:
-		g.baseErr = errors.New("forge URL does not parse")
-	case u.Scheme != "http" && u.Scheme != "https":
-		g.baseErr = errors.New("forge URL must be http or https")
-	case u.Host == "":
-		g.baseErr = errors.New("forge URL has no host")
-	case u.User != nil:
-		g.baseErr = errors.New("forge URL must not carry credentials")
-	case u.RawQuery != "" || u.Fragment != "":
-		g.baseErr = errors.New("forge URL must not have a query or fragment")
-	default:
-		g.base = strings.TrimRight(u.String(), "/")
-	}
+	g.base, g.baseErr = parseBaseURL(baseURL)
 	if g.baseErr != nil {
 		log.Error("forge: unusable forge URL", "err", g.baseErr)
 	}
 	return g
+}
+
+// parseBaseURL checks a forge base URL and returns it without a trailing
+// slash.
+func parseBaseURL(baseURL string) (string, error) {
+	u, err := url.Parse(baseURL)
+	switch {
+	case err != nil:
+		return "", errors.New("forge URL does not parse")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", errors.New("forge URL must be http or https")
+	case u.Host == "":
+		return "", errors.New("forge URL has no host")
+	case u.User != nil:
+		return "", errors.New("forge URL must not carry credentials")
+	case u.RawQuery != "" || u.Fragment != "":
+		return "", errors.New("forge URL must not have a query or fragment")
+	}
+	return strings.TrimRight(u.String(), "/"), nil
 }
 
 // repoURL is the clone URL of owner/repo, path-escaped.

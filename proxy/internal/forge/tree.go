@@ -294,8 +294,13 @@ type send struct {
 	link   bool
 }
 
-// build reads the symlink targets, resolves them, checks the byte bounds on
-// the sizes git reported, and only then reads the blobs.
+// blobSource hands over the contents of entries: a `git cat-file --batch`
+// process for the git kind, the archive already in memory for gitea.
+type blobSource interface {
+	read(entries []*entry, fn func(*entry, []byte) error) error
+}
+
+// build reads the tree's blobs from git cat-file and normalises it.
 func (tr *treeReader) build(ctx context.Context) (*Tree, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -304,7 +309,14 @@ func (tr *treeReader) build(ctx context.Context) (*Tree, error) {
 		return nil, err
 	}
 	defer cf.close()
+	return tr.normalise(cf)
+}
 
+// normalise reads the symlink targets, resolves them, checks the byte
+// bounds on the sizes the listing reported, and only then reads the blobs.
+// Both forge kinds end here, so they yield the same tree for the same
+// commit.
+func (tr *treeReader) normalise(cf blobSource) (*Tree, error) {
 	// Symlink targets first: they decide which files are sent.
 	var links []*entry
 	targets := make(map[string]string)
@@ -318,7 +330,7 @@ func (tr *treeReader) build(ctx context.Context) (*Tree, error) {
 		}
 		links = append(links, e)
 	}
-	err = cf.read(links, func(e *entry, data []byte) error {
+	err := cf.read(links, func(e *entry, data []byte) error {
 		targets[e.path] = string(data)
 		return nil
 	})

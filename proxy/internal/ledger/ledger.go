@@ -32,13 +32,24 @@ var (
 
 // Ledger is a handle on the ledger database. It is safe for concurrent use.
 type Ledger struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
+	pool  *pgxpool.Pool
+	log   *slog.Logger
+	batch *batcher // nil: one transaction per query row
+}
+
+// Options tune a Ledger; the zero value is what the proxy runs with.
+type Options struct {
+	GroupCommit GroupCommit
 }
 
 // Open connects to the Postgres database at url (pgx syntax, URL or keyword/value; pool_* parameters
-// are honoured), migrates the schema and returns the ledger.
+// are honoured), migrates the schema and returns the ledger, with the default Options.
 func Open(ctx context.Context, url string, log *slog.Logger) (*Ledger, error) {
+	return OpenWith(ctx, url, log, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, url string, log *slog.Logger, o Options) (*Ledger, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -66,11 +77,21 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*Ledger, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
-	return &Ledger{pool: pool, log: log}, nil
+	l := &Ledger{pool: pool, log: log}
+	if !o.GroupCommit.Disabled {
+		l.batch = newBatcher(l, o.GroupCommit.withDefaults())
+	}
+	return l, nil
 }
 
-// Close closes every connection; calls after Close fail with ErrUnavailable.
-func (l *Ledger) Close() { l.pool.Close() }
+// Close commits the query rows already queued, then closes every connection; calls after Close fail
+// with ErrUnavailable.
+func (l *Ledger) Close() {
+	if l.batch != nil {
+		l.batch.close()
+	}
+	l.pool.Close()
+}
 
 // Ping checks that the database answers (readiness).
 func (l *Ledger) Ping(ctx context.Context) error {

@@ -169,7 +169,8 @@ func (l *Ledger) SetStatus(ctx context.Context, prepareID string, status int) er
 // RecordQuery writes one 0¢ query row. If row.PrepareID names a hold of the same org, tenant key, repo
 // and commit that is still live or expired (its proxy crashed or lost the daemon's reply after
 // pushing), that hold is first captured into its prepare row (reason 'recovered'), in the same
-// statement and at most once.
+// transaction and at most once. Rows of concurrent callers are committed together (GroupCommit); the
+// call returns once its row is durable.
 func (l *Ledger) RecordQuery(ctx context.Context, row Row) error {
 	if row.Org == "" {
 		return errors.New("record query: org is required")
@@ -177,6 +178,14 @@ func (l *Ledger) RecordQuery(ctx context.Context, row Row) error {
 	if !validStatus(row.HTTPStatus) {
 		return fmt.Errorf("record query: bad HTTP status %d", row.HTTPStatus)
 	}
+	if l.batch != nil {
+		return l.batch.record(ctx, row)
+	}
+	return l.recordQueryDirect(ctx, row)
+}
+
+// recordQueryDirect writes one row in its own transaction (lsp_record_query).
+func (l *Ledger) recordQueryDirect(ctx context.Context, row Row) error {
 	var recovered bool
 	err := l.pool.QueryRow(ctx, `SELECT lsp_record_query($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		row.Org, row.TenantKey, row.Subject, row.Repo, row.Commit, row.Op, row.Language, row.RequestID,
@@ -185,8 +194,7 @@ func (l *Ledger) RecordQuery(ctx context.Context, row Row) error {
 		return wrap("record query", err)
 	}
 	if recovered {
-		l.log.Info("captured a prepare revealed by a later answer", "prepare_id", row.PrepareID,
-			"tenant", row.TenantKey, "repo", row.Repo, "commit", row.Commit, "request_id", row.RequestID)
+		l.logRecovered(row)
 	}
 	return nil
 }

@@ -1,0 +1,88 @@
+// Package qualify turns the reviewed-server file into what the daemon runs
+// and answers the operator's two questions about it (code-intel-lsp.v1,
+// CONTRACT §7):
+//
+//   - `lsp-daemon status --config F`: what does this file say? Metadata
+//     only; nothing is hashed or started, and no executable path, argument,
+//     environment variable or option value is printed.
+//   - `lsp-daemon qualify --config F [--start=false] [--json]`: may these
+//     servers run? Review fields and executable pins are checked; with
+//     start (the default) each server is also initialized for real against
+//     a built-in canary workspace (a tiny Go module, a tiny TypeScript
+//     project, or one file of the server's first extension), and what it
+//     negotiated is printed: capabilities, tools, generation and capability
+//     fingerprint.
+//
+// The daemon itself uses Specs and TypeScriptExternals, so qualification
+// checks exactly what serving will run.
+package qualify
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/config"
+	"github.com/hanzoai/lsp/daemon/internal/pool"
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/uri"
+)
+
+// Spec turns one reviewed entry into the pool's spec, running exe (the
+// qualified, content-addressed copy of the entry's executable). Every
+// extension carries its own languageId, so a .tsx file opens as
+// typescriptreact and a .js file as javascript.
+func Spec(s config.Server, exe string) pool.Spec {
+	var exts []string
+	ids := map[string]string{}
+	for _, l := range s.Languages {
+		for _, x := range l.Extensions {
+			exts = append(exts, x)
+			ids[x] = l.ID
+		}
+	}
+	return pool.Spec{
+		Spec: runtime.Spec{
+			ID: s.ID, Language: s.Languages[0].ID, Extensions: exts,
+			Executable: exe, Args: s.Arguments, Env: s.Env,
+			InitializationOptions: s.InitializationOptions, Settings: s.Settings,
+			RequestTimeout: time.Duration(s.RequestTimeoutMS) * time.Millisecond,
+		},
+		Extensions:  exts,
+		LanguageIDs: ids,
+	}
+}
+
+// Specs qualifies every entry — its executable hashed while it is copied
+// into binDir/<sha256>, a pinned tsserver.js checked — and returns the
+// pool's specs. One failure refuses the whole file: nothing starts.
+func Specs(cf *config.File, binDir string) ([]pool.Spec, error) {
+	specs := make([]pool.Spec, 0, len(cf.Servers))
+	for _, s := range cf.Servers {
+		exe, err := config.Qualify(s, binDir)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, Spec(s, exe))
+	}
+	return specs, nil
+}
+
+// TypeScriptExternals are the external roots of the pinned TypeScript
+// packages: a location in one (lib.es5.d.ts) comes back external with the
+// module "typescript@5.9.3" and a path inside the package
+// ("lib/lib.es5.d.ts").
+func TypeScriptExternals(cf *config.File) ([]uri.External, error) {
+	var ex []uri.External
+	seen := map[string]bool{}
+	for _, s := range cf.Servers {
+		dir, module, ok, err := config.TypeScriptLib(s)
+		if err != nil {
+			return nil, fmt.Errorf("typescript externals: %w", err)
+		}
+		if ok && !seen[dir] {
+			seen[dir] = true
+			ex = append(ex, uri.External{Dir: dir, Module: module})
+		}
+	}
+	return ex, nil
+}
