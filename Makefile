@@ -92,7 +92,7 @@ proto-check: proto
 ## lint: vet and staticcheck.
 lint:
 	go vet $(PKGS)
-	go run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 ## tidy: go mod tidy in every module.
 tidy:

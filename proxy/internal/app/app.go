@@ -88,6 +88,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		Ready:           []httpapi.Pinger{led, pool},
 		Registry:        reg,
 		Log:             log,
+		Money:           led,
+		// A retry may take over an Idempotency-Key only once a dead attempt's hold is gone.
+		IdempotencyLease: 2*cfg.PrepareTimeout + time.Minute + cfg.RequestTimeout,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)

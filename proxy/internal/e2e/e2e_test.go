@@ -455,3 +455,45 @@ func TestIdentityAndBodyChecks(t *testing.T) {
 		t.Fatalf("refused requests wrote rows: %+v", rs)
 	}
 }
+
+// TestPrepareRoute: /prepare reports what the servers negotiated, charges
+// once, and a refused prepare still leaves its 0¢ row.
+func TestPrepareRoute(t *testing.T) {
+	tn := newTenant(t, "prep", 2)
+	a := tn.post(t, "/prepare", map[string]any{"repo": tn.repo})
+	if a.status != http.StatusOK || a.body["prepared"] != true || a.body["commit"] != tn.commit {
+		t.Fatalf("prepare: %d %s", a.status, a.raw)
+	}
+	tools, _ := a.body["tools"].(map[string]any)
+	goTools, _ := tools["go"].([]any)
+	has := map[string]bool{}
+	for _, x := range goTools {
+		has[x.(string)] = true
+	}
+	if !has["hover"] || !has["definition"] || !has["references"] || has["declaration"] {
+		t.Fatalf("go tools = %v; want hover, definition, references and no declaration", goTools)
+	}
+	again := tn.post(t, "/prepare", map[string]any{"repo": tn.repo, "rev": "main"})
+	if again.status != http.StatusOK || again.body["prepared"] != false {
+		t.Fatalf("second prepare: %d %s", again.status, again.raw)
+	}
+	rs := rows(t, "prep")
+	if p, q := filter(rs, "prepare"), filter(rs, "query"); len(p) != 1 || len(q) != 1 || p[0].HTTPStatus != 200 {
+		t.Fatalf("rows = %+v; want one prepare row (status 200) and one query row", rs)
+	}
+
+	// Another revision with no funds left: 402, and the request's row.
+	if _, err := devforge.Commit(stack.ForgeRoot, "prep", "hello", "next", map[string]string{"go.mod": "module x\n", "x.go": "package x\n"}, "next"); err != nil {
+		t.Fatal(err)
+	}
+	poor := tn.post(t, "/prepare", map[string]any{"repo": tn.repo, "rev": "next"})
+	if poor.status != http.StatusPaymentRequired || poor.errorCode() != "insufficient_funds" {
+		t.Fatalf("prepare without funds: %d %s", poor.status, poor.raw)
+	}
+	if e := poor.body["error"].(map[string]any); e["prepared"] != false || e["commit"] == nil {
+		t.Fatalf("the 402 envelope must name the commit and say prepared=false: %s", poor.raw)
+	}
+	if q := filter(rows(t, "prep"), "query"); len(q) != 2 || q[1].HTTPStatus != 402 {
+		t.Fatalf("query rows = %+v; want the refused prepare's 402 row", q)
+	}
+}

@@ -22,7 +22,7 @@ var errArchive = errors.New("malformed archive")
 // also bounds the time spent on one: the files' own bytes, plus headers and
 // the extended records of long names for every entry, plus slack.
 func archiveRawLimit(lim Limits) int64 {
-	return lim.MaxTotalBytes + int64(lim.MaxFiles)*4096 + 64<<20
+	return lim.MaxTotalBytes + int64(lim.MaxFiles)*8192 + 4<<20
 }
 
 // readArchive reads a gzipped tar as `git archive --prefix=<repo>/ <commit>`
@@ -230,6 +230,9 @@ func (a *archiveReader) finish() error {
 		}
 		t.warn("dropped submodule: %s", d)
 		t.entries[d] = &entry{path: d, kind: kindSubmodule, size: -1}
+		for p := path.Dir(d); p != "."; p = path.Dir(p) {
+			t.dirs[p] = true
+		}
 	}
 	for p, e := range t.entries {
 		if t.dirs[p] && e.kind != kindSubmodule {

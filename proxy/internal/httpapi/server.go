@@ -45,6 +45,11 @@ type Deps struct {
 	Ready           []Pinger
 	Registry        *prometheus.Registry
 	Log             *slog.Logger
+	// Money holds Idempotency-Key records and serves the dashboard routes.
+	Money Money
+	// IdempotencyLease is how long an attempt may hold an Idempotency-Key without an answer
+	// before a retry may take it over (its proxy died); at least a hold's lifetime.
+	IdempotencyLease time.Duration
 }
 
 // Server is the HTTP API.
@@ -72,10 +77,11 @@ func New(d Deps) *Server {
 	})
 
 	g := e.Group("/v1/lsp", s.authenticate)
-	g.POST("/prepare", s.prepare)
+	g.POST("/prepare", s.prepare, s.idempotency)
 	for _, r := range opRoutes {
-		g.POST(r.path, s.operation(r))
+		g.POST(r.path, s.operation(r), s.idempotency)
 	}
+	s.registerBilling(g)
 	return s
 }
 

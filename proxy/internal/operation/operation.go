@@ -192,27 +192,29 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 	shard := s.daemons.Pick(key)
 	caps, err := shard.Capabilities(ctx, key)
 	if err != nil {
-		return res, daemonError(err)
+		return res, daemonError(err) // the daemon was not reached: no row
 	}
+	var opErr error
 	if !caps.GetWarm() {
-		p, err := s.ensure(ctx, c, key)
-		if err != nil {
-			return res, err
+		p, perr := s.ensure(ctx, c, key)
+		switch {
+		case perr != nil:
+			opErr = perr // refused at the gate, or the fetch or push failed
+		default:
+			res.Prepared, res.PrepareID, res.Warnings = p.byUs, p.prepareID, p.warnings
+			if caps, err = shard.Capabilities(ctx, key); err != nil {
+				opErr = daemonError(err)
+			} else if !caps.GetWarm() {
+				opErr = apierr.New(http.StatusServiceUnavailable, apierr.CapacityExhausted, "the daemon could not keep the workspace")
+			}
 		}
-		res.Prepared, res.PrepareID, res.Warnings = p.byUs, p.prepareID, p.warnings
-		if caps, err = shard.Capabilities(ctx, key); err != nil {
-			err = daemonError(err)
-		}
-	}
-	if err == nil && !caps.GetWarm() {
-		err = apierr.New(http.StatusServiceUnavailable, apierr.CapacityExhausted, "the daemon could not keep the workspace")
 	}
 	res.Prepare = &daemonv1.PrepareResponse{Prepared: res.Prepared, PrepareId: caps.GetPrepareId(), Languages: caps.GetLanguages()}
 	ans := &daemonv1.QueryResponse{PrepareId: caps.GetPrepareId()}
-	if rerr := s.record(ctx, c, Request{OpName: "prepare", Repo: repo}, res, ans, err); rerr != nil {
+	if rerr := s.record(ctx, c, Request{OpName: "prepare", Repo: repo}, res, ans, opErr); rerr != nil {
 		return res, rerr
 	}
-	return res, err
+	return res, opErr
 }
 
 func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemonv1.QueryRequest) (*daemonv1.QueryResponse, error) {

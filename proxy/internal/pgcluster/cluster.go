@@ -267,7 +267,7 @@ func (c *Cluster) startLocked(ctx context.Context) error {
 		return err
 	}
 	defer logf.Close() // the child holds its own descriptor
-	cmd := c.command(nil, "postgres",
+	cmd := c.command(context.Background(), "postgres",
 		"-D", c.dataDir,
 		"-k", c.sockDir,
 		"-p", strconv.Itoa(port),

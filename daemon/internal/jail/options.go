@@ -1,0 +1,178 @@
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Options configure the jail. The zero value of a field takes its default.
+type Options struct {
+	// Bwrap is the bubblewrap executable (LSP_JAIL_BWRAP).
+	Bwrap string
+	// Memory bounds one jail's memory in bytes (LSP_JAIL_MEMORY): a memory
+	// cgroup where the daemon can make one, else RLIMIT_DATA.
+	Memory int64
+	// Pids bounds one jail's tasks, threads included (LSP_JAIL_PIDS): a pids
+	// cgroup where the daemon can make one, else RLIMIT_NPROC counted in the
+	// jail's own user namespace.
+	Pids int
+	// Files is RLIMIT_NOFILE (LSP_JAIL_NOFILE).
+	Files uint64
+	// FileSize is RLIMIT_FSIZE in bytes (LSP_JAIL_FSIZE).
+	FileSize int64
+	// ReadOnly are the toolchain directories every jail sees read-only at
+	// their own path (LSP_JAIL_RO_PATHS, colon-separated); the system
+	// library directories and each server's own directory come on top.
+	ReadOnly []string
+	// Launcher is the daemon's own executable, which runs the jail's hidden
+	// modes (see Main); os.Executable() when empty.
+	Launcher string
+}
+
+// Defaults.
+const (
+	DefaultBwrap    = "/usr/bin/bwrap"
+	DefaultMemory   = 4 << 30
+	DefaultPids     = 1024
+	DefaultFiles    = 8192
+	DefaultFileSize = 1 << 30
+)
+
+// DefaultReadOnly is the Go toolchain, which gopls runs.
+var DefaultReadOnly = []string{"/usr/local/go"}
+
+func (o Options) withDefaults() Options {
+	if o.Bwrap == "" {
+		o.Bwrap = DefaultBwrap
+	}
+	if o.Memory == 0 {
+		o.Memory = DefaultMemory
+	}
+	if o.Pids == 0 {
+		o.Pids = DefaultPids
+	}
+	if o.Files == 0 {
+		o.Files = DefaultFiles
+	}
+	if o.FileSize == 0 {
+		o.FileSize = DefaultFileSize
+	}
+	if o.ReadOnly == nil {
+		o.ReadOnly = DefaultReadOnly
+	}
+	return o
+}
+
+// Minimums keep a mistyped variable from making every server fail in ways
+// that look like server bugs.
+const (
+	minMemory   = 64 << 20
+	minPids     = 16
+	minFiles    = 64
+	minFileSize = 1 << 20
+)
+
+func (o Options) validate() error {
+	var errs []error
+	if !filepath.IsAbs(o.Bwrap) {
+		errs = append(errs, fmt.Errorf("LSP_JAIL_BWRAP=%q: not an absolute path", o.Bwrap))
+	}
+	if o.Memory < minMemory {
+		errs = append(errs, fmt.Errorf("LSP_JAIL_MEMORY=%d: below %d bytes", o.Memory, minMemory))
+	}
+	if o.Pids < minPids {
+		errs = append(errs, fmt.Errorf("LSP_JAIL_PIDS=%d: below %d", o.Pids, minPids))
+	}
+	if o.Files < minFiles {
+		errs = append(errs, fmt.Errorf("LSP_JAIL_NOFILE=%d: below %d", o.Files, minFiles))
+	}
+	if o.FileSize < minFileSize {
+		errs = append(errs, fmt.Errorf("LSP_JAIL_FSIZE=%d: below %d bytes", o.FileSize, minFileSize))
+	}
+	for _, p := range o.ReadOnly {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+			errs = append(errs, fmt.Errorf("LSP_JAIL_RO_PATHS: %q is not a clean absolute path below /", p))
+		}
+	}
+	if o.Launcher != "" && !filepath.IsAbs(o.Launcher) {
+		errs = append(errs, fmt.Errorf("launcher %q: not an absolute path", o.Launcher))
+	}
+	return errors.Join(errs...)
+}
+
+// OptionsFromEnv reads the LSP_JAIL_* variables. Sizes are bytes, with an
+// optional K, M or G suffix (powers of 1024).
+func OptionsFromEnv(getenv func(string) string) (Options, error) {
+	var o Options
+	var errs []error
+	o.Bwrap = getenv("LSP_JAIL_BWRAP")
+	size := func(name string, dst *int64) {
+		if v := getenv(name); v != "" {
+			n, err := parseSize(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+			}
+			*dst = n
+		}
+	}
+	size("LSP_JAIL_MEMORY", &o.Memory)
+	size("LSP_JAIL_FSIZE", &o.FileSize)
+	if v := getenv("LSP_JAIL_PIDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("LSP_JAIL_PIDS=%q: not a positive integer", v))
+		}
+		o.Pids = n
+	}
+	if v := getenv("LSP_JAIL_NOFILE"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			errs = append(errs, fmt.Errorf("LSP_JAIL_NOFILE=%q: not a positive integer", v))
+		}
+		o.Files = n
+	}
+	if v, ok := lookup(getenv, "LSP_JAIL_RO_PATHS"); ok {
+		o.ReadOnly = []string{}
+		for _, p := range strings.Split(v, ":") {
+			if p != "" {
+				o.ReadOnly = append(o.ReadOnly, p)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Options{}, err
+	}
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return Options{}, err
+	}
+	return o, nil
+}
+
+// lookup treats a variable set to the empty string as unset, like the rest
+// of the daemon's configuration; LSP_JAIL_RO_PATHS=":" asks for no extra
+// paths.
+func lookup(getenv func(string) string, name string) (string, bool) {
+	v := getenv(name)
+	return v, v != ""
+}
+
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "K")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "M")
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1<<30, strings.TrimSuffix(s, "G")
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, errors.New("not a positive size (bytes, or a number with K, M or G)")
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,494 @@
+//go:build linux
+
+package jail
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+)
+
+// Spawner runs every language server in its own bubblewrap jail. It
+// implements runtime.Spawner.
+type Spawner struct {
+	opts    Options
+	log     *slog.Logger
+	root    bool
+	cg      *cgroups // nil: rlimits only (an unprivileged daemon)
+	version string
+	seccomp []byte
+	libs    []mount
+	seq     atomic.Uint64
+
+	// holes open a deliberate gap, for the tests that prove the self-test
+	// notices one.
+	holes holes
+}
+
+type holes struct {
+	shareNet  bool
+	noLimits  bool
+	bindExtra string
+}
+
+var _ runtime.Spawner = (*Spawner)(nil)
+
+// jailUID is the uid (and gid) inside every jail. bwrap maps it onto the
+// daemon's own uid; with it not 0 inside, bwrap drops every capability.
+const jailUID = "65534"
+
+// Paths inside the jail.
+const (
+	jailDir  = "/.lsp-jail"
+	initPath = jailDir + "/init"
+)
+
+// New checks bubblewrap and prepares the cgroups. As root it requires pids
+// and memory cgroups, because no rlimit bounds root's processes; an
+// unprivileged daemon without a delegated cgroup subtree falls back to
+// rlimits (RLIMIT_NPROC in the jail's own user namespace, RLIMIT_DATA).
+func New(opts Options, log *slog.Logger) (*Spawner, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
+	if opts.Launcher == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("jail: own executable: %w", err)
+		}
+		opts.Launcher = exe
+	}
+	if err := checkExecutable(opts.Launcher); err != nil {
+		return nil, fmt.Errorf("jail: launcher: %w", err)
+	}
+	version, err := bwrapVersion(opts.Bwrap)
+	if err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
+	s := &Spawner{opts: opts, log: log, root: os.Geteuid() == 0, version: version, seccomp: seccompProgram(), libs: systemLibs()}
+	cg, missing, err := setupCgroups()
+	if err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
+	switch {
+	case cg == nil && s.root:
+		return nil, fmt.Errorf("jail: running as root needs pids and memory cgroups (RLIMIT_NPROC does not bind root); unavailable: %s", strings.Join(missing, ", "))
+	case cg == nil:
+		log.Warn("jail: no writable pids/memory cgroup for this unprivileged daemon; limiting each jail with RLIMIT_NPROC (in its own user namespace) and RLIMIT_DATA", "unavailable", missing)
+	}
+	s.cg = cg
+	return s, nil
+}
+
+func checkExecutable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", p)
+	}
+	return nil
+}
+
+// bwrapVersion runs bwrap --version; --disable-userns needs 0.8.0.
+func bwrapVersion(bwrap string) (string, error) {
+	if err := checkExecutable(bwrap); err != nil {
+		return "", fmt.Errorf("bubblewrap (%s; `make deps` installs Debian's bubblewrap): %w", bwrap, err)
+	}
+	out, err := exec.Command(bwrap, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", bwrap, err)
+	}
+	v := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "bubblewrap"))
+	if !versionAtLeast(v, 0, 8) {
+		return "", fmt.Errorf("bubblewrap %q: need 0.8.0 or later (--disable-userns)", v)
+	}
+	return v, nil
+}
+
+func versionAtLeast(v string, major, minor int) bool {
+	f := strings.SplitN(v, ".", 3)
+	if len(f) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(f[0])
+	mi, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+// Describe says how jails are built and limited, for the start-up log.
+func (s *Spawner) Describe() string {
+	limits := "cgroups " + s.cg.describe()
+	if s.cg == nil {
+		limits = "rlimits NPROC (per user namespace) and DATA"
+	}
+	sc := "seccomp deny-list"
+	if s.seccomp == nil {
+		sc = "no seccomp filter on " + goruntime.GOARCH
+	}
+	return fmt.Sprintf("bubblewrap %s; %s; %s; memory %d, tasks %d, files %d, file size %d",
+		s.version, limits, sc, s.opts.Memory, s.opts.Pids, s.opts.Files, s.opts.FileSize)
+}
+
+// Close removes the daemon's parent cgroups. Call it after every server is
+// gone.
+func (s *Spawner) Close() error { return s.cg.close() }
+
+// mount is one bwrap file-system operation.
+type mount struct {
+	op       string // --ro-bind, --bind, --symlink
+	src, dst string
+}
+
+// systemLibs are the dynamic loader and shared libraries (gopls is linked
+// against libc, node against much more): /usr/lib* read-only, and /lib*
+// as the host has them (symlinks into /usr on merged-/usr systems).
+func systemLibs() []mount {
+	var out []mount
+	for _, d := range []string{"/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32"} {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			out = append(out, mount{op: "--ro-bind", src: d, dst: d})
+		}
+	}
+	for _, d := range []string{"/lib", "/lib64", "/lib32", "/libx32"} {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				out = append(out, mount{op: "--symlink", src: target, dst: d})
+			}
+		case fi.IsDir():
+			out = append(out, mount{op: "--ro-bind", src: d, dst: d})
+		}
+	}
+	return out
+}
+
+// serverPaths are what one server needs besides the system libraries and
+// the toolchain: its executable's directory (the daemon's content-addressed
+// bin directory), and every existing absolute path among its arguments —
+// for a script inside a node_modules tree, that whole tree (its imports
+// live there; typescript-language-server and the pinned TypeScript share
+// one).
+func serverPaths(spec runtime.Spec) []string {
+	var out []string
+	if d := filepath.Dir(spec.Executable); d != "/" {
+		out = append(out, d)
+	}
+	for _, a := range spec.Args {
+		if !filepath.IsAbs(a) || filepath.Clean(a) != a || a == "/" {
+			continue
+		}
+		if _, err := os.Stat(a); err != nil {
+			continue
+		}
+		if i := strings.Index(a, "/node_modules/"); i >= 0 {
+			a = a[:i+len("/node_modules")]
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// jailSpec is one jail's parts beyond the server's spec.
+type jailSpec struct {
+	exe  string // the program bwrap's init runs (through the in-jail init)
+	args []string
+	env  []string
+	// ownBinds: bind the executable's directory and argument paths
+	// (false for the canary, which is the init binary itself).
+	ownBinds bool
+	pids     int
+	// initLimits are rlimits the in-jail init applies: -name value pairs.
+	initLimits []string
+}
+
+// bwrapArgs are bubblewrap's arguments for one jail. The order matters:
+// later mounts cover earlier ones, so the tree (read-only) and then the
+// home (writable) come after every generic path; --remount-ro / comes last
+// so that bwrap can still create mount points on its root.
+func (s *Spawner) bwrapArgs(spec runtime.Spec, ws runtime.Workspace, js jailSpec) []string {
+	a := []string{
+		"--unshare-all", "--unshare-user", "--disable-userns",
+		"--uid", jailUID, "--gid", jailUID,
+		"--cap-drop", "ALL",
+		"--die-with-parent",
+		"--hostname", "lsp-jail",
+	}
+	if s.holes.shareNet {
+		a = append(a, "--share-net")
+	}
+	if s.seccomp != nil {
+		a = append(a, "--seccomp", "3")
+	}
+	var ms []mount
+	ms = append(ms, s.libs...)
+	for _, p := range s.opts.ReadOnly {
+		ms = append(ms, mount{op: "--ro-bind-try", src: p, dst: p})
+	}
+	if js.ownBinds {
+		for _, p := range serverPaths(spec) {
+			ms = append(ms, mount{op: "--ro-bind", src: p, dst: p})
+		}
+	}
+	if s.holes.bindExtra != "" {
+		ms = append(ms, mount{op: "--ro-bind", src: s.holes.bindExtra, dst: s.holes.bindExtra})
+	}
+	ms = append(ms,
+		mount{op: "--ro-bind", src: s.opts.Launcher, dst: initPath},
+		mount{op: "--ro-bind", src: ws.Root, dst: ws.Root},
+		mount{op: "--bind", src: ws.Home, dst: ws.Home},
+	)
+	for _, m := range ms {
+		a = append(a, m.op, m.src, m.dst)
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev")
+	// Programs that ignore TMPDIR find /tmp in the private home, unless a
+	// bound path already lives under /tmp (tests), which makes /tmp a
+	// read-only directory of mount points instead.
+	if !anyUnder(ms, "/tmp") {
+		a = append(a, "--symlink", filepath.Join(ws.Home, "tmp"), "/tmp")
+	}
+	a = append(a, "--remount-ro", "/", "--chdir", ws.Root, "--clearenv")
+	for _, kv := range js.env {
+		k, v, _ := strings.Cut(kv, "=")
+		a = append(a, "--setenv", k, v)
+	}
+	a = append(a, "--", initPath, modeInit)
+	a = append(a, js.initLimits...)
+	a = append(a, "--", js.exe)
+	return append(a, js.args...)
+}
+
+func anyUnder(ms []mount, dir string) bool {
+	for _, m := range ms {
+		if m.op != "--symlink" && (m.dst == dir || strings.HasPrefix(m.dst, dir+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// Spawn starts spec's server in a new jail over ws.
+func (s *Spawner) Spawn(ctx context.Context, spec runtime.Spec, ws runtime.Workspace) (runtime.Process, error) {
+	if !filepath.IsAbs(spec.Executable) {
+		return nil, fmt.Errorf("spawn %s: executable %q is not an absolute path", spec.ID, spec.Executable)
+	}
+	if err := checkExecutable(spec.Executable); err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
+	}
+	return s.spawn(ctx, spec, ws, jailSpec{
+		exe: spec.Executable, args: spec.Args, env: runtime.Environment(spec, ws),
+		ownBinds: true, pids: s.opts.Pids,
+	})
+}
+
+func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Workspace, js jailSpec) (_ *process, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
+	}
+	for _, p := range []string{ws.Root, ws.Home} {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+			return nil, fmt.Errorf("spawn %s: workspace root and home must be clean absolute paths, not %q", spec.ID, p)
+		}
+	}
+	if err := prepareHome(ws); err != nil {
+		return nil, fmt.Errorf("spawn %s: home: %w", spec.ID, err)
+	}
+	js.initLimits = s.initLimits(js.pids)
+
+	var jc *jailCgroup
+	if s.cg != nil && !s.holes.noLimits {
+		name := strconv.FormatUint(s.seq.Add(1), 10)
+		if jc, err = s.cg.create(name, js.pids, s.opts.Memory); err != nil {
+			return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
+		}
+		defer func() {
+			if err != nil {
+				_ = jc.remove()
+			}
+		}()
+	}
+
+	// Our own pipes rather than exec's, for the reasons runtime.Unjailed
+	// gives: exec.Cmd.Wait would close them under the connection and wait
+	// for copies a surviving process could hold open.
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
+	}
+	var extra []*os.File
+	if s.seccomp != nil {
+		scR, scW, err := pipe()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
+		}
+		// A few hundred bytes: the pipe holds them all, and bwrap reads to
+		// EOF.
+		if _, err := scW.Write(s.seccomp); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("spawn %s: seccomp: %w", spec.ID, err)
+		}
+		_ = scW.Close()
+		extra = append(extra, scR)
+	}
+
+	argv := append([]string{s.opts.Bwrap}, s.bwrapArgs(spec, ws, js)...)
+	if jc != nil {
+		// The launcher is the daemon binary again: it joins the cgroups
+		// and then becomes bwrap, so every process of the jail is born
+		// inside them (cgroup v1 cannot start a child in another cgroup).
+		launch := []string{s.opts.Launcher, modeLaunch}
+		for _, f := range jc.procsFiles() {
+			launch = append(launch, "-procs", f)
+		}
+		argv = append(append(launch, "--"), argv...)
+	}
+	cmd := &exec.Cmd{
+		Path: argv[0],
+		Args: argv,
+		// Nothing of the daemon's environment: bwrap's own environment is
+		// what the jail's PID 1 shows in /proc/1/environ.
+		Env:        []string{},
+		Dir:        "/",
+		Stdin:      inR,
+		Stdout:     outW,
+		Stderr:     errW,
+		ExtraFiles: extra,
+		SysProcAttr: &syscall.SysProcAttr{
+			// A new session: the jail has no controlling terminal to
+			// inject input into, and the session id is the process group
+			// that Kill and Wait clean up.
+			Setsid:    true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if err := startOnSpawnThread(cmd); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
+	}
+	_ = inR.Close()
+	_ = outW.Close()
+	_ = errW.Close()
+	for _, f := range extra {
+		_ = f.Close()
+	}
+	p := &process{
+		cmd:        cmd,
+		pid:        cmd.Process.Pid,
+		stdin:      inW,
+		stdout:     outR,
+		stderr:     errR,
+		cg:         jc,
+		log:        s.log.With("server", spec.ID, "pid", cmd.Process.Pid),
+		stderrDone: make(chan struct{}),
+	}
+	go p.drainStderr()
+	return p, nil
+}
+
+// initLimits are the rlimits the in-jail init sets before it runs the
+// server. RLIMIT_NPROC counts tasks per user and user namespace, so set
+// inside the jail's own user namespace it bounds this jail alone (set
+// outside it would count every process of the daemon's uid); it does not
+// bind root, which is why a root daemon has the pids cgroup.
+func (s *Spawner) initLimits(pids int) []string {
+	l := []string{
+		"-nofile", strconv.FormatUint(s.opts.Files, 10),
+		"-fsize", strconv.FormatInt(s.opts.FileSize, 10),
+		"-core", "0",
+	}
+	if s.cg == nil && !s.holes.noLimits {
+		l = append(l, "-nproc", strconv.Itoa(pids), "-data", strconv.FormatInt(s.opts.Memory, 10))
+	}
+	return l
+}
+
+// homeDirs and the telemetry mode file mirror what runtime prepares for an
+// unjailed server: the layout runtime.Environment points into.
+var homeDirs = []string{".cache/go-build", ".config", ".local/share", "tmp", "go/pkg/mod", ".config/go/telemetry"}
+
+const telemetryModeFile = ".config/go/telemetry/mode"
+
+func prepareHome(ws runtime.Workspace) error {
+	for _, d := range homeDirs {
+		if err := os.MkdirAll(filepath.Join(ws.Home, filepath.FromSlash(d)), 0o700); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(ws.Home, filepath.FromSlash(telemetryModeFile)), []byte("off\n"), 0o600)
+}
+
+// The parent-death signal fires when the thread that forked the child
+// exits; forking from one locked thread that never exits ties it to the
+// daemon's life (see runtime.Unjailed).
+var spawnThread struct {
+	once sync.Once
+	reqs chan spawnRequest
+}
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startOnSpawnThread(cmd *exec.Cmd) error {
+	spawnThread.once.Do(func() {
+		spawnThread.reqs = make(chan spawnRequest)
+		go spawnLoop(spawnThread.reqs)
+	})
+	done := make(chan error, 1)
+	spawnThread.reqs <- spawnRequest{cmd: cmd, done: done}
+	return <-done
+}
+
+func spawnLoop(reqs <-chan spawnRequest) {
+	goruntime.LockOSThread()
+	for r := range reqs {
+		r.done <- r.cmd.Start()
+	}
+}

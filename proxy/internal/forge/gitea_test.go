@@ -1,0 +1,504 @@
+package forge
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/hanzoai/lsp/proxy/internal/devforge"
+)
+
+// The gitea kind is tested against the dev forge's Gitea API, whose answers
+// come from real git over the same bare repositories the git kind reads
+// through git http-backend: so both kinds can be asked about the very same
+// commits.
+
+const (
+	adminToken = "tok-admin-0c4e71"
+	aliceToken = "tok-alice-6d2b90"
+)
+
+// newGitea returns the gitea forge client for fx, logging into fx.logs.
+func (fx *fixture) newGitea() Forge {
+	return NewGitea(fx.server.URL, fx.client, slog.New(slog.NewTextHandler(fx.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+}
+
+// addUsers gives the fixture Gitea accounts: root (administrator, holding
+// adminToken), alice (reads acme/*), bob (reads nothing) and admin2 (another
+// administrator).
+func (fx *fixture) addUsers() {
+	fx.forge.AddUser("root", true, adminToken)
+	fx.forge.AddUser("alice", false, aliceToken, "acme/*")
+	fx.forge.AddUser("bob", false, "")
+	fx.forge.AddUser("admin2", true, "")
+}
+
+func TestGiteaResolveRevForms(t *testing.T) {
+	fx := newFixture(t, nil)
+	f := fx.newGitea()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		rev  string
+		want string
+	}{
+		{"", fx.c3},
+		{"HEAD", fx.c3},
+		{"main", fx.c3},
+		{"refs/heads/main", fx.c3},
+		{"feature", fx.feature},
+		{"refs/heads/feature", fx.feature},
+		{"v1", fx.c1},
+		{"refs/tags/v1", fx.c1},
+		{"v2", fx.c2}, // annotated: peeled to the commit
+		{"refs/tags/v2", fx.c2},
+		{"dup", fx.dupBranch}, // branch before tag
+		{"refs/tags/dup", fx.dupTag},
+		{fx.c3, fx.c3},
+		{strings.ToUpper(fx.c3), fx.c3},
+		{fx.c0, fx.c0},
+	} {
+		got, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, tc.rev))
+		if err != nil || got != tc.want {
+			t.Errorf("Resolve(%q) = %q, %v; want %q", tc.rev, got, err, tc.want)
+		}
+	}
+	// Resolving downloads nothing.
+	if n := fx.forge.PackDownloads("acme", "app"); n != 0 {
+		t.Errorf("downloads after resolving = %d, want 0", n)
+	}
+	for _, rev := range []string{"nope", "refs/heads/v1", "refs/tags/feature", strings.Repeat("ab", 20)} {
+		if _, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, rev)); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Resolve(%q) = %v, want ErrNotFound", rev, err)
+		}
+	}
+}
+
+func TestGiteaNotFoundIsIdentical(t *testing.T) {
+	fx := newFixture(t, nil)
+	f := fx.newGitea()
+	ctx := context.Background()
+	_, hidden := f.Resolve(ctx, bearer(otherToken), "acme", "app", mustRev(t, ""))
+	_, missing := f.Resolve(ctx, bearer(otherToken), "acme", "nope", mustRev(t, ""))
+	_, unknown := f.Resolve(ctx, bearer("tok-unknown"), "acme", "app", mustRev(t, fx.c3))
+	_, hiddenFetch := f.Fetch(ctx, bearer(otherToken), "acme", "app", fx.c3, Limits{})
+	for _, err := range []error{hidden, missing, unknown, hiddenFetch} {
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("error = %v, want ErrNotFound", err)
+		}
+	}
+	if hidden.Error() != missing.Error() {
+		t.Errorf("hidden %q and missing %q differ", hidden, missing)
+	}
+	if n := fx.forge.PackDownloads("acme", "app"); n != 0 {
+		t.Errorf("a refused caller caused %d downloads", n)
+	}
+}
+
+// treeRepo is a tree with every kind of entry normalisation decides about.
+func treeRepo() map[string]string {
+	lfs := "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n"
+	return map[string]string{
+		"README.md":        "hello\n",
+		"empty.txt":        "",
+		"bin/run.sh":       devforge.ExecPrefix + "#!/bin/sh\necho hi\n",
+		"src/x.go":         "package src\n",
+		"src/deep/a/b.go":  "package b\n",
+		"ünïcödé/名前.go":    "package x\n",
+		"with space.txt":   "s p a c e\n",
+		"link-in":          devforge.SymlinkPrefix + "README.md",
+		"docs/link-up":     devforge.SymlinkPrefix + "../README.md",
+		"chain":            devforge.SymlinkPrefix + "link-in",
+		"dirlink":          devforge.SymlinkPrefix + "src",
+		"via-dir":          devforge.SymlinkPrefix + "dirlink/x.go",
+		"exec-link":        devforge.SymlinkPrefix + "bin/run.sh",
+		"out":              devforge.SymlinkPrefix + "../../etc/passwd",
+		"abs":              devforge.SymlinkPrefix + "/etc/passwd",
+		"docs/escape-back": devforge.SymlinkPrefix + "../../tree/README.md",
+		"dangling":         devforge.SymlinkPrefix + "nope",
+		"file-as-dir":      devforge.SymlinkPrefix + "README.md/x",
+		"loop1":            devforge.SymlinkPrefix + "loop2",
+		"loop2":            devforge.SymlinkPrefix + "loop1",
+		"vendor/sub":       devforge.SubmodulePrefix + strings.Repeat("1", 40),
+		"sublink":          devforge.SymlinkPrefix + "vendor/sub",
+		"assets/big.bin":   lfs,
+		"lfs-link":         devforge.SymlinkPrefix + "assets/big.bin",
+		"long/" + strings.Repeat("n", 150) + "/" + strings.Repeat("m", 120) + ".go": "package long\n",
+	}
+}
+
+// TestBothKindsYieldTheSameTree fetches the same commits through git smart
+// HTTP and through the Gitea archive and compares the normalised trees
+// entry by entry, warnings included.
+func TestBothKindsYieldTheSameTree(t *testing.T) {
+	must := musts(t)
+	fx := newFixture(t, nil)
+	treeCommit := must(devforge.CreateRepo(fx.root, "acme", "tree", treeRepo(), "tree"))
+	// A repository whose name has upper case: Gitea's prefix is its lower
+	// case on-disk name.
+	mixed := must(devforge.CreateRepo(fx.root, "acme", "MixedCase", map[string]string{"m.go": "package m\n"}, "mixed"))
+	dir := filepath.Join(fx.root, "acme", "modern.git")
+	gitIn(t, fx.root, "init", "--quiet", "--bare", "--object-format=sha256", "--initial-branch=main", dir)
+	modern := must(devforge.CreateRepo(fx.root, "acme", "modern", map[string]string{"a.go": "package a\n", "l": devforge.SymlinkPrefix + "a.go"}, "sha256"))
+
+	git, gitea := fx.newForge(""), fx.newGitea()
+	ctx := context.Background()
+	for _, tc := range []struct{ repo, commit string }{
+		{"tree", treeCommit}, {"app", fx.c0}, {"app", fx.c3}, {"app", fx.feature}, {"MixedCase", mixed}, {"modern", modern},
+	} {
+		t.Run(tc.repo+"@"+tc.commit[:8], func(t *testing.T) {
+			want, err := git.Fetch(ctx, bearer(readerToken), "acme", tc.repo, tc.commit, Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := gitea.Fetch(ctx, bearer(readerToken), "acme", tc.repo, tc.commit, Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("gitea tree differs from git tree:\n gitea %s\n git   %s", describe(got), describe(want))
+			}
+			if len(want.Files) == 0 {
+				t.Fatal("an empty tree proves nothing")
+			}
+		})
+	}
+	// The tree repository exercises what it should.
+	tree, _ := gitea.Fetch(ctx, bearer(readerToken), "acme", "tree", treeCommit, Limits{})
+	if n := len(tree.Files) + len(tree.Warnings); n != len(treeRepo()) {
+		t.Errorf("files + warnings = %d, want the %d entries of the tree", n, len(treeRepo()))
+	}
+	if !contains(tree.Warnings, "dropped submodule: vendor/sub") || !contains(tree.Warnings, "dropped symlink to submodule: sublink") {
+		t.Errorf("warnings %q do not name the submodule", tree.Warnings)
+	}
+	if n := fx.forge.PackDownloads("acme", "tree"); n == 0 {
+		t.Error("the archive downloads were not counted")
+	}
+}
+
+func describe(t *Tree) string {
+	var b strings.Builder
+	for _, f := range t.Files {
+		b.WriteString(f.Path)
+		if f.Executable {
+			b.WriteString("*")
+		}
+		b.WriteString("=" + f.SHA256[:8] + " ")
+	}
+	b.WriteString("warnings: " + strings.Join(t.Warnings, "; "))
+	return b.String()
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// TestGiteaFetchLimits: the same bounds give the same verdicts as the git
+// kind (TestFetchLimits).
+func TestGiteaFetchLimits(t *testing.T) {
+	must := musts(t)
+	fx := newFixture(t, nil)
+	commit := must(devforge.CreateRepo(fx.root, "acme", "limits", map[string]string{
+		"a/b/c/deep.txt": "0123456789",
+		"big.txt":        strings.Repeat("x", 1000),
+		"small.txt":      "s",
+		"link":           devforge.SymlinkPrefix + "big.txt", // a copy counts in total_bytes
+	}, "limits"))
+	git, gitea := fx.newForge(""), fx.newGitea()
+	for _, lim := range []Limits{
+		{MaxFiles: 3}, {MaxDepth: 3}, {MaxFileBytes: 999}, {MaxTotalBytes: 2010}, {MaxTotalBytes: 1005},
+		{MaxFiles: 3, MaxTotalBytes: 10}, {MaxFiles: 4, MaxDepth: 4, MaxFileBytes: 1000, MaxTotalBytes: 2011}, {},
+	} {
+		want, werr := git.Fetch(context.Background(), bearer(readerToken), "acme", "limits", commit, lim)
+		got, gerr := gitea.Fetch(context.Background(), bearer(readerToken), "acme", "limits", commit, lim)
+		var wtl, gtl *TooLargeError
+		errors.As(werr, &wtl)
+		errors.As(gerr, &gtl)
+		switch {
+		case (werr == nil) != (gerr == nil):
+			t.Errorf("%+v: git %v, gitea %v", lim, werr, gerr)
+		case werr != nil && (wtl == nil || gtl == nil || *wtl != *gtl):
+			t.Errorf("%+v: git %v, gitea %v; want the same bound", lim, werr, gerr)
+		case werr == nil && !reflect.DeepEqual(got, want):
+			t.Errorf("%+v: trees differ", lim)
+		}
+	}
+}
+
+func TestGiteaSudo(t *testing.T) {
+	fx := newFixture(t, nil)
+	fx.addUsers()
+	f := fx.newGitea()
+	ctx := context.Background()
+	sudo := func(login string) Credential { return Credential{Mode: "sudo", Token: adminToken, User: login} }
+
+	got, err := f.Resolve(ctx, sudo("alice"), "acme", "app", mustRev(t, ""))
+	if err != nil || got != fx.c3 {
+		t.Fatalf("sudo alice: %q, %v", got, err)
+	}
+	if tree, err := f.Fetch(ctx, sudo("alice"), "acme", "app", fx.c3, Limits{}); err != nil || len(tree.Files) != 1 {
+		t.Fatalf("sudo alice fetch: %v, %v", tree, err)
+	}
+	// bob exists but reads nothing; carol does not exist: the same 404.
+	_, bob := f.Resolve(ctx, sudo("bob"), "acme", "app", mustRev(t, ""))
+	_, carol := f.Resolve(ctx, sudo("carol"), "acme", "app", mustRev(t, ""))
+	if !errors.Is(bob, ErrNotFound) || !errors.Is(carol, ErrNotFound) || bob.Error() != carol.Error() {
+		t.Errorf("sudo bob = %v, sudo carol = %v; want the same not found", bob, carol)
+	}
+	// An administrator is never acted as, whatever the case of the login.
+	for _, login := range []string{"root", "ADMIN2"} {
+		if _, err := f.Resolve(ctx, sudo(login), "acme", "app", mustRev(t, "")); !errors.Is(err, ErrForbidden) {
+			t.Errorf("sudo %s = %v, want ErrForbidden", login, err)
+		}
+		if _, err := f.Fetch(ctx, sudo(login), "acme", "app", fx.c3, Limits{}); !errors.Is(err, ErrForbidden) {
+			t.Errorf("fetch as sudo %s = %v, want ErrForbidden", login, err)
+		}
+	}
+	// A login that is not a forge login never reaches the forge.
+	for _, login := range []string{"", "a b", "x\r\nSudo: root", strings.Repeat("a", 41), "-lead"} {
+		if _, err := f.Resolve(ctx, sudo(login), "acme", "app", mustRev(t, "")); !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("sudo %q = %v, want ErrUnauthenticated", login, err)
+		}
+	}
+	// A sudo token that is not an administrator's acts as nobody.
+	notAdmin := Credential{Mode: "sudo", Token: aliceToken, User: "alice"}
+	if _, err := f.Resolve(ctx, notAdmin, "acme", "app", mustRev(t, "")); err == nil {
+		t.Error("sudo with a non-administrator token succeeded")
+	}
+	// The git kind refuses sudo rather than sending the admin token bare.
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	if _, err := NewGit(srv.URL, nil, "", nil).Resolve(ctx, sudo("alice"), "acme", "app", mustRev(t, "")); err == nil || hits.Load() != 0 {
+		t.Errorf("git kind with sudo: %v after %d requests; want an error and no request", err, hits.Load())
+	}
+	assertNoSecret(t, "log", fx.logs.String(), adminToken)
+}
+
+func TestGiteaJWTAndBasic(t *testing.T) {
+	fx := newFixture(t, nil)
+	fx.forge.Grant("eyJ.forwarded.jwt", "acme/app")
+	f := fx.newGitea()
+	ctx := context.Background()
+	for _, cred := range []Credential{
+		{Mode: "jwt", Token: "eyJ.forwarded.jwt"},
+		{Mode: "basic", Token: basicToken},
+		{Mode: "bearer", Token: readerToken},
+	} {
+		if got, err := f.Resolve(ctx, cred, "acme", "app", mustRev(t, "main")); err != nil || got != fx.c3 {
+			t.Errorf("%s: Resolve = %q, %v", cred.Mode, got, err)
+		}
+	}
+	if _, err := f.Resolve(ctx, Credential{}, "acme", "app", mustRev(t, "main")); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("no credential: %v, want ErrUnauthenticated", err)
+	}
+}
+
+// TestGiteaHostileAnswers: redirects are not followed, and an archive that
+// is not the commit's is refused.
+func TestGiteaHostileAnswers(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	var mode atomic.Value
+	mode.Store("")
+	var fx *fixture
+	fx = newFixture(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.Contains(r.URL.Path, "/archive/") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			switch mode.Load().(string) {
+			case "redirect":
+				http.Redirect(w, r, other.URL+"/x.tar.gz", http.StatusFound)
+			case "garbage":
+				_, _ = w.Write([]byte("this is not gzip"))
+			case "other-commit":
+				// The archive of c1, served for whatever was asked.
+				r2 := r.Clone(r.Context())
+				r2.URL.Path = strings.Replace(r.URL.Path, filepath.Base(r.URL.Path), fx.c1+".tar.gz", 1)
+				h.ServeHTTP(w, r2)
+			case "escape":
+				w.Header().Set("Content-Type", "application/octet-stream")
+				_, _ = w.Write(tarGz(t, []tarEntry{{name: "app/", dir: true}, {name: "app/ok.go", data: "package ok\n"}, {name: "evil.go", data: "x"}}))
+			case "both":
+				_, _ = w.Write(tarGz(t, []tarEntry{{name: "app/", dir: true}, {name: "app/a", data: "x"}, {name: "app/a/b", data: "y"}}))
+			default:
+				h.ServeHTTP(w, r)
+			}
+		})
+	})
+	f := fx.newGitea()
+	ctx := context.Background()
+	for _, m := range []string{"redirect", "garbage", "other-commit", "escape", "both"} {
+		mode.Store(m)
+		if _, err := f.Fetch(ctx, bearer(readerToken), "acme", "app", fx.c3, Limits{}); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s: Fetch = %v, want ErrUnavailable", m, err)
+		}
+	}
+	if elsewhere.Load() != 0 {
+		t.Error("a redirect was followed")
+	}
+	mode.Store("")
+	if _, err := f.Fetch(ctx, bearer(readerToken), "acme", "app", fx.c3, Limits{}); err != nil {
+		t.Errorf("honest forge: %v", err)
+	}
+	assertNoSecret(t, "log", fx.logs.String(), readerToken)
+}
+
+type tarEntry struct {
+	name, data, link string
+	dir              bool
+	typ              byte
+	mode             int64
+}
+
+func tarGz(t testing.TB, entries []tarEntry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Mode: 0o664, Size: int64(len(e.data)), Typeflag: tar.TypeReg}
+		switch {
+		case e.dir:
+			h.Typeflag, h.Size, h.Mode = tar.TypeDir, 0, 0o775
+		case e.link != "":
+			h.Typeflag, h.Linkname, h.Size = tar.TypeSymlink, e.link, 0
+		case e.typ != 0:
+			h.Typeflag, h.Size = e.typ, 0
+		}
+		if e.mode != 0 {
+			h.Mode = e.mode
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			if _, err := tw.Write([]byte(e.data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestReadArchiveEdges covers what git archive never writes but a forge
+// might send.
+func TestReadArchiveEdges(t *testing.T) {
+	commit := strings.Repeat("a", 40)
+	for _, tc := range []struct {
+		name     string
+		entries  []tarEntry
+		files    []string
+		warnings []string
+		err      error
+	}{
+		{"no prefix", []tarEntry{{name: "a.go", data: "x"}}, nil, nil, errArchive},
+		{"empty", nil, nil, nil, errArchive},
+		{"prefix twice", []tarEntry{{name: "r/", dir: true}, {name: "r/", dir: true}}, nil, nil, errArchive},
+		{"hard link and fifo", []tarEntry{{name: "r/", dir: true}, {name: "r/h", typ: tar.TypeLink}, {name: "r/f", typ: tar.TypeFifo}, {name: "r/a", data: "a"}},
+			[]string{"a"}, []string{"dropped unsupported entry (type '1'): h", "dropped unsupported entry (type '6'): f"}, nil},
+		{"dot dot", []tarEntry{{name: "r/", dir: true}, {name: "r/../x", data: "x"}, {name: "r/.git/config", data: "x"}, {name: "r/ok", data: "ok"}},
+			[]string{"ok"}, []string{`dropped invalid path: "../x"`, `dropped invalid path: ".git/config"`}, nil},
+		{"duplicate", []tarEntry{{name: "r/", dir: true}, {name: "r/a", data: "1"}, {name: "r/a", data: "2"}},
+			[]string{"a"}, []string{"dropped duplicate path: a"}, nil},
+		{"exec bit", []tarEntry{{name: "r/", dir: true}, {name: "r/x", data: "#!", mode: 0o775}}, []string{"x*"}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tree, err := readArchive(bytes.NewReader(tarGz(t, tc.entries)), "r", commit, DefaultLimits(), nil)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("err = %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var files []string
+			for _, f := range tree.Files {
+				n := f.Path
+				if f.Executable {
+					n += "*"
+				}
+				files = append(files, n)
+			}
+			if !equalSlices(files, tc.files) {
+				t.Errorf("files = %q, want %q", files, tc.files)
+			}
+			want := append([]string{}, tc.warnings...)
+			sort.Strings(want)
+			if !equalSlices(tree.Warnings, want) {
+				t.Errorf("warnings = %q, want %q", tree.Warnings, want)
+			}
+		})
+	}
+}
+
+// FuzzReadArchive: whatever a forge sends, reading it ends with a tree
+// within the bounds, or an error; it never panics.
+func FuzzReadArchive(f *testing.F) {
+	commit := strings.Repeat("b", 40)
+	f.Add(tarGz(f, []tarEntry{{name: "r/", dir: true}, {name: "r/a.go", data: "package a\n"}, {name: "r/l", link: "a.go"}, {name: "r/sub/", dir: true}}))
+	f.Add(tarGz(f, []tarEntry{{name: "r/", dir: true}, {name: "r/x/../../y", data: "y"}, {name: "r/big", data: strings.Repeat("z", 300)}}))
+	if git, err := exec.LookPath("git"); err == nil {
+		// A real git archive, with a global header naming its commit.
+		root := f.TempDir()
+		c, err := devforge.CreateRepo(root, "o", "r", map[string]string{"a.go": "package a\n", "s": devforge.SymlinkPrefix + "a.go", "d/e.txt": "e"}, "m")
+		if err == nil {
+			commit = c
+			cmd := exec.Command(git, "archive", "--format=tar.gz", "--prefix=r/", c)
+			cmd.Dir = filepath.Join(root, "o", "r.git")
+			if out, err := cmd.Output(); err == nil {
+				f.Add(out)
+			}
+		}
+	}
+	lim := Limits{MaxFiles: 8, MaxTotalBytes: 256, MaxFileBytes: 128, MaxDepth: 4}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tree, err := readArchive(bytes.NewReader(data), "r", commit, lim, nil)
+		if err != nil {
+			return
+		}
+		var total int64
+		for i, fl := range tree.Files {
+			if !validPath(fl.Path) || strings.Count(fl.Path, "/")+1 > lim.MaxDepth {
+				t.Fatalf("invalid path sent: %q", fl.Path)
+			}
+			if int64(len(fl.Data)) > lim.MaxFileBytes || fl.SHA256 != sha256Hex(fl.Data) {
+				t.Fatalf("%s: over the file bound or wrong sum", fl.Path)
+			}
+			if i > 0 && tree.Files[i-1].Path >= fl.Path {
+				t.Fatalf("files not sorted or repeated at %q", fl.Path)
+			}
+			total += int64(len(fl.Data))
+		}
+		if total > lim.MaxTotalBytes || len(tree.Files) > lim.MaxFiles {
+			t.Fatalf("tree over its bounds: %d bytes, %d files", total, len(tree.Files))
+		}
+	})
+}

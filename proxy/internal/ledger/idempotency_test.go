@@ -1,0 +1,188 @@
+package ledger_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
+)
+
+func idem(org, key, hash, attempt string) ledger.IdempotencyRequest {
+	return ledger.IdempotencyRequest{Org: org, Key: key, RequestHash: hash, Attempt: attempt, TTL: 24 * time.Hour, Lease: time.Hour}
+}
+
+func claim(t *testing.T, l *ledger.Ledger, r ledger.IdempotencyRequest) (ledger.IdempotencyState, *ledger.StoredAnswer) {
+	t.Helper()
+	s, a, err := l.ClaimIdempotencyKey(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, a
+}
+
+// The life of one key: claimed, in progress for others, stored, replayed exactly; another body is a
+// mismatch; keys are scoped to their org.
+func TestIdempotencyKeyLifecycle(t *testing.T) {
+	t.Parallel()
+	l, _ := open(t)
+	if s, _ := claim(t, l, idem("acme", "k1", "h1", "a1")); s != ledger.IdempotencyClaimed {
+		t.Fatalf("first claim: %s", s)
+	}
+	if s, _ := claim(t, l, idem("acme", "k1", "h1", "a2")); s != ledger.IdempotencyInProgress {
+		t.Fatalf("same request while the first runs: %s", s)
+	}
+	if s, _ := claim(t, l, idem("acme", "k1", "h2", "a2")); s != ledger.IdempotencyMismatch {
+		t.Fatalf("another body while the first runs: %s", s)
+	}
+	if s, _ := claim(t, l, idem("other", "k1", "h2", "a3")); s != ledger.IdempotencyClaimed {
+		t.Fatalf("the same key in another org: %s", s)
+	}
+	// Only the attempt that holds the key stores its answer.
+	if err := l.StoreIdempotentAnswer(ctx, "acme", "k1", "a2", ledger.StoredAnswer{Status: 200, Body: []byte("x")}); !errors.Is(err, ledger.ErrNotClaimed) {
+		t.Fatalf("store by another attempt: %v", err)
+	}
+	body := []byte("{\"hover\":null}\n\x00\xff")
+	want := ledger.StoredAnswer{Status: 402, Header: map[string]string{"Content-Type": "application/json", "Retry-After": "2"}, Body: body}
+	if err := l.StoreIdempotentAnswer(ctx, "acme", "k1", "a1", want); err != nil {
+		t.Fatal(err)
+	}
+	s, got := claim(t, l, idem("acme", "k1", "h1", "a4"))
+	if s != ledger.IdempotencyReplay || got.Status != 402 || string(got.Body) != string(body) ||
+		len(got.Header) != 2 || got.Header["Retry-After"] != "2" || got.Header["Content-Type"] != "application/json" {
+		t.Fatalf("replay: %s %+v", s, got)
+	}
+	if s, _ := claim(t, l, idem("acme", "k1", "h2", "a5")); s != ledger.IdempotencyMismatch {
+		t.Fatalf("another body after the answer: %s", s)
+	}
+	// A second store (a late duplicate) changes nothing.
+	if err := l.StoreIdempotentAnswer(ctx, "acme", "k1", "a1", ledger.StoredAnswer{Status: 200, Body: []byte("y")}); !errors.Is(err, ledger.ErrNotClaimed) {
+		t.Fatalf("second store: %v", err)
+	}
+}
+
+// An attempt that did nothing gives the key back; the next one runs afresh, also with another body.
+func TestIdempotencyKeyReleased(t *testing.T) {
+	t.Parallel()
+	l, _ := open(t)
+	claim(t, l, idem("acme", "k", "h1", "a1"))
+	if err := l.ReleaseIdempotencyKey(ctx, "acme", "k", "other-attempt"); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := claim(t, l, idem("acme", "k", "h1", "a2")); s != ledger.IdempotencyInProgress {
+		t.Fatalf("released by a stranger: %s", s)
+	}
+	if err := l.ReleaseIdempotencyKey(ctx, "acme", "k", "a1"); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := claim(t, l, idem("acme", "k", "h2", "a2")); s != ledger.IdempotencyClaimed {
+		t.Fatalf("after release: %s", s)
+	}
+}
+
+// A key lives TTL from its first use; an attempt whose proxy died is taken over after its lease by a
+// retry of the same request only.
+func TestIdempotencyKeyExpiryAndLease(t *testing.T) {
+	t.Parallel()
+	l, url := open(t)
+	conn := connect(t, url)
+	claim(t, l, idem("acme", "done", "h1", "a1"))
+	if err := l.StoreIdempotentAnswer(ctx, "acme", "done", "a1", ledger.StoredAnswer{Status: 200, Body: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	claim(t, l, idem("acme", "dead", "h1", "b1"))
+	if _, err := conn.Exec(ctx, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = 'done'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE idempotency_keys SET lease_until = now() - interval '1 second' WHERE key = 'dead'`); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := claim(t, l, idem("acme", "done", "h2", "a2")); s != ledger.IdempotencyClaimed {
+		t.Fatalf("an expired key with another body: %s", s)
+	}
+	if s, _ := claim(t, l, idem("acme", "dead", "h2", "b2")); s != ledger.IdempotencyMismatch {
+		t.Fatalf("a lapsed lease, another body: %s", s)
+	}
+	if s, _ := claim(t, l, idem("acme", "dead", "h1", "b3")); s != ledger.IdempotencyClaimed {
+		t.Fatalf("a lapsed lease, same body: %s", s)
+	}
+	// The dead attempt, were it to come back, can no longer store.
+	if err := l.StoreIdempotentAnswer(ctx, "acme", "dead", "b1", ledger.StoredAnswer{Status: 200, Body: nil}); !errors.Is(err, ledger.ErrNotClaimed) {
+		t.Fatalf("store by the dead attempt: %v", err)
+	}
+	if err := l.StoreIdempotentAnswer(ctx, "acme", "dead", "b3", ledger.StoredAnswer{Status: 200, Body: nil}); err != nil {
+		t.Fatal(err)
+	}
+	if s, a := claim(t, l, idem("acme", "dead", "h1", "b4")); s != ledger.IdempotencyReplay || a.Status != 200 || len(a.Body) != 0 {
+		t.Fatalf("replay of an empty body: %s %+v", s, a)
+	}
+
+	// Claims sweep expired records as they go.
+	if _, err := conn.Exec(ctx, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	claim(t, l, idem("acme", "fresh", "h", "c1"))
+	var left int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE expires_at <= now()`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d expired records left after a claim", left)
+	}
+}
+
+// Many attempts of one key at once: exactly one is claimed, the others see it in progress.
+func TestIdempotencyKeyConcurrentClaims(t *testing.T) {
+	t.Parallel()
+	l, _ := open(t)
+	const n = 16
+	states := make([]ledger.IdempotencyState, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, _, err := l.ClaimIdempotencyKey(ctx, idem("acme", "k", "h", fmt.Sprint("a", i)))
+			if err != nil {
+				t.Error(err)
+			}
+			states[i] = s
+		}()
+	}
+	wg.Wait()
+	claimed := 0
+	for _, s := range states {
+		switch s {
+		case ledger.IdempotencyClaimed:
+			claimed++
+		case ledger.IdempotencyInProgress:
+		default:
+			t.Errorf("state %q", s)
+		}
+	}
+	if claimed != 1 {
+		t.Fatalf("%d attempts claimed the key; want 1", claimed)
+	}
+}
+
+func TestIdempotencyKeyRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	l, _ := open(t)
+	for _, r := range []ledger.IdempotencyRequest{
+		idem("", "k", "h", "a"),
+		idem("acme", "", "h", "a"),
+		idem("acme", string(make([]byte, 256)), "h", "a"),
+		idem("acme", "k", "", "a"),
+		idem("acme", "k", "h", ""),
+		{Org: "acme", Key: "k", RequestHash: "h", Attempt: "a", TTL: 0, Lease: time.Second},
+	} {
+		if _, _, err := l.ClaimIdempotencyKey(ctx, r); err == nil {
+			t.Errorf("%+v: accepted", r)
+		}
+	}
+	if err := l.StoreIdempotentAnswer(ctx, "acme", "k", "a", ledger.StoredAnswer{Status: 99}); err == nil {
+		t.Error("status 99 accepted")
+	}
+}
