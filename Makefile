@@ -52,7 +52,7 @@ build:
 
 ## run: the whole stack on embedded defaults; prints a curl to paste. Ctrl-C stops it.
 run: deps build
-	$(BIN)/lspctl dev --gopls $(GOPLS) --daemon-bin $(BIN)/lsp-daemon
+	$(BIN)/lspctl dev --gopls $(GOPLS) --typescript $(TS_DIR) --daemon-bin $(BIN)/lsp-daemon
 
 ## test: everything, with per-package durations.
 test: deps

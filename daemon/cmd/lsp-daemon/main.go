@@ -14,10 +14,16 @@ import (
 
 	"github.com/hanzoai/lsp/daemon/internal/app"
 	"github.com/hanzoai/lsp/daemon/internal/config"
+	"github.com/hanzoai/lsp/daemon/internal/jail"
 	"github.com/hanzoai/lsp/daemon/internal/qualify"
 )
 
 func main() {
+	// The jail re-executes this binary as its launcher, its in-jail init and
+	// its self-test canary (internal/jail).
+	if code, ok := jail.Main(os.Args); ok {
+		os.Exit(code)
+	}
 	// `lsp-daemon status|qualify --config F`: operator commands, see
 	// internal/qualify.
 	if len(os.Args) > 1 && slices.Contains(qualify.Commands, os.Args[1]) {

@@ -1,6 +1,7 @@
 // Package app wires the daemon: reviewed servers qualified and pinned, the
 // workspace store and pool, the query runner and the gRPC server on a unix
-// socket. cmd/lsp-daemon is a thin main around Run.
+// socket or, for shards, a TCP address with mutual TLS. cmd/lsp-daemon is a
+// thin main around Run.
 package app
 
 import (
@@ -28,12 +29,9 @@ import (
 
 // Run serves until ctx ends.
 func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
-	if !env.Unjailed {
-		// The jail and its self-test are not built yet; serving tenant code
-		// without them is allowed only when the operator says so.
-		return errors.New("the language-server jail is not available in this build: refusing to serve; set LSP_UNJAILED=1 for development only")
+	if env.Unjailed {
+		log.Warn("LSP_UNJAILED=1: LANGUAGE SERVERS RUN WITHOUT A JAIL — development only, never with untrusted repositories")
 	}
-	log.Warn("LSP_UNJAILED=1: LANGUAGE SERVERS RUN WITHOUT A JAIL — development only, never with untrusted repositories")
 
 	if err := runtime.BecomeSubreaper(); err != nil {
 		log.Warn("cannot become a child subreaper; orphans of language servers are reaped only through their process groups", "err", err)
@@ -55,7 +53,13 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 		return err
 	}
 	goroot, goversion := goToolchain()
-	p := pool.New(store, specs, runtime.Unjailed(log), log)
+	// Without LSP_UNJAILED: the jail, proven by its self-test, or no service.
+	spawner, closeSpawner, err := newSpawner(ctx, env, tsLibs, log)
+	if err != nil {
+		return err
+	}
+	defer closeSpawner()
+	p := pool.New(store, specs, spawner, log)
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		p.Close(cctx)
@@ -78,8 +82,13 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(4 << 20))
-	(&rpc.Server{Pool: p, Runner: runner, Jailed: false, Log: log}).Register(g)
+	opts, err := serverOptions(env, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	g := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(4<<20))...)
+	(&rpc.Server{Pool: p, Runner: runner, Jailed: !env.Unjailed, Log: log}).Register(g)
 	log.Info("daemon listening", "addr", env.Listen, "servers", len(specs), "config", cf.Source)
 
 	go sweep(ctx, p, env.WorkspaceTTL, log)
@@ -119,11 +128,16 @@ func goToolchain() (goroot, version string) {
 	return f[0], f[1]
 }
 
-// listen opens the daemon's socket: a unix socket only its owner can use.
+// listen opens the daemon's socket: a unix socket only its owner can use,
+// or a TCP address served with mutual TLS only (serverOptions).
 func listen(addr string) (net.Listener, error) {
 	path, ok := strings.CutPrefix(addr, "unix://")
 	if !ok {
-		return nil, fmt.Errorf("LSP_DAEMON_LISTEN=%q: only unix:// sockets are supported so far (TLS comes with shards)", addr)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+		return ln, nil
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err

@@ -29,6 +29,12 @@ type Env struct {
 	Unjailed      bool          // LSP_UNJAILED
 	LogLevel      string        // LSP_LOG_LEVEL
 	ShutdownGrace time.Duration // LSP_SHUTDOWN_GRACE
+	// Mutual TLS for a host:port listener (required there, refused on a
+	// unix socket): the daemon's certificate and key, and the CA whose
+	// client certificates (the proxies') it accepts.
+	TLSCert     string // LSP_DAEMON_TLS_CERT
+	TLSKey      string // LSP_DAEMON_TLS_KEY
+	TLSClientCA string // LSP_DAEMON_TLS_CLIENT_CA
 }
 
 // LoadEnv reads the environment through getenv.
@@ -40,6 +46,9 @@ func LoadEnv(getenv func(string) string) (*Env, error) {
 		LogLevel:      or(getenv("LSP_LOG_LEVEL"), "info"),
 		WorkspaceTTL:  24 * time.Hour,
 		ShutdownGrace: 20 * time.Second,
+		TLSCert:       strings.TrimSpace(getenv("LSP_DAEMON_TLS_CERT")),
+		TLSKey:        strings.TrimSpace(getenv("LSP_DAEMON_TLS_KEY")),
+		TLSClientCA:   strings.TrimSpace(getenv("LSP_DAEMON_TLS_CLIENT_CA")),
 	}
 	var errs []error
 	if v := getenv("LSP_WORKSPACE_TTL"); v != "" {
@@ -61,6 +70,15 @@ func LoadEnv(getenv func(string) string) (*Env, error) {
 	}
 	if !strings.HasPrefix(e.Listen, "unix://") && !strings.Contains(e.Listen, ":") {
 		errs = append(errs, fmt.Errorf("LSP_DAEMON_LISTEN=%q: want unix:///path.sock or host:port", e.Listen))
+	}
+	tlsSet := e.TLSCert != "" || e.TLSKey != "" || e.TLSClientCA != ""
+	tlsAll := e.TLSCert != "" && e.TLSKey != "" && e.TLSClientCA != ""
+	switch {
+	case strings.HasPrefix(e.Listen, "unix://") && tlsSet:
+		errs = append(errs, errors.New("LSP_DAEMON_TLS_* apply to a host:port LSP_DAEMON_LISTEN; a unix socket is guarded by its file mode"))
+	case !strings.HasPrefix(e.Listen, "unix://") && !tlsAll:
+		// Trees must never travel in the clear, nor reach an unverified peer.
+		errs = append(errs, fmt.Errorf("LSP_DAEMON_LISTEN=%q: a host:port listener needs LSP_DAEMON_TLS_CERT, LSP_DAEMON_TLS_KEY and LSP_DAEMON_TLS_CLIENT_CA", e.Listen))
 	}
 	return e, errors.Join(errs...)
 }

@@ -39,7 +39,7 @@ func tsServer() map[string]any {
 		"arguments":         []any{"/opt/ts/node_modules/typescript-language-server/lib/cli.mjs", "--stdio"},
 		"executable_sha256": strings.Repeat("cd", 32),
 		"initialization_options": map[string]any{
-			"tsserver":                          map[string]any{"path": "/opt/ts/node_modules/typescript/lib/tsserver.js"},
+			"tsserver":                          map[string]any{"path": "/opt/ts/node_modules/typescript/lib/tsserver.js", "useSyntaxServer": "never"},
 			"disableAutomaticTypingAcquisition": true,
 		},
 		"request_timeout_ms": 15000,
@@ -138,13 +138,19 @@ func TestParseNamesTheField(t *testing.T) {
 		{"ts fallback path", tsServer, initOpts(func(o map[string]any) {
 			o["tsserver"] = map[string]any{"path": "/opt/ts/node_modules/typescript/lib/tsserver.js", "fallbackPath": "/x/lib/tsserver.js"}
 		}), "servers[0].initialization_options.tsserver.fallbackPath"},
+		{"ts syntax server", tsServer, initOpts(func(o map[string]any) {
+			o["tsserver"] = map[string]any{"path": "/opt/ts/node_modules/typescript/lib/tsserver.js", "useSyntaxServer": "auto"}
+		}), "servers[0].initialization_options.tsserver.useSyntaxServer"},
+		{"ts syntax server default", tsServer, initOpts(func(o map[string]any) {
+			o["tsserver"] = map[string]any{"path": "/opt/ts/node_modules/typescript/lib/tsserver.js"}
+		}), "servers[0].initialization_options.tsserver.useSyntaxServer"},
 		{"ts type acquisition on", tsServer, initOpts(func(o map[string]any) { o["disableAutomaticTypingAcquisition"] = false }), "servers[0].initialization_options.disableAutomaticTypingAcquisition"},
 		{"ts type acquisition default", tsServer, initOpts(func(o map[string]any) { delete(o, "disableAutomaticTypingAcquisition") }), "servers[0].initialization_options.disableAutomaticTypingAcquisition"},
 		{"ts npm location", tsServer, initOpts(func(o map[string]any) { o["npmLocation"] = "/usr/bin/npm" }), "servers[0].initialization_options.npmLocation"},
 		{"ts plugins", tsServer, initOpts(func(o map[string]any) {
 			o["plugins"] = []any{map[string]any{"name": "p", "location": "/opt/p"}}
 		}), "servers[0].initialization_options.plugins"},
-		{"tsserver set on another server", server, set("initialization_options", map[string]any{"tsserver": map[string]any{"path": "rel"}}), "servers[0].initialization_options.tsserver.path"},
+		{"tsserver set on another server", server, set("initialization_options", map[string]any{"tsserver": map[string]any{"path": "rel", "useSyntaxServer": "never"}}), "servers[0].initialization_options.tsserver.path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.base()
@@ -308,7 +314,7 @@ func TestTypeScriptLib(t *testing.T) {
 	writeFile(t, dir, "ts/node_modules/typescript/package.json", `{"name":"typescript","version":"5.9.3"}`, 0o644)
 	m := tsServer()
 	m["executable"], m["executable_sha256"] = exe, sum
-	m["initialization_options"].(map[string]any)["tsserver"] = map[string]any{"path": tsserver}
+	m["initialization_options"].(map[string]any)["tsserver"] = map[string]any{"path": tsserver, "useSyntaxServer": "never"}
 	f, err := Parse(mustJSON(t, doc(m)))
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +358,8 @@ func TestDescriptorFingerprint(t *testing.T) {
 	base := DescriptorFingerprint(parse(tsServer()))
 	// Formatting of the same options does not change it.
 	s := parse(tsServer())
-	s.InitializationOptions = json.RawMessage(`{ "disableAutomaticTypingAcquisition" : true, "tsserver": {"path":"/opt/ts/node_modules/typescript/lib/tsserver.js"} }`)
+	s.InitializationOptions = json.RawMessage(`{ "disableAutomaticTypingAcquisition" : true,
+		"tsserver": {"useSyntaxServer": "never", "path":"/opt/ts/node_modules/typescript/lib/tsserver.js"} }`)
 	if DescriptorFingerprint(s) != base {
 		t.Fatal("reformatted options changed the fingerprint")
 	}

@@ -24,6 +24,12 @@ import (
 // node_modules), because typescript-language-server never passes
 // --allowLocalPluginLoads; so they can name only what the operator
 // installed there.
+//
+// tsserver.useSyntaxServer must be "never": by default a second, syntax-only
+// tsserver answers hover, definition, references, completion and signature
+// help while the project loads, without resolving imports, and the answer
+// would look complete. With one semantic server a request waits for the
+// project instead (within its deadline).
 
 // tsOptions are the initialization options the daemon checks; the rest pass
 // through unread.
@@ -35,8 +41,9 @@ type tsOptions struct {
 }
 
 type tsserverOptions struct {
-	Path         *string         `json:"path"`
-	FallbackPath json.RawMessage `json:"fallbackPath"`
+	Path            *string         `json:"path"`
+	FallbackPath    json.RawMessage `json:"fallbackPath"`
+	UseSyntaxServer *string         `json:"useSyntaxServer"`
 }
 
 // runsTypeScriptLanguageServer reports whether an argument is the CLI of
@@ -80,6 +87,8 @@ func checkTypeScript(s Server, field func(string) string) error {
 		return fmt.Errorf("%s: want the path of a TypeScript package's lib/tsserver.js", field("initialization_options.tsserver.path"))
 	case !isNull(ts.FallbackPath):
 		return fmt.Errorf("%s: not allowed: the pinned path is the only TypeScript", field("initialization_options.tsserver.fallbackPath"))
+	case ts.UseSyntaxServer == nil || *ts.UseSyntaxServer != "never":
+		return fmt.Errorf("%s: must be \"never\": while a project loads, the syntax server answers without the project (imports unresolved), which would pass a partial answer off as current", field("initialization_options.tsserver.useSyntaxServer"))
 	case string(bytes.TrimSpace(opts.DisableAutomaticTypingAcquisition)) != "true":
 		return fmt.Errorf("%s: must be true: type acquisition runs npm", field("initialization_options.disableAutomaticTypingAcquisition"))
 	case !isNull(opts.NpmLocation):

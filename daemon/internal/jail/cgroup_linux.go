@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -51,6 +52,9 @@ func findHierarchies(mountinfo, selfCgroup []byte, v2Controllers func(mount stri
 			continue
 		}
 		m := mount{point: unescapeMount(f[4]), root: unescapeMount(f[3])}
+		if !filepath.IsAbs(m.point) || !filepath.IsAbs(m.root) {
+			continue
+		}
 		switch g[0] {
 		case "cgroup":
 			for _, o := range strings.Split(g[2], ",") {
@@ -69,7 +73,7 @@ func findHierarchies(mountinfo, selfCgroup []byte, v2Controllers func(mount stri
 	sc = bufio.NewScanner(bytes.NewReader(selfCgroup))
 	for sc.Scan() {
 		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
+		if len(parts) != 3 || !strings.HasPrefix(parts[2], "/") {
 			continue
 		}
 		if parts[0] == "0" && parts[1] == "" {
@@ -140,10 +144,10 @@ func readV2Controllers(mount string) []string {
 	return strings.Fields(string(b))
 }
 
-// cgroups is the daemon's parent of all jail cgroups: one directory per
-// hierarchy (v1 mounts pids and memory separately; v2 has one), named after
-// the daemon's pid so that daemons sharing a cgroup (tests, a restart) never
-// touch each other's jails.
+// cgroups is one Spawner's parent of its jail cgroups: one directory per
+// hierarchy (v1 mounts pids and memory separately; v2 has one), named
+// lsp-jail-<daemon pid>-<n> so that daemons sharing a cgroup (tests, a
+// restart) never touch each other's jails.
 type cgroups struct {
 	parents []cgroupParent
 }
@@ -160,6 +164,9 @@ type jailCgroup struct {
 }
 
 const cgroupPrefix = "lsp-jail-"
+
+// parentSeq numbers the Spawners of this process.
+var parentSeq atomic.Uint64
 
 // setupCgroups finds the pids and memory controllers and creates the
 // daemon's parent cgroups under its own. It returns nil cgroups and no
@@ -198,27 +205,35 @@ func setupCgroups() (*cgroups, []string, error) {
 		p.ctrls = append(p.ctrls, c)
 	}
 	cg := &cgroups{}
+	name := fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), parentSeq.Add(1))
 	for _, own := range order {
 		p := byDir[own]
-		removeStaleParents(own)
-		if p.v2 {
-			if err := enableV2(own, p.ctrls); err != nil {
-				return nil, nil, err
+		err := func() error {
+			removeStaleParents(own)
+			if p.v2 {
+				if err := enableV2(own, p.ctrls); err != nil {
+					return err
+				}
 			}
-		}
-		dir := filepath.Join(own, cgroupPrefix+strconv.Itoa(os.Getpid()))
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			dir := filepath.Join(own, name)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				return fmt.Errorf("cgroup %s: %w", dir, err)
+			}
+			cg.parents = append(cg.parents, cgroupParent{v2: p.v2, dir: dir, ctrls: p.ctrls})
+			if p.v2 {
+				return writeCgroup(dir, "cgroup.subtree_control", "+"+strings.Join(p.ctrls, " +"))
+			}
+			return nil
+		}()
+		if err != nil {
+			_ = cg.close()
+			// Not ours to use (an unprivileged daemon without a delegated
+			// subtree): the caller falls back or refuses.
 			if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
 				return nil, p.ctrls, nil
 			}
-			return nil, nil, fmt.Errorf("cgroup %s: %w", dir, err)
+			return nil, nil, err
 		}
-		if p.v2 {
-			if err := writeCgroup(dir, "cgroup.subtree_control", "+"+strings.Join(p.ctrls, " +")); err != nil {
-				return nil, nil, err
-			}
-		}
-		cg.parents = append(cg.parents, cgroupParent{v2: p.v2, dir: dir, ctrls: p.ctrls})
 	}
 	return cg, nil, nil
 }
@@ -254,10 +269,11 @@ func removeStaleParents(own string) {
 		return
 	}
 	for _, e := range entries {
-		pidStr, ok := strings.CutPrefix(e.Name(), cgroupPrefix)
+		rest, ok := strings.CutPrefix(e.Name(), cgroupPrefix)
 		if !ok || !e.IsDir() {
 			continue
 		}
+		pidStr, _, _ := strings.Cut(rest, "-")
 		pid, err := strconv.Atoi(pidStr)
 		if err != nil || pid == os.Getpid() {
 			continue

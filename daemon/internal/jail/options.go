@@ -30,6 +30,13 @@ type Options struct {
 	// Launcher is the daemon's own executable, which runs the jail's hidden
 	// modes (see Main); os.Executable() when empty.
 	Launcher string
+	// UIDBase starts the range of host uids a root daemon gives its jails
+	// (LSP_JAIL_UID_BASE): one uid per server home, never reused, out of
+	// UIDCount. Nothing else on the host may use the range.
+	UIDBase  uint32
+	UIDCount uint32
+	// StateDir keeps the uid allocator's counter; required as root.
+	StateDir string
 }
 
 // Defaults.
@@ -39,6 +46,8 @@ const (
 	DefaultPids     = 1024
 	DefaultFiles    = 8192
 	DefaultFileSize = 1 << 30
+	DefaultUIDBase  = 1_800_000_000
+	DefaultUIDCount = 100_000_000
 )
 
 // DefaultReadOnly is the Go toolchain, which gopls runs.
@@ -62,6 +71,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReadOnly == nil {
 		o.ReadOnly = DefaultReadOnly
+	}
+	if o.UIDBase == 0 {
+		o.UIDBase = DefaultUIDBase
+	}
+	if o.UIDCount == 0 {
+		o.UIDCount = DefaultUIDCount
 	}
 	return o
 }
@@ -97,6 +112,12 @@ func (o Options) validate() error {
 			errs = append(errs, fmt.Errorf("LSP_JAIL_RO_PATHS: %q is not a clean absolute path below /", p))
 		}
 	}
+	if o.UIDBase < 65536 || uint64(o.UIDBase)+uint64(o.UIDCount) > 1<<31 {
+		errs = append(errs, fmt.Errorf("LSP_JAIL_UID_BASE=%d: the range [base, base+%d) must lie within [65536, 2^31)", o.UIDBase, o.UIDCount))
+	}
+	if o.StateDir != "" && !filepath.IsAbs(o.StateDir) {
+		errs = append(errs, fmt.Errorf("jail state directory %q: not an absolute path", o.StateDir))
+	}
 	if o.Launcher != "" && !filepath.IsAbs(o.Launcher) {
 		errs = append(errs, fmt.Errorf("launcher %q: not an absolute path", o.Launcher))
 	}
@@ -126,6 +147,13 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 			errs = append(errs, fmt.Errorf("LSP_JAIL_PIDS=%q: not a positive integer", v))
 		}
 		o.Pids = n
+	}
+	if v := getenv("LSP_JAIL_UID_BASE"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			errs = append(errs, fmt.Errorf("LSP_JAIL_UID_BASE=%q: not a positive integer", v))
+		}
+		o.UIDBase = uint32(n)
 	}
 	if v := getenv("LSP_JAIL_NOFILE"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)

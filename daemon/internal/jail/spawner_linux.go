@@ -29,6 +29,7 @@ type Spawner struct {
 	version string
 	seccomp []byte
 	libs    []mount
+	uids    *uids // root only: the jails' host uids
 	seq     atomic.Uint64
 
 	// holes open a deliberate gap, for the tests that prove the self-test
@@ -55,9 +56,11 @@ const (
 )
 
 // New checks bubblewrap and prepares the cgroups. As root it requires pids
-// and memory cgroups, because no rlimit bounds root's processes; an
-// unprivileged daemon without a delegated cgroup subtree falls back to
-// rlimits (RLIMIT_NPROC in the jail's own user namespace, RLIMIT_DATA).
+// and memory cgroups (they bound the jail whatever it does, and nothing in
+// it can leave them) and a state directory for the jails' uids; an
+// unprivileged daemon without a delegated cgroup subtree relies on the
+// rlimits every jail has (RLIMIT_NPROC in the jail's own user namespace)
+// plus RLIMIT_DATA for memory.
 func New(opts Options, log *slog.Logger) (*Spawner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -92,6 +95,11 @@ func New(opts Options, log *slog.Logger) (*Spawner, error) {
 		log.Warn("jail: no writable pids/memory cgroup for this unprivileged daemon; limiting each jail with RLIMIT_NPROC (in its own user namespace) and RLIMIT_DATA", "unavailable", missing)
 	}
 	s.cg = cg
+	if s.root {
+		if s.uids, err = newUIDs(opts.UIDBase, opts.UIDCount, opts.StateDir); err != nil {
+			return nil, fmt.Errorf("jail: %w", err)
+		}
+	}
 	return s, nil
 }
 
@@ -157,6 +165,10 @@ func (s *Spawner) Close() error { return s.cg.close() }
 type mount struct {
 	op       string // --ro-bind, --bind, --symlink
 	src, dst string
+	// system paths are world-readable and bound by name; the others may
+	// sit under directories only the daemon can enter (its root is 0700),
+	// so a root daemon's launcher stages them first (see launchMain).
+	system bool
 }
 
 // systemLibs are the dynamic loader and shared libraries (gopls is linked
@@ -166,7 +178,7 @@ func systemLibs() []mount {
 	var out []mount
 	for _, d := range []string{"/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32"} {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-			out = append(out, mount{op: "--ro-bind", src: d, dst: d})
+			out = append(out, mount{op: "--ro-bind", src: d, dst: d, system: true})
 		}
 	}
 	for _, d := range []string{"/lib", "/lib64", "/lib32", "/libx32"} {
@@ -175,26 +187,23 @@ func systemLibs() []mount {
 		case err != nil:
 		case fi.Mode()&os.ModeSymlink != 0:
 			if target, err := os.Readlink(d); err == nil {
-				out = append(out, mount{op: "--symlink", src: target, dst: d})
+				out = append(out, mount{op: "--symlink", src: target, dst: d, system: true})
 			}
 		case fi.IsDir():
-			out = append(out, mount{op: "--ro-bind", src: d, dst: d})
+			out = append(out, mount{op: "--ro-bind", src: d, dst: d, system: true})
 		}
 	}
 	return out
 }
 
 // serverPaths are what one server needs besides the system libraries and
-// the toolchain: its executable's directory (the daemon's content-addressed
-// bin directory), and every existing absolute path among its arguments —
-// for a script inside a node_modules tree, that whole tree (its imports
-// live there; typescript-language-server and the pinned TypeScript share
-// one).
+// the toolchain: its executable (the file alone, not the daemon's bin
+// directory around it), and every existing absolute path among its
+// arguments — for a script inside a node_modules tree, that whole tree (its
+// imports live there; typescript-language-server and the pinned TypeScript
+// share one).
 func serverPaths(spec runtime.Spec) []string {
-	var out []string
-	if d := filepath.Dir(spec.Executable); d != "/" {
-		out = append(out, d)
-	}
+	out := []string{spec.Executable}
 	for _, a := range spec.Args {
 		if !filepath.IsAbs(a) || filepath.Clean(a) != a || a == "/" {
 			continue
@@ -215,7 +224,7 @@ type jailSpec struct {
 	exe  string // the program bwrap's init runs (through the in-jail init)
 	args []string
 	env  []string
-	// ownBinds: bind the executable's directory and argument paths
+	// ownBinds: bind the executable and argument paths
 	// (false for the canary, which is the init binary itself).
 	ownBinds bool
 	pids     int
@@ -223,11 +232,44 @@ type jailSpec struct {
 	initLimits []string
 }
 
-// bwrapArgs are bubblewrap's arguments for one jail. The order matters:
-// later mounts cover earlier ones, so the tree (read-only) and then the
-// home (writable) come after every generic path; --remount-ro / comes last
-// so that bwrap can still create mount points on its root.
-func (s *Spawner) bwrapArgs(spec runtime.Spec, ws runtime.Workspace, js jailSpec) []string {
+// stageDir is where a root daemon's launcher stages the sources of a
+// jail's binds, in its own mount namespace: /tmp exists everywhere, and the
+// launcher covers it with a private tmpfs that nobody else sees.
+const stageDir = "/tmp"
+
+func stagePath(i int) string { return stageDir + "/" + strconv.Itoa(i) }
+
+// mounts are one jail's file-system operations. The order matters: later
+// mounts cover earlier ones, so the tree (read-only) and then the home
+// (writable) come after every generic path.
+func (s *Spawner) mounts(spec runtime.Spec, ws runtime.Workspace, js jailSpec) []mount {
+	var ms []mount
+	ms = append(ms, s.libs...)
+	for _, p := range s.opts.ReadOnly {
+		if _, err := os.Stat(p); err == nil {
+			ms = append(ms, mount{op: "--ro-bind", src: p, dst: p})
+		}
+	}
+	if js.ownBinds {
+		for _, p := range serverPaths(spec) {
+			ms = append(ms, mount{op: "--ro-bind", src: p, dst: p})
+		}
+	}
+	if s.holes.bindExtra != "" {
+		ms = append(ms, mount{op: "--ro-bind", src: s.holes.bindExtra, dst: s.holes.bindExtra})
+	}
+	return append(ms,
+		mount{op: "--ro-bind", src: s.opts.Launcher, dst: initPath},
+		mount{op: "--ro-bind", src: ws.Root, dst: ws.Root},
+		mount{op: "--bind", src: ws.Home, dst: ws.Home},
+	)
+}
+
+// bwrapArgs are bubblewrap's arguments for one jail; with staged, every
+// non-system source is named by its stage path, and sources lists the
+// real paths in stage order. --remount-ro / comes last so that bwrap can
+// still create mount points on its root.
+func (s *Spawner) bwrapArgs(spec runtime.Spec, ws runtime.Workspace, js jailSpec, staged bool) (args, sources []string) {
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--uid", jailUID, "--gid", jailUID,
@@ -241,26 +283,14 @@ func (s *Spawner) bwrapArgs(spec runtime.Spec, ws runtime.Workspace, js jailSpec
 	if s.seccomp != nil {
 		a = append(a, "--seccomp", "3")
 	}
-	var ms []mount
-	ms = append(ms, s.libs...)
-	for _, p := range s.opts.ReadOnly {
-		ms = append(ms, mount{op: "--ro-bind-try", src: p, dst: p})
-	}
-	if js.ownBinds {
-		for _, p := range serverPaths(spec) {
-			ms = append(ms, mount{op: "--ro-bind", src: p, dst: p})
-		}
-	}
-	if s.holes.bindExtra != "" {
-		ms = append(ms, mount{op: "--ro-bind", src: s.holes.bindExtra, dst: s.holes.bindExtra})
-	}
-	ms = append(ms,
-		mount{op: "--ro-bind", src: s.opts.Launcher, dst: initPath},
-		mount{op: "--ro-bind", src: ws.Root, dst: ws.Root},
-		mount{op: "--bind", src: ws.Home, dst: ws.Home},
-	)
+	ms := s.mounts(spec, ws, js)
 	for _, m := range ms {
-		a = append(a, m.op, m.src, m.dst)
+		src := m.src
+		if staged && !m.system && m.op != "--symlink" {
+			src = stagePath(len(sources))
+			sources = append(sources, m.src)
+		}
+		a = append(a, m.op, src, m.dst)
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev")
 	// Programs that ignore TMPDIR find /tmp in the private home, unless a
@@ -277,7 +307,7 @@ func (s *Spawner) bwrapArgs(spec runtime.Spec, ws runtime.Workspace, js jailSpec
 	a = append(a, "--", initPath, modeInit)
 	a = append(a, js.initLimits...)
 	a = append(a, "--", js.exe)
-	return append(a, js.args...)
+	return append(a, js.args...), sources
 }
 
 func anyUnder(ms []mount, dir string) bool {
@@ -314,6 +344,15 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 	}
 	if err := prepareHome(ws); err != nil {
 		return nil, fmt.Errorf("spawn %s: home: %w", spec.ID, err)
+	}
+	uid := -1
+	if s.uids != nil {
+		if uid, err = s.uids.forHome(ws.Home); err != nil {
+			return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
+		}
+		if err := ownHomeDirs(ws.Home, uid); err != nil {
+			return nil, fmt.Errorf("spawn %s: home: %w", spec.ID, err)
+		}
 	}
 	js.initLimits = s.initLimits(js.pids)
 
@@ -377,35 +416,49 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 		extra = append(extra, scR)
 	}
 
-	argv := append([]string{s.opts.Bwrap}, s.bwrapArgs(spec, ws, js)...)
-	if jc != nil {
-		// The launcher is the daemon binary again: it joins the cgroups
-		// and then becomes bwrap, so every process of the jail is born
-		// inside them (cgroup v1 cannot start a child in another cgroup).
+	bargs, sources := s.bwrapArgs(spec, ws, js, s.root)
+	argv := append([]string{s.opts.Bwrap}, bargs...)
+	var sys syscall.SysProcAttr
+	if s.root || jc != nil {
+		// The launcher is the daemon binary again. It joins the cgroups
+		// and only then becomes bwrap, so every process of the jail is
+		// born inside them (cgroup v1 cannot start a child in another
+		// cgroup). As root it also stages the bind sources in a private
+		// mount namespace and drops to the home's uid before it execs
+		// bwrap, which then runs unprivileged.
 		launch := []string{s.opts.Launcher, modeLaunch}
-		for _, f := range jc.procsFiles() {
-			launch = append(launch, "-procs", f)
+		if jc != nil {
+			for _, f := range jc.procsFiles() {
+				launch = append(launch, "-procs", f)
+			}
+		}
+		if s.root {
+			launch = append(launch, "-stage", stageDir)
+			for _, src := range sources {
+				launch = append(launch, "-src", src)
+			}
+			launch = append(launch, "-uid", strconv.Itoa(uid), "-ppid", strconv.Itoa(os.Getpid()))
+			sys.Unshareflags = syscall.CLONE_NEWNS
 		}
 		argv = append(append(launch, "--"), argv...)
 	}
+	// A new session: the jail has no controlling terminal to inject input
+	// into, and the session id is the process group that Kill and Wait
+	// clean up.
+	sys.Setsid = true
+	sys.Pdeathsig = syscall.SIGKILL
 	cmd := &exec.Cmd{
 		Path: argv[0],
 		Args: argv,
 		// Nothing of the daemon's environment: bwrap's own environment is
 		// what the jail's PID 1 shows in /proc/1/environ.
-		Env:        []string{},
-		Dir:        "/",
-		Stdin:      inR,
-		Stdout:     outW,
-		Stderr:     errW,
-		ExtraFiles: extra,
-		SysProcAttr: &syscall.SysProcAttr{
-			// A new session: the jail has no controlling terminal to
-			// inject input into, and the session id is the process group
-			// that Kill and Wait clean up.
-			Setsid:    true,
-			Pdeathsig: syscall.SIGKILL,
-		},
+		Env:         []string{},
+		Dir:         "/",
+		Stdin:       inR,
+		Stdout:      outW,
+		Stderr:      errW,
+		ExtraFiles:  extra,
+		SysProcAttr: &sys,
 	}
 	if err := startOnSpawnThread(cmd); err != nil {
 		closeAll()
@@ -434,16 +487,19 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 // initLimits are the rlimits the in-jail init sets before it runs the
 // server. RLIMIT_NPROC counts tasks per user and user namespace, so set
 // inside the jail's own user namespace it bounds this jail alone (set
-// outside it would count every process of the daemon's uid); it does not
-// bind root, which is why a root daemon has the pids cgroup.
+// outside it would count every process of the daemon's uid); a root
+// daemon's jails have the pids cgroup on top, which nothing can leave.
 func (s *Spawner) initLimits(pids int) []string {
 	l := []string{
 		"-nofile", strconv.FormatUint(s.opts.Files, 10),
 		"-fsize", strconv.FormatInt(s.opts.FileSize, 10),
 		"-core", "0",
 	}
-	if s.cg == nil && !s.holes.noLimits {
-		l = append(l, "-nproc", strconv.Itoa(pids), "-data", strconv.FormatInt(s.opts.Memory, 10))
+	if !s.holes.noLimits {
+		l = append(l, "-nproc", strconv.Itoa(pids))
+		if s.cg == nil {
+			l = append(l, "-data", strconv.FormatInt(s.opts.Memory, 10))
+		}
 	}
 	return l
 }

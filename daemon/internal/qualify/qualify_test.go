@@ -87,7 +87,7 @@ func tsEntry(t *testing.T, dir string) map[string]any {
 		"arguments":         []any{filepath.Join(dir, "node_modules/typescript-language-server/lib/cli.mjs"), "--stdio"},
 		"executable_sha256": sha(t, node),
 		"initialization_options": map[string]any{
-			"tsserver":                          map[string]any{"path": filepath.Join(dir, "node_modules/typescript/lib/tsserver.js")},
+			"tsserver":                          map[string]any{"path": filepath.Join(dir, "node_modules/typescript/lib/tsserver.js"), "useSyntaxServer": "never"},
 			"disableAutomaticTypingAcquisition": true,
 		},
 		"request_timeout_ms": 60000, "reviewed_by": "qualify test", "reviewed_at": "2026-08-20T00:00:00Z",

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
@@ -33,6 +34,8 @@ type Runner struct {
 	Externals Externals
 	// MaxDocument bounds the size of a file opened in a server.
 	MaxDocument int64
+
+	anchors sync.Map // workspace dir + spec ID → repo-relative anchor document ("" for none)
 }
 
 // toolFor maps each operation to the negotiated tool it needs.
@@ -119,6 +122,11 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	resp := &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_OK}
 	u := lsp.DocumentURI(pol.FileURI(rel))
 	pos := lsp.Position{Line: req.GetPosition().GetLine(), Character: req.GetPosition().GetCharacter()}
+	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS {
+		if err := r.anchorDocument(ctx, w, spec, client, pol); err != nil {
+			return serverFailure(ctx, err)
+		}
+	}
 	if doc != nil && !client.IsOpen(u) {
 		if err := client.DidOpen(ctx, u, spec.LanguageID(rel), string(doc.Text)); err != nil {
 			return serverFailure(ctx, err)

@@ -64,8 +64,7 @@ func TestWritePublishesAtomically(t *testing.T) {
 
 func TestWriteRefusesBadTrees(t *testing.T) {
 	good, _ := entry("a.go", "package a\n")
-	bad := *good
-	bad.Sha256 = strings.Repeat("0", 64)
+	bad := &daemonv1.FileEntry{Path: good.Path, Size: good.Size, Sha256: strings.Repeat("0", 64)}
 	for _, tc := range []struct {
 		name  string
 		files []*daemonv1.FileEntry
@@ -78,7 +77,7 @@ func TestWriteRefusesBadTrees(t *testing.T) {
 		{"nul", []*daemonv1.FileEntry{{Path: "a\x00x", Sha256: good.Sha256}}, ""},
 		{"repeat", []*daemonv1.FileEntry{good, good}, "package a\npackage a\n"},
 		{"file as dir", []*daemonv1.FileEntry{good, {Path: "a.go/x", Size: 0, Sha256: good.Sha256}}, "package a\n"},
-		{"digest mismatch", []*daemonv1.FileEntry{&bad}, "package a\n"},
+		{"digest mismatch", []*daemonv1.FileEntry{bad}, "package a\n"},
 		{"short stream", []*daemonv1.FileEntry{good}, "pack"},
 		{"long stream", []*daemonv1.FileEntry{good}, "package a\nmore"},
 	} {

@@ -23,6 +23,7 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/httpapi"
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
 	"github.com/hanzoai/lsp/proxy/internal/operation"
+	"github.com/hanzoai/lsp/proxy/internal/ratelimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -43,6 +44,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		Algs:           cfg.JWTAlgs,
 		MaxTTL:         cfg.JWTMaxTTL,
 		DevMode:        cfg.DevMode,
+		LoginClaim:     cfg.ForgeSudoClaim,
 	}, &http.Client{Timeout: 10 * time.Second}, log)
 	if err != nil {
 		return fmt.Errorf("identity: %w", err)
@@ -55,18 +57,27 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	}
 	defer led.Close()
 
-	pool, err := daemonclient.Dial(cfg.Daemons, log)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	dopts, err := daemonOptions(cfg, log)
+	if err != nil {
+		return fmt.Errorf("daemons: %w", err)
+	}
+	dopts.Registry = reg
+	pool, err := daemonclient.New(cfg.Daemons, dopts)
 	if err != nil {
 		return fmt.Errorf("daemons: %w", err)
 	}
 	defer pool.Close()
 
+	sudo, err := sudoToken(cfg)
+	if err != nil {
+		return fmt.Errorf("forge: %w", err)
+	}
 	secret := []byte(cfg.TenantKeySecret)
 	cacheSecret := make([]byte, 32)
 	_, _ = rand.Read(cacheSecret) // access-cache keys never leave this process
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	fg := forge.NewCache(forge.NewGit(cfg.ForgeURL, forgeHTTPClient(), "git", log), cfg.ForgeCacheTTL, cacheSecret)
+	fg := newForge(cfg, cacheSecret, log)
 
 	ops := operation.New(fg, led, pool, operation.Config{
 		PrepareCents:   cfg.PrepareCents,
@@ -76,7 +87,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 			MaxFiles: cfg.TreeMaxFiles, MaxTotalBytes: cfg.TreeMaxBytes,
 			MaxFileBytes: cfg.TreeMaxFileBytes, MaxDepth: cfg.TreeMaxDepth,
 		},
-		Owners: cfg.ForgeOwners,
+		Owners:      cfg.ForgeOwners,
+		MaxPrepares: cfg.MaxPrepares,
 	}, log, reg)
 	api := httpapi.New(httpapi.Deps{
 		Verifier:        verifier,
@@ -91,6 +103,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		Money:           led,
 		// A retry may take over an Idempotency-Key only once a dead attempt's hold is gone.
 		IdempotencyLease: 2*cfg.PrepareTimeout + time.Minute + cfg.RequestTimeout,
+		ForgeSudoToken:   sudo,
+		ForgeJWTAudience: cfg.ForgeJWTAudience,
+		RateLimit:        ratelimit.New(cfg.RateLimit, cfg.RateBurst),
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -119,6 +134,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("shutdown: %w", err)
+	}
+	// Prepares run detached from their clients: one whose client left is
+	// still pushing. Wait for it to be captured (or released) before the
+	// ledger and the daemon connections close.
+	if err := error(nil); err != nil {
+		log.Warn("shutdown: prepares still running when the grace ended; their holds expire or are captured by the next answer", "err", err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -25,8 +26,14 @@ type DevClaims struct {
 	Orgs     []string // optional
 	Roles    []string // optional, "ROLE:ORG"
 	Audience string   // optional; the Verifier requires it outside development mode
-	Issuer   string   // optional
-	KID      string   // optional; default: the RFC 7638 thumbprint of the signing key
+	// ExtraAudiences are further aud values (a token for the service and
+	// the forge, LSP_FORGE_AUTH=jwt).
+	ExtraAudiences []string
+	// Claims are further string claims (the forge login of
+	// LSP_FORGE_AUTH=sudo); they never replace the ones above.
+	Claims map[string]string
+	Issuer string // optional
+	KID    string // optional; default: the RFC 7638 thumbprint of the signing key
 }
 
 // GenerateDevKey writes a fresh Ed25519 key pair into dir for `make run` and tests: a PKCS#8 private
@@ -85,10 +92,30 @@ type devPayload struct {
 	Owner    string           `json:"owner"`
 	Orgs     []string         `json:"orgs,omitempty"`
 	Roles    []string         `json:"roles,omitempty"`
-	Audience string           `json:"aud,omitempty"`
+	Audience jwt.ClaimStrings `json:"aud,omitempty"`
 	Issuer   string           `json:"iss,omitempty"`
 	IssuedAt *jwt.NumericDate `json:"iat"`
 	Expires  *jwt.NumericDate `json:"exp"`
+	extra    map[string]string
+}
+
+// MarshalJSON adds the extra claims beside the fixed ones.
+func (p devPayload) MarshalJSON() ([]byte, error) {
+	type plain devPayload
+	b, err := json.Marshal(plain(p))
+	if err != nil || len(p.extra) == 0 {
+		return b, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for k, v := range p.extra {
+		if _, taken := m[k]; !taken {
+			m[k] = v
+		}
+	}
+	return json.Marshal(m)
 }
 
 func (p devPayload) GetExpirationTime() (*jwt.NumericDate, error) { return p.Expires, nil }
@@ -96,12 +123,7 @@ func (p devPayload) GetIssuedAt() (*jwt.NumericDate, error)       { return p.Iss
 func (p devPayload) GetNotBefore() (*jwt.NumericDate, error)      { return nil, nil }
 func (p devPayload) GetIssuer() (string, error)                   { return p.Issuer, nil }
 func (p devPayload) GetSubject() (string, error)                  { return p.Subject, nil }
-func (p devPayload) GetAudience() (jwt.ClaimStrings, error) {
-	if p.Audience == "" {
-		return nil, nil
-	}
-	return jwt.ClaimStrings{p.Audience}, nil
-}
+func (p devPayload) GetAudience() (jwt.ClaimStrings, error)       { return p.Audience, nil }
 
 // SignDevToken signs a token valid for ttl from now with the PEM private key at privPEMPath (as written
 // by GenerateDevKey; RSA and ECDSA PKCS#8/PKCS#1/SEC 1 keys work too, as RS256 and ES256/384/512).
@@ -144,10 +166,16 @@ func SignDevToken(privPEMPath string, claims DevClaims, ttl time.Duration) (stri
 		}
 	}
 	now := time.Now()
+	var aud jwt.ClaimStrings
+	if claims.Audience != "" {
+		aud = append(aud, claims.Audience)
+	}
+	aud = append(aud, claims.ExtraAudiences...)
 	tok := jwt.NewWithClaims(method, devPayload{
 		Subject: claims.Subject, Owner: claims.Owner, Orgs: claims.Orgs, Roles: claims.Roles,
-		Audience: claims.Audience, Issuer: claims.Issuer,
+		Audience: aud, Issuer: claims.Issuer,
 		IssuedAt: jwt.NewNumericDate(now), Expires: jwt.NewNumericDate(now.Add(ttl)),
+		extra: claims.Claims,
 	})
 	tok.Header["kid"] = kid
 	s, err := tok.SignedString(signer)

@@ -33,6 +33,13 @@ type Principal struct {
 	Owner   string   // the principal's home org
 	Orgs    []string // further orgs the principal belongs to
 	Roles   []Role
+	// Audience is the token's aud, for forwarding it to the forge only when
+	// it names the forge (LSP_FORGE_AUTH=jwt).
+	Audience []string
+	// Login is the verified claim Config.LoginClaim names (the forge login
+	// of LSP_FORGE_AUTH=sudo); empty when not configured, absent or not a
+	// well-formed login.
+	Login string
 }
 
 // SelectOrg returns the org a request acts for: the X-Org-Id header value when present, which must be

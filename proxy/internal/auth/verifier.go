@@ -41,6 +41,9 @@ type Config struct {
 	Leeway time.Duration
 	// DevMode makes Audience optional and allows a plain-http JWKS URL.
 	DevMode bool
+	// LoginClaim, when set, names a string claim copied into
+	// Principal.Login (see login.go).
+	LoginClaim string
 }
 
 // defaultAlgs is the allow-list used when Config.Algs is empty.
@@ -62,6 +65,7 @@ type Verifier struct {
 	jwks    *jwksSource // nil when no JWKSURL
 	hmac    []byte      // nil unless an HS* algorithm is allowed
 	issuer  string
+	login   string // Config.LoginClaim
 	maxTTL  time.Duration
 	leeway  time.Duration
 	now     func() time.Time
@@ -102,7 +106,7 @@ func newVerifier(ctx context.Context, cfg Config, client *http.Client, log *slog
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	v := &Verifier{log: log, issuer: cfg.Issuer, maxTTL: cfg.MaxTTL, leeway: cfg.Leeway, now: o.now}
+	v := &Verifier{log: log, issuer: cfg.Issuer, login: cfg.LoginClaim, maxTTL: cfg.MaxTTL, leeway: cfg.Leeway, now: o.now}
 
 	algs, err := checkAlgs(cfg.Algs)
 	if err != nil {
@@ -334,6 +338,10 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (*Principal, error) {
 	p, r := principalFrom(&c)
 	if r != "" {
 		return nil, refuse(r)
+	}
+	p.Audience = c.Audience
+	if v.login != "" {
+		p.Login = loginClaim(raw, v.login)
 	}
 	return p, nil
 }

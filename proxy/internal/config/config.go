@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -47,9 +48,28 @@ type Config struct {
 	TreeMaxBytes     int64 // LSP_TREE_MAX_BYTES
 	TreeMaxFileBytes int64 // LSP_TREE_MAX_FILE_BYTES
 	TreeMaxDepth     int   // LSP_TREE_MAX_DEPTH
+
+	// Shards: mutual TLS to host:port daemons and their health checks.
+	DaemonTLSCert        string        // LSP_DAEMON_TLS_CERT: the proxy's client certificate
+	DaemonTLSKey         string        // LSP_DAEMON_TLS_KEY
+	DaemonTLSCA          string        // LSP_DAEMON_TLS_CA: the CA of the daemons' certificates
+	DaemonHealthInterval time.Duration // LSP_DAEMON_HEALTH_INTERVAL
+
+	// Forge credential modes sudo and jwt (CONTRACT §3).
+	ForgeSudoTokenFile string // LSP_FORGE_SUDO_TOKEN_FILE: the admin token, for LSP_FORGE_AUTH=sudo
+	ForgeSudoClaim     string // LSP_FORGE_SUDO_CLAIM: the verified JWT claim holding the forge login
+	ForgeJWTAudience   string // LSP_FORGE_JWT_AUDIENCE: the aud a JWT must name to be forwarded
+
+	// Operations.
+	RateLimit   float64 // LSP_RATE_LIMIT: requests per second per org (0: no limit)
+	RateBurst   int     // LSP_RATE_BURST
+	MaxPrepares int     // LSP_MAX_PREPARES: concurrent prepares per proxy
 }
 
 var orgRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// claimRE is a JWT claim name an operator may name for the forge login.
+var claimRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,128}$`)
 
 // Load reads the environment through getenv (os.Getenv in production).
 func Load(getenv func(string) string) (*Config, error) {
@@ -87,6 +107,23 @@ func Load(getenv func(string) string) (*Config, error) {
 		TreeMaxBytes:     p.int("LSP_TREE_MAX_BYTES", 512<<20),
 		TreeMaxFileBytes: p.int("LSP_TREE_MAX_FILE_BYTES", 16<<20),
 		TreeMaxDepth:     int(p.int("LSP_TREE_MAX_DEPTH", 64)),
+
+		DaemonTLSCert:        p.str("LSP_DAEMON_TLS_CERT", ""),
+		DaemonTLSKey:         p.str("LSP_DAEMON_TLS_KEY", ""),
+		DaemonTLSCA:          p.str("LSP_DAEMON_TLS_CA", ""),
+		DaemonHealthInterval: p.duration("LSP_DAEMON_HEALTH_INTERVAL", 2*time.Second),
+
+		ForgeSudoTokenFile: p.str("LSP_FORGE_SUDO_TOKEN_FILE", ""),
+		ForgeSudoClaim:     p.str("LSP_FORGE_SUDO_CLAIM", ""),
+		ForgeJWTAudience:   p.str("LSP_FORGE_JWT_AUDIENCE", ""),
+
+		RateLimit:   p.float("LSP_RATE_LIMIT", 0),
+		RateBurst:   int(p.int("LSP_RATE_BURST", 0)),
+		MaxPrepares: int(p.int("LSP_MAX_PREPARES", 8)),
+	}
+	if c.RateBurst == 0 && c.RateLimit > 0 {
+		// Two seconds' worth by default: room for a client's short burst.
+		c.RateBurst = max(1, int(math.Ceil(2*c.RateLimit)))
 	}
 	if err := errors.Join(p.errs...); err != nil {
 		return nil, err
@@ -110,14 +147,57 @@ func (c *Config) validate() error {
 		bad("LSP_FORGE_URL is required")
 	}
 	switch c.ForgeKind {
-	case "git":
+	case "git", "gitea":
 	default:
-		bad("LSP_FORGE_KIND=%q: supported kinds are git", c.ForgeKind)
+		bad("LSP_FORGE_KIND=%q: supported kinds are git, gitea", c.ForgeKind)
 	}
 	switch c.ForgeAuth {
 	case "bearer", "basic":
+	case "sudo":
+		// Sudo is a Gitea/Forgejo API header; over git smart HTTP the admin
+		// token would act as the admin itself.
+		if c.ForgeKind != "gitea" {
+			bad("LSP_FORGE_AUTH=sudo needs LSP_FORGE_KIND=gitea")
+		}
+		if c.ForgeSudoTokenFile == "" {
+			bad("LSP_FORGE_AUTH=sudo needs LSP_FORGE_SUDO_TOKEN_FILE (the admin token)")
+		}
+		if !claimRE.MatchString(c.ForgeSudoClaim) {
+			bad("LSP_FORGE_AUTH=sudo needs LSP_FORGE_SUDO_CLAIM: the name of a verified, immutable JWT claim holding the forge login")
+		}
+	case "jwt":
+		// Forwarding the service's own token is an explicit opt-in, and
+		// only tokens that name the forge in their audience are forwarded.
+		if c.ForgeJWTAudience == "" {
+			bad("LSP_FORGE_AUTH=jwt needs LSP_FORGE_JWT_AUDIENCE: only tokens whose aud names the forge are forwarded")
+		}
 	default:
-		bad("LSP_FORGE_AUTH=%q: supported modes are bearer, basic", c.ForgeAuth)
+		bad("LSP_FORGE_AUTH=%q: supported modes are bearer, basic, sudo, jwt", c.ForgeAuth)
+	}
+	if c.ForgeAuth != "sudo" && (c.ForgeSudoTokenFile != "" || c.ForgeSudoClaim != "") {
+		bad("LSP_FORGE_SUDO_TOKEN_FILE and LSP_FORGE_SUDO_CLAIM apply only with LSP_FORGE_AUTH=sudo")
+	}
+	if c.ForgeAuth != "jwt" && c.ForgeJWTAudience != "" {
+		bad("LSP_FORGE_JWT_AUDIENCE applies only with LSP_FORGE_AUTH=jwt")
+	}
+	tlsSet := c.DaemonTLSCert != "" || c.DaemonTLSKey != "" || c.DaemonTLSCA != ""
+	tlsAll := c.DaemonTLSCert != "" && c.DaemonTLSKey != "" && c.DaemonTLSCA != ""
+	if tlsSet && !tlsAll {
+		bad("LSP_DAEMON_TLS_CERT, LSP_DAEMON_TLS_KEY and LSP_DAEMON_TLS_CA go together")
+	}
+	for _, d := range c.Daemons {
+		if !strings.HasPrefix(d, "unix://") && !tlsAll {
+			bad("LSP_DAEMONS: %q is host:port, which needs mutual TLS (LSP_DAEMON_TLS_CERT, LSP_DAEMON_TLS_KEY, LSP_DAEMON_TLS_CA)", d)
+		}
+	}
+	if c.DaemonHealthInterval <= 0 {
+		bad("LSP_DAEMON_HEALTH_INTERVAL must be positive")
+	}
+	if c.RateLimit < 0 || c.RateBurst < 0 {
+		bad("LSP_RATE_LIMIT and LSP_RATE_BURST must not be negative")
+	}
+	if c.MaxPrepares < 1 {
+		bad("LSP_MAX_PREPARES must be at least 1")
 	}
 	if c.PrepareCents < 0 {
 		bad("LSP_PREPARE_CENTS must not be negative")
@@ -176,6 +256,18 @@ func (p *parser) int(name string, def int64) int64 {
 		p.errs = append(p.errs, fmt.Errorf("%s=%q: not an integer", name, v))
 	}
 	return n
+}
+
+func (p *parser) float(name string, def float64) float64 {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		p.errs = append(p.errs, fmt.Errorf("%s=%q: not a number", name, v))
+	}
+	return f
 }
 
 func (p *parser) duration(name string, def time.Duration) time.Duration {

@@ -19,6 +19,7 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", ".dev", "where the stack keeps its state (recreated on every run)")
 	gopls := fs.String("gopls", ".bin/gopls", "the pinned gopls binary")
 	daemonBin := fs.String("daemon-bin", ".bin/lsp-daemon", "the lsp-daemon binary")
+	typescript := fs.String("typescript", "", "the reviewed TypeScript install (make deps: .bin/ts); empty serves Go only")
 	listen := fs.String("listen", "127.0.0.1:8080", "proxy listen address")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
@@ -32,7 +33,13 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fmt.Fprintln(stdout, "starting Postgres, the dev forge, the daemon (gopls) and the proxy…")
-	s, err := devstack.Start(ctx, devstack.Options{Dir: abs, DaemonBin: *daemonBin, Gopls: *gopls, Listen: *listen, Log: log})
+	ts := ""
+	if *typescript != "" {
+		if ts, err = filepath.Abs(*typescript); err != nil {
+			return err
+		}
+	}
+	s, err := devstack.Start(ctx, devstack.Options{Dir: abs, DaemonBin: *daemonBin, Gopls: *gopls, TypeScript: ts, Listen: *listen, Log: log})
 	if err != nil {
 		return err
 	}

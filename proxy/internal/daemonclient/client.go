@@ -1,77 +1,202 @@
 // Package daemonclient is the proxy's side of the daemon protocol: one gRPC
-// connection per daemon shard, the protocol-version check on connect, the
-// choice of shard for a workspace by rendezvous hashing, and the streamed
-// tree push.
+// connection per daemon shard, the protocol-version check, health checks, the
+// choice of shard for a workspace by rendezvous hashing over the live
+// shards, mutual TLS to host:port daemons, the request id carried as gRPC
+// metadata, and the streamed tree push.
+//
+// Shards: every shard is asked Hello every health interval (and at once when
+// the pool starts). A shard whose Hello fails, or whose transport fails a
+// call, is marked down until a Hello succeeds again. Pick ranks the shards
+// by rendezvous (highest random weight) hashing of (address, tenant key,
+// repo, commit) and takes the best live one, so a dead shard's keys move to
+// their next-ranked shard and come back when it recovers, while every other
+// key stays where it is. With no live shard Pick still answers (the
+// best-ranked shard), so the call fails with the shard's own error.
+//
+// Each proxy replica has its own view of shard health; two replicas may
+// briefly disagree about a shard and send a key to two shards. That costs a
+// second tree on disk, never money: see HIP.md (the ledger's re-prepare
+// grace and the unique prepare id).
 package daemonclient
 
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // ChunkSize is the size of one data message of a tree push: large enough
 // that per-message overhead vanishes, well below gRPC's 4 MiB default.
 const ChunkSize = 1 << 20
 
+// DefaultHealthInterval is the time between two Hello checks of a shard.
+const DefaultHealthInterval = 2 * time.Second
+
 // Shard is one daemon.
 type Shard struct {
 	Addr   string
 	conn   *grpc.ClientConn
 	client daemonv1.DaemonClient
+	pool   *Pool
 
-	mu    sync.Mutex
-	hello bool // the protocol version was checked on this connection
+	up      atomic.Bool
+	checked atomic.Bool // a Hello has succeeded on this shard at least once
+
+	mu      sync.Mutex
+	lastErr error // why the shard is down
+}
+
+// Options configure a Pool.
+type Options struct {
+	// TLS is the client side of mutual TLS (a client certificate and the
+	// CA that signed the daemons' certificates); it is required for
+	// host:port daemons and unused for unix sockets.
+	TLS *tls.Config
+	// HealthInterval is the time between Hello checks of each shard;
+	// zero means DefaultHealthInterval.
+	HealthInterval time.Duration
+	// Registry, when not nil, receives the lsp_proxy_daemon_up gauge.
+	Registry prometheus.Registerer
+	// Log receives shard transitions; nil discards.
+	Log *slog.Logger
 }
 
 // Pool holds every shard.
 type Pool struct {
-	shards []*Shard
-	log    *slog.Logger
+	shards   []*Shard
+	log      *slog.Logger
+	interval time.Duration
+	gauge    *prometheus.GaugeVec
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
-// Dial connects to each address ("unix:///path.sock" or "host:port").
-// Connections are lazy: a shard that is down does not stop the proxy.
+// Dial connects to each address with default options and no TLS.
 func Dial(addrs []string, log *slog.Logger) (*Pool, error) {
-	p := &Pool{log: log}
+	return New(addrs, Options{Log: log})
+}
+
+// New connects to each address ("unix:///path.sock", or "host:port" with
+// mutual TLS) and starts the health checks; Close stops them. Connections
+// are lazy: a shard that is down does not stop the proxy.
+func New(addrs []string, o Options) (*Pool, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = DefaultHealthInterval
+	}
+	p := &Pool{log: o.Log, interval: o.HealthInterval}
+	seen := map[string]bool{}
 	for _, a := range addrs {
-		target := a
-		if !strings.HasPrefix(a, "unix://") {
-			// TLS with client certificates is the deployed transport; it is
-			// configured by the shards issue. Plain TCP is refused here
-			// rather than silently sent in the clear.
-			return nil, fmt.Errorf("daemon %q: only unix:// sockets are supported so far", a)
+		if seen[a] {
+			p.Close()
+			return nil, fmt.Errorf("daemon %q is listed twice", a)
 		}
-		conn, err := grpc.NewClient(target,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+		seen[a] = true
+		creds, err := transport(a, o.TLS)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		conn, err := grpc.NewClient(a,
+			grpc.WithTransportCredentials(creds),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)),
+			grpc.WithChainUnaryInterceptor(unaryRequestID),
+			grpc.WithChainStreamInterceptor(streamRequestID),
+			// A shard that comes back is noticed within seconds, not
+			// after gRPC's default two-minute backoff.
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+				MinConnectTimeout: 5 * time.Second,
+			}),
 		)
 		if err != nil {
+			p.Close()
 			return nil, fmt.Errorf("daemon %q: %w", a, err)
 		}
-		p.shards = append(p.shards, &Shard{Addr: a, conn: conn, client: daemonv1.NewDaemonClient(conn)})
+		s := &Shard{Addr: a, conn: conn, client: daemonv1.NewDaemonClient(conn), pool: p}
+		s.up.Store(true) // until a check says otherwise
+		p.shards = append(p.shards, s)
 	}
 	if len(p.shards) == 0 {
 		return nil, errors.New("no daemon configured")
 	}
+	p.gauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "lsp_proxy_daemon_up", Help: "Whether this proxy sees a daemon shard as live (1) or down (0).",
+	}, []string{"shard"})
+	if o.Registry != nil {
+		if err := o.Registry.Register(p.gauge); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("daemon metrics: %w", err)
+		}
+	}
+	for _, s := range p.shards {
+		p.gauge.WithLabelValues(s.Addr).Set(1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	for _, s := range p.shards {
+		p.wg.Add(1)
+		go p.watch(ctx, s)
+	}
 	return p, nil
 }
 
-// Close closes every connection.
+// transport chooses the connection's security: a unix socket is guarded by
+// its file mode; anything else needs mutual TLS.
+func transport(addr string, cfg *tls.Config) (credentials.TransportCredentials, error) {
+	if strings.HasPrefix(addr, "unix://") {
+		return insecure.NewCredentials(), nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return nil, fmt.Errorf("daemon %q: want unix:///path.sock or host:port", addr)
+	}
+	if cfg == nil || len(cfg.Certificates) == 0 || cfg.RootCAs == nil {
+		// Never send trees in the clear, nor to a daemon we cannot verify.
+		return nil, fmt.Errorf("daemon %q: a host:port daemon needs mutual TLS (LSP_DAEMON_TLS_CERT, LSP_DAEMON_TLS_KEY, LSP_DAEMON_TLS_CA)", addr)
+	}
+	c := cfg.Clone()
+	c.ServerName = host
+	if c.MinVersion < tls.VersionTLS13 {
+		c.MinVersion = tls.VersionTLS13
+	}
+	return credentials.NewTLS(c), nil
+}
+
+// Close stops the health checks and closes every connection.
 func (p *Pool) Close() {
+	if p.cancel != nil {
+		p.cancel()
+	}
+	p.wg.Wait()
 	for _, s := range p.shards {
 		_ = s.conn.Close()
 	}
 }
+
+// Shards lists the shards in configuration order.
+func (p *Pool) Shards() []*Shard { return p.shards }
 
 // Key names a workspace on the wire.
 type Key struct{ TenantKey, Repo, Commit string }
@@ -80,34 +205,45 @@ func (k Key) proto() *daemonv1.WorkspaceKey {
 	return &daemonv1.WorkspaceKey{TenantKey: k.TenantKey, Repo: k.Repo, Commit: k.Commit}
 }
 
-// Pick returns the shard for k by rendezvous (highest random weight)
-// hashing: every proxy replica picks the same shard, and adding or losing a
-// shard moves only that shard's share of keys.
+// weight is the rendezvous weight of shard addr for k.
+func weight(addr string, k Key) uint64 {
+	h := sha256.New()
+	h.Write([]byte(addr))
+	h.Write([]byte{0})
+	h.Write([]byte(k.TenantKey))
+	h.Write([]byte{0})
+	h.Write([]byte(k.Repo))
+	h.Write([]byte{0})
+	h.Write([]byte(k.Commit))
+	return binary.BigEndian.Uint64(h.Sum(nil))
+}
+
+// Pick returns the shard for k: the live shard of highest rendezvous
+// weight. Every proxy replica with the same view of health picks the same
+// shard, and losing or adding a shard moves only that shard's keys.
 func (p *Pool) Pick(k Key) *Shard {
-	var best *Shard
-	var bestW uint64
+	var best, bestAny *Shard
+	var bestW, bestAnyW uint64
 	for _, s := range p.shards {
-		h := sha256.New()
-		h.Write([]byte(s.Addr))
-		h.Write([]byte{0})
-		h.Write([]byte(k.TenantKey))
-		h.Write([]byte{0})
-		h.Write([]byte(k.Repo))
-		h.Write([]byte{0})
-		h.Write([]byte(k.Commit))
-		w := binary.BigEndian.Uint64(h.Sum(nil))
-		if best == nil || w > bestW {
+		w := weight(s.Addr, k)
+		if bestAny == nil || w > bestAnyW {
+			bestAny, bestAnyW = s, w
+		}
+		if s.up.Load() && (best == nil || w > bestW) {
 			best, bestW = s, w
 		}
+	}
+	if best == nil {
+		return bestAny
 	}
 	return best
 }
 
-// Ping checks that at least one shard answers Hello with our protocol.
+// Ping checks that at least one shard answers Hello with our protocol, now.
 func (p *Pool) Ping(ctx context.Context) error {
 	var errs []error
 	for _, s := range p.shards {
-		if err := s.checkHello(ctx); err != nil {
+		if err := s.check(ctx); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -119,50 +255,88 @@ func (p *Pool) Ping(ctx context.Context) error {
 // ErrProtocol marks a daemon that speaks another protocol version.
 var ErrProtocol = errors.New("daemon protocol mismatch")
 
-func (s *Shard) checkHello(ctx context.Context) error {
-	s.mu.Lock()
-	done := s.hello
-	s.mu.Unlock()
-	if done {
-		return nil
-	}
+// Up reports whether the pool sees the shard as live.
+func (s *Shard) Up() bool { return s.up.Load() }
+
+// hello asks the daemon for its protocol version.
+func (s *Shard) hello(ctx context.Context) error {
 	want := uint32(daemonv1.ProtocolVersion_PROTOCOL_VERSION_CURRENT)
 	resp, err := s.client.Hello(ctx, &daemonv1.HelloRequest{ProtocolVersion: want})
 	if err != nil {
+		if status.Code(err) == codes.FailedPrecondition {
+			// The daemon refused our version and said which it speaks.
+			return fmt.Errorf("%w: daemon %s refused protocol version %d: %s", ErrProtocol, s.Addr, want, status.Convert(err).Message())
+		}
 		return fmt.Errorf("daemon %s: hello: %w", s.Addr, err)
 	}
 	if resp.GetProtocolVersion() != want {
-		return fmt.Errorf("%w: daemon %s speaks %d, proxy speaks %d", ErrProtocol, s.Addr, resp.GetProtocolVersion(), want)
+		return fmt.Errorf("%w: daemon %s speaks protocol version %d, this proxy speaks %d", ErrProtocol, s.Addr, resp.GetProtocolVersion(), want)
 	}
-	s.mu.Lock()
-	s.hello = true
-	s.mu.Unlock()
 	return nil
+}
+
+// check runs one Hello and records the shard's health.
+func (s *Shard) check(ctx context.Context) error {
+	err := s.hello(ctx)
+	if err != nil {
+		s.markDown(err)
+		return err
+	}
+	s.checked.Store(true)
+	s.markUp()
+	return nil
+}
+
+// ready makes sure a Hello has succeeded on this shard before its first
+// call, and reports a protocol mismatch found by the health checks.
+func (s *Shard) ready(ctx context.Context) error {
+	if !s.up.Load() {
+		s.mu.Lock()
+		err := s.lastErr
+		s.mu.Unlock()
+		if errors.Is(err, ErrProtocol) {
+			return err
+		}
+	}
+	if s.checked.Load() {
+		return nil
+	}
+	return s.check(ctx)
+}
+
+// failed marks the shard down when a call failed in its transport.
+func (s *Shard) failed(err error) error {
+	if err != nil && status.Code(err) == codes.Unavailable {
+		s.markDown(err)
+	}
+	return err
 }
 
 // Query runs one operation.
 func (s *Shard) Query(ctx context.Context, req *daemonv1.QueryRequest) (*daemonv1.QueryResponse, error) {
-	if err := s.checkHello(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
-	return s.client.Query(ctx, req)
+	resp, err := s.client.Query(ctx, req)
+	return resp, s.failed(err)
 }
 
 // Capabilities asks what a workspace would use and whether it is warm.
 func (s *Shard) Capabilities(ctx context.Context, k Key) (*daemonv1.CapabilitiesResponse, error) {
-	if err := s.checkHello(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
-	return s.client.Capabilities(ctx, &daemonv1.CapabilitiesRequest{Workspace: k.proto()})
+	resp, err := s.client.Capabilities(ctx, &daemonv1.CapabilitiesRequest{Workspace: k.proto()})
+	return resp, s.failed(err)
 }
 
 // Delete removes a workspace.
 func (s *Shard) Delete(ctx context.Context, k Key) (bool, error) {
-	if err := s.checkHello(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return false, err
 	}
 	resp, err := s.client.DeleteWorkspace(ctx, &daemonv1.DeleteWorkspaceRequest{Workspace: k.proto()})
-	return resp.GetDeleted(), err
+	return resp.GetDeleted(), s.failed(err)
 }
 
 // File is one file of a pushed tree.
@@ -177,19 +351,19 @@ type File struct {
 // in manifest order, in ChunkSize messages. A daemon that already holds the
 // workspace may answer before the stream ends; that is not an error.
 func (s *Shard) Push(ctx context.Context, k Key, prepareID string, files []File) (*daemonv1.PrepareResponse, error) {
-	if err := s.checkHello(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	stream, err := s.client.Prepare(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("prepare: %w", err)
+		return nil, fmt.Errorf("prepare: %w", s.failed(err))
 	}
 	hdr := &daemonv1.PrepareHeader{Workspace: k.proto(), PrepareId: prepareID, Files: make([]*daemonv1.FileEntry, len(files))}
 	for i, f := range files {
 		hdr.Files[i] = &daemonv1.FileEntry{Path: f.Path, Size: uint64(len(f.Data)), Sha256: f.SHA256, Executable: f.Executable}
 	}
 	if err := stream.Send(&daemonv1.PrepareRequest{Part: &daemonv1.PrepareRequest_Header{Header: hdr}}); err != nil {
-		return closeAndRecv(stream, err)
+		return s.closeAndRecv(stream, err)
 	}
 	// Concatenate small files into full chunks; send large files' bytes
 	// straight from their slices without copying.
@@ -202,7 +376,7 @@ func (s *Shard) Push(ctx context.Context, k Key, prepareID string, files []File)
 		for len(data) > 0 {
 			if len(chunk) == 0 && len(data) >= ChunkSize {
 				if err := send(data[:ChunkSize]); err != nil {
-					return closeAndRecv(stream, err)
+					return s.closeAndRecv(stream, err)
 				}
 				data = data[ChunkSize:]
 				continue
@@ -212,7 +386,7 @@ func (s *Shard) Push(ctx context.Context, k Key, prepareID string, files []File)
 			data = data[n:]
 			if len(chunk) == ChunkSize {
 				if err := send(chunk); err != nil {
-					return closeAndRecv(stream, err)
+					return s.closeAndRecv(stream, err)
 				}
 				chunk = make([]byte, 0, ChunkSize)
 			}
@@ -220,18 +394,19 @@ func (s *Shard) Push(ctx context.Context, k Key, prepareID string, files []File)
 	}
 	if len(chunk) > 0 {
 		if err := send(chunk); err != nil {
-			return closeAndRecv(stream, err)
+			return s.closeAndRecv(stream, err)
 		}
 	}
-	return stream.CloseAndRecv()
+	resp, err := stream.CloseAndRecv()
+	return resp, s.failed(err)
 }
 
 // closeAndRecv turns a Send error into the daemon's real answer: gRPC
 // reports io.EOF from Send when the server has already replied.
-func closeAndRecv(stream grpc.ClientStreamingClient[daemonv1.PrepareRequest, daemonv1.PrepareResponse], sendErr error) (*daemonv1.PrepareResponse, error) {
+func (s *Shard) closeAndRecv(stream grpc.ClientStreamingClient[daemonv1.PrepareRequest, daemonv1.PrepareResponse], sendErr error) (*daemonv1.PrepareResponse, error) {
 	resp, err := stream.CloseAndRecv()
 	if err != nil {
-		return nil, fmt.Errorf("prepare: %w", err)
+		return nil, fmt.Errorf("prepare: %w", s.failed(err))
 	}
 	_ = sendErr
 	return resp, nil

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -43,7 +44,14 @@ type Options struct {
 	DatabaseURL string
 	// ProxyEnv overrides proxy configuration (LSP_* names).
 	ProxyEnv map[string]string
-	Log      *slog.Logger
+	// Daemons, when set, are the daemon addresses the proxy uses
+	// (LSP_DAEMONS); the stack then starts no daemon of its own, and the
+	// caller runs them (StartDaemon).
+	Daemons []string
+	// ForgeWrap, when set, wraps the forge's handler (tests gate or watch
+	// the forge with it).
+	ForgeWrap func(http.Handler) http.Handler
+	Log       *slog.Logger
 }
 
 // Stack is a running stack.
@@ -130,7 +138,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.ForgeURL = "http://" + fl.Addr().String()
-	s.forgeSrv = &http.Server{Handler: s.Forge, ReadHeaderTimeout: 10 * time.Second}
+	var forgeHandler http.Handler = s.Forge
+	if o.ForgeWrap != nil {
+		forgeHandler = o.ForgeWrap(forgeHandler)
+	}
+	s.forgeSrv = &http.Server{Handler: forgeHandler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.forgeSrv.Serve(fl) }()
 
 	// Keys: fresh per stack, never built in.
@@ -138,9 +150,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("dev key: %w", err)
 	}
 
-	// The daemon.
-	if err := s.startDaemon(ctx); err != nil {
-		return nil, err
+	// The daemon, unless the caller runs its own.
+	if len(o.Daemons) == 0 {
+		if err := s.startDaemon(ctx); err != nil {
+			return nil, err
+		}
 	}
 
 	// The proxy, in-process.
@@ -153,6 +167,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		"LSP_TENANT_KEY_SECRET": "dev-tenant-key-secret",
 		"LSP_FORGE_URL":         s.ForgeURL,
 		"LSP_LOG_LEVEL":         "warn",
+	}
+	if len(o.Daemons) > 0 {
+		env["LSP_DAEMONS"] = strings.Join(o.Daemons, ",")
 	}
 	for k, v := range o.ProxyEnv {
 		env[k] = v

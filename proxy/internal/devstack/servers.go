@@ -116,7 +116,9 @@ func goplsEntry(gopls string) (map[string]any, error) {
 // descriptor fingerprint). tsserver.path keeps a repository's own
 // node_modules/typescript from ever running; type acquisition (which runs
 // npm) is off and no global plugin is named, so tsserver loads only the
-// pinned package's code.
+// pinned package's code. One semantic tsserver (useSyntaxServer never)
+// answers every request, so no answer comes from the syntax-only server
+// that knows nothing of the project while it loads.
 func typeScriptEntry(ts TypeScriptInstall) (map[string]any, error) {
 	sum, err := fileSHA256(ts.Node)
 	if err != nil {
@@ -136,7 +138,7 @@ func typeScriptEntry(ts TypeScriptInstall) (map[string]any, error) {
 		"arguments":         []string{ts.CLI, "--stdio"},
 		"executable_sha256": sum,
 		"initialization_options": map[string]any{
-			"tsserver":                          map[string]any{"path": ts.TSServer},
+			"tsserver":                          map[string]any{"path": ts.TSServer, "useSyntaxServer": "never"},
 			"disableAutomaticTypingAcquisition": true,
 		},
 		"request_timeout_ms": 30000,

@@ -63,7 +63,11 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	stack, err = devstack.Start(ctx, devstack.Options{Dir: filepath.Join(dir, "stack"), DaemonBin: daemonBin, Gopls: gopls, Log: log})
+	if typescript, err = findTypeScript(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	stack, err = devstack.Start(ctx, devstack.Options{Dir: filepath.Join(dir, "stack"), DaemonBin: daemonBin, Gopls: gopls, TypeScript: typescript, Log: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start stack:", err)
 		return 1

@@ -3,8 +3,16 @@
 // forge's ACL decides what the caller may read, and fetches a commit's tree
 // normalised for the daemon.
 //
-// The forge kind implemented here is plain git smart HTTP (NewGit), which
-// every forge speaks; repositories live at {base}/{owner}/{repo}.git.
+// Two forge kinds: plain git smart HTTP (NewGit), which every forge speaks,
+// with repositories at {base}/{owner}/{repo}.git; and the Gitea/Forgejo REST
+// API (NewGitea, gitea.go): a revision resolves with one or two GETs of
+// {base}/api/v1/repos/{owner}/{repo}/… (the repository's default branch, a
+// branch, a tag, or a commit by sha), and a tree is one archive download
+// (…/archive/{commit}.tar.gz) read as a bounded stream (archive.go). Both
+// kinds end in the same normalisation, so they yield the same Tree for the
+// same commit. One difference is deliberate: for a full sha the gitea kind
+// asks the forge's own commit API, which serves any commit object of the
+// repository; what the forge serves its caller is what its ACL allows.
 //
 // Resolve speaks protocol v2 in Go: a GET of /info/refs (the capability
 // advertisement) and one POST of `ls-refs` restricted to the refs the

@@ -101,6 +101,7 @@ type giteaCall struct {
 	log     *slog.Logger
 	header  http.Header
 	secrets []string
+	sudo    bool
 }
 
 // begin validates what every call needs, builds the credential's headers
@@ -124,6 +125,7 @@ func (g *giteaForge) begin(ctx context.Context, op string, cred Credential, owne
 			return nil, err
 		}
 		c.header.Set("Sudo", cred.User)
+		c.sudo = true
 	} else {
 		auth, err := cred.authorization()
 		if err != nil {
@@ -236,6 +238,11 @@ func (c *giteaCall) get(ctx context.Context, apiPath string, client *http.Client
 }
 
 func (c *giteaCall) statusError(code int) error {
+	if c.sudo && code == http.StatusForbidden {
+		// Gitea answers 403 to Sudo from a token that is not an
+		// administrator's: the operator must hear of it.
+		c.log.Error("forge: Sudo refused; is the sudo token an administrator's?")
+	}
 	switch {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusNotFound || code == http.StatusGone:
 		c.log.Debug("forge: not visible", "status", code)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
 	"github.com/hanzoai/lsp/proxy/internal/auth"
-	"github.com/hanzoai/lsp/proxy/internal/forge"
 	"github.com/hanzoai/lsp/proxy/internal/operation"
+	"github.com/hanzoai/lsp/proxy/internal/ratelimit"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -40,7 +40,7 @@ type Deps struct {
 	Ops             *operation.Service
 	TenantKeySecret []byte
 	CursorSecret    []byte
-	ForgeAuth       string // bearer | basic
+	ForgeAuth       string // bearer | basic | sudo | jwt
 	RequestTimeout  time.Duration
 	Ready           []Pinger
 	Registry        *prometheus.Registry
@@ -50,6 +50,13 @@ type Deps struct {
 	// IdempotencyLease is how long an attempt may hold an Idempotency-Key without an answer
 	// before a retry may take it over (its proxy died); at least a hold's lifetime.
 	IdempotencyLease time.Duration
+	// ForgeSudoToken is the proxy's admin token (ForgeAuth sudo).
+	ForgeSudoToken string
+	// ForgeJWTAudience is the aud a JWT must name to be forwarded to the
+	// forge (ForgeAuth jwt).
+	ForgeJWTAudience string
+	// RateLimit is the per-org request limit; nil means none.
+	RateLimit *ratelimit.Limiter
 }
 
 // Server is the HTTP API.
@@ -82,6 +89,7 @@ func New(d Deps) *Server {
 		g.POST(r.path, s.operation(r), s.idempotency)
 	}
 	s.registerBilling(g)
+	s.registerWorkspaces(g)
 	return s
 }
 
@@ -164,15 +172,18 @@ func (s *Server) caller(c echo.Context) (operation.Caller, error) {
 	if err != nil {
 		return operation.Caller{}, apierr.New(http.StatusForbidden, apierr.Forbidden, "the principal is not a member of the selected org")
 	}
-	tok := c.Request().Header.Get("X-Forge-Token")
-	if tok == "" || len(tok) > 4096 {
-		return operation.Caller{}, apierr.Unauth("a forge credential is required in X-Forge-Token")
+	cred, err := s.forgeCredential(c, p)
+	if err != nil {
+		return operation.Caller{}, err
+	}
+	if err := s.rateLimit(org); err != nil {
+		return operation.Caller{}, err
 	}
 	return operation.Caller{
 		Subject:   p.Subject,
 		Org:       org,
 		TenantKey: auth.TenantKey(s.d.TenantKeySecret, org),
-		Cred:      forge.Credential{Mode: s.d.ForgeAuth, Token: tok},
+		Cred:      cred,
 		RequestID: c.Get(ctxRequestID).(string),
 	}, nil
 }

@@ -11,18 +11,21 @@ import (
 // GroupCommit configures how RecordQuery rows are committed. Warm queries are the bulk of the
 // traffic and each needs its 0¢ row durable before its answer; committing them one transaction each
 // makes the ledger, not the language server, the limit (and concurrent rows of one org queue on the
-// org's lock, one commit after another). A batcher collects the rows of concurrent callers and
-// commits them in one statement and one transaction; every caller waits for its own batch's commit,
-// so nothing is answered before its row is durable.
+// org's lock, one commit after another). Group commit writes the rows of concurrent callers in one
+// statement and one transaction; every caller waits for its own batch's commit, so nothing is
+// answered before its row is durable.
 //
-// Batches form by themselves under load: rows that arrive while a batch commits make up the next.
-// Linger adds a short wait for company, taken only while recent batches had company, so a lone
-// caller never waits for nobody.
+// There is no committer goroutine: a caller that finds fewer than Committers batches in flight leads,
+// committing the rows queued so far (its own among them) in its own goroutine; callers arriving
+// meanwhile queue behind it, and when its batch is done it hands the lead to the first of them, whose
+// batch takes everything queued by then. A lone caller thus commits its own row at once, and under
+// load batches grow by themselves to what arrives during one commit. Linger adds a short wait for
+// company before a batch is taken, only while recent batches had company.
 type GroupCommit struct {
-	Disabled   bool          // one transaction per row, as RecordQuery without a batcher
+	Disabled   bool          // one transaction per row, as RecordQuery without group commit
 	MaxRows    int           // rows per batch at most (default 256)
-	Linger     time.Duration // wait for more rows, while load lasts (default 0: natural batching only)
-	Committers int           // batches committing at once (default 2)
+	Linger     time.Duration // wait for more rows while load lasts (default 0: batches form by themselves)
+	Committers int           // batches in flight at once (default 1)
 }
 
 func (g GroupCommit) withDefaults() GroupCommit {
@@ -30,7 +33,7 @@ func (g GroupCommit) withDefaults() GroupCommit {
 		g.MaxRows = 256
 	}
 	if g.Committers <= 0 {
-		g.Committers = 2
+		g.Committers = 1
 	}
 	if g.Linger < 0 {
 		g.Linger = 0
@@ -38,142 +41,183 @@ func (g GroupCommit) withDefaults() GroupCommit {
 	return g
 }
 
-// batchTimeout bounds one batch's commit; callers are detached from it (a caller that stops waiting
-// does not take the other rows of its batch down with it).
+// batchTimeout bounds one batch's commit. A batch runs detached from its callers' contexts: a caller
+// that stops waiting does not take the other rows of its batch down with it.
 const batchTimeout = 15 * time.Second
+
+// errLead is what a queued caller receives when the lead passes to it.
+var errLead = errors.New("lead the next batch")
 
 // queued is one caller's row and where its outcome goes.
 type queued struct {
 	row  Row
-	done chan error // buffered: the committer never blocks on a caller that left
+	done chan error // errLead (at most once), then the outcome: buffered for both, nobody blocks
+	// Under batcher.mu:
+	leads bool // this caller leads, or the lead was handed to it
+	taken bool // the row is in a batch
 }
 
 type batcher struct {
 	l   *Ledger
 	cfg GroupCommit
-	in  chan *queued
 
-	mu     sync.RWMutex // closed and the close of in
-	closed bool
-	wg     sync.WaitGroup
-
-	busy sync.Mutex // lastSize
-	// lastSize is the size of the latest batch: company recently, so lingering pays.
-	lastSize int
+	mu       sync.Mutex
+	queue    []*queued
+	leaders  int  // batches in flight, or about to be
+	lastSize int  // rows in the latest batch: company recently, so lingering pays
+	closed   bool // no more rows
+	more     chan struct{}
+	idle     sync.Cond // signalled when leaders drops to 0, for close
 }
 
 func newBatcher(l *Ledger, cfg GroupCommit) *batcher {
-	b := &batcher{l: l, cfg: cfg, in: make(chan *queued, 4*cfg.MaxRows)}
-	for range cfg.Committers {
-		b.wg.Add(1)
-		go b.run()
-	}
+	b := &batcher{l: l, cfg: cfg, more: make(chan struct{}, 1)}
+	b.idle.L = &b.mu
 	return b
 }
 
-// record queues row and waits for the commit of its batch.
+// record queues row and waits until its batch has committed, leading a batch when it is its turn.
 func (b *batcher) record(ctx context.Context, row Row) error {
-	q := &queued{row: row, done: make(chan error, 1)}
-	b.mu.RLock()
+	q := &queued{row: row, done: make(chan error, 2)}
+	b.mu.Lock()
 	if b.closed {
-		b.mu.RUnlock()
+		b.mu.Unlock()
 		return fmt.Errorf("record query: %w (closed)", ErrUnavailable)
 	}
-	select {
-	case b.in <- q:
-		b.mu.RUnlock()
-	case <-ctx.Done():
-		b.mu.RUnlock()
-		return wrap("record query", ctx.Err())
-	}
-	select {
-	case err := <-q.done:
-		return err
-	case <-ctx.Done():
-		// The row may still commit with its batch: never lost, possibly unreported.
-		return wrap("record query", ctx.Err())
-	}
-}
-
-// close stops taking rows, commits those queued and waits for the committers.
-func (b *batcher) close() {
-	b.mu.Lock()
-	if !b.closed {
-		b.closed = true
-		close(b.in)
+	b.queue = append(b.queue, q)
+	lead := b.leaders < b.cfg.Committers
+	if lead {
+		b.leaders++
+		q.leads = true
 	}
 	b.mu.Unlock()
-	b.wg.Wait()
-}
-
-func (b *batcher) run() {
-	defer b.wg.Done()
-	batch := make([]*queued, 0, b.cfg.MaxRows)
+	select {
+	case b.more <- struct{}{}:
+	default:
+	}
+	if lead {
+		b.lead(q)
+	}
 	for {
-		first, ok := <-b.in
-		if !ok {
-			return
-		}
-		batch = append(batch[:0], first)
-		open := b.fill(&batch)
-		b.commit(batch)
-		if !open {
-			return
+		select {
+		case err := <-q.done:
+			if err != errLead {
+				return err
+			}
+			b.lead(q)
+		case <-ctx.Done():
+			// The row stays queued and will be committed (never lost, possibly unreported); the lead,
+			// should it come to this caller, is still taken.
+			go b.follow(q)
+			return wrap("record query", ctx.Err())
 		}
 	}
 }
 
-// fill adds whatever is queued, and lingers for more while recent batches had company. It reports
-// false when the queue is closed (the batch is still committed).
-func (b *batcher) fill(batch *[]*queued) bool {
-	for len(*batch) < b.cfg.MaxRows {
-		select {
-		case q, ok := <-b.in:
-			if !ok {
-				return false
-			}
-			*batch = append(*batch, q)
+// follow waits in place of a caller that left.
+func (b *batcher) follow(q *queued) {
+	for err := range q.done {
+		if err != errLead {
+			return
+		}
+		b.lead(q)
+	}
+}
+
+// lead commits batches from the head of the queue until q's row is in one (this or another leader's),
+// then hands the lead to the first queued caller not leading yet, or gives it up.
+func (b *batcher) lead(q *queued) {
+	for {
+		b.commit(b.take())
+		b.mu.Lock()
+		if !q.taken && len(b.queue) > 0 {
+			b.mu.Unlock()
 			continue
-		default:
 		}
-		break
-	}
-	b.busy.Lock()
-	linger := b.cfg.Linger > 0 && b.lastSize > 1
-	b.busy.Unlock()
-	if !linger || len(*batch) >= b.cfg.MaxRows {
-		return true
-	}
-	t := time.NewTimer(b.cfg.Linger)
-	defer t.Stop()
-	for len(*batch) < b.cfg.MaxRows {
-		select {
-		case q, ok := <-b.in:
-			if !ok {
-				return false
+		for _, next := range b.queue {
+			if !next.leads {
+				next.leads = true
+				b.mu.Unlock()
+				next.done <- errLead
+				return
 			}
-			*batch = append(*batch, q)
-		case <-t.C:
-			return true
+		}
+		b.leaders--
+		if b.leaders == 0 {
+			b.idle.Broadcast()
+		}
+		b.mu.Unlock()
+		return
+	}
+}
+
+// take removes the next batch from the head of the queue, lingering first for company while recent
+// batches had some.
+func (b *batcher) take() []*queued {
+	b.mu.Lock()
+	linger := b.cfg.Linger > 0 && b.lastSize > 1 && len(b.queue) < b.cfg.MaxRows && !b.closed
+	b.mu.Unlock()
+	if linger {
+		t := time.NewTimer(b.cfg.Linger)
+	wait:
+		for {
+			select {
+			case <-t.C:
+				break wait
+			case <-b.more:
+				b.mu.Lock()
+				full := len(b.queue) >= b.cfg.MaxRows
+				b.mu.Unlock()
+				if full {
+					t.Stop()
+					break wait
+				}
+			}
 		}
 	}
-	return true
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := min(len(b.queue), b.cfg.MaxRows)
+	batch := make([]*queued, n)
+	copy(batch, b.queue)
+	for _, x := range batch {
+		x.taken = true
+	}
+	b.queue = append(b.queue[:0:0], b.queue[n:]...)
+	b.lastSize = n
+	return batch
+}
+
+// close stops taking rows and waits until every queued row is committed.
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	for b.leaders > 0 {
+		b.idle.Wait()
+	}
+	b.mu.Unlock()
 }
 
 // commit writes the batch in one statement and tells each caller. When the database is unreachable
 // every caller fails with ErrUnavailable; any other failure (one row the database refuses) is not
 // allowed to take the others down: each row is then written on its own.
 func (b *batcher) commit(batch []*queued) {
-	b.busy.Lock()
-	b.lastSize = len(batch)
-	b.busy.Unlock()
+	if len(batch) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	rows := make([]Row, len(batch))
 	for i, q := range batch {
 		rows[i] = q.row
 	}
-	err := b.l.recordQueries(ctx, rows)
+	var err error
+	if len(rows) == 1 {
+		// Alone, the single-row statement is the cheaper one.
+		err = b.l.recordQueryDirect(ctx, rows[0])
+	} else {
+		err = b.l.recordQueries(ctx, rows)
+	}
 	if err == nil || errors.Is(err, ErrUnavailable) || len(batch) == 1 {
 		for _, q := range batch {
 			q.done <- err

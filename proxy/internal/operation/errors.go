@@ -102,6 +102,8 @@ func forgeError(err error) error {
 		return apierr.Wrap(err, http.StatusBadRequest, apierr.InvalidRequest, "rev must be a full commit sha, a ref or a branch or tag name")
 	case errors.Is(err, forge.ErrUnauthenticated):
 		return apierr.Wrap(err, http.StatusUnauthorized, apierr.Unauthenticated, "the forge did not accept the forge credential")
+	case errors.Is(err, forge.ErrForbidden):
+		return apierr.Wrap(err, http.StatusForbidden, apierr.Forbidden, "acting on the forge as this identity is refused")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return apierr.From(err)
 	}

@@ -40,6 +40,7 @@ type Ledger interface {
 // Daemons picks the shard of a workspace.
 type Daemons interface {
 	Pick(k daemonclient.Key) *daemonclient.Shard
+	Shards() []*daemonclient.Shard
 }
 
 // Config holds the knobs of the path.
@@ -49,6 +50,10 @@ type Config struct {
 	PrepareTimeout time.Duration
 	Limits         forge.Limits
 	Owners         map[string]string // org → forge owner, when the operator maps it
+	// MaxPrepares bounds the prepares this proxy runs at once (each holds
+	// a tree in memory); over it a cold request is 503 capacity_exhausted
+	// before any hold. Zero means unbounded.
+	MaxPrepares int
 }
 
 // Service runs operation requests.
@@ -60,11 +65,12 @@ type Service struct {
 	log     *slog.Logger
 	flights flightGroup
 	stages  stageTimer
+	run     *prepareRuns // bound, in-flight tracking and outcomes (capacity.go)
 }
 
 // New builds a Service; reg, when not nil, receives its metrics.
 func New(f forge.Forge, l Ledger, d Daemons, cfg Config, log *slog.Logger, reg prometheus.Registerer) *Service {
-	return &Service{forge: f, ledger: l, daemons: d, cfg: cfg, log: log, stages: newStageTimer(reg)}
+	return &Service{forge: f, ledger: l, daemons: d, cfg: cfg, log: log, stages: newStageTimer(reg), run: newPrepareRuns(cfg.MaxPrepares, reg)}
 }
 
 // Caller is who asks, as the HTTP layer established it.
@@ -123,6 +129,7 @@ func (s *Service) Resolve(ctx context.Context, c Caller, repo string, rev forge.
 
 // Do runs one operation request and writes its one ledger row.
 func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error) {
+	ctx = daemonclient.WithRequestID(ctx, c.RequestID)
 	res := &Result{Repo: req.Repo}
 	commit, err := s.Resolve(ctx, c, req.Repo, req.Rev)
 	if err != nil {
@@ -159,6 +166,8 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 			res.Prepared, res.PrepareID = true, p.prepareID
 		}
 		res.Warnings = p.warnings
+		// The push went to the key's shard as health saw it then.
+		shard = s.daemons.Pick(key)
 		ans, qerr = s.query(ctx, shard, q)
 	}
 	res.Answer = ans
@@ -182,6 +191,7 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 // Prepare makes sure the revision is prepared and reports what its servers
 // negotiated. It writes one row like any operation request.
 func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.Rev) (*Result, error) {
+	ctx = daemonclient.WithRequestID(ctx, c.RequestID)
 	res := &Result{Repo: repo}
 	commit, err := s.Resolve(ctx, c, repo, rev)
 	if err != nil {
@@ -202,6 +212,7 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 			opErr = perr // refused at the gate, or the fetch or push failed
 		default:
 			res.Prepared, res.PrepareID, res.Warnings = p.byUs, p.prepareID, p.warnings
+			shard = s.daemons.Pick(key) // where the push went
 			if caps, err = shard.Capabilities(ctx, key); err != nil {
 				opErr = daemonError(err)
 			} else if !caps.GetWarm() {
@@ -272,8 +283,11 @@ func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key) (*
 	for {
 		f, leader := s.flights.join(key)
 		if leader {
+			// Tracked, so that a graceful shutdown waits for it (Wait).
+			s.run.inflight.Add(1)
 			go func() {
-				f.p, f.err = s.prepare(ctx, c, key)
+				defer s.run.inflight.Done()
+				f.p, f.err = s.boundedPrepare(ctx, c, key)
 				s.flights.done(key, f)
 			}()
 		}

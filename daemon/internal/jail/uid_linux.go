@@ -1,0 +1,118 @@
+//go:build linux
+
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// A root daemon never lets a jail run as host uid 0, even without
+// capabilities: the kernel still gives uid 0 the owner's rights over
+// root-owned files that a namespace does not hide, and /proc/sys is one
+// (kernel.core_pattern, for one, is then writable — a way to run a command
+// as real root). So every server home gets its own unprivileged host uid
+// from a reserved range, recorded as the home's owner: servers of the same
+// tenant and repository (which share the home anyway) share it, and no two
+// homes ever do. The allocator's counter lives in the state directory and
+// only grows, so a uid is never handed to a second home.
+type uids struct {
+	mu    sync.Mutex
+	base  uint32
+	count uint32
+	file  string
+}
+
+func newUIDs(base, count uint32, stateDir string) (*uids, error) {
+	if stateDir == "" {
+		return nil, errors.New("a root daemon needs a jail state directory for its uid allocator")
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, err
+	}
+	return &uids{base: base, count: count, file: filepath.Join(stateDir, "last-uid")}, nil
+}
+
+func (u *uids) inRange(id uint32) bool { return id >= u.base && id-u.base < u.count }
+
+// forHome returns the uid of home, allocating one (and giving the home's
+// whole existing content to it) the first time.
+func (u *uids) forHome(home string) (int, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	fi, err := os.Lstat(home)
+	if err != nil {
+		return 0, err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if u.inRange(st.Uid) {
+		return int(st.Uid), nil
+	}
+	id, err := u.next()
+	if err != nil {
+		return 0, err
+	}
+	if err := chownTree(home, int(id)); err != nil {
+		return 0, fmt.Errorf("give home %s to uid %d: %w", home, id, err)
+	}
+	return int(id), nil
+}
+
+func (u *uids) next() (uint32, error) {
+	last := u.base - 1
+	b, err := os.ReadFile(u.file)
+	switch {
+	case err == nil:
+		n, perr := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32)
+		if perr != nil || !u.inRange(uint32(n)) {
+			return 0, fmt.Errorf("uid counter %s: %q is not in the jail range", u.file, b)
+		}
+		last = uint32(n)
+	case !errors.Is(err, fs.ErrNotExist):
+		return 0, err
+	}
+	id := last + 1
+	if !u.inRange(id) {
+		return 0, fmt.Errorf("the jail uid range [%d, %d) is used up", u.base, uint64(u.base)+uint64(u.count))
+	}
+	tmp := u.file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.FormatUint(uint64(id), 10)+"\n"), 0o600); err != nil {
+		return 0, err
+	}
+	if err := os.Rename(tmp, u.file); err != nil {
+		return 0, err
+	}
+	return id, nil
+}
+
+// chownTree gives dir and everything under it to uid (and the same gid),
+// never following a symbolic link.
+func chownTree(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+}
+
+// ownHomeDirs gives the directories prepareHome may just have created to
+// the home's uid.
+func ownHomeDirs(home string, uid int) error {
+	for _, d := range append(homeDirs, telemetryModeFile) {
+		p := filepath.Join(home, filepath.FromSlash(d))
+		for ; p != home && strings.HasPrefix(p, home+"/"); p = filepath.Dir(p) {
+			if err := os.Lchown(p, uid, uid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,242 @@
+//go:build linux
+
+package jail
+
+import (
+	"encoding/binary"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"golang.org/x/sys/unix"
+)
+
+const mountinfoV1 = `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+`
+
+const cgroupV1 = `8:pids:/
+4:memory:/process_api/abc
+0::/
+`
+
+const mountinfoV2 = `30 23 0:27 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate
+`
+
+func TestFindHierarchies(t *testing.T) {
+	tests := []struct {
+		name              string
+		mountinfo, cgroup string
+		v2ctrls           []string
+		want              map[string]hierarchy
+	}{
+		{
+			name: "v1 controllers win over an empty v2", mountinfo: mountinfoV1, cgroup: cgroupV1,
+			want: map[string]hierarchy{
+				"pids":   {dir: "/sys/fs/cgroup/pids"},
+				"memory": {dir: "/sys/fs/cgroup/memory/process_api/abc"},
+			},
+		},
+		{
+			name: "pure v2", mountinfo: mountinfoV2, cgroup: "0::/system.slice/lsp-daemon.service\n",
+			v2ctrls: []string{"cpu", "memory", "pids"},
+			want: map[string]hierarchy{
+				"pids":   {v2: true, dir: "/sys/fs/cgroup/system.slice/lsp-daemon.service"},
+				"memory": {v2: true, dir: "/sys/fs/cgroup/system.slice/lsp-daemon.service"},
+			},
+		},
+		{
+			name: "v2 without the pids controller", mountinfo: mountinfoV2, cgroup: "0::/x\n",
+			v2ctrls: []string{"memory"},
+			want:    map[string]hierarchy{"memory": {v2: true, dir: "/sys/fs/cgroup/x"}},
+		},
+		{
+			name: "a container's v1 mount shows a subtree", cgroup: "8:pids:/docker/abc\n",
+			mountinfo: "39 31 0:36 /docker/abc /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n",
+			want:      map[string]hierarchy{"pids": {dir: "/sys/fs/cgroup/pids"}},
+		},
+		{name: "no cgroups at all", mountinfo: "1 0 8:1 / / rw - ext4 /dev/root rw\n", cgroup: "", want: map[string]hierarchy{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := findHierarchies([]byte(tt.mountinfo), []byte(tt.cgroup), func(string) []string { return tt.v2ctrls }, ctrlPids, ctrlMemory)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			for k, v := range tt.want {
+				if got[k] != v {
+					t.Errorf("%s = %+v, want %+v", k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
+func FuzzFindHierarchies(f *testing.F) {
+	f.Add([]byte(mountinfoV1), []byte(cgroupV1))
+	f.Add([]byte(mountinfoV2), []byte("0::/a\\040b\n"))
+	f.Fuzz(func(t *testing.T, mi, cg []byte) {
+		for _, h := range findHierarchies(mi, cg, func(string) []string { return []string{"pids", "memory"} }, ctrlPids, ctrlMemory) {
+			if !filepath.IsAbs(h.dir) {
+				t.Fatalf("relative cgroup dir %q", h.dir)
+			}
+		}
+	})
+}
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/x\134y`: `/x\y`, `/bad\04`: `/bad\04`} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestOptionsFromEnv(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    func(Options) bool
+		wantErr string
+	}{
+		{name: "defaults", env: nil, want: func(o Options) bool {
+			return o.Memory == DefaultMemory && o.Pids == DefaultPids && o.Bwrap == DefaultBwrap && slices.Equal(o.ReadOnly, DefaultReadOnly) && o.UIDBase == DefaultUIDBase
+		}},
+		{name: "sizes", env: map[string]string{"LSP_JAIL_MEMORY": "2G", "LSP_JAIL_FSIZE": "512M", "LSP_JAIL_PIDS": "300", "LSP_JAIL_NOFILE": "1024"}, want: func(o Options) bool {
+			return o.Memory == 2<<30 && o.FileSize == 512<<20 && o.Pids == 300 && o.Files == 1024
+		}},
+		{name: "paths", env: map[string]string{"LSP_JAIL_RO_PATHS": "/usr/local/go:/opt/ts"}, want: func(o Options) bool {
+			return slices.Equal(o.ReadOnly, []string{"/usr/local/go", "/opt/ts"})
+		}},
+		{name: "no extra paths", env: map[string]string{"LSP_JAIL_RO_PATHS": ":"}, want: func(o Options) bool { return len(o.ReadOnly) == 0 }},
+		{name: "bad size", env: map[string]string{"LSP_JAIL_MEMORY": "lots"}, wantErr: "LSP_JAIL_MEMORY"},
+		{name: "too small", env: map[string]string{"LSP_JAIL_MEMORY": "1M"}, wantErr: "below"},
+		{name: "relative path", env: map[string]string{"LSP_JAIL_RO_PATHS": "usr/local/go"}, wantErr: "clean absolute"},
+		{name: "root path", env: map[string]string{"LSP_JAIL_RO_PATHS": "/"}, wantErr: "clean absolute"},
+		{name: "bad pids", env: map[string]string{"LSP_JAIL_PIDS": "-1"}, wantErr: "LSP_JAIL_PIDS"},
+		{name: "uid range", env: map[string]string{"LSP_JAIL_UID_BASE": "100"}, wantErr: "LSP_JAIL_UID_BASE"},
+		{name: "relative bwrap", env: map[string]string{"LSP_JAIL_BWRAP": "bwrap"}, wantErr: "LSP_JAIL_BWRAP"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := OptionsFromEnv(func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one naming %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.want(o) {
+				t.Fatalf("options = %+v", o)
+			}
+		})
+	}
+}
+
+// TestBwrapArgs checks the jail's shape: what is bound, in which order,
+// and that nothing of the daemon's root but this workspace is.
+func TestBwrapArgs(t *testing.T) {
+	s := &Spawner{opts: Options{Launcher: "/usr/local/bin/lsp-daemon", ReadOnly: []string{"/usr/local/go", "/nonexistent/toolchain"}}.withDefaults(), libs: systemLibs(), seccomp: []byte{1}}
+	ws := runtime.Workspace{Root: "/var/lib/lsp/trees/t/r/c", Home: "/var/lib/lsp/homes/t/r"}
+	spec := runtime.Spec{Executable: "/var/lib/lsp/bin/abc", Args: []string{"serve", "/usr/local/go/../go"}}
+	js := jailSpec{exe: spec.Executable, args: spec.Args, env: []string{"A=1", "PATH=/x"}, ownBinds: true, initLimits: []string{"-nproc", "9"}}
+
+	for _, staged := range []bool{false, true} {
+		args, sources := s.bwrapArgs(spec, ws, js, staged)
+		joined := strings.Join(args, " ")
+		for _, want := range []string{
+			"--unshare-all --unshare-user --disable-userns --uid 65534 --gid 65534 --cap-drop ALL --die-with-parent",
+			"--seccomp 3",
+			"--proc /proc --dev /dev --remount-ro /dev --symlink /var/lib/lsp/homes/t/r/tmp /tmp --remount-ro / --chdir /var/lib/lsp/trees/t/r/c --clearenv --setenv A 1 --setenv PATH /x -- /.lsp-jail/init __lsp-jail-init -nproc 9 -- /var/lib/lsp/bin/abc serve /usr/local/go/../go",
+		} {
+			if !strings.Contains(joined, want) {
+				t.Errorf("staged=%v: args lack %q:\n%s", staged, want, joined)
+			}
+		}
+		if strings.Contains(joined, "/nonexistent") || strings.Contains(joined, "--share-net") {
+			t.Errorf("staged=%v: %s", staged, joined)
+		}
+		// Every bound destination is a system path, the toolchain, the
+		// executable, the init, the tree or the home: nothing else of the
+		// daemon's root.
+		var dsts []string
+		for i := 0; i < len(args); i++ {
+			switch args[i] {
+			case "--ro-bind", "--bind":
+				dsts = append(dsts, args[i+2])
+				i += 2
+			}
+		}
+		last := dsts[len(dsts)-3:]
+		if !slices.Equal(last, []string{initPath, ws.Root, ws.Home}) {
+			t.Errorf("staged=%v: the init, tree and home must come last, got %v", staged, dsts)
+		}
+		for _, d := range dsts {
+			if strings.HasPrefix(d, "/var/lib/lsp") && !slices.Contains([]string{ws.Root, ws.Home, spec.Executable}, d) {
+				t.Errorf("staged=%v: %s of the daemon's root is bound", staged, d)
+			}
+		}
+		if i := slices.Index(args, ws.Home); i < 1 || args[i-1] == "--ro-bind" && !staged {
+			t.Errorf("staged=%v: the home is not bound writable: %s", staged, joined)
+		}
+		if staged {
+			want := []string{"/usr/local/go", spec.Executable, s.opts.Launcher, ws.Root, ws.Home}
+			if !slices.Equal(sources, want) {
+				t.Errorf("staged sources = %v, want %v", sources, want)
+			}
+			if !strings.Contains(joined, "--bind /tmp/4 "+ws.Home) || !strings.Contains(joined, "--ro-bind /tmp/3 "+ws.Root) {
+				t.Errorf("staged binds do not name the stage: %s", joined)
+			}
+		} else if len(sources) != 0 {
+			t.Errorf("unstaged sources %v", sources)
+		}
+	}
+}
+
+// TestSeccompProgram checks the filter's frame: the architecture test
+// first, ALLOW last, and each denied system call answered with its errno.
+func TestSeccompProgram(t *testing.T) {
+	prog := seccompProgram()
+	if prog == nil {
+		t.Skip("no filter on this architecture")
+	}
+	if len(prog)%8 != 0 {
+		t.Fatalf("program of %d bytes", len(prog))
+	}
+	ins := make([]sockFilter, len(prog)/8)
+	if _, err := binary.Decode(prog, binary.NativeEndian, ins); err != nil {
+		t.Fatal(err)
+	}
+	if ins[0].K != offArch || ins[1].K != auditArch || ins[2].K != unix.SECCOMP_RET_KILL_PROCESS {
+		t.Fatalf("program starts %+v", ins[:3])
+	}
+	if last := ins[len(ins)-1]; last.Code != unix.BPF_RET|unix.BPF_K || last.K != unix.SECCOMP_RET_ALLOW {
+		t.Fatalf("program ends %+v", last)
+	}
+	answer := map[uint32]uint32{}
+	for i := 0; i+1 < len(ins); i++ {
+		if ins[i].Code == unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K && ins[i].Jt == 0 && ins[i].Jf == 1 && ins[i+1].Code == unix.BPF_RET|unix.BPF_K {
+			if _, seen := answer[ins[i].K]; !seen {
+				answer[ins[i].K] = ins[i+1].K
+			}
+		}
+	}
+	for nr, errno := range map[uintptr]unix.Errno{
+		unix.SYS_PTRACE: unix.EPERM, unix.SYS_KEYCTL: unix.EPERM, unix.SYS_UNSHARE: unix.EPERM,
+		unix.SYS_OPEN_BY_HANDLE_AT: unix.EPERM, unix.SYS_IO_URING_SETUP: unix.ENOSYS,
+	} {
+		if got := answer[uint32(nr)]; got != unix.SECCOMP_RET_ERRNO|uint32(errno) {
+			t.Errorf("system call %d answers %#x, want errno %d", nr, got, errno)
+		}
+	}
+	if n := len(ins); n > 4096 {
+		t.Errorf("%d instructions: over the kernel's limit", n)
+	}
+}

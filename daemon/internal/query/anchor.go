@@ -1,0 +1,77 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"slices"
+
+	"github.com/hanzoai/lsp/daemon/internal/lsp"
+	"github.com/hanzoai/lsp/daemon/internal/pool"
+	"github.com/hanzoai/lsp/daemon/internal/uri"
+)
+
+// maxAnchorScan bounds the directory entries looked at to find an anchor.
+const maxAnchorScan = 20000
+
+var errAnchorFound = errors.New("found")
+
+// anchorDocument makes sure the server has a document of its own language
+// open before a workspace-wide request. typescript-language-server builds
+// its projects only around open documents and, with none open, answers
+// workspace/symbol with "No Project"; opening one file (the first, in path
+// order, outside node_modules and hidden directories) gives it the
+// project. A workspace without such a file needs no anchor.
+func (r *Runner) anchorDocument(ctx context.Context, w *pool.Workspace, spec *pool.Spec, client *lsp.Client, pol uri.Policy) error {
+	key := w.Dir + "\x00" + spec.ID
+	rel, ok := r.anchors.Load(key)
+	if !ok {
+		rel = findAnchor(w.Dir, spec.Extensions)
+		r.anchors.Store(key, rel)
+	}
+	if rel == "" {
+		return nil
+	}
+	u := lsp.DocumentURI(pol.FileURI(rel.(string)))
+	if client.IsOpen(u) {
+		return nil
+	}
+	doc, err := w.Document(rel.(string), r.MaxDocument)
+	if err != nil {
+		return nil // an unreadable anchor is no anchor
+	}
+	return client.DidOpen(ctx, u, spec.LanguageID(rel.(string)), string(doc.Text))
+}
+
+// findAnchor is the first file under root, in path order, whose extension
+// is one of exts, "" when there is none within the scan bound.
+func findAnchor(root string, exts []string) string {
+	found, seen := "", 0
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if seen++; seen > maxAnchorScan {
+			return filepath.SkipAll
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (name == "node_modules" || name[0] == '.') {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !slices.Contains(exts, path.Ext(name)) {
+			return nil
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return nil
+		}
+		found = filepath.ToSlash(rel)
+		return errAnchorFound
+	})
+	return found
+}

@@ -1,0 +1,85 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func load(over map[string]string) (*Config, error) {
+	env := map[string]string{
+		"LSP_DATABASE_URL": "postgres://x/y",
+		"LSP_DAEMONS":      "unix:///run/d.sock",
+		"LSP_JWT_KEYS":     "/keys.pem",
+		"LSP_FORGE_URL":    "https://forge.example/",
+	}
+	for k, v := range over {
+		env[k] = v
+	}
+	return Load(func(k string) string { return env[k] })
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ForgeKind != "git" || c.ForgeAuth != "bearer" || c.ForgeURL != "https://forge.example" {
+		t.Errorf("forge = %q %q %q", c.ForgeKind, c.ForgeAuth, c.ForgeURL)
+	}
+	if c.RateLimit != 0 || c.RateBurst != 0 || c.MaxPrepares != 8 || c.DaemonHealthInterval != 2*time.Second {
+		t.Errorf("operations = %v %v %v %v", c.RateLimit, c.RateBurst, c.MaxPrepares, c.DaemonHealthInterval)
+	}
+	c, err = load(map[string]string{"LSP_RATE_LIMIT": "2.5"})
+	if err != nil || c.RateLimit != 2.5 || c.RateBurst != 5 {
+		t.Errorf("LSP_RATE_LIMIT=2.5: %v, burst %d; want burst 5 by default", err, c.RateBurst)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	tls := map[string]string{"LSP_DAEMON_TLS_CERT": "/c.pem", "LSP_DAEMON_TLS_KEY": "/c.key", "LSP_DAEMON_TLS_CA": "/ca.pem"}
+	with := func(base map[string]string, kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		err  string // "" means valid
+	}{
+		{"gitea kind", with(nil, "LSP_FORGE_KIND", "gitea"), ""},
+		{"unknown kind", with(nil, "LSP_FORGE_KIND", "svn"), "supported kinds are git, gitea"},
+		{"sudo", with(nil, "LSP_FORGE_KIND", "gitea", "LSP_FORGE_AUTH", "sudo", "LSP_FORGE_SUDO_TOKEN_FILE", "/t", "LSP_FORGE_SUDO_CLAIM", "forge_login"), ""},
+		{"sudo over git", with(nil, "LSP_FORGE_AUTH", "sudo", "LSP_FORGE_SUDO_TOKEN_FILE", "/t", "LSP_FORGE_SUDO_CLAIM", "forge_login"), "needs LSP_FORGE_KIND=gitea"},
+		{"sudo without token", with(nil, "LSP_FORGE_KIND", "gitea", "LSP_FORGE_AUTH", "sudo", "LSP_FORGE_SUDO_CLAIM", "forge_login"), "LSP_FORGE_SUDO_TOKEN_FILE"},
+		{"sudo without claim", with(nil, "LSP_FORGE_KIND", "gitea", "LSP_FORGE_AUTH", "sudo", "LSP_FORGE_SUDO_TOKEN_FILE", "/t"), "LSP_FORGE_SUDO_CLAIM"},
+		{"sudo claim elsewhere", with(nil, "LSP_FORGE_SUDO_CLAIM", "forge_login"), "apply only with LSP_FORGE_AUTH=sudo"},
+		{"jwt", with(nil, "LSP_FORGE_AUTH", "jwt", "LSP_FORGE_JWT_AUDIENCE", "forge"), ""},
+		{"jwt without audience", with(nil, "LSP_FORGE_AUTH", "jwt"), "LSP_FORGE_JWT_AUDIENCE"},
+		{"jwt audience elsewhere", with(nil, "LSP_FORGE_JWT_AUDIENCE", "forge"), "applies only with LSP_FORGE_AUTH=jwt"},
+		{"unknown auth", with(nil, "LSP_FORGE_AUTH", "cookie"), "bearer, basic, sudo, jwt"},
+		{"tcp daemons with TLS", with(tls, "LSP_DAEMONS", "10.0.0.1:7443,10.0.0.2:7443"), ""},
+		{"tcp daemon in the clear", with(nil, "LSP_DAEMONS", "unix:///a.sock,10.0.0.2:7443"), "needs mutual TLS"},
+		{"half the TLS files", with(nil, "LSP_DAEMON_TLS_CERT", "/c.pem"), "go together"},
+		{"max prepares zero", with(nil, "LSP_MAX_PREPARES", "0"), "LSP_MAX_PREPARES"},
+		{"negative rate", with(nil, "LSP_RATE_LIMIT", "-1"), "must not be negative"},
+		{"rate not a number", with(nil, "LSP_RATE_LIMIT", "fast"), "not a number"},
+		{"health interval", with(nil, "LSP_DAEMON_HEALTH_INTERVAL", "0s"), "LSP_DAEMON_HEALTH_INTERVAL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(tc.env)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("err = %v; want one saying %q", err, tc.err)
+			}
+		})
+	}
+}

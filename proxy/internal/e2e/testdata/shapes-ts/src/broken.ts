@@ -1,0 +1,2 @@
+/** Not a number. */
+export const seven: number = "seven";

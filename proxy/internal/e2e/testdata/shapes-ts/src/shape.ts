@@ -1,0 +1,5 @@
+/** A closed plane figure. */
+export interface Shape {
+  /** The surface inside the figure. */
+  area(): number;
+}

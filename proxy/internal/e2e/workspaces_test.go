@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/auth"
+)
+
+// call makes a GET or DELETE with a raw query string (and optional body).
+func call(t *testing.T, method, route, query, jwt, forgeToken, body string, hdr ...string) answer {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, stack.ProxyURL+"/v1/lsp"+route+"?"+query, rd)
+	if jwt != "" {
+		req.Header.Set("Authorization", "Bearer "+jwt)
+	}
+	if forgeToken != "" {
+		req.Header.Set("X-Forge-Token", forgeToken)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, route, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	if err := json.Unmarshal(raw, &a.body); err != nil {
+		t.Fatalf("%s %s: answer is not JSON: %q", method, route, raw)
+	}
+	return a
+}
+
+// TestCapabilitiesAndDeleteWorkspace: the probe says what a call would
+// cost without preparing, charging or writing a row; DELETE removes the
+// workspace now, and the next call re-prepares free within the grace.
+func TestCapabilitiesAndDeleteWorkspace(t *testing.T) {
+	tn := newTenant(t, "probe", 10)
+	q := url.Values{"repo": {tn.repo}}.Encode()
+	tree := filepath.Join(stack.DaemonRoot, "trees", auth.TenantKey([]byte("dev-tenant-key-secret"), "probe"), tn.repo, tn.commit)
+	probe := func(query string) answer {
+		t.Helper()
+		a := call(t, http.MethodGet, "/capabilities", query, tn.jwt, tn.forgeToken, "")
+		if a.status != http.StatusOK {
+			t.Fatalf("capabilities: %d %s", a.status, a.raw)
+		}
+		if a.body["commit"] != tn.commit || a.body["repo"] != tn.repo {
+			t.Fatalf("capabilities names %v@%v", a.body["repo"], a.body["commit"])
+		}
+		return a
+	}
+
+	cold := probe(q)
+	if cold.body["warm"] != false {
+		t.Fatalf("a revision never prepared is warm: %s", cold.raw)
+	}
+	langs, _ := cold.body["languages"].([]any)
+	if len(langs) == 0 {
+		t.Fatalf("no languages: %s", cold.raw)
+	}
+	var goLang map[string]any
+	for _, l := range langs {
+		if m := l.(map[string]any); m["language"] == "go" {
+			goLang = m
+		}
+	}
+	if goLang == nil || goLang["server"].(map[string]any)["id"] != "gopls" || !contains(goLang["tools"], "hover") || goLang["warm"] != false {
+		t.Fatalf("go entry = %v", goLang)
+	}
+	if n := stack.Forge.PackDownloads("probe", tn.repo); n != 0 {
+		t.Fatalf("the probe downloaded content %d times", n)
+	}
+	if _, err := os.Stat(tree); !os.IsNotExist(err) {
+		t.Fatalf("the probe prepared the tree (stat: %v)", err)
+	}
+	if rs := rows(t, "probe"); len(rs) != 1 {
+		t.Fatalf("the probe wrote rows: %+v", rs)
+	}
+
+	if a := tn.post(t, "/hover", with(helloPos, "repo", tn.repo)); a.status != http.StatusOK || a.body["prepared"] != true {
+		t.Fatalf("first hover: %d %s", a.status, a.raw)
+	}
+	before := len(rows(t, "probe"))
+	if warm := probe(url.Values{"repo": {tn.repo}, "rev": {tn.commit}}.Encode()); warm.body["warm"] != true {
+		t.Fatalf("after a prepare the revision is not warm: %s", warm.raw)
+	}
+	if n := len(rows(t, "probe")); n != before {
+		t.Fatalf("the probe wrote %d rows", n-before)
+	}
+	if _, err := os.Stat(tree); err != nil {
+		t.Fatalf("the prepared tree is not where the test looks: %v", err)
+	}
+
+	del := call(t, http.MethodDelete, "/workspaces", q, tn.jwt, tn.forgeToken, "")
+	if del.status != http.StatusOK || del.body["deleted"] != true || del.body["commit"] != tn.commit {
+		t.Fatalf("delete: %d %s", del.status, del.raw)
+	}
+	if _, err := os.Stat(tree); !os.IsNotExist(err) {
+		t.Fatalf("the tree is still on the daemon after DELETE (stat: %v)", err)
+	}
+	if a := probe(q); a.body["warm"] != false {
+		t.Fatalf("after DELETE the revision is still warm: %s", a.raw)
+	}
+	if again := call(t, http.MethodDelete, "/workspaces", q, tn.jwt, tn.forgeToken, ""); again.status != http.StatusOK || again.body["deleted"] != false {
+		t.Fatalf("second delete: %d %s", again.status, again.raw)
+	}
+	if n := len(rows(t, "probe")); n != before {
+		t.Fatalf("DELETE wrote %d rows", n-before)
+	}
+
+	// The next call prepares again, free within the grace.
+	if a := tn.post(t, "/hover", with(helloPos, "repo", tn.repo)); a.status != http.StatusOK {
+		t.Fatalf("hover after DELETE: %d %s", a.status, a.raw)
+	}
+	prepares := filter(rows(t, "probe"), "prepare")
+	if len(prepares) != 2 || prepares[1].AmountCents != 0 || prepares[1].Reason != "reprepare" {
+		t.Fatalf("prepare rows = %+v; want the second a 0¢ reprepare", prepares)
+	}
+	if b := balance(t, "probe"); b.BalanceCents != 8 {
+		t.Fatalf("balance = %+v; want 8 (charged once)", b)
+	}
+}
+
+func contains(list any, s string) bool {
+	l, _ := list.([]any)
+	for _, v := range l {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestWorkspaceRoutesRefuse: strict query parameters, the order of checks,
+// and the forge's ACL, with no side effect.
+func TestWorkspaceRoutesRefuse(t *testing.T) {
+	tn := newTenant(t, "probe-strict", 10)
+	bobJWT, err := stack.Token("bob@probe-strict", "probe-strict", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack.Forge.Grant("forge-bob-strict", "elsewhere/*")
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		route := "/capabilities"
+		if method == http.MethodDelete {
+			route = "/workspaces"
+		}
+		for _, tc := range []struct {
+			name, query, jwt, forge, body string
+			hdr                           []string
+			status                        int
+			code                          string
+		}{
+			{"unknown parameter", "repo=hello&org=other", tn.jwt, tn.forgeToken, "", nil, 400, "invalid_request"},
+			{"repeated parameter", "repo=hello&repo=other", tn.jwt, tn.forgeToken, "", nil, 400, "invalid_request"},
+			{"no repo", "rev=main", tn.jwt, tn.forgeToken, "", nil, 400, "invalid_request"},
+			{"short sha", "repo=hello&rev=" + tn.commit[:10], tn.jwt, tn.forgeToken, "", nil, 400, "invalid_request"},
+			{"repo with a slash", "repo=other%2Fhello", tn.jwt, tn.forgeToken, "", nil, 400, "invalid_request"},
+			{"a body", "repo=hello", tn.jwt, tn.forgeToken, `{"org":"other"}`, nil, 400, "invalid_request"},
+			{"no token", "repo=hello", "", tn.forgeToken, "", nil, 401, "unauthenticated"},
+			{"no forge token", "repo=hello", tn.jwt, "", "", nil, 401, "unauthenticated"},
+			{"foreign org", "repo=hello", tn.jwt, tn.forgeToken, "", []string{"X-Org-Id", "acme"}, 403, "forbidden"},
+			{"no forge access", "repo=hello", bobJWT, "forge-bob-strict", "", nil, 404, "not_found"},
+			{"no such repo", "repo=nope", bobJWT, "forge-bob-strict", "", nil, 404, "not_found"},
+		} {
+			t.Run(method+" "+tc.name, func(t *testing.T) {
+				a := call(t, method, route, tc.query, tc.jwt, tc.forge, tc.body, tc.hdr...)
+				if a.status != tc.status || a.errorCode() != tc.code {
+					t.Fatalf("%d %s; want %d %s", a.status, a.raw, tc.status, tc.code)
+				}
+			})
+		}
+	}
+	if n := stack.Forge.PackDownloads("probe-strict", "hello"); n != 0 {
+		t.Fatalf("refused requests downloaded content %d times", n)
+	}
+	if rs := rows(t, "probe-strict"); len(rs) != 1 {
+		t.Fatalf("refused requests wrote rows: %+v", rs)
+	}
+}

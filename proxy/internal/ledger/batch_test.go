@@ -1,0 +1,231 @@
+package ledger_test
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
+	"github.com/hanzoai/lsp/proxy/internal/pgtest"
+)
+
+// openWith is open with options.
+func openWith(t testing.TB, o ledger.Options) (*ledger.Ledger, string) {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	l, err := ledger.OpenWith(ctx, url, slog.New(slog.DiscardHandler), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	t.Cleanup(func() { checkInvariants(t, url) })
+	return l, url
+}
+
+// rowsByRequest counts query rows per request id.
+func rowsByRequest(t testing.TB, url string) map[string]int {
+	t.Helper()
+	conn := connect(t, url)
+	rows, err := conn.Query(ctx, `SELECT request_id, count(*) FROM ledger_rows WHERE model = 'query' GROUP BY request_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = n
+	}
+	return out
+}
+
+// Concurrent writers of several orgs: every row that was acknowledged is there exactly once, rows
+// share transactions (group commit happened), and each org's ids still commit in ascending order.
+func TestGroupCommitConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		gc   ledger.GroupCommit
+	}{
+		{"default", ledger.GroupCommit{}},
+		{"linger-small-batches", ledger.GroupCommit{Linger: time.Millisecond, MaxRows: 16, Committers: 1}},
+		{"disabled", ledger.GroupCommit{Disabled: true}},
+	} {
+		gc := tc.gc
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l, url := openWith(t, ledger.Options{GroupCommit: gc})
+			const writers, each = 32, 20
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Go(func() {
+					for i := range each {
+						q := query(fmt.Sprint("org", w%3), "c1", "")
+						q.RequestID = fmt.Sprintf("w%d-%d", w, i)
+						if err := l.RecordQuery(ctx, q); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			got := rowsByRequest(t, url)
+			if len(got) != writers*each {
+				t.Fatalf("%d distinct request ids have rows; want %d", len(got), writers*each)
+			}
+			for id, n := range got {
+				if n != 1 {
+					t.Errorf("request %s has %d rows", id, n)
+				}
+			}
+			conn := connect(t, url)
+			var maxPerTx int
+			if err := conn.QueryRow(ctx, `SELECT max(n) FROM (SELECT count(*) AS n FROM ledger_rows GROUP BY xmin::text) x`).Scan(&maxPerTx); err != nil {
+				t.Fatal(err)
+			}
+			if gc.Disabled && maxPerTx != 1 {
+				t.Fatalf("without group commit a transaction wrote %d rows", maxPerTx)
+			}
+			if !gc.Disabled && maxPerTx < 2 {
+				t.Fatalf("32 concurrent writers never shared a commit")
+			}
+			// Within an org, a later transaction never has a lower id than an earlier one's.
+			var inversions int
+			if err := conn.QueryRow(ctx, `
+				SELECT count(*) FROM (
+				  SELECT payer_org, xmin::text::bigint AS tx, min(id) AS lo, max(id) AS hi
+				    FROM ledger_rows GROUP BY payer_org, xmin) a
+				  JOIN (SELECT payer_org, xmin::text::bigint AS tx, min(id) AS lo, max(id) AS hi
+				    FROM ledger_rows GROUP BY payer_org, xmin) b
+				    ON a.payer_org = b.payer_org AND a.tx <> b.tx AND a.lo < b.lo AND a.hi > b.lo`).Scan(&inversions); err != nil {
+				t.Fatal(err)
+			}
+			if inversions != 0 {
+				t.Fatalf("%d pairs of transactions interleave one org's ids", inversions)
+			}
+		})
+	}
+}
+
+// A batch in which several rows reveal the same uncaptured prepare captures it once, into one prepare
+// row; a row naming it for another workspace does not.
+func TestGroupCommitRecoversHoldOnce(t *testing.T) {
+	t.Parallel()
+	l, url := open(t)
+	if err := l.Credit(ctx, "acme", 5, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Hold(ctx, hold("p1", "acme", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	batch := []ledger.Row{
+		query("acme", "c-other", "p1"), // another commit: never captures p1
+		query("acme", "c1", "p1"),
+		query("beta", "c1", "p1"), // another org: never captures p1
+		query("acme", "c1", "p1"),
+		query("acme", "c1", ""),
+	}
+	for i := range batch {
+		batch[i].RequestID = fmt.Sprint("r", i)
+	}
+	for i, err := range ledger.CommitAsOneBatch(l, batch) {
+		if err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+	}
+	mustBalance(t, l, "acme", 3, 0)
+	var prepares int
+	for _, r := range allRows(t, l, "acme") {
+		if r.Model == "prepare" {
+			prepares++
+			if r.PrepareID != "p1" || r.AmountCents != -2 || r.Reason != "recovered" {
+				t.Errorf("recovered row %+v", r)
+			}
+		}
+	}
+	if prepares != 1 {
+		t.Fatalf("%d prepare rows; want 1", prepares)
+	}
+	if got := rowsByRequest(t, url); len(got) != len(batch) {
+		t.Fatalf("query rows %v; want one per row of the batch", got)
+	}
+}
+
+// A row the database refuses fails alone: the rest of its batch is written.
+func TestGroupCommitBadRowFailsAlone(t *testing.T) {
+	t.Parallel()
+	l, url := open(t)
+	good, bad := query("acme", "c1", ""), query("acme", "c1", "")
+	good.RequestID, bad.RequestID = "good", "bad"
+	bad.Repo = "nul\x00byte" // text cannot hold NUL: the statement fails
+	other := query("beta", "c1", "")
+	other.RequestID = "other"
+	errs := ledger.CommitAsOneBatch(l, []ledger.Row{good, bad, other})
+	if errs[0] != nil || errs[2] != nil {
+		t.Fatalf("good rows failed: %v", errs)
+	}
+	if errs[1] == nil || errors.Is(errs[1], ledger.ErrUnavailable) {
+		t.Fatalf("bad row: %v", errs[1])
+	}
+	if got := rowsByRequest(t, url); got["good"] != 1 || got["other"] != 1 || len(got) != 2 {
+		t.Fatalf("rows %v", got)
+	}
+}
+
+// Close commits what is queued; callers after it get ErrUnavailable; every acknowledged row is there.
+func TestGroupCommitClose(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	l, err := ledger.OpenWith(ctx, url, slog.New(slog.DiscardHandler), ledger.Options{GroupCommit: ledger.GroupCommit{Linger: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				q := query("acme", "c1", "")
+				q.RequestID = fmt.Sprintf("w%d-%d", w, i)
+				err := l.RecordQuery(ctx, q)
+				if errors.Is(err, ledger.ErrUnavailable) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				acked[q.RequestID] = true
+				n := len(acked)
+				mu.Unlock()
+				if n == 200 {
+					go l.Close()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	l.Close()
+	got := rowsByRequest(t, url)
+	for id := range acked {
+		if got[id] != 1 {
+			t.Errorf("acknowledged %s has %d rows", id, got[id])
+		}
+	}
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("%s has %d rows", id, n)
+		}
+	}
+	checkInvariants(t, url)
+}
