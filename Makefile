@@ -11,7 +11,7 @@ GOPLS_VERSION := v0.21.1
 # deploy/typescript/package-lock.json, installed with npm ci into $(TS_DIR).
 TS_DIR     := $(BIN)/ts
 TS_LSP     := $(TS_DIR)/node_modules/typescript-language-server/lib/cli.mjs
-PKGS       := ./proto/... ./migrations/... ./proxy/... ./daemon/...
+PKGS       := ./proto/... ./migrations/... ./proxy/... ./daemon/... ./deploy/...
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
 .PHONY: all build run test deps bench proto proto-check lint tidy fuzz clean
@@ -96,7 +96,7 @@ lint:
 
 ## tidy: go mod tidy in every module.
 tidy:
-	for m in proto migrations proxy daemon; do (cd $$m && go mod tidy); done
+	for m in proto migrations proxy daemon deploy; do (cd $$m && go mod tidy); done
 
 clean:
 	rm -rf $(BIN) .test.log

@@ -17,7 +17,7 @@ import (
 
 // The images, checked as text: nothing here needs a Docker engine.
 
-func parseDockerfile(t *testing.T, name string) *dockerfile.File {
+func parseDockerfile(t testing.TB, name string) *dockerfile.File {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("images", name))
 	if err != nil {
@@ -125,7 +125,7 @@ func TestSecretProblemsFindsSecrets(t *testing.T) {
 	}
 }
 
-func secretProblems(t *testing.T, f *dockerfile.File) []string {
+func secretProblems(t testing.TB, f *dockerfile.File) []string {
 	t.Helper()
 	var out []string
 	check := func(in dockerfile.Instruction, k, v string) {
@@ -301,7 +301,7 @@ type serverConfig struct {
 
 const configTemplate = "images/servers.json.in"
 
-func readConfigTemplate(t *testing.T) (string, serverConfig) {
+func readConfigTemplate(t testing.TB) (string, serverConfig) {
 	t.Helper()
 	b, err := os.ReadFile(configTemplate)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 // repoRoot is the checkout: the tests run in deploy/.
 const repoRoot = ".."
 
-func readRepoFile(t *testing.T, rel string) string {
+func readRepoFile(t testing.TB, rel string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot, rel))
 	if err != nil {
@@ -31,7 +31,7 @@ var readmeVarRE = regexp.MustCompile("^\\|([^|]*)\\|")
 var lspVarRE = regexp.MustCompile(`\bLSP_[A-Z0-9_]+\b`)
 
 // readmeVars are the LSP_* names in the first column of README.md's tables.
-func readmeVars(t *testing.T) map[string]bool {
+func readmeVars(t testing.TB) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
 	for _, line := range strings.Split(readRepoFile(t, "README.md"), "\n") {
@@ -57,7 +57,7 @@ var (
 
 // codeVars are the LSP_* names that appear as string literals in the
 // non-test Go code of the proxy and the daemon: what the services read.
-func codeVars(t *testing.T) map[string]bool {
+func codeVars(t testing.TB) map[string]bool {
 	t.Helper()
 	codeVarsOnce.Do(func() {
 		codeVarsSet = map[string]bool{}
@@ -89,7 +89,7 @@ func codeVars(t *testing.T) map[string]bool {
 
 // checkDocumentedVar fails unless name is in README.md's tables and read by
 // the code.
-func checkDocumentedVar(t *testing.T, where, name string) {
+func checkDocumentedVar(t testing.TB, where, name string) {
 	t.Helper()
 	if !readmeVars(t)[name] {
 		t.Errorf("%s: %s is not in README.md's configuration tables", where, name)
@@ -100,7 +100,7 @@ func checkDocumentedVar(t *testing.T, where, name string) {
 }
 
 // makefileVar is the value of NAME := value in the Makefile.
-func makefileVar(t *testing.T, name string) string {
+func makefileVar(t testing.TB, name string) string {
 	t.Helper()
 	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s*:?=\s*(\S+)\s*$`)
 	m := re.FindStringSubmatch(readRepoFile(t, "Makefile"))
@@ -111,7 +111,7 @@ func makefileVar(t *testing.T, name string) string {
 }
 
 // goWorkVersion is the go directive of go.work.
-func goWorkVersion(t *testing.T) string {
+func goWorkVersion(t testing.TB) string {
 	t.Helper()
 	m := regexp.MustCompile(`(?m)^go\s+(\S+)\s*$`).FindStringSubmatch(readRepoFile(t, "go.work"))
 	if m == nil {
@@ -128,7 +128,7 @@ type tsLock struct {
 	Engines  map[string]string
 }
 
-func readTSLock(t *testing.T) tsLock {
+func readTSLock(t testing.TB) tsLock {
 	t.Helper()
 	var pkg struct {
 		Dependencies map[string]string `json:"dependencies"`
@@ -157,7 +157,7 @@ func readTSLock(t *testing.T) tsLock {
 
 // unauthenticatedRoutes are the GET paths the proxy registers on the echo
 // instance itself (not the authenticated /v1/lsp group): the probe targets.
-func unauthenticatedRoutes(t *testing.T) map[string]bool {
+func unauthenticatedRoutes(t testing.TB) map[string]bool {
 	t.Helper()
 	re := regexp.MustCompile(`\be\.GET\("([^"]+)"`)
 	out := map[string]bool{}

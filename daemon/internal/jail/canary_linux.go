@@ -177,9 +177,8 @@ func visible(p string) string {
 	return ""
 }
 
-// openFDs lists the open descriptors with raw system calls: package os
-// would start the Go runtime's poller, whose own descriptors would then be
-// listed.
+// openFDs lists the descriptors the canary was started with. It reads
+// them with raw system calls, before anything of its own could open one.
 func openFDs() []string {
 	dir, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -207,6 +206,11 @@ func openFDs() []string {
 		t, err := os.Readlink("/proc/self/fd/" + n)
 		if err != nil {
 			t = err.Error()
+		}
+		// The Go runtime's poller, which package initialisation in the
+		// daemon binary may already have started: the canary's own.
+		if t == "anon_inode:[eventpoll]" || t == "anon_inode:[eventfd]" {
+			continue
 		}
 		fds = append(fds, n+" -> "+t)
 	}

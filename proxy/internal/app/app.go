@@ -138,7 +138,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	// Prepares run detached from their clients: one whose client left is
 	// still pushing. Wait for it to be captured (or released) before the
 	// ledger and the daemon connections close.
-	if err := error(nil); err != nil {
+	if err := ops.Wait(sctx); err != nil {
 		log.Warn("shutdown: prepares still running when the grace ended; their holds expire or are captured by the next answer", "err", err)
 	}
 	return nil

@@ -165,7 +165,7 @@ func (a *archiveReader) entry(r io.Reader, hdr *tar.Header, p string) error {
 	a.seq++
 	e := &entry{path: p, oid: "tar:" + strconv.Itoa(a.seq)}
 	switch hdr.Typeflag {
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg: // the reader turns the old TypeRegA into TypeReg
 		if hdr.Size < 0 {
 			return fmt.Errorf("%w: negative size", errArchive)
 		}

@@ -229,3 +229,77 @@ func TestGroupCommitClose(t *testing.T) {
 	}
 	checkInvariants(t, url)
 }
+
+// A reader paging an org's rows by id while rows of every kind commit (grouped query rows, credits,
+// prepares) sees every row exactly once: an org's ids commit in ascending order, so no row commits
+// behind a page already read.
+func TestPagingNeverSkipsLateCommits(t *testing.T) {
+	t.Parallel()
+	l, _ := open(t)
+	const org = "acme"
+	if err := l.Credit(ctx, org, 1000, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	var writers sync.WaitGroup
+	for w := range 8 {
+		writers.Go(func() {
+			for i := range 40 {
+				var err error
+				switch {
+				case w == 0 && i%4 == 0:
+					err = l.Credit(ctx, org, 1, "ops")
+				case w == 1 && i%4 == 0:
+					id := fmt.Sprintf("p%d", i)
+					if _, err = l.Hold(ctx, hold(id, org, "c"+id)); err == nil {
+						_, err = l.Capture(ctx, capture(id, org, "c"+id))
+					}
+				default:
+					q := query(org, "c1", "")
+					q.RequestID = fmt.Sprintf("w%d-%d", w, i)
+					err = l.RecordQuery(ctx, q)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { writers.Wait(); close(done) }()
+	seen := map[int64]bool{}
+	var after int64
+	read := func() int {
+		page, err := l.Rows(ctx, org, after, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			if seen[r.ID] {
+				t.Fatalf("row %d read twice", r.ID)
+			}
+			seen[r.ID] = true
+			after = r.ID
+		}
+		return len(page)
+	}
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		read()
+	}
+	for read() > 0 {
+	}
+	all := allRows(t, l, org)
+	if len(all) != len(seen) {
+		for _, r := range all {
+			if !seen[r.ID] {
+				t.Errorf("row %d (%s) was skipped", r.ID, r.Model)
+			}
+		}
+		t.Fatalf("read %d rows of %d", len(seen), len(all))
+	}
+}

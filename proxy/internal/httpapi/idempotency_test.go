@@ -1,0 +1,297 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+	"github.com/hanzoai/lsp/proxy/internal/apierr"
+	"github.com/hanzoai/lsp/proxy/internal/operation"
+	"github.com/labstack/echo/v4"
+)
+
+// fakeOp stands for an operation handler behind the idempotency middleware, on a test route: its body
+// says what it does, and it counts its runs (a run is what a retry must not repeat: a hold, a row).
+type fakeOp struct {
+	runs    atomic.Int32
+	started chan struct{} // "block": closed when the run starts
+	release chan struct{} // "block": the run ends when this is closed
+}
+
+const fakeRoute = "/v1/lsp/fake-op"
+
+func (a *moneyAPI) withFakeOp(t *testing.T) *fakeOp {
+	t.Helper()
+	op := &fakeOp{started: make(chan struct{}), release: make(chan struct{})}
+	handler := func(c echo.Context) error {
+		var b struct {
+			Mode string `json:"mode"`
+		}
+		if err := json.NewDecoder(c.Request().Body).Decode(&b); err != nil {
+			return apierr.BadRequest("the body must be one JSON object")
+		}
+		n := op.runs.Add(1)
+		switch b.Mode {
+		case "block":
+			close(op.started)
+			<-op.release
+		case "refused-at-the-gate": // reached the daemon, wrote its row
+			e := apierr.New(http.StatusPaymentRequired, apierr.InsufficientFunds, "no funds")
+			return &failure{err: e, res: &operation.Result{Repo: "r", Commit: "c", Answer: &daemonv1.QueryResponse{}}}
+		case "forge-said-no": // never reached the daemon
+			return &failure{err: apierr.New(http.StatusNotFound, apierr.NotFound, "no such repository"), res: &operation.Result{Repo: "r"}}
+		case "ledger-down": // reached the daemon; the row could not be written
+			return &failure{err: ledgerUnavailable(context.Canceled), res: &operation.Result{Repo: "r", Commit: "c", Answer: &daemonv1.QueryResponse{}}}
+		case "daemon-down-after-prepare":
+			e := apierr.New(http.StatusServiceUnavailable, apierr.DaemonUnavailable, "the daemon is unavailable")
+			e.RetryAfter = 3e9
+			return &failure{err: e, res: &operation.Result{Repo: "r", Commit: "c", Prepared: true, PrepareID: "p"}}
+		}
+		return c.JSON(http.StatusOK, map[string]any{"run": n, "mode": b.Mode})
+	}
+	a.s.e.POST(fakeRoute, handler, a.s.authenticate, a.s.idempotency)
+	return op
+}
+
+// post sends body to route with the token, optional Idempotency-Key and X-Org-Id.
+func (a *moneyAPI) post(t *testing.T, route, body, tok, key, org string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, route, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Forge-Token", testForgeTok)
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	if org != "" {
+		req.Header.Set("X-Org-Id", org)
+	}
+	rec := httptest.NewRecorder()
+	a.s.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+// A retry gets the first answer byte for byte, marked replayed, and runs nothing.
+func TestIdempotentReplay(t *testing.T) {
+	a := newMoneyAPI(t)
+	op := a.withFakeOp(t)
+	const body = `{"mode":"ok"}`
+	first := a.post(t, fakeRoute, body, a.member, "key-1", "")
+	if first.Code != 200 || first.Header().Get("Idempotent-Replayed") != "" {
+		t.Fatalf("first: %d %v %s", first.Code, first.Header(), first.Body)
+	}
+	for range 3 {
+		again := a.post(t, fakeRoute, body, a.member, "key-1", "")
+		if again.Code != 200 || again.Body.String() != first.Body.String() ||
+			again.Header().Get("Idempotent-Replayed") != "true" ||
+			again.Header().Get("Content-Type") != first.Header().Get("Content-Type") {
+			t.Fatalf("retry: %d %v %q; first %q", again.Code, again.Header(), again.Body, first.Body)
+		}
+		if again.Header().Get("X-Request-Id") == first.Header().Get("X-Request-Id") {
+			t.Fatal("a replay reuses the first request's id")
+		}
+	}
+	if n := op.runs.Load(); n != 1 {
+		t.Fatalf("the operation ran %d times", n)
+	}
+	// Without a key every request runs.
+	a.post(t, fakeRoute, body, a.member, "", "")
+	a.post(t, fakeRoute, body, a.member, "", "")
+	if n := op.runs.Load(); n != 3 {
+		t.Fatalf("the operation ran %d times", n)
+	}
+	// The key is the org's: the principal's other org runs it anew, once.
+	other := a.post(t, fakeRoute, body, a.member, "key-1", testMemberOrg)
+	if other.Code != 200 || other.Header().Get("Idempotent-Replayed") != "" || op.runs.Load() != 4 {
+		t.Fatalf("same key, other org: %d %v, runs %d", other.Code, other.Header(), op.runs.Load())
+	}
+	if again := a.post(t, fakeRoute, body, a.member, "key-1", testMemberOrg); again.Header().Get("Idempotent-Replayed") != "true" ||
+		again.Body.String() != other.Body.String() {
+		t.Fatalf("retry in the other org: %v %s", again.Header(), again.Body)
+	}
+}
+
+// The same key with another body or route is 422; nothing runs.
+func TestIdempotencyKeyReused(t *testing.T) {
+	a := newMoneyAPI(t)
+	op := a.withFakeOp(t)
+	a.post(t, fakeRoute, `{"mode":"ok"}`, a.member, "k", "")
+	for _, tc := range []struct{ name, route, body string }{
+		{"another body", fakeRoute, `{"mode":"ok" }`},
+		{"another route, same body", "/v1/lsp/hover", `{"mode":"ok"}`},
+	} {
+		rec := a.post(t, tc.route, tc.body, a.member, "k", "")
+		if rec.Code != 422 || errorOf(t, rec).Code != "idempotency_key_reused" {
+			t.Fatalf("%s: %d %s", tc.name, rec.Code, rec.Body)
+		}
+	}
+	if n := op.runs.Load(); n != 1 {
+		t.Fatalf("the operation ran %d times", n)
+	}
+}
+
+// While the first attempt runs, a retry is 409 with Retry-After; afterwards it is the replay.
+func TestIdempotencyInProgress(t *testing.T) {
+	a := newMoneyAPI(t)
+	op := a.withFakeOp(t)
+	const body = `{"mode":"block"}`
+	var wg sync.WaitGroup
+	var first *httptest.ResponseRecorder
+	wg.Go(func() { first = a.post(t, fakeRoute, body, a.member, "k", "") })
+	<-op.started
+	busy := a.post(t, fakeRoute, body, a.member, "k", "")
+	if busy.Code != 409 || errorOf(t, busy).Code != "idempotency_in_progress" || busy.Header().Get("Retry-After") == "" {
+		t.Fatalf("during the first: %d %v %s", busy.Code, busy.Header(), busy.Body)
+	}
+	if other := a.post(t, fakeRoute, `{"mode":"other"}`, a.member, "k", ""); other.Code != 422 {
+		t.Fatalf("another body during the first: %d %s", other.Code, other.Body)
+	}
+	close(op.release)
+	wg.Wait()
+	if first.Code != 200 {
+		t.Fatalf("first: %d %s", first.Code, first.Body)
+	}
+	after := a.post(t, fakeRoute, body, a.member, "k", "")
+	if after.Code != 200 || after.Header().Get("Idempotent-Replayed") != "true" || after.Body.String() != first.Body.String() {
+		t.Fatalf("after: %d %v %s", after.Code, after.Header(), after.Body)
+	}
+	if n := op.runs.Load(); n != 1 {
+		t.Fatalf("the operation ran %d times", n)
+	}
+}
+
+// Which failures are final for their key: those of requests that reached the daemon (a row was
+// written, a prepare maybe charged) are stored and replayed with their status and Retry-After; those
+// that did nothing a retry could repeat give the key back.
+func TestIdempotencyOfFailures(t *testing.T) {
+	a := newMoneyAPI(t)
+	op := a.withFakeOp(t)
+	for _, tc := range []struct {
+		mode   string
+		status int
+		stored bool
+	}{
+		{"refused-at-the-gate", 402, true},
+		{"daemon-down-after-prepare", 503, true},
+		{"forge-said-no", 404, false},
+		{"ledger-down", 503, false},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			body := `{"mode":"` + tc.mode + `"}`
+			before := op.runs.Load()
+			first := a.post(t, fakeRoute, body, a.member, "key-"+tc.mode, "")
+			again := a.post(t, fakeRoute, body, a.member, "key-"+tc.mode, "")
+			if first.Code != tc.status || again.Code != tc.status || again.Body.String() != first.Body.String() {
+				t.Fatalf("first %d %s, again %d %s; want %d twice", first.Code, first.Body, again.Code, again.Body, tc.status)
+			}
+			if ra := first.Header().Get("Retry-After"); ra != again.Header().Get("Retry-After") {
+				t.Fatalf("Retry-After %q then %q", ra, again.Header().Get("Retry-After"))
+			}
+			runs := op.runs.Load() - before
+			replayed := again.Header().Get("Idempotent-Replayed") == "true"
+			if tc.stored && (runs != 1 || !replayed) || !tc.stored && (runs != 2 || replayed) {
+				t.Fatalf("runs %d, replayed %v; stored should be %v", runs, replayed, tc.stored)
+			}
+		})
+	}
+	// A body the handler refuses (400) is not stored either.
+	for range 2 {
+		if rec := a.post(t, fakeRoute, `not json`, a.member, "key-bad-body", ""); rec.Code != 400 || rec.Header().Get("Idempotent-Replayed") != "" {
+			t.Fatalf("bad body: %d %v", rec.Code, rec.Header())
+		}
+	}
+}
+
+// The header itself, and the checks that come before it.
+func TestIdempotencyKeyChecks(t *testing.T) {
+	a := newMoneyAPI(t)
+	op := a.withFakeOp(t)
+	for _, tc := range []struct {
+		name, key string
+		keys      []string
+		tok, org  string
+		status    int
+		code      string
+	}{
+		{name: "too long", key: strings.Repeat("k", 256), tok: a.member, status: 400, code: "invalid_request"},
+		{name: "a space", key: "a b", tok: a.member, status: 400, code: "invalid_request"},
+		{name: "non-ASCII", key: "clé", tok: a.member, status: 400, code: "invalid_request"},
+		{name: "twice", keys: []string{"a", "b"}, tok: a.member, status: 400, code: "invalid_request"},
+		{name: "no token", key: "k", status: 401, code: "unauthenticated"},
+		{name: "foreign org", key: "k", tok: a.member, org: foreignOrg, status: 403, code: "forbidden"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, "/v1/lsp/hover", strings.NewReader(validBodies["/hover"]))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Forge-Token", testForgeTok)
+			if tc.tok != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.tok)
+			}
+			if tc.org != "" {
+				req.Header.Set("X-Org-Id", tc.org)
+			}
+			if tc.key != "" {
+				req.Header.Set("Idempotency-Key", tc.key)
+			}
+			for _, k := range tc.keys {
+				req.Header.Add("Idempotency-Key", k)
+			}
+			rec := httptest.NewRecorder()
+			a.s.Handler().ServeHTTP(rec, req)
+			if rec.Code != tc.status || errorOf(t, rec).Code != tc.code {
+				t.Fatalf("%d %s; want %d %s", rec.Code, rec.Body, tc.status, tc.code)
+			}
+		})
+	}
+	// The longest key is fine.
+	if rec := a.post(t, fakeRoute, `{"mode":"ok"}`, a.member, strings.Repeat("k", 255), ""); rec.Code != 200 {
+		t.Fatalf("a 255-byte key: %d %s", rec.Code, rec.Body)
+	}
+	if op.runs.Load() != 1 {
+		t.Fatalf("runs %d", op.runs.Load())
+	}
+	var n int
+	if err := a.l.Pool().QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d idempotency records; refused requests must leave none", n)
+	}
+}
+
+// Without a reachable ledger a keyed request is 503 ledger_unavailable and runs nothing; without a
+// key it is not the middleware's business.
+func TestIdempotencyWithoutLedger(t *testing.T) {
+	a := newMoneyAPI(t)
+	op := a.withFakeOp(t)
+	a.l.Close()
+	rec := a.post(t, fakeRoute, `{"mode":"ok"}`, a.member, "k", "")
+	if rec.Code != 503 || errorOf(t, rec).Code != "ledger_unavailable" || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("keyed request with the ledger closed: %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	if rec := a.post(t, fakeRoute, `{"mode":"ok"}`, a.member, "", ""); rec.Code != 200 {
+		t.Fatalf("request without a key: %d %s", rec.Code, rec.Body)
+	}
+	if op.runs.Load() != 1 {
+		t.Fatalf("runs %d", op.runs.Load())
+	}
+
+	s := New(Deps{Verifier: a.s.d.Verifier, CursorSecret: []byte("x"), Log: a.s.d.Log}) // no Money at all
+	s.e.POST(fakeRoute, func(c echo.Context) error { t.Fatal("ran"); return nil }, s.authenticate, s.idempotency)
+	req := httptest.NewRequest(http.MethodPost, fakeRoute, strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+a.member)
+	req.Header.Set("Idempotency-Key", "k")
+	rec = httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, req)
+	if rec.Code != 503 {
+		t.Fatalf("no ledger configured: %d %s", rec.Code, rec.Body)
+	}
+}

@@ -1,0 +1,10 @@
+package httpapi
+
+import (
+	"testing"
+
+	"github.com/hanzoai/lsp/proxy/internal/pgtest"
+)
+
+// TestMain stops the throwaway Postgres that the idempotency and dashboard tests use.
+func TestMain(m *testing.M) { pgtest.Main(m) }
