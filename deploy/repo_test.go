@@ -27,7 +27,7 @@ func readRepoFile(t testing.TB, rel string) string {
 	return string(b)
 }
 
-var readmeVarRE = regexp.MustCompile("^\\|([^|]*)\\|")
+var readmeVarRE = regexp.MustCompile(`^\|([^|]*)\|`)
 var lspVarRE = regexp.MustCompile(`\bLSP_[A-Z0-9_]+\b`)
 
 // readmeVars are the LSP_* names in the first column of README.md's tables.
