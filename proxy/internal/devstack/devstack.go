@@ -74,6 +74,7 @@ type Stack struct {
 	daemonDone   chan struct{}
 
 	ProxyURL    string
+	proxyEnv    map[string]string
 	proxyCancel context.CancelFunc
 	proxyDone   chan error
 
@@ -174,25 +175,64 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	for k, v := range o.ProxyEnv {
 		env[k] = v
 	}
-	cfg, err := config.Load(func(k string) string { return env[k] })
+	s.proxyEnv = env
+	r, err := s.StartReplica(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.ProxyURL, s.proxyCancel, s.proxyDone = r.URL, r.cancel, r.done
+	return s, nil
+}
+
+// Replica is one more proxy process (in-process) over the same Postgres,
+// forge and daemons: what several replicas behind a load balancer are.
+type Replica struct {
+	URL    string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Stop shuts the replica down gracefully.
+func (r *Replica) Stop() {
+	r.cancel()
+	err := <-r.done
+	r.done <- err
+}
+
+// StartReplica starts a proxy with the stack's configuration, overridden
+// by env (LSP_* names). It listens on a fresh loopback port unless env
+// names one.
+func (s *Stack) StartReplica(ctx context.Context, env map[string]string) (*Replica, error) {
+	merged := map[string]string{}
+	for k, v := range s.proxyEnv {
+		merged[k] = v
+	}
+	if env != nil {
+		merged["LSP_LISTEN"] = "127.0.0.1:0"
+	}
+	for k, v := range env {
+		merged[k] = v
+	}
+	cfg, err := config.Load(func(k string) string { return merged[k] })
 	if err != nil {
 		return nil, fmt.Errorf("proxy config: %w", err)
 	}
 	pctx, cancel := context.WithCancel(context.Background())
-	s.proxyCancel = cancel
-	s.proxyDone = make(chan error, 1)
+	r := &Replica{cancel: cancel, done: make(chan error, 1)}
 	addr := make(chan string, 1)
-	go func() { s.proxyDone <- app.Run(pctx, cfg, o.Log, func(a string) { addr <- a }) }()
+	go func() { r.done <- app.Run(pctx, cfg, s.opts.Log, func(a string) { addr <- a }) }()
 	select {
 	case a := <-addr:
-		s.ProxyURL = "http://" + a
-	case err := <-s.proxyDone:
-		s.proxyDone <- err
+		r.URL = "http://" + a
+		return r, nil
+	case err := <-r.done:
+		cancel()
 		return nil, fmt.Errorf("proxy: %w", err)
 	case <-ctx.Done():
+		cancel()
+		<-r.done
 		return nil, ctx.Err()
 	}
-	return s, nil
 }
 
 // startDaemon writes the reviewed-server file for the pinned gopls and runs

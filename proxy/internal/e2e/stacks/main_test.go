@@ -153,12 +153,18 @@ func (a answer) errorCode() string {
 // do sends one request to the stack's proxy; hdr are header pairs.
 func do(t *testing.T, s *devstack.Stack, method, route string, body any, hdr ...string) answer {
 	t.Helper()
+	return doAt(t, s.ProxyURL, method, route, body, hdr...)
+}
+
+// doAt sends one request to the proxy at base.
+func doAt(t *testing.T, base, method, route string, body any, hdr ...string) answer {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(method, s.ProxyURL+"/v1/lsp"+route, rd)
+	req, _ := http.NewRequest(method, base+"/v1/lsp"+route, rd)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
