@@ -3,7 +3,9 @@
 //
 // One jail is one server process tree:
 //
-//	daemon ─▶ lsp-daemon __lsp-jail-launch   joins the jail's cgroups (root)
+//	daemon ─▶ lsp-daemon __lsp-jail-launch   (root, or cgroups) joins the
+//	           │                             jail's cgroups; as root stages the
+//	           │                             bind sources, drops to the home's uid
 //	           └ exec bwrap                   new session; user, mount, PID, net,
 //	              └ bwrap init (PID 1)        IPC, UTS, cgroup namespaces
 //	                 └ lsp-daemon __lsp-jail-init   sets the rlimits, closes fds
@@ -13,29 +15,35 @@
 // PID namespace (the daemon and other jails are invisible; when its init
 // dies the kernel kills everything in it), and a fresh root holding only
 // read-only system libraries, the operator's toolchain paths (the Go
-// toolchain), the server's executable (the file alone, from the daemon's
-// content-addressed bin directory) and argument paths (a node_modules tree
-// whole), the daemon binary as /.lsp-jail/init,
-// the workspace tree read-only at its own path (so URIs map back to it) and
-// the private home read-write at its own path. The root, /dev and /proc/sys
-// are read-only. Nothing of the daemon's environment enters: bwrap starts
-// from an empty one and sets exactly runtime.Environment. The server runs
-// as uid 65534 of its own user namespace with no capability, no_new_privs,
-// no way to make another user namespace (--disable-userns), no controlling
+// toolchain, the pinned TypeScript), the server's executable (the file
+// alone, from the daemon's content-addressed bin directory) and argument
+// paths (a node_modules tree whole), the daemon binary as /.lsp-jail/init,
+// the workspace tree read-only at its own path (so URIs map back to it)
+// and the private home read-write at its own path. The root and /dev are
+// read-only. Nothing of the daemon's environment enters: bwrap starts from
+// an empty one and sets exactly runtime.Environment. The server runs as uid
+// 65534 of its own user namespace with no capability, no_new_privs, no way
+// to make another user namespace (--disable-userns), no controlling
 // terminal (the launcher starts a new session), and a seccomp deny list
 // (see seccomp_linux.go).
 //
+// A root daemon never lets a jail be host uid 0: each server home gets an
+// unprivileged host uid of its own (uid_linux.go), so bwrap itself runs
+// unprivileged. Since the daemon's root is private (0700), the launcher
+// first bind-mounts each source under a tmpfs of its own mount namespace,
+// where bwrap, running as that uid, can reach it.
+//
 // Limits hold as root too. A root daemon makes one pids and one memory
 // cgroup per jail under its own cgroup (v1 hierarchies where the machine
-// mounts them, else v2; see cgroup_linux.go); the launcher re-executes
-// the daemon's binary so that it can write its own pid into them and only
-// then become bwrap, so every process of the jail is born inside them
-// (cgroup v1 has no way to start a child in another cgroup). The cgroups
-// are removed once the jail's process tree is gone. An unprivileged daemon
-// without a writable cgroup subtree uses RLIMIT_NPROC, set by the in-jail
-// init inside the jail's own user namespace (the kernel counts it per user
-// namespace, so it bounds that jail alone), and RLIMIT_DATA. Every jail
-// also has RLIMIT_NOFILE, RLIMIT_FSIZE and no core dumps.
+// mounts them, else v2; see cgroup_linux.go); the launcher writes its own
+// pid into them before it becomes bwrap, so every process of the jail is
+// born inside them (cgroup v1 has no way to start a child in another
+// cgroup). The cgroups are removed once the jail's process tree is gone.
+// Every jail also gets RLIMIT_NPROC from the in-jail init, inside its own
+// user namespace (the kernel counts it per user namespace, so it bounds
+// that jail alone), RLIMIT_NOFILE, RLIMIT_FSIZE and no core dumps; an
+// unprivileged daemon without a writable cgroup subtree runs jails as its
+// own uid and bounds memory with RLIMIT_DATA.
 //
 // The process contract is runtime.Unjailed's: the launcher is the leader
 // of the jail's process group, Kill kills the group (bwrap, its init, and

@@ -163,8 +163,9 @@ func hoverLine(ctx context.Context, srv *runtime.Server, rel string, line int) (
 	return h, err
 }
 
-// assertGone fails when a process of group pgid, or a zombie child of
-// this process, is left.
+// assertGone fails when a process of group pgid is left, zombies
+// included. (Other zombie children may exist for a moment: parallel tests'
+// processes being reaped; TestMain checks that none survives the run.)
 func assertGone(t *testing.T, pgid int) {
 	t.Helper()
 	procs, err := listProcs()
@@ -175,9 +176,7 @@ func assertGone(t *testing.T, pgid int) {
 		if p.pgrp == pgid {
 			t.Errorf("process %d (state %c, parent %d) of group %d survived", p.pid, p.state, p.ppid, pgid)
 		}
-		if p.ppid == os.Getpid() && p.state == 'Z' {
-			t.Errorf("zombie child %d left unreaped", p.pid)
-		}
+
 	}
 }
 

@@ -153,8 +153,12 @@ func (s *Spawner) Describe() string {
 	if s.seccomp == nil {
 		sc = "no seccomp filter on " + goruntime.GOARCH
 	}
-	return fmt.Sprintf("bubblewrap %s; %s; %s; memory %d, tasks %d, files %d, file size %d",
-		s.version, limits, sc, s.opts.Memory, s.opts.Pids, s.opts.Files, s.opts.FileSize)
+	uid := "the daemon's own uid"
+	if s.uids != nil {
+		uid = fmt.Sprintf("a host uid per home from %d", s.opts.UIDBase)
+	}
+	return fmt.Sprintf("bubblewrap %s; %s; %s; %s; memory %d, tasks %d, files %d, file size %d",
+		s.version, uid, limits, sc, s.opts.Memory, s.opts.Pids, s.opts.Files, s.opts.FileSize)
 }
 
 // Close removes the daemon's parent cgroups. Call it after every server is
