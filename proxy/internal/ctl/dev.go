@@ -59,11 +59,12 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, `
-The LSP service is up (daemon unjailed: development only).
+The LSP service is up; every language server runs in the daemon's jail.
   proxy    %s
   forge    %s  (repository %s/%s at %s)
   ledger   org %q credited 1000¢; a prepare costs 2¢
   state    %s
+  key      %s  (sign more dev tokens: lspctl dev-token --key %s --owner %s)
 
 Hover over greet.Hello in main.go (the first call prepares and is charged 2¢):
 
@@ -73,8 +74,18 @@ curl -sS %s/v1/lsp/hover \
   -H 'Content-Type: application/json' \
   -d '{"repo":"%s","path":"main.go","line":10,"character":20}'
 
+Or with lspctl (in another shell):
+
+export LSP_URL=%s LSP_FORGE_TOKEN=%s
+export LSP_TOKEN=%s
+lspctl hover --repo %s --at main.go:11:21
+
+MCP clients: %s/v1/lsp/mcp (Streamable HTTP, the same bearer token).
+
 Ctrl-C stops everything.
-`, s.ProxyURL, s.ForgeURL, org, repo, commit[:12], org, abs, s.ProxyURL, tok, forgeToken, repo)
+`, s.ProxyURL, s.ForgeURL, org, repo, commit[:12], org, abs, s.KeyFile, s.KeyFile, org,
+		s.ProxyURL, tok, forgeToken, repo,
+		s.ProxyURL, forgeToken, tok, repo, s.ProxyURL)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nstopping…")
 	return nil

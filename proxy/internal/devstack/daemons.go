@@ -66,8 +66,10 @@ func (d *Daemon) Start(ctx context.Context) error {
 		"LSP_DAEMON_LISTEN=" + d.o.Listen,
 		"LSP_DAEMON_CONFIG=" + filepath.Join(d.o.Dir, "servers.json"),
 		"LSP_DAEMON_ROOT=" + d.Root,
-		"LSP_UNJAILED=1",
 		"LSP_LOG_LEVEL=warn",
+	}
+	if d.o.Servers.Unjailed {
+		cmd.Env = append(cmd.Env, "LSP_UNJAILED=1")
 	}
 	for k, v := range d.o.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)

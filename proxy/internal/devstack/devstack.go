@@ -8,17 +8,14 @@ package devstack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/app"
@@ -40,6 +37,9 @@ type Options struct {
 	TypeScript string
 	Node       string
 	Listen     string // proxy listen address (default 127.0.0.1:0)
+	// Unjailed runs the daemons with LSP_UNJAILED=1. The default is the
+	// product's own configuration: every language server jailed.
+	Unjailed bool
 	// DatabaseURL, when set, is used instead of a throwaway cluster.
 	DatabaseURL string
 	// ProxyEnv overrides proxy configuration (LSP_* names).
@@ -67,11 +67,9 @@ type Stack struct {
 	ForgeRoot string
 	forgeSrv  *http.Server
 
-	DaemonSock   string
-	DaemonRoot   string
-	daemonConfig string
-	daemon       *exec.Cmd
-	daemonDone   chan struct{}
+	Daemon     *Daemon // the stack's own daemon (nil with Options.Daemons)
+	DaemonSock string
+	DaemonRoot string
 
 	ProxyURL    string
 	proxyEnv    map[string]string
@@ -235,78 +233,28 @@ func (s *Stack) StartReplica(ctx context.Context, env map[string]string) (*Repli
 	}
 }
 
-// startDaemon writes the reviewed-server file for the pinned gopls and runs
-// the daemon as its own process group.
+// startDaemon runs the stack's own daemon on a unix socket.
 func (s *Stack) startDaemon(ctx context.Context) error {
 	dir := filepath.Join(s.opts.Dir, "daemon")
-	s.DaemonSock = filepath.Join(dir, "daemon.sock")
-	s.DaemonRoot = filepath.Join(dir, "root")
-	s.daemonConfig = filepath.Join(dir, "servers.json")
-	if err := WriteServerConfig(s.daemonConfig, s.opts); err != nil {
-		return err
+	d, err := StartDaemon(ctx, DaemonOptions{
+		Bin: s.opts.DaemonBin, Dir: dir, Listen: "unix://" + filepath.Join(dir, "daemon.sock"),
+		Servers: s.opts,
+	})
+	if d != nil {
+		s.Daemon, s.DaemonSock, s.DaemonRoot = d, filepath.Join(dir, "daemon.sock"), d.Root
 	}
-	return s.RestartDaemon(ctx)
+	return err
 }
 
-// RestartDaemon (re)starts the daemon process; its workspaces on disk
+// RestartDaemon (re)starts the stack's daemon; its workspaces on disk
 // survive, its language servers do not.
-func (s *Stack) RestartDaemon(ctx context.Context) error {
-	s.StopDaemon()
-	_ = os.Remove(s.DaemonSock)
-	cmd := exec.Command(s.opts.DaemonBin)
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"LSP_DAEMON_LISTEN=unix://" + s.DaemonSock,
-		"LSP_DAEMON_CONFIG=" + s.daemonConfig,
-		"LSP_DAEMON_ROOT=" + s.DaemonRoot,
-		"LSP_UNJAILED=1",
-		"LSP_LOG_LEVEL=warn",
-	}
-	logf, err := os.OpenFile(filepath.Join(s.opts.Dir, "daemon", "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("daemon: %w", err)
-	}
-	s.daemon = cmd
-	s.daemonDone = make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(s.daemonDone) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if c, err := net.Dial("unix", s.DaemonSock); err == nil {
-			c.Close()
-			return nil
-		}
-		select {
-		case <-s.daemonDone:
-			return fmt.Errorf("daemon exited at start: %s", logTail(filepath.Join(s.opts.Dir, "daemon", "daemon.log")))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return errors.New("daemon did not listen within 60s")
-		}
-	}
-}
+func (s *Stack) RestartDaemon(ctx context.Context) error { return s.Daemon.Start(ctx) }
 
-// StopDaemon stops the daemon gracefully, then kills its process group.
+// StopDaemon stops the stack's daemon gracefully, then kills its process group.
 func (s *Stack) StopDaemon() {
-	if s.daemon == nil {
-		return
+	if s.Daemon != nil {
+		s.Daemon.Stop()
 	}
-	_ = s.daemon.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.daemonDone:
-	case <-time.After(20 * time.Second):
-	}
-	_ = syscall.Kill(-s.daemon.Process.Pid, syscall.SIGKILL)
-	<-s.daemonDone
-	s.daemon = nil
 }
 
 // Stop stops everything and leaves no process behind.
