@@ -205,8 +205,8 @@ func TestUnprivileged(t *testing.T) {
 	}
 	gopls := goplsPath(t)
 	for _, p := range mustList(t) {
-		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid)); strings.Contains(string(b), "\nUid:\t"+strconv.Itoa(unprivilegedUID)+"\t") {
-			t.Skipf("uid %d is in use by process %d", unprivilegedUID, p.pid)
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID)); strings.Contains(string(b), "\nUid:\t"+strconv.Itoa(unprivilegedUID)+"\t") {
+			t.Skipf("uid %d is in use by process %d", unprivilegedUID, p.PID)
 		}
 	}
 	// Not t.TempDir: its parent is private to root.
@@ -253,9 +253,9 @@ func TestUnprivileged(t *testing.T) {
 	assertGone(t, cmd.Process.Pid)
 }
 
-func mustList(t *testing.T) []procStat {
+func mustList(t *testing.T) []runtime.ProcStat {
 	t.Helper()
-	procs, err := listProcs()
+	procs, err := runtime.ListProcs()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,13 +168,13 @@ func hoverLine(ctx context.Context, srv *runtime.Server, rel string, line int) (
 // processes being reaped; TestMain checks that none survives the run.)
 func assertGone(t *testing.T, pgid int) {
 	t.Helper()
-	procs, err := listProcs()
+	procs, err := runtime.ListProcs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range procs {
-		if p.pgrp == pgid {
-			t.Errorf("process %d (state %c, parent %d) of group %d survived", p.pid, p.state, p.ppid, pgid)
+		if p.PGRP == pgid {
+			t.Errorf("process %d (state %c, parent %d) of group %d survived", p.PID, p.State, p.PPID, pgid)
 		}
 
 	}
@@ -201,12 +201,12 @@ func assertNoJailCgroups(t *testing.T, s *Spawner) {
 
 // processesWith lists the pids whose command line holds marker.
 func processesWith(marker string) []int {
-	procs, _ := listProcs()
+	procs, _ := runtime.ListProcs()
 	var out []int
 	for _, p := range procs {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid))
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID))
 		if strings.Contains(string(b), marker) {
-			out = append(out, p.pid)
+			out = append(out, p.PID)
 		}
 	}
 	return out

@@ -34,10 +34,10 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
 			code = 1
 		}
-		procs, _ := listProcs()
+		procs, _ := runtime.ListProcs()
 		for _, p := range procs {
-			if p.ppid == os.Getpid() {
-				stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+			if p.PPID == os.Getpid() {
+				stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
 				fmt.Fprintf(os.Stderr, "child process survived the tests: %s\n", stat)
 				code = 1
 			}

@@ -474,18 +474,17 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 	for _, f := range extra {
 		_ = f.Close()
 	}
-	p := &process{
+	log := s.log.With("server", spec.ID, "pid", cmd.Process.Pid)
+	return &process{
 		cmd:        cmd,
 		pid:        cmd.Process.Pid,
 		stdin:      inW,
 		stdout:     outR,
 		stderr:     errR,
 		cg:         jc,
-		log:        s.log.With("server", spec.ID, "pid", cmd.Process.Pid),
-		stderrDone: make(chan struct{}),
-	}
-	go p.drainStderr()
-	return p, nil
+		log:        log,
+		stderrTail: runtime.DrainStderr(errR, log),
+	}, nil
 }
 
 // initLimits are the rlimits the in-jail init sets before it runs the

@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		}
 		if kids := childrenOf(os.Getpid()); len(kids) > 0 {
 			for _, k := range kids {
-				stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", k.pid))
+				stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", k.PID))
 				fmt.Fprintf(os.Stderr, "child process survived the tests: %s\n", stat)
 			}
 			code = 1
@@ -65,14 +65,14 @@ func (w testWriter) Write(b []byte) (int, error) {
 }
 
 // childrenOf lists the processes whose parent is pid.
-func childrenOf(pid int) []procStat {
-	procs, err := listProcs()
+func childrenOf(pid int) []ProcStat {
+	procs, err := ListProcs()
 	if err != nil {
 		return nil
 	}
-	var out []procStat
+	var out []ProcStat
 	for _, p := range procs {
-		if p.ppid == pid {
+		if p.PPID == pid {
 			out = append(out, p)
 		}
 	}
@@ -80,11 +80,11 @@ func childrenOf(pid int) []procStat {
 }
 
 // groupMembers lists the processes of group pgid.
-func groupMembers(pgid int) []procStat {
-	procs, _ := listProcs()
-	var out []procStat
+func groupMembers(pgid int) []ProcStat {
+	procs, _ := ListProcs()
+	var out []ProcStat
 	for _, p := range procs {
-		if p.pgrp == pgid {
+		if p.PGRP == pgid {
 			out = append(out, p)
 		}
 	}
@@ -95,16 +95,16 @@ func groupMembers(pgid int) []procStat {
 // zombie child of this process belonged to it.
 func assertGroupGone(t *testing.T, pgid int) {
 	t.Helper()
-	procs, err := listProcs()
+	procs, err := ListProcs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range procs {
-		if p.pgrp == pgid {
-			t.Errorf("process %d (state %c, parent %d) of the server's group %d survived", p.pid, p.state, p.ppid, pgid)
+		if p.PGRP == pgid {
+			t.Errorf("process %d (state %c, parent %d) of the server's group %d survived", p.PID, p.State, p.PPID, pgid)
 		}
-		if p.ppid == os.Getpid() && p.state == 'Z' && p.pgrp == pgid {
-			t.Errorf("zombie %d of the server's group left unreaped", p.pid)
+		if p.PPID == os.Getpid() && p.State == 'Z' && p.PGRP == pgid {
+			t.Errorf("zombie %d of the server's group left unreaped", p.PID)
 		}
 	}
 }

@@ -3,8 +3,6 @@
 package runtime
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,11 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -115,17 +110,16 @@ func (u *unjailed) Spawn(ctx context.Context, spec Spec, ws Workspace) (Process,
 	_ = outW.Close()
 	_ = errW.Close()
 
-	p := &unjailedProcess{
+	log := u.log.With("server", spec.ID, "pid", cmd.Process.Pid)
+	return &unjailedProcess{
 		cmd:        cmd,
 		pid:        cmd.Process.Pid,
 		stdin:      inW,
 		stdout:     outR,
 		stderr:     errR,
-		log:        u.log.With("server", spec.ID, "pid", cmd.Process.Pid),
-		stderrDone: make(chan struct{}),
-	}
-	go p.drainStderr()
-	return p, nil
+		log:        log,
+		stderrTail: DrainStderr(errR, log),
+	}, nil
 }
 
 // The parent-death signal fires when the thread that forked the child
@@ -174,9 +168,7 @@ type unjailedProcess struct {
 	waitOnce sync.Once
 	waitErr  error
 
-	stderrDone chan struct{}
-	tailMu     sync.Mutex
-	tail       []string
+	stderrTail *StderrTail
 }
 
 func (p *unjailedProcess) Stdin() io.WriteCloser { return p.stdin }
@@ -210,7 +202,7 @@ func (p *unjailedProcess) Wait() error {
 				break
 			}
 		}
-		reapGroup(p.pid, p.log)
+		ReapGroup(p.pid, p.log)
 		p.mu.Lock()
 		p.waitErr = p.cmd.Wait()
 		p.reaped = true
@@ -218,153 +210,10 @@ func (p *unjailedProcess) Wait() error {
 		// Every writer of stderr is dead now, so the drain ends at EOF once
 		// it has read what is buffered; the timeout covers a process that
 		// left the group and still holds the pipe.
-		select {
-		case <-p.stderrDone:
-		case <-time.After(time.Second):
-		}
-		_ = p.stderr.Close()
-		<-p.stderrDone
+		p.stderrTail.Close(p.stderr)
 	})
 	return p.waitErr
 }
 
 // StderrTail returns the last lines the server wrote to stderr.
-func (p *unjailedProcess) StderrTail() string {
-	p.tailMu.Lock()
-	defer p.tailMu.Unlock()
-	return strings.Join(p.tail, "\n")
-}
-
-const (
-	stderrTailLines = 20
-	stderrLineBytes = 512
-)
-
-// drainStderr keeps the server's stderr flowing (a full pipe would block the
-// server) and remembers its last lines, each cut to a bounded length.
-func (p *unjailedProcess) drainStderr() {
-	defer close(p.stderrDone)
-	r := bufio.NewReaderSize(p.stderr, 4096)
-	for {
-		line, err := r.ReadSlice('\n')
-		if len(line) > 0 {
-			s := string(bytes.TrimRight(line, "\r\n"))
-			if len(s) > stderrLineBytes {
-				s = s[:stderrLineBytes]
-			}
-			p.log.Debug("language server stderr", "line", s)
-			p.tailMu.Lock()
-			p.tail = append(p.tail, s)
-			if len(p.tail) > stderrTailLines {
-				p.tail = p.tail[len(p.tail)-stderrTailLines:]
-			}
-			p.tailMu.Unlock()
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return
-		}
-	}
-}
-
-// reapDeadline bounds the cleanup of one process group.
-const reapDeadline = 5 * time.Second
-
-// reapGroup kills every member of process group pgid except the (already
-// exited, not yet reaped) leader, and reaps those that are our children. A
-// member whose parent is another member becomes our child when that parent
-// dies (we are a subreaper), so the loop runs until the group is empty. A
-// zombie whose parent is outside the group and not us (PID 1, when the
-// daemon is not a subreaper) is someone else's to reap and is not waited
-// for.
-func reapGroup(pgid int, log *slog.Logger) {
-	self := os.Getpid()
-	deadline := time.Now().Add(reapDeadline)
-	for {
-		_ = unix.Kill(-pgid, unix.SIGKILL)
-		procs, err := listProcs()
-		if err != nil {
-			log.Warn("cannot list processes to reap the server's group", "err", err)
-			return
-		}
-		inGroup := map[int]bool{}
-		for _, p := range procs {
-			if p.pgrp == pgid {
-				inGroup[p.pid] = true
-			}
-		}
-		pending := 0
-		for _, p := range procs {
-			if p.pgrp != pgid || p.pid == pgid {
-				continue
-			}
-			if p.ppid == self {
-				var ws unix.WaitStatus
-				if pid, _ := unix.Wait4(p.pid, &ws, unix.WNOHANG, nil); pid == p.pid {
-					continue
-				}
-				pending++
-				continue
-			}
-			if p.state == 'Z' && !inGroup[p.ppid] {
-				continue
-			}
-			pending++
-		}
-		if pending == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			log.Warn("members of the server's process group survived cleanup", "pgid", pgid, "count", pending)
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-type procStat struct {
-	pid, ppid, pgrp int
-	state           byte
-}
-
-// listProcs reads pid, state, parent and process group of every process
-// from /proc.
-func listProcs() ([]procStat, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	var out []procStat
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // exited meanwhile
-		}
-		if st, ok := parseStat(pid, b); ok {
-			out = append(out, st)
-		}
-	}
-	return out, nil
-}
-
-// parseStat reads /proc/<pid>/stat: "pid (comm) state ppid pgrp …"; comm
-// may contain anything, so fields are counted from the last ')'.
-func parseStat(pid int, b []byte) (procStat, bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 > len(b) {
-		return procStat{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 || len(f[0]) == 0 {
-		return procStat{}, false
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	pgrp, err2 := strconv.Atoi(f[2])
-	if err1 != nil || err2 != nil {
-		return procStat{}, false
-	}
-	return procStat{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0][0]}, true
-}
+func (p *unjailedProcess) StderrTail() string { return p.stderrTail.String() }
