@@ -102,10 +102,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		Log:             log,
 		Money:           led,
 		// A retry may take over an Idempotency-Key only once a dead attempt's hold is gone.
-		IdempotencyLease: 2*cfg.PrepareTimeout + time.Minute + cfg.RequestTimeout,
-		ForgeSudoToken:   sudo,
-		ForgeJWTAudience: cfg.ForgeJWTAudience,
-		RateLimit:        ratelimit.New(cfg.RateLimit, cfg.RateBurst),
+		IdempotencyLease:  2*cfg.PrepareTimeout + time.Minute + cfg.RequestTimeout,
+		ForgeSudoToken:    sudo,
+		ForgeJWTAudience:  cfg.ForgeJWTAudience,
+		RateLimit:         ratelimit.New(cfg.RateLimit, cfg.RateBurst),
+		Issuer:            cfg.JWTIssuer,
+		MCPAllowedOrigins: cfg.MCPAllowedOrigins,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)

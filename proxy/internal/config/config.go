@@ -64,6 +64,10 @@ type Config struct {
 	RateLimit   float64 // LSP_RATE_LIMIT: requests per second per org (0: no limit)
 	RateBurst   int     // LSP_RATE_BURST
 	MaxPrepares int     // LSP_MAX_PREPARES: concurrent prepares per proxy
+
+	// MCPAllowedOrigins are the browser origins that may use /v1/lsp/mcp
+	// (LSP_MCP_ALLOWED_ORIGINS); a request with another Origin is 403.
+	MCPAllowedOrigins []string
 }
 
 var orgRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
@@ -120,6 +124,8 @@ func Load(getenv func(string) string) (*Config, error) {
 		RateLimit:   p.float("LSP_RATE_LIMIT", 0),
 		RateBurst:   int(p.int("LSP_RATE_BURST", 0)),
 		MaxPrepares: int(p.int("LSP_MAX_PREPARES", 8)),
+
+		MCPAllowedOrigins: p.list("LSP_MCP_ALLOWED_ORIGINS", nil),
 	}
 	if c.RateBurst == 0 && c.RateLimit > 0 {
 		// Two seconds' worth by default: room for a client's short burst.

@@ -1,11 +1,12 @@
 // Package ctl is lspctl: the operator's commands (ledger credits,
-// balances, rows and reconciliation; migrations) and `dev`, which runs
-// the whole stack locally for `make run`.
+// balances, rows and reconciliation; migrations), `dev`, which runs
+// the whole stack locally for `make run`, and the client commands
+// (hover, locate, … prepare) that speak the service's HTTP API for a
+// person or a script.
 package ctl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +29,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = ledgerCmd(ctx, args[1:], stdout)
 	case "migrate":
 		err = migrate(ctx)
+	case "dev-token":
+		err = devToken(args[1:], stdout)
+	case "hover", "locate", "symbols", "diagnostics", "complete", "signature", "calls", "types", "prepare":
+		err = queryCmd(ctx, args[0], args[1:], os.Getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -37,13 +42,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err != nil {
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintln(stderr, "lspctl:", err)
-			return 2
-		}
 		fmt.Fprintln(stderr, "lspctl:", err)
-		return 1
+		return exitCode(err)
 	}
 	return 0
 }
@@ -61,6 +61,21 @@ func usage(w io.Writer) {
   ledger balance --org ORG             show an org's balance
   ledger rows --org ORG [--csv]        print an org's rows (--from, --to, --model, --repo, --after, --limit)
   ledger reconcile [--margin 1h]       check every balance, hold and prepare id; exit 1 on a problem
+  dev-token --key FILE --owner ORG     sign a development JWT with make run's key (--sub, --orgs, --roles, --ttl)
+
+client commands (LSP_URL, LSP_TOKEN, LSP_FORGE_TOKEN, optional LSP_ORG):
+  prepare     --repo R [--rev REV] [--progress]   (a progress bar on a terminal; --progress forces it)
+  hover       --repo R [--rev REV] --path P --line L --character C   (or --at P:LINE:COL, 1-based)
+  signature   position as for hover
+  locate      position [--relation definition|declaration|type|implementation|reference] [--include-declaration]
+  complete    position
+  calls       position --direction incoming|outgoing
+  types       position --direction supertypes|subtypes
+  symbols     --repo R (--path P | --query Q)
+  diagnostics --repo R --path P
+  list commands take --limit N and --cursor C; every client command takes --json.
+  --line and --character are the API's 0-based LSP position; output is PATH:LINE:COL, 1-based.
+  exit: 0 ok · 1 the service answered an error · 2 usage · 3 transport failure · 4 insufficient funds or spend cap
 `)
 }
 

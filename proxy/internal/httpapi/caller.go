@@ -7,7 +7,6 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
 	"github.com/hanzoai/lsp/proxy/internal/auth"
 	"github.com/hanzoai/lsp/proxy/internal/forge"
-	"github.com/labstack/echo/v4"
 )
 
 // forgeCredential is how this request reaches the forge (CONTRACT §3,
@@ -22,7 +21,7 @@ import (
 //     never replayed to the forge.
 //
 // Without a usable credential the answer is 401 saying so.
-func (s *Server) forgeCredential(c echo.Context, p *auth.Principal) (forge.Credential, error) {
+func (s *Server) forgeCredential(h http.Header, p *auth.Principal) (forge.Credential, error) {
 	switch s.d.ForgeAuth {
 	case "sudo":
 		if p.Login == "" {
@@ -33,13 +32,13 @@ func (s *Server) forgeCredential(c echo.Context, p *auth.Principal) (forge.Crede
 		if s.d.ForgeJWTAudience == "" || !slices.Contains(p.Audience, s.d.ForgeJWTAudience) {
 			return forge.Credential{}, apierr.Unauth("the bearer token is not meant for the forge (its audience does not name it)")
 		}
-		raw, err := auth.BearerToken(c.Request().Header.Get("Authorization"))
+		raw, err := auth.BearerToken(h.Get("Authorization"))
 		if err != nil {
 			return forge.Credential{}, apierr.Unauth("a bearer token is required")
 		}
 		return forge.Credential{Mode: "jwt", Token: raw}, nil
 	}
-	tok := c.Request().Header.Get("X-Forge-Token")
+	tok := h.Get("X-Forge-Token")
 	if tok == "" || len(tok) > 4096 {
 		return forge.Credential{}, apierr.Unauth("a forge credential is required in X-Forge-Token")
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -204,29 +203,9 @@ func (s *Server) operation(rt opRoute) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		// A cursor is verified after the caller is known: it is bound to
-		// the tenant.
-		if rt.list && b.Cursor != nil {
-			cur, err := s.openCursor(*b.Cursor, caller.TenantKey, &req)
-			if err != nil {
-				return err
-			}
-			req.Offset, req.Generation = cur.Offset, cur.Generation
-		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), s.d.RequestTimeout)
-		defer cancel()
-		res, err := s.d.Ops.Do(ctx, caller, req)
-		s.metrics.observeOp(rt.name, time.Since(start), res)
+		out, err := s.runOperation(c.Request().Context(), rt, b, req, caller, start)
 		if err != nil {
-			return &failure{err: err, res: res}
-		}
-		out := answerHead(res)
-		rt.render(out, res.Answer)
-		if rt.list {
-			out["next_cursor"] = nil
-			if n := res.Answer.NextOffset; n != nil {
-				out["next_cursor"] = s.sealCursor(caller.TenantKey, &req, res.Commit, *n, res.Answer.GetEvidence().GetServer().GetGeneration())
-			}
+			return err
 		}
 		return c.JSON(http.StatusOK, out)
 	}
@@ -247,30 +226,12 @@ func (s *Server) prepare(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.d.Ops.Prepare(c.Request().Context(), caller, repo, rev)
-	s.metrics.observeOp("prepare", time.Since(start), res)
+	if wantsEventStream(c.Request()) {
+		return s.prepareStream(c, caller, repo, rev, start)
+	}
+	out, _, err := s.runPrepare(c.Request().Context(), caller, repo, rev, start)
 	if err != nil {
-		return &failure{err: err, res: res}
+		return err
 	}
-	langs := []string{}
-	tools := map[string][]string{}
-	servers := []map[string]any{}
-	for _, l := range res.Prepare.GetLanguages() {
-		langs = append(langs, l.GetLanguage())
-		tools[l.GetLanguage()] = nonNil(l.GetTools())
-		servers = append(servers, map[string]any{
-			"language":               l.GetLanguage(),
-			"server":                 serverJSON(l.GetServer()),
-			"capability_fingerprint": l.GetCapabilityFingerprint(),
-		})
-	}
-	return c.JSON(http.StatusOK, map[string]any{
-		"repo":      res.Repo,
-		"commit":    res.Commit,
-		"prepared":  res.Prepared,
-		"languages": langs,
-		"tools":     tools,
-		"servers":   servers,
-		"warnings":  nonNil(res.Warnings),
-	})
+	return c.JSON(http.StatusOK, out)
 }

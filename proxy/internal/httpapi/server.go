@@ -7,12 +7,11 @@ package httpapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
@@ -20,6 +19,7 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/operation"
 	"github.com/hanzoai/lsp/proxy/internal/ratelimit"
 	"github.com/labstack/echo/v4"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -57,6 +57,11 @@ type Deps struct {
 	ForgeJWTAudience string
 	// RateLimit is the per-org request limit; nil means none.
 	RateLimit *ratelimit.Limiter
+	// Issuer is the authorization server MCP clients are pointed to
+	// (LSP_JWT_ISSUER), in the protected-resource metadata.
+	Issuer string
+	// MCPAllowedOrigins are the browser origins allowed on /v1/lsp/mcp.
+	MCPAllowedOrigins []string
 }
 
 // Server is the HTTP API.
@@ -64,6 +69,9 @@ type Server struct {
 	d       Deps
 	e       *echo.Echo
 	metrics *metrics
+
+	mcpVersionsOnce sync.Once
+	mcpVersions     *mcp.Server // answers the SDK's protocol-version question (mcp.go)
 }
 
 // New builds the routes.
@@ -83,6 +91,7 @@ func New(d Deps) *Server {
 		return c.Blob(http.StatusOK, "application/json", OpenAPI)
 	})
 
+	s.registerMCP(e) // its own checks: 401 there names the OAuth metadata
 	g := e.Group("/v1/lsp", s.authenticate)
 	g.POST("/prepare", s.prepare, s.idempotency)
 	for _, r := range opRoutes {
@@ -122,9 +131,7 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := c.Request().Header.Get("X-Request-Id")
 		if !saneRequestID(id) {
-			var b [12]byte
-			_, _ = rand.Read(b[:])
-			id = hex.EncodeToString(b[:])
+			id = newRequestID()
 		}
 		c.Set(ctxRequestID, id)
 		c.Response().Header().Set("X-Request-Id", id)
@@ -168,24 +175,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 // caller selects the org (403) and reads the forge credential (401).
 func (s *Server) caller(c echo.Context) (operation.Caller, error) {
 	p := c.Get(ctxPrincipal).(*auth.Principal)
-	org, err := p.SelectOrg(c.Request().Header.Get("X-Org-Id"))
-	if err != nil {
-		return operation.Caller{}, apierr.New(http.StatusForbidden, apierr.Forbidden, "the principal is not a member of the selected org")
-	}
-	cred, err := s.forgeCredential(c, p)
-	if err != nil {
-		return operation.Caller{}, err
-	}
-	if err := s.rateLimit(org); err != nil {
-		return operation.Caller{}, err
-	}
-	return operation.Caller{
-		Subject:   p.Subject,
-		Org:       org,
-		TenantKey: auth.TenantKey(s.d.TenantKeySecret, org),
-		Cred:      cred,
-		RequestID: c.Get(ctxRequestID).(string),
-	}, nil
+	return s.callerFrom(c.Request().Header, p, c.Get(ctxRequestID).(string))
 }
 
 func (s *Server) readyz(c echo.Context) error {
@@ -243,35 +233,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 		err = apierr.New(he.Code, code, "%s", http.StatusText(he.Code))
 	}
-	var body errorBody
-	var f *failure
-	if errors.As(err, &f) && f.res != nil {
-		if f.res.Repo != "" {
-			body.Error.Repo = &f.res.Repo
-		}
-		if f.res.Commit != "" {
-			body.Error.Commit = &f.res.Commit
-			prepared := f.res.Prepared
-			body.Error.Prepared = &prepared
-		}
-	}
-	e := apierr.From(err)
-	if e.Status >= 500 && e.Err != nil {
-		s.d.Log.Error("request failed", "request_id", c.Get(ctxRequestID), "code", e.Code, "err", e.Err)
-	}
-	body.Error.Code, body.Error.Message = e.Code, e.Message
-	status := e.Status
-	retry := e.RetryAfter
-	if retry <= 0 && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
-		// The contract promises Retry-After on every 429 and 503, also
-		// when the layer that failed did not say how long to wait.
-		retry = defaultRetryAfter
-	}
+	status, body, retry := s.envelope(err, c.Get(ctxRequestID))
 	if retry > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
-	}
-	if status == 499 {
-		status = http.StatusGatewayTimeout
 	}
 	if err := c.JSON(status, body); err != nil {
 		s.d.Log.Debug("write error answer", "err", err)

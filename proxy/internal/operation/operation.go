@@ -80,6 +80,8 @@ type Caller struct {
 	TenantKey string
 	Cred      forge.Credential
 	RequestID string
+	// Progress, when not nil, hears the steps of a Prepare (progress.go).
+	Progress func(Progress)
 }
 
 // Request is one operation.
@@ -193,6 +195,7 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.Rev) (*Result, error) {
 	ctx = daemonclient.WithRequestID(ctx, c.RequestID)
 	res := &Result{Repo: repo}
+	c.report(Progress{Stage: StageResolving})
 	commit, err := s.Resolve(ctx, c, repo, rev)
 	if err != nil {
 		return res, err
@@ -212,6 +215,7 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 			opErr = perr // refused at the gate, or the fetch or push failed
 		default:
 			res.Prepared, res.PrepareID, res.Warnings = p.byUs, p.prepareID, p.warnings
+			c.report(Progress{Stage: StageIndexing})
 			shard = s.daemons.Pick(key) // where the push went
 			if caps, err = shard.Capabilities(ctx, key); err != nil {
 				opErr = daemonError(err)
@@ -221,6 +225,9 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 		}
 	}
 	res.Prepare = &daemonv1.PrepareResponse{Prepared: res.Prepared, PrepareId: caps.GetPrepareId(), Languages: caps.GetLanguages()}
+	if opErr == nil {
+		c.report(Progress{Stage: StageReady})
+	}
 	ans := &daemonv1.QueryResponse{PrepareId: caps.GetPrepareId()}
 	if rerr := s.record(ctx, c, Request{OpName: "prepare", Repo: repo}, res, ans, opErr); rerr != nil {
 		return res, rerr
@@ -282,6 +289,9 @@ type prepared struct {
 func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key) (*prepared, error) {
 	for {
 		f, leader := s.flights.join(key)
+		if !leader {
+			c.report(Progress{Stage: StageWaiting})
+		}
 		if leader {
 			// Tracked, so that a graceful shutdown waits for it (Wait).
 			s.run.inflight.Add(1)
@@ -338,15 +348,20 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (
 		}
 	}
 
+	c.report(Progress{Stage: StageFetching})
 	tree, err := s.forge.Fetch(ctx, c.Cred, s.Owner(c.Org), key.Repo, key.Commit, s.cfg.Limits)
 	if err != nil {
 		release()
 		return nil, forgeError(err)
 	}
 	files := make([]daemonclient.File, len(tree.Files))
+	var size int64
 	for i, f := range tree.Files {
 		files[i] = daemonclient.File{Path: f.Path, Data: f.Data, SHA256: f.SHA256, Executable: f.Executable}
+		size += int64(len(f.Data))
 	}
+	c.report(Progress{Stage: StageFetching, Files: len(files), Bytes: size})
+	c.report(Progress{Stage: StagePushing, Files: len(files), Bytes: size})
 
 	// From here on the prepare runs detached from the client, to its own
 	// deadline, and is charged when it completes.

@@ -1,0 +1,259 @@
+package ctl
+
+import (
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+)
+
+// answer is every field an operation answer may carry (CONTRACT §4).
+type answer struct {
+	Repo     string `json:"repo"`
+	Commit   string `json:"commit"`
+	Prepared bool   `json:"prepared"`
+	Evidence struct {
+		State    string   `json:"state"`
+		Warnings []string `json:"warnings"`
+	} `json:"evidence"`
+	NextCursor *string `json:"next_cursor"`
+
+	Hover *struct {
+		Markdown string `json:"markdown"`
+		Range    *rng   `json:"range"`
+	} `json:"hover"`
+	Locations []struct {
+		Path     string  `json:"path"`
+		Range    *rng    `json:"range"`
+		External bool    `json:"external"`
+		Module   *string `json:"module"`
+	} `json:"locations"`
+	Symbols []struct {
+		Name      string  `json:"name"`
+		Kind      string  `json:"kind"`
+		Detail    *string `json:"detail"`
+		Path      string  `json:"path"`
+		Range     *rng    `json:"range"`
+		Container *string `json:"container"`
+	} `json:"symbols"`
+	Diagnostics []struct {
+		Range    *rng    `json:"range"`
+		Severity *string `json:"severity"`
+		Code     *string `json:"code"`
+		Source   *string `json:"source"`
+		Message  string  `json:"message"`
+	} `json:"diagnostics"`
+	Completions []struct {
+		Label  string  `json:"label"`
+		Kind   *string `json:"kind"`
+		Detail *string `json:"detail"`
+	} `json:"completions"`
+	Incomplete bool `json:"incomplete"`
+	Signatures []struct {
+		Label         string  `json:"label"`
+		Documentation *string `json:"documentation"`
+		Parameters    []struct {
+			Label string `json:"label"`
+		} `json:"parameters"`
+	} `json:"signatures"`
+	ActiveSignature *int                `json:"active_signature"`
+	ActiveParameter *int                `json:"active_parameter"`
+	Calls           []hierItem          `json:"calls"`
+	Types           []hierItem          `json:"types"`
+	Languages       []string            `json:"languages"`
+	Tools           map[string][]string `json:"tools"`
+	Warnings        []string            `json:"warnings"`
+}
+
+type hierItem struct {
+	Name       string `json:"name"`
+	Kind       string `json:"kind"`
+	Path       string `json:"path"`
+	Range      *rng   `json:"range"`
+	FromRanges []*rng `json:"from_ranges"`
+}
+
+type rng struct {
+	Start struct {
+		Line      int `json:"line"`
+		Character int `json:"character"`
+	} `json:"start"`
+}
+
+// at is path:line:col with 1-based line and column, as people and
+// compilers write positions (the API's are 0-based).
+func at(path string, r *rng) string {
+	if r == nil {
+		return path
+	}
+	return fmt.Sprintf("%s:%d:%d", path, r.Start.Line+1, r.Start.Character+1)
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// render prints an answer for a person: results on stdout, what the call
+// cost and whether more remain on stderr. path is the asked document (a
+// diagnostic carries no path of its own).
+func render(cmd, path string, a *answer, stdout, stderr io.Writer) {
+	if a.Prepared {
+		fmt.Fprintf(stderr, "prepared %s@%s (this request was charged for the prepare)\n", a.Repo, short(a.Commit))
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	switch cmd {
+	case "prepare":
+		fmt.Fprintf(tw, "%s@%s is ready\n", a.Repo, short(a.Commit))
+		for _, l := range a.Languages {
+			fmt.Fprintf(tw, "  %s\t%s\n", l, strings.Join(a.Tools[l], " "))
+		}
+		for _, w := range a.Warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+	case "hover":
+		if a.Hover == nil {
+			fmt.Fprintln(stderr, "no hover information at that position")
+			return
+		}
+		fmt.Fprintln(tw, PlainText(a.Hover.Markdown))
+	case "locate":
+		for _, l := range a.Locations {
+			if l.External {
+				fmt.Fprintf(tw, "%s\t(%s)\n", at(l.Path, l.Range), deref(l.Module))
+				continue
+			}
+			fmt.Fprintln(tw, at(l.Path, l.Range))
+		}
+	case "symbols":
+		depth := map[string]int{}
+		for _, s := range a.Symbols {
+			d := 0
+			if c := deref(s.Container); c != "" {
+				if cd, ok := depth[c]; ok {
+					d = cd + 1
+				}
+			}
+			depth[s.Name] = d
+			fmt.Fprintf(tw, "%s%s %s\t%s\t%s\n", strings.Repeat("  ", d), s.Kind, s.Name, deref(s.Detail), at(s.Path, s.Range))
+		}
+	case "diagnostics":
+		for _, d := range a.Diagnostics {
+			sev := deref(d.Severity)
+			if sev == "" {
+				sev = "diagnostic"
+			}
+			src := strings.TrimSpace(deref(d.Source) + " " + deref(d.Code))
+			if src != "" {
+				src = " [" + src + "]"
+			}
+			fmt.Fprintf(tw, "%s: %s: %s%s\n", at(path, d.Range), sev, d.Message, src)
+		}
+	case "complete":
+		for _, c := range a.Completions {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Label, deref(c.Kind), deref(c.Detail))
+		}
+		if a.Incomplete {
+			fmt.Fprintln(stderr, "(the list is incomplete: type more and ask again)")
+		}
+	case "signature":
+		for i, s := range a.Signatures {
+			mark := " "
+			if a.ActiveSignature != nil && *a.ActiveSignature == i {
+				mark = "*"
+			}
+			fmt.Fprintf(tw, "%s %s\n", mark, s.Label)
+			if i == activeOr0(a.ActiveSignature) && a.ActiveParameter != nil && *a.ActiveParameter < len(s.Parameters) {
+				fmt.Fprintf(tw, "  parameter: %s\n", s.Parameters[*a.ActiveParameter].Label)
+			}
+			if doc := PlainText(deref(s.Documentation)); doc != "" {
+				fmt.Fprintf(tw, "  %s\n", strings.ReplaceAll(doc, "\n", "\n  "))
+			}
+		}
+	case "calls", "types":
+		items := a.Calls
+		if cmd == "types" {
+			items = a.Types
+		}
+		for _, it := range items {
+			fmt.Fprintf(tw, "%s %s\t%s\n", it.Kind, it.Name, at(it.Path, it.Range))
+			for _, r := range it.FromRanges {
+				fmt.Fprintf(tw, "  from\t%s\n", at(it.Path, r))
+			}
+		}
+	}
+	if a.Evidence.State != "" && a.Evidence.State != "current" {
+		fmt.Fprintf(stderr, "evidence: %s %s\n", a.Evidence.State, strings.Join(a.Evidence.Warnings, "; "))
+	}
+	if a.NextCursor != nil {
+		fmt.Fprintf(stderr, "more results: add --cursor %s\n", *a.NextCursor)
+	}
+}
+
+func activeOr0(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
+
+var (
+	mdLink     = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+	mdEscape   = regexp.MustCompile("\\\\([!-/:-@\\[-`{-~])")
+	mdHeading  = regexp.MustCompile(`^#{1,6}\s+`)
+	mdRule     = regexp.MustCompile(`^\s*(-{3,}|\*{3,}|_{3,})\s*$`)
+	mdStrong   = regexp.MustCompile(`\*\*([^*]+)\*\*|__([^_]+)__`)
+	mdBacktick = regexp.MustCompile("`([^`]*)`")
+)
+
+// PlainText renders the hover markdown a language server sends as text a
+// person reads in a terminal: code blocks without their fences, links as
+// their text, no heading marks, rules, emphasis or backslash escapes, and
+// at most one blank line in a row. Code is left exactly as it is.
+func PlainText(md string) string {
+	var out []string
+	inCode := false
+	blank := false
+	for _, line := range strings.Split(strings.ReplaceAll(md, "\r\n", "\n"), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inCode = !inCode
+			continue
+		}
+		if !inCode {
+			if mdRule.MatchString(line) {
+				line = ""
+			}
+			line = mdHeading.ReplaceAllString(line, "")
+			line = mdLink.ReplaceAllString(line, "$1")
+			line = mdStrong.ReplaceAllString(line, "$1$2")
+			line = mdBacktick.ReplaceAllString(line, "$1")
+			line = mdEscape.ReplaceAllString(line, "$1")
+			line = strings.TrimRight(line, " \t")
+		}
+		if strings.TrimSpace(line) == "" {
+			if blank || len(out) == 0 {
+				continue
+			}
+			blank = true
+			out = append(out, "")
+			continue
+		}
+		blank = false
+		out = append(out, line)
+	}
+	for len(out) > 0 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return strings.Join(out, "\n")
+}

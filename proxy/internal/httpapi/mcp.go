@@ -1,0 +1,386 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/apierr"
+	"github.com/hanzoai/lsp/proxy/internal/auth"
+	"github.com/labstack/echo/v4"
+	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The MCP door (`/v1/lsp/mcp`): the Streamable HTTP transport of the
+// official SDK, one tool per operation. Every tool call is the REST route's
+// work with the same identity: the JWT of the HTTP request that carries the
+// call, its X-Org-Id and X-Forge-Token, the same strict body checks, the
+// same operation.Service call, gate and ledger row.
+//
+// Checks, in order, on every HTTP request to the endpoint: a browser
+// Origin must be in LSP_MCP_ALLOWED_ORIGINS (403); the bearer token must
+// verify (401 with a WWW-Authenticate naming the RFC 9728 metadata); the
+// selected org must be the principal's (403). A session is bound to the
+// principal and org that opened it: the SDK refuses its id on a request
+// whose token names anyone else (403).
+
+const (
+	mcpPath         = "/v1/lsp/mcp"
+	resourceMetaWK  = "/.well-known/oauth-protected-resource"
+	mcpMaxBodyBytes = 256 << 10
+	// mcpSessionIdle closes a session nobody used for this long.
+	mcpSessionIdle = 30 * time.Minute
+)
+
+type mcpCtxKey int
+
+const (
+	ctxMCPPrincipal mcpCtxKey = iota
+	ctxMCPBinding
+	ctxMCPSlot
+)
+
+// mcpSlot memoises a new session's server within its HTTP request: the SDK
+// asks for the server more than once per request.
+type mcpSlot struct {
+	once sync.Once
+	srv  *mcp.Server
+}
+
+// mcpBinding is a session's revision (`?repo=&rev=`), resolved as the
+// caller when the session opens: the session answers about that commit.
+type mcpBinding struct {
+	repo, commit string
+	warm         bool
+	tools        []string // the daemon tools its servers negotiated (when warm)
+}
+
+func (s *Server) registerMCP(e *echo.Echo) {
+	h := mcp.NewStreamableHTTPHandler(s.mcpServer, &mcp.StreamableHTTPOptions{
+		SessionTimeout:      mcpSessionIdle,
+		MaxRequestBodyBytes: mcpMaxBodyBytes,
+		Logger:              s.d.Log,
+	})
+	// The SDK puts the principal's session identity where it checks
+	// session reuse; the token was verified just before (mcpGate).
+	bearer := mcpauth.RequireBearerToken(func(ctx context.Context, _ string, r *http.Request) (*mcpauth.TokenInfo, error) {
+		p, _ := r.Context().Value(ctxMCPPrincipal).(*auth.Principal)
+		if p == nil {
+			return nil, mcpauth.ErrInvalidToken
+		}
+		org, _ := p.SelectOrg(r.Header.Get("X-Org-Id"))
+		return &mcpauth.TokenInfo{UserID: sessionUser(p, org), Extra: map[string]any{"principal": p}}, nil
+	}, &mcpauth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+	handler := s.mcpGate(bearer(h))
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		e.Add(m, mcpPath, echo.WrapHandler(handler))
+	}
+	meta := echo.HandlerFunc(s.resourceMetadata)
+	e.GET(resourceMetaWK, meta)
+	e.GET(resourceMetaWK+mcpPath, meta)
+}
+
+// sessionUser is the identity a session is bound to: who (the verified
+// subject in their home org) and for which org.
+func sessionUser(p *auth.Principal, org string) string {
+	h := sha256.Sum256([]byte(p.Owner + "\x00" + p.Subject + "\x00" + org))
+	return hex.EncodeToString(h[:])
+}
+
+// mcpGate runs the endpoint's checks before the SDK sees the request.
+func (s *Server) mcpGate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reqID := newRequestID()
+		fail := func(err error) {
+			status, body, retry := s.envelope(err, reqID)
+			if status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+baseURL(r)+resourceMetaWK+mcpPath+`"`)
+			}
+			if retry > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(body)
+		}
+		// A browser page may only drive the endpoint from an origin the
+		// operator allowed; agents and CLIs send no Origin.
+		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.d.MCPAllowedOrigins, o) {
+			fail(apierr.New(http.StatusForbidden, apierr.Forbidden, "this Origin may not use the MCP endpoint"))
+			return
+		}
+		raw, err := auth.BearerToken(r.Header.Get("Authorization"))
+		if err != nil {
+			fail(apierr.Unauth("a bearer token is required"))
+			return
+		}
+		p, err := s.d.Verifier.Verify(r.Context(), raw)
+		if err != nil {
+			fail(apierr.Unauth("the bearer token is not valid"))
+			return
+		}
+		if _, err := p.SelectOrg(r.Header.Get("X-Org-Id")); err != nil {
+			fail(apierr.New(http.StatusForbidden, apierr.Forbidden, "the principal is not a member of the selected org"))
+			return
+		}
+		ctx := context.WithValue(r.Context(), ctxMCPPrincipal, p)
+		// A new session bound to a revision: check the binding and learn
+		// what the revision's servers negotiated, as the caller (the
+		// forge's ACL decides; the probe is free).
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			b, err := s.mcpBind(ctx, r, p, reqID)
+			if err != nil {
+				fail(err)
+				return
+			}
+			ctx = context.WithValue(ctx, ctxMCPBinding, b)
+			ctx = context.WithValue(ctx, ctxMCPSlot, &mcpSlot{})
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// mcpBind reads `?repo=&rev=`; no parameters is an unbound session.
+func (s *Server) mcpBind(ctx context.Context, r *http.Request, p *auth.Principal, reqID string) (*mcpBinding, error) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "repo" && k != "rev" {
+			return nil, apierr.BadRequest("unknown query parameter %q", truncate(k, 64))
+		}
+	}
+	if !q.Has("repo") {
+		if q.Has("rev") {
+			return nil, apierr.BadRequest("rev needs repo")
+		}
+		return nil, nil
+	}
+	repo, rev := q.Get("repo"), q.Get("rev")
+	name, parsed, err := commonRequest(&body{Repo: &repo, Rev: &rev})
+	if err != nil {
+		return nil, err
+	}
+	caller, err := s.callerFrom(r.Header, p, reqID)
+	if err != nil {
+		return nil, err
+	}
+	probe, err := s.d.Ops.Capabilities(ctx, caller, name, parsed)
+	if err != nil {
+		return nil, err
+	}
+	b := &mcpBinding{repo: name, commit: probe.Commit, warm: probe.Warm}
+	if probe.Warm {
+		for _, l := range probe.Languages {
+			b.tools = append(b.tools, l.GetTools()...)
+		}
+	}
+	return b, nil
+}
+
+// resourceMetadata is the RFC 9728 protected-resource metadata: where an
+// MCP client learns which authorization server issues tokens for this
+// resource (LSP_JWT_ISSUER).
+func (s *Server) resourceMetadata(c echo.Context) error {
+	m := map[string]any{
+		"resource":                 baseURL(c.Request()) + mcpPath,
+		"bearer_methods_supported": []string{"header"},
+		"resource_name":            "LSP service (MCP)",
+	}
+	if s.d.Issuer != "" {
+		m["authorization_servers"] = []string{s.d.Issuer}
+	}
+	c.Response().Header().Set("Cache-Control", "max-age=300")
+	return c.JSON(http.StatusOK, m)
+}
+
+// baseURL is the scheme and host the client used (the proxy may sit
+// behind a TLS-terminating load balancer that says so).
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// mcpSession is one MCP session's server: its tools and, when bound, its
+// revision.
+type mcpSession struct {
+	s       *Server
+	srv     *mcp.Server
+	binding *mcpBinding
+	mu      sync.Mutex
+	added   map[string]bool
+}
+
+// mcpServer is the server of a new session. The SDK also asks on a
+// request of an existing session, only to learn the protocol versions
+// served: that gets one shared server without tools.
+func (s *Server) mcpServer(r *http.Request) *mcp.Server {
+	slot, _ := r.Context().Value(ctxMCPSlot).(*mcpSlot)
+	if slot == nil {
+		s.mcpVersionsOnce.Do(func() {
+			s.mcpVersions = mcp.NewServer(&mcp.Implementation{Name: "lsp-service", Version: "v1"}, nil)
+		})
+		return s.mcpVersions
+	}
+	slot.once.Do(func() { slot.srv = s.newMCPSession(r) })
+	return slot.srv
+}
+
+// newMCPSession builds the server of one new session: every tool, or when
+// bound to a revision, prepare and the tools its servers negotiated.
+func (s *Server) newMCPSession(r *http.Request) *mcp.Server {
+	b, _ := r.Context().Value(ctxMCPBinding).(*mcpBinding)
+	ms := &mcpSession{s: s, binding: b, added: map[string]bool{}}
+	instructions := "Semantic code intelligence (hover, definitions, references, symbols, diagnostics, completion, signatures, call and type hierarchies) over a repository revision on the forge, as the caller. Positions are LSP positions: 0-based line, UTF-16 character. The first call on a revision prepares it (charged once per revision per day); call prepare first to learn the tools the revision's language servers support."
+	if b != nil {
+		instructions += " This session is bound to " + b.repo + "@" + b.commit + ": tools take no repo or rev."
+	}
+	ms.srv = mcp.NewServer(&mcp.Implementation{Name: "lsp-service", Version: "v1"}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Logger:       s.d.Log,
+		// A bound session may start with prepare alone and gain tools.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	ms.addTool("prepare")
+	switch {
+	case b == nil:
+		for _, rt := range opRoutes {
+			ms.addTool(rt.name)
+		}
+	case b.warm:
+		ms.addNegotiated(b.tools)
+	}
+	return ms.srv
+}
+
+// addNegotiated adds the tools whose daemon tools a server negotiated;
+// the SDK tells the session the list changed.
+func (ms *mcpSession) addNegotiated(daemonTools []string) {
+	for _, rt := range opRoutes {
+		for _, t := range daemonTools {
+			if slices.Contains(toolNeeds[rt.name], t) {
+				ms.addTool(rt.name)
+				break
+			}
+		}
+	}
+}
+
+func (ms *mcpSession) addTool(name string) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.added[name] {
+		return
+	}
+	ms.added[name] = true
+	ms.srv.AddTool(toolSpec(name, ms.binding != nil), ms.handler(name))
+}
+
+// handler runs one tool call exactly as the REST route would.
+func (ms *mcpSession) handler(name string) mcp.ToolHandler {
+	s := ms.s
+	rt, isOp := routeByName(name)
+	allowed := fieldSet(commonFields...)
+	if isOp {
+		allowed = rt.fields
+	}
+	if ms.binding != nil {
+		allowed = without(allowed, "repo", "rev")
+	}
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := time.Now()
+		reqID := newRequestID()
+		out, err := func() (map[string]any, error) {
+			p, _ := req.Extra.TokenInfo.Extra["principal"].(*auth.Principal)
+			if p == nil {
+				return nil, apierr.Unauth("a bearer token is required")
+			}
+			args := []byte(req.Params.Arguments)
+			if len(args) == 0 || string(args) == "null" {
+				args = []byte("{}")
+			}
+			b, err := parseBody(args, allowed)
+			if err != nil {
+				return nil, err
+			}
+			if ms.binding != nil {
+				b.Repo, b.Rev = &ms.binding.repo, &ms.binding.commit
+			}
+			if !isOp {
+				repo, rev, err := commonRequest(b)
+				if err != nil {
+					return nil, err
+				}
+				caller, err := s.callerFrom(req.Extra.Header, p, reqID)
+				if err != nil {
+					return nil, err
+				}
+				report, stop := mcpProgress(ctx, req)
+				defer stop()
+				caller.Progress = report
+				out, res, err := s.runPrepare(ctx, caller, repo, rev, start)
+				if err == nil && ms.binding != nil && res.Commit == ms.binding.commit {
+					var tools []string
+					for _, l := range res.Prepare.GetLanguages() {
+						tools = append(tools, l.GetTools()...)
+					}
+					ms.addNegotiated(tools)
+				}
+				return out, err
+			}
+			opReq, err := rt.request(b)
+			if err != nil {
+				return nil, err
+			}
+			caller, err := s.callerFrom(req.Extra.Header, p, reqID)
+			if err != nil {
+				return nil, err
+			}
+			return s.runOperation(ctx, rt, b, opReq, caller, start)
+		}()
+		if err != nil {
+			_, env, _ := s.envelope(err, reqID)
+			return toolResult(env, true), nil
+		}
+		return toolResult(out, false), nil
+	}
+}
+
+// toolResult carries v as structured content and as its JSON text, for
+// clients that read only text.
+func toolResult(v any, isErr bool) *mcp.CallToolResult {
+	raw, _ := json.Marshal(v)
+	return &mcp.CallToolResult{
+		IsError:           isErr,
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(raw)}},
+		StructuredContent: json.RawMessage(raw),
+	}
+}
+
+func routeByName(name string) (opRoute, bool) {
+	for _, rt := range opRoutes {
+		if rt.name == name {
+			return rt, true
+		}
+	}
+	return opRoute{}, false
+}
+
+func without(m map[string]bool, names ...string) map[string]bool {
+	out := map[string]bool{}
+	for k, v := range m {
+		if !slices.Contains(names, k) {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestToolSchemasMatchBodies: each MCP tool's input schema names exactly
+// the fields its route's strict decoder accepts (without repo and rev in
+// a bound session), and every required field is a property.
+func TestToolSchemasMatchBodies(t *testing.T) {
+	for _, name := range append([]string{"prepare"}, routeNames()...) {
+		allowed := fieldSet(commonFields...)
+		if rt, ok := routeByName(name); ok {
+			allowed = rt.fields
+		}
+		for _, bound := range []bool{false, true} {
+			want := allowed
+			if bound {
+				want = without(allowed, "repo", "rev")
+			}
+			schema := toolSpec(name, bound).InputSchema.(map[string]any)
+			props := schema["properties"].(map[string]any)
+			got := slices.Sorted(maps.Keys(props))
+			if w := slices.Sorted(maps.Keys(want)); !slices.Equal(got, w) {
+				t.Errorf("%s (bound %v): schema properties %v; the body accepts %v", name, bound, got, w)
+			}
+			req, _ := schema["required"].([]string)
+			for _, r := range req {
+				if _, ok := props[r]; !ok {
+					t.Errorf("%s (bound %v): required %q is not a property", name, bound, r)
+				}
+			}
+			if schema["additionalProperties"] != false {
+				t.Errorf("%s: the schema allows other properties", name)
+			}
+			if toolDescriptions[name] == "" {
+				t.Errorf("%s has no description", name)
+			}
+		}
+	}
+}
+
+func routeNames() []string {
+	var out []string
+	for _, rt := range opRoutes {
+		out = append(out, rt.name)
+	}
+	return out
+}
+
+// TestMCPUnauthenticated: a request without a token is 401 with the
+// envelope and a WWW-Authenticate naming the metadata, which names the
+// issuer; a foreign Origin is refused before the token is looked at.
+func TestMCPUnauthenticated(t *testing.T) {
+	s := New(Deps{Issuer: "https://id.example", MCPAllowedOrigins: []string{"https://app.example"}, Log: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+
+	for _, tc := range []struct {
+		origin string
+		status int
+		code   string
+	}{
+		{"", http.StatusUnauthorized, "unauthenticated"},
+		{"https://app.example", http.StatusUnauthorized, "unauthenticated"},
+		{"https://evil.example", http.StatusForbidden, "forbidden"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/lsp/mcp", strings.NewReader(`{}`))
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env errorBody
+		_ = json.NewDecoder(resp.Body).Decode(&env)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || env.Error.Code != tc.code {
+			t.Errorf("origin %q: %d %q; want %d %s", tc.origin, resp.StatusCode, env.Error.Code, tc.status, tc.code)
+		}
+		wa := resp.Header.Get("WWW-Authenticate")
+		if tc.status == http.StatusUnauthorized && wa != `Bearer resource_metadata="`+srv.URL+`/.well-known/oauth-protected-resource/v1/lsp/mcp"` {
+			t.Errorf("WWW-Authenticate = %q", wa)
+		}
+	}
+
+	resp, err := http.Get(srv.URL + "/.well-known/oauth-protected-resource/v1/lsp/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var meta struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.Resource != srv.URL+"/v1/lsp/mcp" || !slices.Equal(meta.AuthorizationServers, []string{"https://id.example"}) {
+		t.Fatalf("metadata = %+v", meta)
+	}
+}

@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// toolNeeds maps an MCP tool to the daemon tools (what a language server
+// negotiated) any one of which makes it useful on a revision.
+var toolNeeds = map[string][]string{
+	"hover":       {"hover"},
+	"locate":      {"definition", "declaration", "type_definition", "implementation", "references"},
+	"symbols":     {"document_symbols", "workspace_symbols"},
+	"diagnostics": {"diagnostics"},
+	"complete":    {"completion"},
+	"signature":   {"signature_help"},
+	"calls":       {"call_hierarchy"},
+	"types":       {"type_hierarchy"},
+}
+
+// toolDescriptions say what each tool answers and when to use it.
+var toolDescriptions = map[string]string{
+	"prepare": "Make a repository revision ready and list the tools its language servers support, per language. " +
+		"The first prepare of a revision is charged (2 cents, once per revision per day); later calls are free. " +
+		"Call it first on a new revision: every other tool prepares implicitly, but this one reports progress and the supported tools.",
+	"hover": "Type signature and documentation of the symbol at a position (markdown), as the language server shows on hover. " +
+		"Use it to learn what an identifier is without reading its definition.",
+	"locate": "Where the symbol at a position is defined (relation definition, the default), declared, its type is defined, " +
+		"implemented, or referenced (relation reference; include_declaration adds the declaration). Locations in the standard " +
+		"library or a dependency come back with external: true and their module.",
+	"symbols": "Symbols of one file (give path: its outline, containers first) or of the whole workspace matching a query " +
+		"(give query). Give exactly one of path and query.",
+	"diagnostics": "Compiler and analyzer diagnostics (errors, warnings) of one file.",
+	"complete":    "Completion candidates at a position, as an editor would offer while typing there.",
+	"signature":   "Signature help at a position inside a call's parentheses: the callee's signatures and the active parameter.",
+	"calls":       "Call hierarchy of the function at a position: its callers (direction incoming) or the functions it calls (direction outgoing).",
+	"types":       "Type hierarchy of the type at a position: its supertypes (interfaces it implements) or subtypes (types implementing it).",
+}
+
+// toolSpec is the MCP tool for a route, with an input schema of exactly
+// the route's body fields and bounds (the call is checked by the same
+// strict decoder as the REST body, so the schema never promises more).
+// A session bound to a revision takes no repo or rev.
+func toolSpec(name string, bound bool) *mcp.Tool {
+	props := map[string]any{}
+	var required []string
+	add := func(field string, schema map[string]any) { props[field] = schema }
+	if !bound {
+		add("repo", map[string]any{"type": "string", "pattern": `^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`,
+			"description": "The repository's name inside your org (not owner/name)."})
+		add("rev", map[string]any{"type": "string", "maxLength": 255,
+			"description": "A branch, tag, full ref or full 40-hex commit sha. Default: the default branch."})
+		required = append(required, "repo")
+	}
+	pathSchema := map[string]any{"type": "string", "minLength": 1, "maxLength": 1024,
+		"description": "A repository-relative path with '/' separators, e.g. cmd/main.go."}
+	rt, isOp := routeByName(name)
+	if isOp {
+		f := rt.fields
+		if f["line"] {
+			add("path", pathSchema)
+			add("line", map[string]any{"type": "integer", "minimum": 0, "maximum": 1 << 31, "description": "0-based line."})
+			add("character", map[string]any{"type": "integer", "minimum": 0, "maximum": 1 << 31,
+				"description": "0-based character offset in UTF-16 code units (the LSP's own)."})
+			required = append(required, "path", "line", "character")
+		} else if f["path"] {
+			add("path", pathSchema)
+		}
+		if f["relation"] {
+			add("relation", map[string]any{"type": "string", "enum": []string{"definition", "declaration", "type", "implementation", "reference"},
+				"default": "definition", "description": "What to locate."})
+			add("include_declaration", map[string]any{"type": "boolean", "description": "With relation reference: include the declaration itself."})
+		}
+		if f["query"] {
+			add("query", map[string]any{"type": "string", "maxLength": 256, "description": "Workspace symbol query (instead of path)."})
+		}
+		if f["direction"] {
+			dirs := []string{"incoming", "outgoing"}
+			if name == "types" {
+				dirs = []string{"supertypes", "subtypes"}
+			}
+			add("direction", map[string]any{"type": "string", "enum": dirs, "description": "Which way to walk the hierarchy."})
+			required = append(required, "direction")
+		}
+		if name == "diagnostics" {
+			required = append(required, "path")
+		}
+		if rt.list {
+			add("limit", map[string]any{"type": "integer", "minimum": 1, "maximum": 1000, "default": 100, "description": "At most this many results."})
+			add("cursor", map[string]any{"type": "string", "maxLength": 4096,
+				"description": "The next_cursor of a previous answer, to continue the listing (same other arguments)."})
+		}
+	}
+	schema := map[string]any{
+		"type":                 "object",
+		"properties":           props,
+		"additionalProperties": false,
+	}
+	if len(required) > 0 {
+		schema["required"] = required
+	}
+	if name == "symbols" {
+		schema["oneOf"] = []any{
+			map[string]any{"required": []string{"path"}},
+			map[string]any{"required": []string{"query"}},
+		}
+	}
+	readOnly := name != "prepare"
+	return &mcp.Tool{
+		Name:        name,
+		Description: toolDescriptions[name],
+		InputSchema: schema,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: true, OpenWorldHint: boolPtr(false)},
+	}
+}
+
+func boolPtr(v bool) *bool { return &v }

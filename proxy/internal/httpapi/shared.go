@@ -1,0 +1,145 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/apierr"
+	"github.com/hanzoai/lsp/proxy/internal/auth"
+	"github.com/hanzoai/lsp/proxy/internal/forge"
+	"github.com/hanzoai/lsp/proxy/internal/operation"
+)
+
+// The pieces every door shares — the REST routes and the MCP tools — so
+// that an operation asked through either is checked, attributed, charged
+// and rendered the same way.
+
+// callerFrom selects the org from X-Org-Id (403), reads the forge
+// credential from h (401) and takes a token from the org's rate bucket
+// (429).
+func (s *Server) callerFrom(h http.Header, p *auth.Principal, requestID string) (operation.Caller, error) {
+	org, err := p.SelectOrg(h.Get("X-Org-Id"))
+	if err != nil {
+		return operation.Caller{}, apierr.New(http.StatusForbidden, apierr.Forbidden, "the principal is not a member of the selected org")
+	}
+	cred, err := s.forgeCredential(h, p)
+	if err != nil {
+		return operation.Caller{}, err
+	}
+	if err := s.rateLimit(org); err != nil {
+		return operation.Caller{}, err
+	}
+	return operation.Caller{
+		Subject:   p.Subject,
+		Org:       org,
+		TenantKey: auth.TenantKey(s.d.TenantKeySecret, org),
+		Cred:      cred,
+		RequestID: requestID,
+	}, nil
+}
+
+// runOperation runs one checked operation request for caller and renders
+// its answer. b is the decoded body (for the cursor); start is when the
+// request arrived, for the metrics.
+func (s *Server) runOperation(ctx context.Context, rt opRoute, b *body, req operation.Request, caller operation.Caller, start time.Time) (map[string]any, error) {
+	// A cursor is verified after the caller is known: it is bound to the
+	// tenant.
+	if rt.list && b.Cursor != nil {
+		cur, err := s.openCursor(*b.Cursor, caller.TenantKey, &req)
+		if err != nil {
+			return nil, err
+		}
+		req.Offset, req.Generation = cur.Offset, cur.Generation
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.d.RequestTimeout)
+	defer cancel()
+	res, err := s.d.Ops.Do(ctx, caller, req)
+	s.metrics.observeOp(rt.name, time.Since(start), res)
+	if err != nil {
+		return nil, &failure{err: err, res: res}
+	}
+	out := answerHead(res)
+	rt.render(out, res.Answer)
+	if rt.list {
+		out["next_cursor"] = nil
+		if n := res.Answer.NextOffset; n != nil {
+			out["next_cursor"] = s.sealCursor(caller.TenantKey, &req, res.Commit, *n, res.Answer.GetEvidence().GetServer().GetGeneration())
+		}
+	}
+	return out, nil
+}
+
+// runPrepare prepares a revision for caller and renders the answer: what
+// its servers negotiated. progress, when not nil, hears the steps.
+func (s *Server) runPrepare(ctx context.Context, caller operation.Caller, repo string, rev forge.Rev, start time.Time) (map[string]any, *operation.Result, error) {
+	res, err := s.d.Ops.Prepare(ctx, caller, repo, rev)
+	s.metrics.observeOp("prepare", time.Since(start), res)
+	if err != nil {
+		return nil, res, &failure{err: err, res: res}
+	}
+	langs := []string{}
+	tools := map[string][]string{}
+	servers := []map[string]any{}
+	for _, l := range res.Prepare.GetLanguages() {
+		langs = append(langs, l.GetLanguage())
+		tools[l.GetLanguage()] = nonNil(l.GetTools())
+		servers = append(servers, map[string]any{
+			"language":               l.GetLanguage(),
+			"server":                 serverJSON(l.GetServer()),
+			"capability_fingerprint": l.GetCapabilityFingerprint(),
+		})
+	}
+	return map[string]any{
+		"repo":      res.Repo,
+		"commit":    res.Commit,
+		"prepared":  res.Prepared,
+		"languages": langs,
+		"tools":     tools,
+		"servers":   servers,
+		"warnings":  nonNil(res.Warnings),
+	}, res, nil
+}
+
+// envelope is the contract's error answer for err: its status, body and
+// the Retry-After to announce (zero: none).
+func (s *Server) envelope(err error, requestID any) (int, errorBody, time.Duration) {
+	var body errorBody
+	var f *failure
+	if errors.As(err, &f) && f.res != nil {
+		if f.res.Repo != "" {
+			body.Error.Repo = &f.res.Repo
+		}
+		if f.res.Commit != "" {
+			body.Error.Commit = &f.res.Commit
+			prepared := f.res.Prepared
+			body.Error.Prepared = &prepared
+		}
+	}
+	e := apierr.From(err)
+	if e.Status >= 500 && e.Err != nil {
+		s.d.Log.Error("request failed", "request_id", requestID, "code", e.Code, "err", e.Err)
+	}
+	body.Error.Code, body.Error.Message = e.Code, e.Message
+	status := e.Status
+	retry := e.RetryAfter
+	if retry <= 0 && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
+		// The contract promises Retry-After on every 429 and 503, also
+		// when the layer that failed did not say how long to wait.
+		retry = defaultRetryAfter
+	}
+	if status == 499 {
+		status = http.StatusGatewayTimeout
+	}
+	return status, body, retry
+}
+
+// newRequestID makes a fresh request id.
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
