@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/config"
+	"github.com/hanzoai/lsp/daemon/internal/deps"
 	"github.com/hanzoai/lsp/daemon/internal/pool"
 	"github.com/hanzoai/lsp/daemon/internal/qualify"
 	"github.com/hanzoai/lsp/daemon/internal/query"
@@ -53,6 +54,15 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 		return err
 	}
 	goroot, goversion := goToolchain()
+	depsCfg, err := deps.FromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	depsCfg.GoVersion = goversion
+	fetcher := deps.New(depsCfg, log)
+	if !fetcher.Enabled() {
+		log.Info("no LSP_DEPS_GO_PROXY or LSP_DEPS_NPM_REGISTRY: workspaces get no dependencies")
+	}
 	// Without LSP_UNJAILED: the jail, proven by its self-test, or no service.
 	spawner, closeSpawner, err := newSpawner(ctx, env, tsLibs, log)
 	if err != nil {
@@ -60,6 +70,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	}
 	defer closeSpawner()
 	p := pool.New(store, specs, spawner, log)
+	p.SetBudget(pool.Budget{MaxServers: env.PoolMaxServers, MaxRSS: env.PoolMaxRSS, MaxDisk: env.PoolMaxDisk})
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		p.Close(cctx)
@@ -88,10 +99,12 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 		return err
 	}
 	g := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(4<<20))...)
-	(&rpc.Server{Pool: p, Runner: runner, Jailed: !env.Unjailed, Log: log}).Register(g)
+	(&rpc.Server{Pool: p, Runner: runner, Jailed: !env.Unjailed, Log: log, Deps: fetcher}).Register(g)
 	log.Info("daemon listening", "addr", env.Listen, "servers", len(specs), "config", cf.Source)
 
 	go sweep(ctx, p, env.WorkspaceTTL, log)
+	// Budgets hold on every server start and prepare; this catches growth.
+	go p.Watch(ctx, 5*time.Second)
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(ln) }()
 	select {

@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"regexp"
 
+	"github.com/hanzoai/lsp/daemon/internal/deps"
 	"github.com/hanzoai/lsp/daemon/internal/pool"
 	"github.com/hanzoai/lsp/daemon/internal/query"
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"google.golang.org/grpc"
@@ -31,6 +33,9 @@ type Server struct {
 	Runner *query.Runner
 	Jailed bool
 	Log    *slog.Logger
+	// Deps runs the dependency phase after a push prepared a tree and
+	// before its servers start; nil skips it.
+	Deps *deps.Fetcher
 }
 
 var prepareIDRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
@@ -105,7 +110,12 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		defer release()
 		var infos []pool.LanguageInfo
 		if prepared {
-			infos, resp.Warnings = w.Warm(ctx, hdr.GetFiles())
+			// Servers start offline, so what they may resolve must be in
+			// the workspace's home before they do.
+			resp.Warnings = s.Deps.Fetch(ctx, runtime.Workspace{Root: w.Dir, Home: w.Home})
+			var warm []string
+			infos, warm = w.Warm(ctx, hdr.GetFiles())
+			resp.Warnings = append(resp.Warnings, warm...)
 		} else {
 			infos = w.Languages()
 		}

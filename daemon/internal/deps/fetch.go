@@ -1,0 +1,172 @@
+package deps
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+)
+
+// maxWarnings bounds what one prepare reports; the rest are counted.
+const maxWarnings = 20
+
+// Fetcher runs the dependency phase. It is safe for concurrent use;
+// prepares of workspaces sharing a home (revisions of one repository) run
+// their phases one at a time.
+type Fetcher struct {
+	cfg    Config
+	log    *slog.Logger
+	client *http.Client
+
+	mu    sync.Mutex
+	homes map[string]*homeLock
+}
+
+type homeLock struct {
+	sync.Mutex
+	users int
+}
+
+// New returns a Fetcher for cfg.
+func New(cfg Config, log *slog.Logger) *Fetcher {
+	return &Fetcher{cfg: cfg, log: log, client: newClient(cfg.GoProxies), homes: map[string]*homeLock{}}
+}
+
+// Enabled reports whether any mirror is configured; without one Fetch
+// does nothing.
+func (f *Fetcher) Enabled() bool {
+	return f != nil && (len(f.cfg.GoProxies) > 0 || f.cfg.NPMRegistry != nil)
+}
+
+// Fetch runs the phase for a workspace whose tree is ws.Root, writing only
+// under ws.Home, and returns the warnings for the prepare answer. It never
+// fails the prepare.
+func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
+	if !f.Enabled() {
+		return nil
+	}
+	timeout := f.cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	unlock := f.lock(ws.Home)
+	defer unlock()
+
+	w := &warnings{}
+	if f.cfg.NPMRegistry != nil {
+		f.checkNPM(ws.Root, w)
+	}
+	if len(f.cfg.GoProxies) > 0 {
+		modCache := runtime.ModCache(ws)
+		if err := os.MkdirAll(modCache, 0o755); err != nil {
+			f.log.Error("deps: module cache", "err", err)
+			w.add("the module cache could not be made; Go dependencies were not fetched")
+		} else {
+			left := &atomic.Int64{}
+			left.Store(f.cfg.MaxBytes)
+			m := &mirror{bases: f.cfg.GoProxies, client: f.client, left: left}
+			f.fetchGo(ctx, ws.Root, modCache, m, w)
+			if err := ownLike(ws.Home, modCache); err != nil {
+				f.log.Warn("deps: give the module cache to the home's owner", "err", err)
+			}
+		}
+	}
+	return w.list()
+}
+
+func (f *Fetcher) lock(home string) func() {
+	f.mu.Lock()
+	l := f.homes[home]
+	if l == nil {
+		l = &homeLock{}
+		f.homes[home] = l
+	}
+	l.users++
+	f.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		f.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(f.homes, home)
+		}
+		f.mu.Unlock()
+	}
+}
+
+// ownLike gives what the phase wrote under dir to the owner of home: a
+// jailed server runs as the home's uid and must be able to take the go
+// command's lock files in the cache.
+func ownLike(home, dir string) error {
+	fi, err := os.Lstat(home)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) == os.Geteuid() {
+		return nil
+	}
+	uid, gid := int(st.Uid), int(st.Gid)
+	for p := dir; p != home && len(p) > len(home); p = filepath.Dir(p) {
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return err
+		}
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if s, ok := info.Sys().(*syscall.Stat_t); ok && int(s.Uid) == uid {
+			return nil
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+
+// warnings collects a phase's warnings from concurrent downloads.
+type warnings struct {
+	mu   sync.Mutex
+	seen map[string]bool
+	all  []string
+}
+
+func (w *warnings) add(format string, args ...any) {
+	s := "dependencies: " + fmt.Sprintf(format, args...)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen == nil {
+		w.seen = map[string]bool{}
+	}
+	if !w.seen[s] {
+		w.seen[s] = true
+		w.all = append(w.all, s)
+	}
+}
+
+// list is the warnings in a stable order, bounded.
+func (w *warnings) list() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := append([]string(nil), w.all...)
+	sort.Strings(out)
+	if len(out) > maxWarnings {
+		n := len(out) - (maxWarnings - 1)
+		out = append(out[:maxWarnings-1], fmt.Sprintf("dependencies: %d more warnings", n))
+	}
+	return out
+}

@@ -1,0 +1,97 @@
+package deps
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/module"
+)
+
+// FuzzValidateLockfile: never panics, and whatever it accepts resolves
+// every installed package under the registry with a sha512 integrity.
+func FuzzValidateLockfile(f *testing.F) {
+	f.Add([]byte(lock(map[string]any{"node_modules/a": map[string]any{"version": "1.0.0", "resolved": "https://npm.example/r/a/-/a-1.0.0.tgz", "integrity": integrity}})))
+	f.Add([]byte(`{"lockfileVersion":2,"packages":{"":{"dependencies":{"a":"git://x"}}}}`))
+	f.Add([]byte(`{"lockfileVersion":3,"packages":{"node_modules/@s/a/node_modules/b":{"inBundle":true}}}`))
+	reg, _ := url.Parse("https://npm.example/r")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, err := ValidateLockfile(data, reg); err != nil {
+			return
+		}
+		var lf lockfile
+		if json.Unmarshal(data, &lf) != nil {
+			t.Fatal("accepted what does not parse")
+		}
+		for k, p := range lf.Packages {
+			if k == "" || p.InBundle {
+				continue
+			}
+			if !strings.HasPrefix(p.Resolved, "https://npm.example/r/") || !strings.Contains(p.Integrity, "sha512-") || p.Link {
+				t.Fatalf("accepted package %q: %+v", k, p)
+			}
+		}
+	})
+}
+
+// FuzzExtract: any zip bytes either fail or extract into the target
+// directory only, as directories and regular files.
+func FuzzExtract(f *testing.F) {
+	var ok bytes.Buffer
+	zw := zip.NewWriter(&ok)
+	w, _ := zw.Create("example.com/dep@v1.0.0/go.mod")
+	w.Write([]byte("module example.com/dep\n"))
+	w, _ = zw.Create("example.com/dep@v1.0.0/a/b.go")
+	w.Write([]byte("package a\n"))
+	zw.Close()
+	f.Add(ok.Bytes())
+	var bad bytes.Buffer
+	zw = zip.NewWriter(&bad)
+	w, _ = zw.Create("example.com/dep@v1.0.0/../../escape.go")
+	w.Write([]byte("x"))
+	w, _ = zw.Create("/abs.go")
+	w.Write([]byte("x"))
+	zw.Close()
+	f.Add(bad.Bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		base := t.TempDir()
+		defer removeAll(base)
+		zf := filepath.Join(base, "m.zip")
+		if err := os.WriteFile(zf, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cache := filepath.Join(base, "cache")
+		dir := filepath.Join(cache, "example.com", "dep@v1.0.0")
+		_ = extract(module.Version{Path: "example.com/dep", Version: "v1.0.0"}, zf, dir)
+		entries, _ := os.ReadDir(base)
+		for _, e := range entries {
+			if e.Name() != "m.zip" && e.Name() != "cache" {
+				t.Fatalf("extract wrote %s outside the cache", e.Name())
+			}
+		}
+		top, _ := os.ReadDir(filepath.Join(cache, "example.com"))
+		for _, e := range top {
+			if e.Name() != "dep@v1.0.0" {
+				t.Fatalf("extract left %s beside the module", e.Name())
+			}
+		}
+		walkClean(t, cache)
+	})
+}
+
+// FuzzParseGoSum never panics and keeps only h1 lines.
+func FuzzParseGoSum(f *testing.F) {
+	f.Add([]byte("a v1 h1:x\na v1/go.mod h1:y\nb v2 h2:z\na v1 h1:other\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for k, v := range parseGoSum(data) {
+			if v != "conflict" && !strings.HasPrefix(v, "h1:") || strings.Count(k, " ") != 1 {
+				t.Fatalf("%q → %q", k, v)
+			}
+		}
+	})
+}

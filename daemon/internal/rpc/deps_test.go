@@ -1,0 +1,141 @@
+package rpc
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/deps"
+	"github.com/hanzoai/lsp/daemon/internal/deps/depstest"
+	"github.com/hanzoai/lsp/daemon/internal/pool"
+	"github.com/hanzoai/lsp/daemon/internal/query"
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/uri"
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// depsDaemon is a second daemon like the fixture's, with a dependency
+// phase over a hermetic file:// GOPROXY; it stops with the test.
+func depsDaemon(t *testing.T, mirror string) daemonv1.DaemonClient {
+	t.Helper()
+	root, err := os.MkdirTemp("", "rpc-deps-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(root) })
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	store, err := workspace.NewStore(filepath.Join(root, "daemon"), workspace.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pool.New(store, []pool.Spec{{
+		Spec: runtime.Spec{
+			ID: "gopls", Language: "go", Extensions: []string{".go"},
+			Executable: fx.gopls, Args: []string{"serve"}, RequestTimeout: 60 * time.Second,
+		},
+		Extensions: []string{".go"},
+	}}, runtime.Unjailed(log), log)
+	runner := &query.Runner{Pool: p, MaxDocument: 8 << 20, Externals: func(w *pool.Workspace) []uri.External {
+		return []uri.External{{Dir: runtime.ModCache(runtime.Workspace{Root: w.Dir, Home: w.Home})}}
+	}}
+	cfg, err := deps.FromEnv(func(k string) string {
+		if k == "LSP_DEPS_GO_PROXY" {
+			return (&url.URL{Scheme: "file", Path: mirror}).String()
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(root, "d.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	(&Server{Pool: p, Runner: runner, Log: log, Deps: deps.New(cfg, log)}).Register(g)
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ln) }()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		g.Stop()
+		<-served
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p.Close(ctx)
+	})
+	return daemonv1.NewDaemonClient(conn)
+}
+
+func pushTo(t *testing.T, c daemonv1.DaemonClient, k *daemonv1.WorkspaceKey, files ...file) *daemonv1.PrepareResponse {
+	t.Helper()
+	entries, data := treeOf(files...)
+	stream, err := c.Prepare(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}, dataMsgs(data, 1<<16)...) {
+		if err := stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil || !resp.GetPrepared() {
+		t.Fatalf("prepare: %v %v", resp, err)
+	}
+	return resp
+}
+
+// TestDependencyDefinition: after a prepare with a dependency phase over a
+// hermetic file:// mirror, gopls (offline) resolves an import of the
+// dependency, and a definition into it comes back external with its
+// module. A go.sum mismatch is refused as a warning in the prepare answer.
+func TestDependencyDefinition(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS or install it at /root/go/bin/gopls")
+	}
+	mirror := t.TempDir()
+	sum, err := depstest.Write(mirror, depstest.Module{Path: "example.com/dep", Version: "v1.0.0", Files: map[string]string{
+		"go.mod": "module example.com/dep\n\ngo 1.22\n",
+		"dep.go": "// Package dep is a dependency.\npackage dep\n\n// Hello greets.\nfunc Hello() string { return \"hello\" }\n",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := depsDaemon(t, mirror)
+	gomod := []byte("module example.com/app\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n")
+	mainGo := []byte("package main\n\nimport \"example.com/dep\"\n\nfunc main() { println(dep.Hello()) }\n")
+
+	k := keyFor(t, "good")
+	if w := pushTo(t, c, k, file{"go.mod", gomod}, file{"go.sum", []byte(sum)}, file{"main.go", mainGo}).GetWarnings(); len(w) != 0 {
+		t.Fatalf("prepare warnings %q", w)
+	}
+	resp, err := c.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DEFINITION, Path: "main.go",
+		Position: &daemonv1.Position{Line: 4, Character: uint32(strings.Index(string(mainGo[strings.Index(string(mainGo), "func main"):]), "Hello") + 1)}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	locs := resp.GetLocations().GetItems()
+	if resp.GetStatus() != daemonv1.Status_STATUS_OK || len(locs) != 1 || !locs[0].GetExternal() || locs[0].GetModule() != "example.com/dep@v1.0.0" || locs[0].GetPath() != "dep.go" {
+		t.Fatalf("definition of dep.Hello: %v", resp)
+	}
+
+	bad := strings.Replace(sum, "example.com/dep v1.0.0 h1:", "example.com/dep v1.0.0 h1:AAAA", 1)
+	w := pushTo(t, c, keyFor(t, "mismatch"), file{"go.mod", gomod}, file{"go.sum", []byte(bad)}, file{"main.go", mainGo}).GetWarnings()
+	if len(w) == 0 || !strings.Contains(w[0], "example.com/dep@v1.0.0: does not match its go.sum hash") {
+		t.Fatalf("prepare warnings %q, want the go.sum mismatch", w)
+	}
+}
