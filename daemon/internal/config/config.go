@@ -29,6 +29,10 @@ type Env struct {
 	Unjailed      bool          // LSP_UNJAILED
 	LogLevel      string        // LSP_LOG_LEVEL
 	ShutdownGrace time.Duration // LSP_SHUTDOWN_GRACE
+	// Pool budgets; zero is no bound (see pool.Budget).
+	PoolMaxServers int   // LSP_POOL_MAX_SERVERS
+	PoolMaxRSS     int64 // LSP_POOL_MAX_RSS, bytes
+	PoolMaxDisk    int64 // LSP_POOL_MAX_DISK, bytes
 	// Mutual TLS for a host:port listener (required there, refused on a
 	// unix socket): the daemon's certificate and key, and the CA whose
 	// client certificates (the proxies') it accepts.
@@ -57,6 +61,25 @@ func LoadEnv(getenv func(string) string) (*Env, error) {
 			errs = append(errs, fmt.Errorf("LSP_WORKSPACE_TTL=%q: not a positive duration", v))
 		}
 		e.WorkspaceTTL = d
+	}
+	if v := getenv("LSP_POOL_MAX_SERVERS"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("LSP_POOL_MAX_SERVERS=%q: not a count", v))
+		}
+		e.PoolMaxServers = n
+	}
+	for _, b := range []struct {
+		name string
+		dst  *int64
+	}{{"LSP_POOL_MAX_RSS", &e.PoolMaxRSS}, {"LSP_POOL_MAX_DISK", &e.PoolMaxDisk}} {
+		if v := getenv(b.name); v != "" {
+			n, err := ParseBytes(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", b.name, v, err))
+			}
+			*b.dst = n
+		}
 	}
 	if v := getenv("LSP_UNJAILED"); v != "" {
 		b, err := strconv.ParseBool(v)

@@ -49,9 +49,27 @@ type Pool struct {
 	spawner runtime.Spawner
 	log     *slog.Logger
 
-	mu        sync.Mutex
-	live      map[workspace.Key]*Workspace
+	mu   sync.Mutex
+	live map[workspace.Key]*Workspace
+	// preparing holds a key while its tree is being written or evicted:
+	// a prepare waits for it, a query answers "needs tree".
 	preparing map[workspace.Key]chan struct{}
+	budget    Budget
+	// nservers counts server slots holding a reservation: starting or
+	// running, released once the server is closed or its start failed.
+	nservers int
+	// treeBytes caches each published tree's allocated bytes (trees never
+	// change under their commit).
+	treeBytes map[workspace.Key]int64
+	// rssPeak is, per spec ID, the largest tree RSS one server reached: the
+	// estimate of what one more will take.
+	rssPeak map[string]int64
+	// stopping counts evicted slot sets still shutting down.
+	stopping int
+	// Budget passes are serialised per resource: each measures, then
+	// evicts, and two at once would evict twice for one excess.
+	enforcingRSS  sync.Mutex
+	enforcingDisk sync.Mutex
 
 	// negotiated remembers each spec's last negotiated tools, so that
 	// Capabilities can answer for a cold workspace without starting anything.
@@ -64,6 +82,8 @@ func New(store *workspace.Store, specs []Spec, sp runtime.Spawner, log *slog.Log
 		store: store, specs: specs, spawner: sp, log: log,
 		live:      map[workspace.Key]*Workspace{},
 		preparing: map[workspace.Key]chan struct{}{},
+		treeBytes: map[workspace.Key]int64{},
+		rssPeak:   map[string]int64{},
 	}
 }
 
@@ -169,6 +189,9 @@ func (p *Pool) Acquire(k workspace.Key) (w *Workspace, release func(), ok bool) 
 	defer p.mu.Unlock()
 	w, ok = p.live[k]
 	if !ok {
+		if _, busy := p.preparing[k]; busy {
+			return nil, nil, false
+		}
 		if !p.store.Published(k) {
 			return nil, nil, false
 		}
@@ -215,6 +238,8 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			done := make(chan struct{})
 			p.preparing[k] = done
 			p.mu.Unlock()
+			// Room on disk for the tree before a byte of it is written.
+			p.enforceDisk(ctx, manifestBytes(files))
 			published, err := p.store.Write(k, prepareID, files, body)
 			p.mu.Lock()
 			delete(p.preparing, k)
@@ -314,16 +339,37 @@ var ErrClosed = errors.New("workspace closed")
 // Server returns w's running server for s, starting it on first use. Starts
 // are single-flight; a failed start is retried by the next caller.
 func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error) {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return nil, ErrClosed
-	}
-	sl, ok := w.servers[s.ID]
-	if ok && isDone(sl.ready) && sl.err != nil {
-		ok = false
-	}
-	if !ok {
+	reserved := false
+	for {
+		w.mu.Lock()
+		if w.closed {
+			w.mu.Unlock()
+			if reserved {
+				w.pool.releaseServer()
+			}
+			return nil, ErrClosed
+		}
+		sl, ok := w.servers[s.ID]
+		if ok && isDone(sl.ready) && sl.err != nil {
+			ok = false
+		}
+		if ok {
+			w.mu.Unlock()
+			if reserved {
+				w.pool.releaseServer()
+			}
+			return sl.wait(ctx)
+		}
+		if !reserved {
+			// Make room under the budgets before starting one more; the
+			// lock is not held meanwhile, so look again afterwards.
+			w.mu.Unlock()
+			if err := w.pool.reserveServer(ctx, w, s); err != nil {
+				return nil, err
+			}
+			reserved = true
+			continue
+		}
 		sl = &slot{ready: make(chan struct{})}
 		w.servers[s.ID] = sl
 		w.mu.Unlock()
@@ -334,11 +380,20 @@ func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error
 		cancel()
 		if sl.err == nil {
 			w.pool.remember(s, sl.srv)
+		} else {
+			w.pool.releaseServer()
 		}
 		close(sl.ready)
-	} else {
-		w.mu.Unlock()
+		if sl.err == nil {
+			// Now that it runs, measure it: the others make room for
+			// what it really takes.
+			w.pool.enforceRSS(context.WithoutCancel(ctx), w, 0)
+		}
+		return sl.wait(ctx)
 	}
+}
+
+func (sl *slot) wait(ctx context.Context) (*runtime.Server, error) {
 	select {
 	case <-sl.ready:
 	case <-ctx.Done():
@@ -354,12 +409,19 @@ func (w *Workspace) close(ctx context.Context) {
 	slots := w.servers
 	w.servers = map[string]*slot{}
 	w.mu.Unlock()
+	w.stopSlots(ctx, slots)
+}
+
+// stopSlots closes the servers of slots taken out of w.servers, and
+// releases their reservations once each is gone.
+func (w *Workspace) stopSlots(ctx context.Context, slots map[string]*slot) {
 	for _, sl := range slots {
 		<-sl.ready
 		if sl.srv != nil {
 			if err := sl.srv.Close(ctx); err != nil {
 				w.pool.log.Debug("close server", "workspace", w.Key.String(), "err", err)
 			}
+			w.pool.releaseServer()
 		}
 	}
 }
@@ -369,6 +431,7 @@ func (p *Pool) Delete(ctx context.Context, k workspace.Key) (bool, error) {
 	p.mu.Lock()
 	w, live := p.live[k]
 	delete(p.live, k)
+	delete(p.treeBytes, k)
 	p.mu.Unlock()
 	if live {
 		w.close(ctx)

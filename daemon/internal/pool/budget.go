@@ -1,0 +1,439 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+)
+
+// Budget bounds what the pool holds; a zero field is no bound.
+//
+// Eviction is least-recently-used, with per-tenant fairness: the victim is
+// always taken from the tenant holding the most of the resource under
+// pressure (counting what the requester is about to add to its own
+// tenant), and within that tenant it is the workspace used longest ago. So
+// a lone tenant may use the whole budget, and a tenant that asks for more
+// evicts its own workspaces first: it can push another tenant out only
+// while that tenant holds at least as much as it does, and every tenant
+// converges to an equal share under contention, with no per-tenant quota to
+// configure. A workspace busy with a request (Acquire not yet released) is
+// never evicted, nor is the one a server is being started for.
+//
+// Servers are evicted alone for MaxServers and MaxRSS: the tree stays and
+// the next query restarts them. MaxDisk evicts whole workspaces (servers
+// and tree); the next query answers "needs tree" and the proxy prepares it
+// again. Homes (warm caches) count on disk too: one without any tree left
+// goes first, and a repository's home goes with its last tree.
+type Budget struct {
+	MaxServers int   // live language servers
+	MaxRSS     int64 // bytes of resident memory over every server's process tree (TreeRSS)
+	MaxDisk    int64 // allocated bytes of published trees plus homes
+}
+
+// ErrBudget is returned when a server cannot start within the budget
+// because every other workspace is busy.
+var ErrBudget = errors.New("the daemon is at its budget and every other workspace is busy")
+
+// SetBudget sets the pool's budgets; call it before serving.
+func (p *Pool) SetBudget(b Budget) {
+	p.mu.Lock()
+	p.budget = b
+	p.mu.Unlock()
+}
+
+// Usage is what the pool holds, measured now.
+type Usage struct {
+	Workspaces int   // live workspaces
+	Servers    int   // server reservations: starting or running
+	RSS        int64 // TreeRSS summed over running servers
+}
+
+// Usage measures the pool.
+func (p *Pool) Usage() Usage {
+	m := p.measureRSS()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Usage{Workspaces: len(p.live), Servers: p.nservers, RSS: m.total}
+}
+
+func (p *Pool) releaseServer() {
+	p.mu.Lock()
+	p.nservers--
+	p.mu.Unlock()
+}
+
+// reserveServer makes room for one more server of spec s in w, under the
+// RSS budget (by s's largest measured size so far) and the server budget,
+// and takes one reservation.
+func (p *Pool) reserveServer(ctx context.Context, w *Workspace, s *Spec) error {
+	p.mu.Lock()
+	est := p.rssPeak[s.ID]
+	p.mu.Unlock()
+	if est > 0 && !p.enforceRSS(ctx, w, est) {
+		return fmt.Errorf("start %s: memory: %w", s.ID, ErrBudget)
+	}
+	for {
+		p.mu.Lock()
+		if p.budget.MaxServers <= 0 || p.nservers < p.budget.MaxServers {
+			p.nservers++
+			p.mu.Unlock()
+			return nil
+		}
+		held := map[string]int64{w.Key.TenantKey: 1}
+		for _, x := range p.live {
+			held[x.Key.TenantKey] += int64(x.serverCount())
+		}
+		victim := p.pickLocked(w, held, func(x *Workspace) bool { return x.serverCount() > 0 })
+		var slots map[string]*slot
+		if victim != nil {
+			slots = victim.detachLocked()
+		}
+		stopping := p.stopping
+		p.mu.Unlock()
+		if victim == nil {
+			if stopping > 0 {
+				// Servers being stopped elsewhere free their room soon.
+				select {
+				case <-time.After(20 * time.Millisecond):
+					continue
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return fmt.Errorf("start %s: %d servers: %w", s.ID, p.budget.MaxServers, ErrBudget)
+		}
+		p.log.Info("evicted language servers", "reason", "servers", "workspace", victim.Key.String(), "for", w.Key.String())
+		victim.stopDetached(ctx, slots)
+	}
+}
+
+// serverCount is how many server slots w holds.
+func (w *Workspace) serverCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.servers)
+}
+
+// detachLocked takes w's servers out of service (p.mu held, w not busy:
+// Acquire, which marks it busy, takes p.mu too, so no request can reach
+// them afterwards).
+func (w *Workspace) detachLocked() map[string]*slot {
+	w.mu.Lock()
+	slots := w.servers
+	w.servers = map[string]*slot{}
+	w.mu.Unlock()
+	w.pool.stopping++
+	return slots
+}
+
+func (w *Workspace) stopDetached(ctx context.Context, slots map[string]*slot) {
+	w.stopSlots(ctx, slots)
+	w.pool.mu.Lock()
+	w.pool.stopping--
+	w.pool.mu.Unlock()
+}
+
+// pickLocked chooses a victim other than req and not busy, for which has
+// is true: from the tenant holding the most, then least recently used.
+func (p *Pool) pickLocked(req *Workspace, held map[string]int64, has func(*Workspace) bool) *Workspace {
+	var best *Workspace
+	var bestHeld int64
+	for _, x := range p.live {
+		if x == req || x.busy.Load() > 0 || !has(x) {
+			continue
+		}
+		h := held[x.Key.TenantKey]
+		if best == nil || h > bestHeld || (h == bestHeld && x.lastUsed.Load() < best.lastUsed.Load()) {
+			best, bestHeld = x, h
+		}
+	}
+	return best
+}
+
+type rssMeasure struct {
+	total int64
+	by    map[*Workspace]int64
+}
+
+// measureRSS measures every running server's tree and remembers each
+// spec's largest.
+func (p *Pool) measureRSS() rssMeasure {
+	type running struct {
+		w    *Workspace
+		spec string
+		srv  *runtime.Server
+	}
+	var rs []running
+	p.mu.Lock()
+	for _, w := range p.live {
+		w.mu.Lock()
+		for id, sl := range w.servers {
+			if isDone(sl.ready) && sl.srv != nil {
+				rs = append(rs, running{w, id, sl.srv})
+			}
+		}
+		w.mu.Unlock()
+	}
+	p.mu.Unlock()
+	pids := make([]int, len(rs))
+	for i, r := range rs {
+		pids[i] = r.srv.Pid()
+	}
+	rss := TreeRSS(pids)
+	m := rssMeasure{by: map[*Workspace]int64{}}
+	p.mu.Lock()
+	for i, r := range rs {
+		n := rss[pids[i]]
+		m.total += n
+		m.by[r.w] += n
+		if n > p.rssPeak[r.spec] {
+			p.rssPeak[r.spec] = n
+		}
+	}
+	p.mu.Unlock()
+	return m
+}
+
+// enforceRSS evicts servers until the measured total plus extra (what req
+// is about to start) fits MaxRSS. It reports false when it cannot because
+// every other server is busy (a lone server may always run).
+func (p *Pool) enforceRSS(ctx context.Context, req *Workspace, extra int64) bool {
+	p.mu.Lock()
+	max := p.budget.MaxRSS
+	p.mu.Unlock()
+	if max <= 0 {
+		return true
+	}
+	p.enforcingRSS.Lock()
+	defer p.enforcingRSS.Unlock()
+	for {
+		m := p.measureRSS()
+		if m.total+extra <= max {
+			return true
+		}
+		held := map[string]int64{}
+		if req != nil {
+			held[req.Key.TenantKey] += extra
+		}
+		for w, n := range m.by {
+			held[w.Key.TenantKey] += n
+		}
+		p.mu.Lock()
+		victim := p.pickLocked(req, held, func(x *Workspace) bool { return m.by[x] > 0 })
+		var slots map[string]*slot
+		if victim != nil {
+			slots = victim.detachLocked()
+		}
+		p.mu.Unlock()
+		if victim == nil {
+			return m.total == 0
+		}
+		p.log.Info("evicted language servers", "reason", "rss", "workspace", victim.Key.String(), "rss", m.by[victim], "total", m.total, "budget", max)
+		victim.stopDetached(ctx, slots)
+	}
+}
+
+// manifestBytes is the size of a tree as its manifest declares it.
+func manifestBytes(files []*daemonv1.FileEntry) int64 {
+	var n int64
+	for _, f := range files {
+		n += int64(f.GetSize())
+	}
+	return n
+}
+
+// enforceDisk evicts homes without a tree, then whole workspaces, until the
+// trees and homes on disk plus extra (a tree about to be written) fit
+// MaxDisk.
+func (p *Pool) enforceDisk(ctx context.Context, extra int64) {
+	p.mu.Lock()
+	max := p.budget.MaxDisk
+	p.mu.Unlock()
+	if max <= 0 {
+		return
+	}
+	p.enforcingDisk.Lock()
+	defer p.enforcingDisk.Unlock()
+	for {
+		keys, err := p.store.List()
+		if err != nil {
+			p.log.Warn("disk budget: list trees", "err", err)
+			return
+		}
+		homes, _ := p.store.Homes()
+		total := extra
+		held := map[string]int64{}
+		hasTree := map[workspace.Home]bool{}
+		for _, k := range keys {
+			n := p.treeSize(k)
+			total += n
+			held[k.TenantKey] += n
+			hasTree[workspace.Home{TenantKey: k.TenantKey, Repo: k.Repo}] = true
+		}
+		var orphan *workspace.Home
+		var orphanTime time.Time
+		for _, h := range homes {
+			n := p.store.HomeBytes(h)
+			total += n
+			held[h.TenantKey] += n
+			if !hasTree[h] && !p.preparingRepo(h) && (orphan == nil || p.store.HomeModTime(h).Before(orphanTime)) {
+				orphan, orphanTime = &h, p.store.HomeModTime(h)
+			}
+		}
+		if total <= max {
+			return
+		}
+		if orphan != nil {
+			p.log.Info("evicted a home", "reason", "disk", "total", total, "budget", max)
+			if err := p.store.DeleteHome(*orphan); err != nil {
+				p.log.Warn("disk budget: delete home", "err", err)
+				return
+			}
+			continue
+		}
+		victim, ok := p.pickTree(keys, held)
+		if !ok {
+			p.log.Warn("disk budget exceeded and every workspace is busy", "total", total, "budget", max)
+			return
+		}
+		if !p.evictTree(ctx, victim) {
+			continue
+		}
+		p.log.Info("evicted a workspace", "reason", "disk", "workspace", victim.String(), "total", total, "budget", max)
+	}
+}
+
+func (p *Pool) treeSize(k workspace.Key) int64 {
+	p.mu.Lock()
+	n, ok := p.treeBytes[k]
+	p.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = p.store.TreeBytes(k)
+	p.mu.Lock()
+	p.treeBytes[k] = n
+	p.mu.Unlock()
+	return n
+}
+
+func (p *Pool) preparingRepo(h workspace.Home) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.preparing {
+		if k.TenantKey == h.TenantKey && k.Repo == h.Repo {
+			return true
+		}
+	}
+	return false
+}
+
+// pickTree chooses the published tree to evict: not busy, not being
+// written or evicted, from the tenant holding the most disk, then the least
+// recently used (a tree no request touched since the daemon started counts
+// from its publication).
+func (p *Pool) pickTree(keys []workspace.Key, held map[string]int64) (workspace.Key, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var best workspace.Key
+	var bestHeld, bestUsed int64
+	found := false
+	for _, k := range keys {
+		if _, busy := p.preparing[k]; busy {
+			continue
+		}
+		used := int64(0)
+		if w, ok := p.live[k]; ok {
+			if w.busy.Load() > 0 {
+				continue
+			}
+			used = w.lastUsed.Load()
+		} else {
+			used = p.store.ModTime(k).UnixNano()
+		}
+		h := held[k.TenantKey]
+		if !found || h > bestHeld || (h == bestHeld && used < bestUsed) {
+			best, bestHeld, bestUsed, found = k, h, used, true
+		}
+	}
+	return best, found
+}
+
+// evictTree stops k's servers and deletes its tree, and its repository's
+// home when no other tree of it remains. While it runs, k answers "needs
+// tree" and a prepare of k waits. It reports false when k became busy.
+func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
+	p.mu.Lock()
+	w, live := p.live[k]
+	if live && w.busy.Load() > 0 {
+		p.mu.Unlock()
+		return false
+	}
+	if _, busy := p.preparing[k]; busy {
+		p.mu.Unlock()
+		return false
+	}
+	done := make(chan struct{})
+	p.preparing[k] = done
+	delete(p.live, k)
+	delete(p.treeBytes, k)
+	p.mu.Unlock()
+	if live {
+		w.close(ctx)
+	}
+	if err := p.store.Delete(k); err != nil {
+		p.log.Warn("disk budget: delete tree", "workspace", k.String(), "err", err)
+	}
+	h := workspace.Home{TenantKey: k.TenantKey, Repo: k.Repo}
+	if keys, err := p.store.List(); err == nil {
+		last := true
+		for _, o := range keys {
+			if o.TenantKey == h.TenantKey && o.Repo == h.Repo {
+				last = false
+			}
+		}
+		p.mu.Lock()
+		for o := range p.preparing {
+			if o != k && o.TenantKey == h.TenantKey && o.Repo == h.Repo {
+				last = false
+			}
+		}
+		p.mu.Unlock()
+		if last {
+			if err := p.store.DeleteHome(h); err != nil {
+				p.log.Warn("disk budget: delete home", "err", err)
+			}
+		}
+	}
+	p.mu.Lock()
+	delete(p.preparing, k)
+	close(done)
+	p.mu.Unlock()
+	return true
+}
+
+// Enforce holds the pool to its RSS and disk budgets now (memory grows
+// while servers run; homes grow with caches).
+func (p *Pool) Enforce(ctx context.Context) {
+	p.enforceRSS(ctx, nil, 0)
+	p.enforceDisk(ctx, 0)
+}
+
+// Watch runs Enforce every interval until ctx ends.
+func (p *Pool) Watch(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.Enforce(ctx)
+		}
+	}
+}

@@ -1,0 +1,349 @@
+package pool
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/lsp"
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+)
+
+const goplsPath = "/root/go/bin/gopls"
+
+// testPool is a pool over a fresh store, running the real gopls unjailed
+// (the budget logic is the same over the jail's Spawner; TreeRSS covers
+// both process shapes).
+func testPool(t *testing.T, b Budget) (*Pool, *Spec) {
+	t.Helper()
+	if _, err := os.Stat(goplsPath); err != nil {
+		t.Skipf("gopls is not installed at %s: the pool tests run it", goplsPath)
+	}
+	store, err := workspace.NewStore(t.TempDir(), workspace.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	specs := []Spec{{Spec: runtime.Spec{
+		ID: "gopls", Language: "go", Executable: goplsPath, Args: []string{"serve"},
+		RequestTimeout: 2 * time.Minute,
+	}, Extensions: []string{".go"}}}
+	p := New(store, specs, runtime.Unjailed(log), log)
+	p.SetBudget(b)
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return p, &p.Specs()[0]
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+func tenant(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:])
+}
+
+func key(tn, repo string, i int) workspace.Key {
+	sum := sha256.Sum256([]byte(fmt.Sprint(tn, repo, i)))
+	return workspace.Key{TenantKey: tenant(tn), Repo: repo, Commit: hex.EncodeToString(sum[:20])}
+}
+
+// prepare pushes a tiny Go module (plus pad bytes of filler) under k.
+func prepare(t *testing.T, p *Pool, k workspace.Key, pad int) {
+	t.Helper()
+	files := map[string]string{
+		"go.mod":  "module example.com/m\n\ngo 1.22\n",
+		"main.go": "package main\n\nimport \"fmt\"\n\nfunc Greet(name string) string { return \"hello \" + name }\n\nfunc main() { fmt.Println(Greet(\"x\")) }\n",
+	}
+	if pad > 0 {
+		files["pad.txt"] = strings.Repeat("x", pad)
+	}
+	var entries []*daemonv1.FileEntry
+	var body bytes.Buffer
+	for _, name := range []string{"go.mod", "main.go", "pad.txt"} {
+		s, ok := files[name]
+		if !ok {
+			continue
+		}
+		sum := sha256.Sum256([]byte(s))
+		entries = append(entries, &daemonv1.FileEntry{Path: name, Size: uint64(len(s)), Sha256: hex.EncodeToString(sum[:])})
+		body.WriteString(s)
+	}
+	id := "00000000-0000-4000-8000-" + k.Commit[:12]
+	if _, _, err := p.Prepare(context.Background(), k, id, entries, &body); err != nil {
+		t.Fatalf("prepare %s: %v", k, err)
+	}
+}
+
+// use runs one request on k's gopls, as a query does: Acquire, start the
+// server, wait for the package to load (a hover answers only then).
+func use(t *testing.T, p *Pool, s *Spec, k workspace.Key) error {
+	t.Helper()
+	w, release, ok := p.Acquire(k)
+	if !ok {
+		t.Fatalf("%s is not held", k)
+	}
+	defer release()
+	srv, err := w.Server(context.Background(), s)
+	if err != nil {
+		return err
+	}
+	return srv.Do(context.Background(), func(ctx context.Context, c *lsp.Client, _ uint64) error {
+		doc, err := w.Document("main.go", 1<<20)
+		if err != nil {
+			return err
+		}
+		uri := srv.URI("main.go")
+		if !c.IsOpen(uri) {
+			if err := c.DidOpen(ctx, uri, "go", string(doc.Text)); err != nil {
+				return err
+			}
+		}
+		h, err := c.Hover(ctx, uri, lsp.Position{Line: 4, Character: 6})
+		if err != nil {
+			return err
+		}
+		if h == nil || !strings.Contains(h.Markdown, "func Greet") {
+			return fmt.Errorf("hover: %+v", h)
+		}
+		return nil
+	})
+}
+
+// goplsLive counts the gopls processes of this test binary, read from /proc
+// independently of the pool's own bookkeeping, and sums their VmRSS.
+func goplsLive(t *testing.T) (n int, rss int64) {
+	t.Helper()
+	procs, err := runtime.ListProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range procs {
+		if pr.State == 'Z' {
+			continue
+		}
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pr.PID))
+		if err != nil || exe != goplsPath {
+			continue
+		}
+		if pr.PPID == os.Getpid() {
+			n++
+			rss += vmRSS(pr.PID)
+		}
+	}
+	return n, rss
+}
+
+func hasServers(p *Pool, k workspace.Key) bool {
+	p.mu.Lock()
+	w, ok := p.live[k]
+	p.mu.Unlock()
+	return ok && w.serverCount() > 0
+}
+
+func TestServerBudgetLRU(t *testing.T) {
+	p, s := testPool(t, Budget{MaxServers: 2})
+	var keys []workspace.Key
+	for i := range 4 {
+		k := key("a", "repo", i)
+		keys = append(keys, k)
+		prepare(t, p, k, 0)
+	}
+	for i, k := range keys {
+		if err := use(t, p, s, k); err != nil {
+			t.Fatalf("use %d: %v", i, err)
+		}
+		if n, _ := goplsLive(t); n > 2 {
+			t.Fatalf("after workspace %d: %d gopls processes live, budget 2", i, n)
+		}
+		if u := p.Usage(); u.Servers > 2 {
+			t.Fatalf("after workspace %d: %d servers reserved", i, u.Servers)
+		}
+	}
+	// 0 and 1 went, in LRU order, for 2 and 3.
+	for i, want := range []bool{false, false, true, true} {
+		if got := hasServers(p, keys[i]); got != want {
+			t.Errorf("workspace %d has servers = %v, want %v", i, got, want)
+		}
+	}
+	// Touch 2, then start 0 again: 3 is now the least recently used.
+	if err := use(t, p, s, keys[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := use(t, p, s, keys[0]); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false, true, false} {
+		if got := hasServers(p, keys[i]); got != want {
+			t.Errorf("after touching 2: workspace %d has servers = %v, want %v", i, got, want)
+		}
+	}
+	// Evicted servers leave the tree: every workspace still answers.
+	for _, k := range keys {
+		if !p.store.Published(k) {
+			t.Errorf("%s lost its tree to the server budget", k)
+		}
+	}
+}
+
+func TestBusyWorkspaceNotEvicted(t *testing.T) {
+	p, s := testPool(t, Budget{MaxServers: 1})
+	a, b := key("a", "repo", 0), key("a", "repo", 1)
+	prepare(t, p, a, 0)
+	prepare(t, p, b, 0)
+	if err := use(t, p, s, a); err != nil {
+		t.Fatal(err)
+	}
+	// a is busy: hold its request open while b wants a server.
+	_, release, ok := p.Acquire(a)
+	if !ok {
+		t.Fatal("a not held")
+	}
+	err := use(t, p, s, b)
+	if !errors.Is(err, ErrBudget) {
+		t.Fatalf("b started a server past the budget while a was busy: %v", err)
+	}
+	if !hasServers(p, a) {
+		t.Fatal("the busy workspace lost its server")
+	}
+	// Nor under the disk budget, nor the RSS one.
+	p.SetBudget(Budget{MaxServers: 1, MaxDisk: 1, MaxRSS: 1})
+	p.Enforce(context.Background())
+	if !hasServers(p, a) || !p.store.Published(a) {
+		t.Fatal("enforcement evicted a busy workspace")
+	}
+	release()
+	p.SetBudget(Budget{MaxServers: 1})
+	if !p.store.Published(b) { // b was idle: the disk budget took it
+		prepare(t, p, b, 0)
+	}
+	if err := use(t, p, s, b); err != nil {
+		t.Fatalf("once a was released: %v", err)
+	}
+	if hasServers(p, a) {
+		t.Fatal("a kept its server past the budget once idle")
+	}
+}
+
+func TestTenantFairness(t *testing.T) {
+	p, s := testPool(t, Budget{MaxServers: 3})
+	bKey := key("b", "only", 0)
+	prepare(t, p, bKey, 0)
+	// b's workspace is the oldest: plain LRU would evict it first.
+	if err := use(t, p, s, bKey); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		k := key("a", "many", i)
+		prepare(t, p, k, 0)
+		if err := use(t, p, s, k); err != nil {
+			t.Fatalf("a %d: %v", i, err)
+		}
+		if !hasServers(p, bKey) {
+			t.Fatalf("tenant a's workspace %d evicted tenant b's only one", i)
+		}
+		if n, _ := goplsLive(t); n > 3 {
+			t.Fatalf("%d gopls live, budget 3", n)
+		}
+	}
+}
+
+func TestRSSBudget(t *testing.T) {
+	p, s := testPool(t, Budget{})
+	// Two warm gopls, measured from /proc (the first's RSS right after its
+	// load is not what a warm one keeps).
+	for i := range 2 {
+		k := key("a", "rss", i)
+		prepare(t, p, k, 0)
+		if err := use(t, p, s, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, two := goplsLive(t)
+	if two <= 0 {
+		t.Fatal("no RSS measured for warm gopls")
+	}
+	budget := two * 5 / 4 // room for two, not three
+	p.SetBudget(Budget{MaxRSS: budget})
+	t.Logf("two warm gopls: %d MiB; budget %d MiB", two>>20, budget>>20)
+	maxSeen := int64(0)
+	for i := 2; i < 8; i++ {
+		k := key("a", "rss", i)
+		prepare(t, p, k, 0)
+		if err := use(t, p, s, k); err != nil {
+			t.Fatalf("use %d: %v", i, err)
+		}
+		p.Enforce(context.Background())
+		n, total := goplsLive(t)
+		maxSeen = max(maxSeen, total)
+		t.Logf("after workspace %d and enforcement: %d gopls, %d MiB", i, n, total>>20)
+		if total > budget {
+			t.Fatalf("after enforcement: %d bytes of gopls RSS, budget %d", total, budget)
+		}
+		if u := p.Usage(); u.RSS > budget {
+			t.Fatalf("the pool measures %d, budget %d", u.RSS, budget)
+		}
+	}
+	t.Logf("max observed %d MiB, budget %d MiB", maxSeen>>20, budget>>20)
+	if n, _ := goplsLive(t); n >= 8 {
+		t.Fatalf("%d gopls live for 8 workspaces: the RSS budget evicted nothing", n)
+	}
+}
+
+func TestDiskBudget(t *testing.T) {
+	p, s := testPool(t, Budget{})
+	const pad = 8 << 20 // large beside what gopls's caches grow by meanwhile
+	k0, k1, k2 := key("a", "disk", 0), key("a", "disk", 1), key("a", "disk", 2)
+	prepare(t, p, k0, pad)
+	if err := use(t, p, s, k0); err != nil {
+		t.Fatal(err)
+	}
+	prepare(t, p, k1, pad)
+	one := p.store.TreeBytes(k0)
+	homes, _ := p.store.Homes()
+	var homeBytes int64
+	for _, h := range homes {
+		homeBytes += p.store.HomeBytes(h)
+	}
+	// Room for the home and two trees, not three.
+	p.SetBudget(Budget{MaxDisk: homeBytes + 2*one + one/2})
+	if err := use(t, p, s, k1); err != nil { // k1 is now more recent than k0
+		t.Fatal(err)
+	}
+	homeBytes = 0
+	for _, h := range homes {
+		homeBytes += p.store.HomeBytes(h)
+	}
+	p.SetBudget(Budget{MaxDisk: homeBytes + 2*one + one/2})
+	prepare(t, p, k2, pad)
+	if p.store.Published(k0) {
+		t.Fatal("the least recently used tree survived the disk budget")
+	}
+	if !p.store.Published(k1) || !p.store.Published(k2) {
+		t.Fatal("a recent tree was evicted")
+	}
+	if _, _, ok := p.Acquire(k0); ok {
+		t.Fatal("an evicted workspace is still held: the query would not answer NEEDS_TREE")
+	}
+	if n, _ := goplsLive(t); n != 1 {
+		t.Fatalf("%d gopls live; the evicted workspace's server must have stopped", n)
+	}
+	// The proxy prepares it again; it serves.
+	prepare(t, p, k0, pad)
+	if err := use(t, p, s, k0); err != nil {
+		t.Fatal(err)
+	}
+}

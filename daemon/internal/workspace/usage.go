@@ -1,0 +1,88 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Home names one server home: root/homes/<tenant>/<repo>.
+type Home struct {
+	TenantKey string
+	Repo      string
+}
+
+// Usage is the disk a directory takes: allocated bytes (st_blocks × 512,
+// what the filesystem really spends) of every entry under it.
+func Usage(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			n += st.Blocks * 512
+		} else {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// TreeBytes is the disk k's published tree and its metadata take.
+func (s *Store) TreeBytes(k Key) int64 { return Usage(s.workspaceDir(k)) }
+
+// Homes lists every server home on disk, with or without a published tree.
+func (s *Store) Homes() ([]Home, error) {
+	tenants, err := os.ReadDir(filepath.Join(s.root, "homes"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Home
+	for _, t := range tenants {
+		repos, _ := os.ReadDir(filepath.Join(s.root, "homes", t.Name()))
+		for _, r := range repos {
+			if r.IsDir() {
+				out = append(out, Home{TenantKey: t.Name(), Repo: r.Name()})
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) homeDir(h Home) string { return filepath.Join(s.root, "homes", h.TenantKey, h.Repo) }
+
+// HomeBytes is the disk a home takes.
+func (s *Store) HomeBytes(h Home) int64 { return Usage(s.homeDir(h)) }
+
+// HomeModTime is when a home's directory last changed.
+func (s *Store) HomeModTime(h Home) time.Time {
+	fi, err := os.Stat(s.homeDir(h))
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// DeleteHome removes a home (its warm caches); the caller makes sure no
+// server uses it. It disappears atomically, like a tree.
+func (s *Store) DeleteHome(h Home) error {
+	dir := s.homeDir(h)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	grave := filepath.Join(s.root, "staging", "del-"+randomHex())
+	if err := os.Rename(dir, grave); err != nil {
+		return fmt.Errorf("delete home: %w", err)
+	}
+	return removeAll(grave)
+}
