@@ -14,7 +14,7 @@ TS_LSP     := $(TS_DIR)/node_modules/typescript-language-server/lib/cli.mjs
 PKGS       := ./proto/... ./migrations/... ./proxy/... ./daemon/... ./deploy/...
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all build run test deps bench proto proto-check lint tidy fuzz clean
+.PHONY: all build run test deps bench soak proto proto-check lint tidy fuzz clean
 
 all: build
 
@@ -22,7 +22,7 @@ all: build
 ## pinned typescript-language-server + typescript).
 deps: $(GOPLS)
 	@missing=""; \
-	for p in git:git initdb:postgresql protoc:protobuf-compiler bwrap:bubblewrap node:nodejs npm:npm; do \
+	for p in git:git initdb:postgresql protoc:protobuf-compiler bwrap:bubblewrap node:nodejs npm:npm nvim:neovim; do \
 	  cmd=$${p%%:*}; pkg=$${p##*:}; \
 	  if ! command -v $$cmd >/dev/null && ! ls /usr/lib/postgresql/*/bin/$$cmd >/dev/null 2>&1; then missing="$$missing $$pkg"; fi; \
 	done; \
@@ -63,6 +63,13 @@ test: deps
 ## bench: the performance table (ratios against baselines measured in the same run).
 bench: deps build
 	LSP_TEST_GOPLS=$(GOPLS) go run ./proxy/cmd/lsp-bench --gopls $(GOPLS) --daemon-bin $(BIN)/lsp-daemon
+
+## soak: the reliability run (SOAK_DURATION, default 5m): mixed load, faults,
+## hostile input, then the ledger and leak invariants; prints the table
+## RELIABILITY.md records.
+SOAK_DURATION ?= 5m
+soak: deps build
+	go run -race ./proxy/cmd/lsp-soak --duration $(SOAK_DURATION) --gopls $(GOPLS) --daemon-bin $(BIN)/lsp-daemon
 
 ## fuzz: every fuzz target for FUZZTIME each.
 FUZZTIME ?= 20s

@@ -33,6 +33,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = devToken(args[1:], stdout)
 	case "hover", "locate", "symbols", "diagnostics", "complete", "signature", "calls", "types", "prepare":
 		err = queryCmd(ctx, args[0], args[1:], os.Getenv, stdout, stderr)
+	case "lsp":
+		err = lspCmd(ctx, args[1:], os.Getenv, os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -74,6 +76,7 @@ client commands (LSP_URL, LSP_TOKEN, LSP_FORGE_TOKEN, optional LSP_ORG):
   symbols     --repo R (--path P | --query Q)
   diagnostics --repo R --path P
   list commands take --limit N and --cursor C; every client command takes --json.
+  lsp         --repo R [--rev REV] [--root DIR] [--log FILE]   a language server on stdio for an editor
   --line and --character are the API's 0-based LSP position; output is PATH:LINE:COL, 1-based.
   exit: 0 ok · 1 the service answered an error · 2 usage · 3 transport failure · 4 insufficient funds or spend cap
 `)
