@@ -19,8 +19,10 @@ var (
 	inlineLink = regexp.MustCompile(`\[([^\]\n]{0,512})\]\(([^)\s]{0,1000})(?:\s+"[^"\n]{0,256}")?\)`)
 	refLink    = regexp.MustCompile(`(?m)^\s{0,3}\[[^\]\n]{1,256}\]:\s*\S+.*$`)
 	autoLink   = regexp.MustCompile(`<((?:https?|ftp|file|mailto|data|javascript):[^>\s]{0,1000})>`)
-	bareURL    = regexp.MustCompile(`\b(?:https?|ftp|file|data|javascript):(?://)?[^\s<>()\[\]"'` + "`" + `]{1,1000}`)
-	secrets    = []*regexp.Regexp{
+	// No word boundary before the scheme: "00http://x" must lose its link
+	// too, and the scheme may be the last thing in the text.
+	bareURL = regexp.MustCompile(`(?i)(?:https?|ftp|file|data|javascript):(?://)?[^\s<>()\[\]"'` + "`" + `]{0,1000}`)
+	secrets = []*regexp.Regexp{
 		regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)`),
 		regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`),
 		regexp.MustCompile(`\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}\b`),
