@@ -301,10 +301,20 @@ func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key) (*
 				s.flights.done(key, f)
 			}()
 		}
-		select {
-		case <-f.ready:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if leader {
+			// The leader waits for its own flight even when its client
+			// has gone: a push that started is charged to this request,
+			// and the request must end with that one row — the prepare
+			// row — not a query row beside it. The wait is bounded: the
+			// fetch ends with the client's context, the push with
+			// PrepareTimeout.
+			<-f.ready
+		} else {
+			select {
+			case <-f.ready:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}
 		if f.err != nil && !leader && errors.Is(f.err, context.Canceled) {
 			// The leader's client went away before the push: try again,
