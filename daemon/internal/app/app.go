@@ -104,7 +104,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 
 	go sweep(ctx, p, env.WorkspaceTTL, log)
 	// Budgets hold on every server start and prepare; this catches growth.
-	go p.Watch(ctx, 5*time.Second)
+	go p.Watch(ctx, time.Second)
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(ln) }()
 	select {

@@ -67,12 +67,24 @@ func (p *Pool) releaseServer() {
 	p.mu.Unlock()
 }
 
+// rssWatermarkPercent is where eviction starts, below the budget itself:
+// servers keep growing between two measurements, and the budget is a
+// ceiling the total must never cross, not a level to hover at.
+const rssWatermarkPercent = 85
+
+// rssHeadroomPercent is added to a spec's peak when reserving room for one
+// more of its servers.
+const rssHeadroomPercent = 20
+
 // reserveServer makes room for one more server of spec s in w, under the
 // RSS budget (by s's largest measured size so far) and the server budget,
 // and takes one reservation.
 func (p *Pool) reserveServer(ctx context.Context, w *Workspace, s *Spec) error {
 	p.mu.Lock()
-	est := p.rssPeak[s.ID]
+	// Reserve the spec's largest size seen so far plus headroom: two
+	// servers of one kind on two repositories do not peak alike, and the
+	// budget is a ceiling, not a target.
+	est := p.rssPeak[s.ID] * (100 + rssHeadroomPercent) / 100
 	p.mu.Unlock()
 	if est > 0 && !p.enforceRSS(ctx, w, est) {
 		return fmt.Errorf("start %s: memory: %w", s.ID, ErrBudget)
@@ -204,7 +216,7 @@ func (p *Pool) measureRSS() rssMeasure {
 // every other server is busy (a lone server may always run).
 func (p *Pool) enforceRSS(ctx context.Context, req *Workspace, extra int64) bool {
 	p.mu.Lock()
-	max := p.budget.MaxRSS
+	max := p.budget.MaxRSS * rssWatermarkPercent / 100
 	p.mu.Unlock()
 	if max <= 0 {
 		return true
@@ -434,6 +446,38 @@ func (p *Pool) Watch(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 			p.Enforce(ctx)
+		}
+	}
+}
+
+// settleFor and settleEvery shape the sampling of a new server: a language
+// server reaches its peak while it loads the workspace for its first
+// requests, after initialize, so the spec's peak — what admission reserves
+// for the next start — is learned from that curve, and an overshoot is
+// evicted within settleEvery rather than at the next periodic pass.
+const (
+	settleFor   = 15 * time.Second
+	settleEvery = 100 * time.Millisecond
+)
+
+func (p *Pool) settle(w *Workspace) {
+	p.mu.Lock()
+	bounded := p.budget.MaxRSS > 0
+	p.mu.Unlock()
+	if !bounded {
+		return
+	}
+	t := time.NewTicker(settleEvery)
+	defer t.Stop()
+	end := time.After(settleFor)
+	for {
+		select {
+		case <-p.life.Done():
+			return
+		case <-end:
+			return
+		case <-t.C:
+			p.enforceRSS(p.life, w, 0)
 		}
 	}
 }

@@ -55,6 +55,9 @@ type Pool struct {
 	// a prepare waits for it, a query answers "needs tree".
 	preparing map[workspace.Key]chan struct{}
 	budget    Budget
+	// life ends with Close; background samplers run on it.
+	life     context.Context
+	stopLife context.CancelFunc
 	// nservers counts server slots holding a reservation: starting or
 	// running, released once the server is closed or its start failed.
 	nservers int
@@ -78,7 +81,9 @@ type Pool struct {
 
 // New builds a pool over a store.
 func New(store *workspace.Store, specs []Spec, sp runtime.Spawner, log *slog.Logger) *Pool {
+	life, stop := context.WithCancel(context.Background())
 	return &Pool{
+		life: life, stopLife: stop,
 		store: store, specs: specs, spawner: sp, log: log,
 		live:      map[workspace.Key]*Workspace{},
 		preparing: map[workspace.Key]chan struct{}{},
@@ -386,8 +391,9 @@ func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error
 		close(sl.ready)
 		if sl.err == nil {
 			// Now that it runs, measure it: the others make room for
-			// what it really takes.
+			// what it really takes; then follow it while it loads.
 			w.pool.enforceRSS(context.WithoutCancel(ctx), w, 0)
+			go w.pool.settle(w)
 		}
 		return sl.wait(ctx)
 	}
@@ -477,6 +483,7 @@ func (p *Pool) Sweep(ctx context.Context, ttl time.Duration) int {
 
 // Close stops every server (the trees stay on disk).
 func (p *Pool) Close(ctx context.Context) {
+	p.stopLife()
 	p.mu.Lock()
 	ws := make([]*Workspace, 0, len(p.live))
 	for _, w := range p.live {

@@ -63,9 +63,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	client := &proxyClient{url: s.ProxyURL, jwt: tok, forge: "bench-forge", http: &http.Client{
-		Transport: &http.Transport{MaxIdleConnsPerHost: 8, DisableCompression: true},
-	}}
+	client := newClient(s.ProxyURL, tok, "bench-forge")
 
 	// Cold: the first request prepares (clone, push, gopls cold start).
 	coldStart := time.Now()
@@ -109,6 +107,13 @@ func Run(ctx context.Context, o Options) error {
 		rows = append(rows, row{f.name, d, p, stageMeans(before, scrapeStages(client))})
 	}
 	printTable(o.Out, rows, cold, o.N)
+	s.Stop()
+
+	pf, err := runPool(ctx, o)
+	if err != nil {
+		return fmt.Errorf("pool: %w", err)
+	}
+	printPool(o.Out, pf)
 	return nil
 }
 
@@ -211,6 +216,12 @@ func printTable(w io.Writer, rows []row, cold time.Duration, n int) {
 		fmt.Fprintf(w, "  %-10s %s\n", r.name, r.stages)
 	}
 	fmt.Fprintf(w, "\nCold hover (resolve, gate, fetch, push, gopls cold start, answer): %s\n", cold.Round(time.Millisecond))
+}
+
+func newClient(url, jwt, forge string) *proxyClient {
+	return &proxyClient{url: url, jwt: jwt, forge: forge, http: &http.Client{
+		Transport: &http.Transport{MaxIdleConnsPerHost: 8, DisableCompression: true},
+	}}
 }
 
 type proxyClient struct {

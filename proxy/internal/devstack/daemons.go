@@ -114,6 +114,16 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 }
 
+// Pid is the daemon process's id (0 when it is not running).
+func (d *Daemon) Pid() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		return 0
+	}
+	return d.cmd.Process.Pid
+}
+
 // Kill ends the daemon at once (SIGKILL to its process group), as a crash
 // or a lost machine would.
 func (d *Daemon) Kill() {

@@ -40,6 +40,9 @@ type Options struct {
 	// Unjailed runs the daemons with LSP_UNJAILED=1. The default is the
 	// product's own configuration: every language server jailed.
 	Unjailed bool
+	// DaemonEnv adds LSP_* variables to the stack's own daemon (pool
+	// budgets, dependency mirrors).
+	DaemonEnv map[string]string
 	// DatabaseURL, when set, is used instead of a throwaway cluster.
 	DatabaseURL string
 	// ProxyEnv overrides proxy configuration (LSP_* names).
@@ -238,7 +241,7 @@ func (s *Stack) startDaemon(ctx context.Context) error {
 	dir := filepath.Join(s.opts.Dir, "daemon")
 	d, err := StartDaemon(ctx, DaemonOptions{
 		Bin: s.opts.DaemonBin, Dir: dir, Listen: "unix://" + filepath.Join(dir, "daemon.sock"),
-		Servers: s.opts,
+		Servers: s.opts, Env: s.opts.DaemonEnv,
 	})
 	if d != nil {
 		s.Daemon, s.DaemonSock, s.DaemonRoot = d, filepath.Join(dir, "daemon.sock"), d.Root
