@@ -74,11 +74,15 @@ soak: deps build
 ## fuzz: every fuzz target for FUZZTIME each.
 FUZZTIME ?= 20s
 fuzz:
-	@for pkg in $$(go list $(PKGS)); do \
-	  for f in $$(go test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
-	    echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	@failed=""; \
+	for pkg in $$(go list $(PKGS)); do \
+	  targets=$$(go test -list '^Fuzz' $$pkg) || { failed="$$failed $$pkg(list)"; continue; }; \
+	  for f in $$(echo "$$targets" | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; \
+	    go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || failed="$$failed $$pkg.$$f"; \
 	  done; \
-	done
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz failures:$$failed"; exit 1; fi
 
 PROTOC_GEN := $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 $(PROTOC_GEN):

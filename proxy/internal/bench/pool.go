@@ -22,6 +22,7 @@ type poolFigures struct {
 	fit, requested int
 	maxObserved    int64 // highest RSS of the servers' trees (the daemon's tree less the daemon) while requesting
 	daemonRSS      int64 // the daemon process itself, at the end
+	evictions      int
 	served         int
 }
 
@@ -32,7 +33,7 @@ func runPool(ctx context.Context, o Options) (*poolFigures, error) {
 	const budget = 640 << 20
 	s, err := devstack.Start(ctx, devstack.Options{
 		Dir: filepath.Join(o.Dir, "pool"), DaemonBin: o.DaemonBin, Gopls: o.Gopls,
-		DaemonEnv: map[string]string{"LSP_POOL_MAX_RSS": strconv.Itoa(budget)},
+		DaemonEnv: map[string]string{"LSP_POOL_MAX_RSS": strconv.Itoa(budget), "LSP_LOG_LEVEL": "info"},
 	})
 	if err != nil {
 		return nil, err
@@ -107,6 +108,9 @@ func runPool(ctx context.Context, o Options) (*poolFigures, error) {
 	close(stop)
 	f.maxObserved = <-peak
 	f.daemonRSS = procRSS(daemon)
+	if b, err := os.ReadFile(s.Daemon.LogFile); err == nil {
+		f.evictions = bytes.Count(b, []byte("evicted language servers"))
+	}
 	return f, nil
 }
 
@@ -121,6 +125,7 @@ func printPool(w io.Writer, f *poolFigures) {
 	}
 	fmt.Fprintf(w, "  highest RSS of all servers, sampled every 20 ms %d MiB (target: never above budget) %s\n", f.maxObserved>>20, verdict)
 	fmt.Fprintf(w, "  the daemon process itself                      %d MiB\n", f.daemonRSS>>20)
+	fmt.Fprintf(w, "  evictions                                      %d\n", f.evictions)
 }
 
 // procRSS is one process's VmRSS.
