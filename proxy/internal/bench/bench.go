@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -81,21 +83,7 @@ func Run(ctx context.Context, o Options) error {
 	defer direct.Close()
 
 	var rows []row
-	for _, f := range []struct {
-		name   string
-		route  string
-		body   map[string]any
-		direct func(ctx context.Context) error
-	}{
-		{"hover", "/hover", hoverBody, func(ctx context.Context) error {
-			_, err := direct.Hover(ctx, "main.go", lspdirect.Position{Line: 10, Character: 20})
-			return err
-		}},
-		{"definition", "/locate", hoverBody, func(ctx context.Context) error {
-			_, err := direct.Definition(ctx, "main.go", lspdirect.Position{Line: 10, Character: 20})
-			return err
-		}},
-	} {
+	for _, f := range tools(direct) {
 		before := scrapeStages(client)
 		d, p, err := interleave(ctx, o.N, o.Warmup, f.direct, func(ctx context.Context) error {
 			_, err := client.do(ctx, f.route, f.body)
@@ -107,6 +95,36 @@ func Run(ctx context.Context, o Options) error {
 		rows = append(rows, row{f.name, d, p, stageMeans(before, scrapeStages(client))})
 	}
 	printTable(o.Out, rows, cold, o.N)
+
+	// Clean-file diagnostics: the answer must come promptly, not after a
+	// publish timeout.
+	diag := make([]time.Duration, 0, 20)
+	for i := 0; i < 20; i++ {
+		t := time.Now()
+		if _, err := client.do(ctx, "/diagnostics", map[string]any{"repo": "hello", "path": "greet/greet.go"}); err != nil {
+			return fmt.Errorf("diagnostics: %w", err)
+		}
+		diag = append(diag, time.Since(t))
+	}
+	verdict := "met"
+	if pct(diag, .99) >= time.Second {
+		verdict = "MISSED"
+	}
+	fmt.Fprintf(o.Out, "\nClean-file diagnostics through the proxy (n=20): p50 %s ms, p99 %s ms (target < 1 s) %s\n", ms(pct(diag, .5)), ms(pct(diag, .99)), verdict)
+
+	// Throughput with 4 clients, the same query, proxy vs. direct.
+	const clients = 4
+	defRoute, defBody, defDirect := tools(direct)[1].route, tools(direct)[1].body, tools(direct)[1].direct
+	dq := throughput(ctx, clients, 3*time.Second, defDirect)
+	pq := throughput(ctx, clients, 3*time.Second, func(ctx context.Context) error {
+		_, err := client.do(ctx, defRoute, defBody)
+		return err
+	})
+	verdict = "met"
+	if pq < 0.6*dq {
+		verdict = "MISSED"
+	}
+	fmt.Fprintf(o.Out, "\nWarm throughput, %d clients, definition, 3 s each: direct %.0f/s, proxy %.0f/s, ratio %.0f %% (target ≥ 60 %%) %s\n", clients, dq, pq, 100*pq/dq, verdict)
 	s.Stop()
 
 	pf, err := runPool(ctx, o)
@@ -118,6 +136,70 @@ func Run(ctx context.Context, o Options) error {
 }
 
 var hoverBody = map[string]any{"repo": "hello", "path": "main.go", "line": 10, "character": 20}
+
+type tool struct {
+	name   string
+	route  string
+	body   map[string]any
+	direct func(ctx context.Context) error
+}
+
+// tools are the per-tool figures: each asks the proxy and gopls the same
+// question at the same position of the sample repository.
+func tools(d *lspdirect.Server) []tool {
+	doc := func(p string) map[string]any { return map[string]any{"uri": d.URI(p)} }
+	at := func(p string, line, char int) map[string]any {
+		return map[string]any{"textDocument": doc(p), "position": lspdirect.Position{Line: line, Character: char}}
+	}
+	body := func(p string, line, char int, kv ...any) map[string]any {
+		m := map[string]any{"repo": "hello", "path": p, "line": line, "character": char}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	call := func(method string, params any) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			var r json.RawMessage
+			return d.Call(ctx, method, params, &r)
+		}
+	}
+	refs := at("main.go", 10, 20)
+	refs["context"] = map[string]any{"includeDeclaration": true}
+	return []tool{
+		{"hover", "/hover", hoverBody, call("textDocument/hover", at("main.go", 10, 20))},
+		{"definition", "/locate", hoverBody, call("textDocument/definition", at("main.go", 10, 20))},
+		{"type_definition", "/locate", body("main.go", 9, 5, "relation", "type"), call("textDocument/typeDefinition", at("main.go", 9, 5))},
+		{"implementation", "/locate", body("greet/greet.go", 6, 6, "relation", "implementation"), call("textDocument/implementation", at("greet/greet.go", 6, 6))},
+		{"references", "/locate", body("main.go", 10, 20, "relation", "reference", "include_declaration", true), call("textDocument/references", refs)},
+		{"document_symbols", "/symbols", map[string]any{"repo": "hello", "path": "greet/greet.go"}, call("textDocument/documentSymbol", map[string]any{"textDocument": doc("greet/greet.go")})},
+		{"workspace_symbols", "/symbols", map[string]any{"repo": "hello", "query": "Hello"}, call("workspace/symbol", map[string]any{"query": "Hello"})},
+		{"completion", "/complete", body("main.go", 10, 20), call("textDocument/completion", at("main.go", 10, 20))},
+		{"signature_help", "/signature", body("main.go", 10, 25), call("textDocument/signatureHelp", at("main.go", 10, 25))},
+	}
+}
+
+// throughput runs fn from n goroutines for d and returns calls per second.
+func throughput(ctx context.Context, n int, d time.Duration, fn func(context.Context) error) float64 {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if fn(ctx) == nil {
+					total.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(total.Load()) / time.Since(start).Seconds()
+}
 
 type row struct {
 	name          string

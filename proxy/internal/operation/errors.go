@@ -63,7 +63,8 @@ func daemonError(err error) error {
 	case codes.DeadlineExceeded:
 		return apierr.Wrap(err, http.StatusGatewayTimeout, apierr.Timeout, "the daemon ran out of time")
 	case codes.Canceled:
-		return apierr.From(err)
+		// The caller's context ended: the client went away.
+		return apierr.Wrap(err, 499, apierr.Timeout, "the client closed the request")
 	}
 	e := apierr.Wrap(err, http.StatusServiceUnavailable, apierr.DaemonUnavailable, "the daemon is unavailable")
 	e.RetryAfter = 2e9
