@@ -13,6 +13,10 @@
 //   - ledger_rows: the append-only ledger with a monotonic identity id.
 //   - lsp_* functions: every money operation is one SQL function call, one round trip, correct under
 //     READ COMMITTED because each locks the org's account row before reading anything it decides on.
+//     lsp_record_queries (005) writes a batch of query rows in one statement (group commit).
+//   - idempotency_keys (004): Idempotency-Key records per (org, key): the hash of route and body, the
+//     attempt that holds the key and its lease, and once known the stored answer; kept 24 hours
+//     (lsp_idem_begin, lsp_idem_finish, lsp_idem_abandon).
 //
 // Documented read-only views for dashboards (granted to ReadonlyRole, which sees every org):
 //

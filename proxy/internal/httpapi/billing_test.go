@@ -20,11 +20,13 @@ import (
 
 // moneyAPI is a Server with the real verifier and a real ledger on a fresh database, and tokens:
 // billing (sub agent-1, owner acme, member of beta, billing:acme and billing:beta), member (owner
-// acme, member of beta, no role), auditor (owner zeta, billing:acme only: not a member of acme).
+// acme, member of beta, no role), auditor (owner zeta, billing:acme only: not a member of acme),
+// colleague (another subject of acme).
 type moneyAPI struct {
 	s                        *Server
 	l                        *ledger.Ledger
 	billing, member, auditor string
+	colleague                string // sub agent-2, owner acme
 }
 
 func newMoneyAPI(t *testing.T) *moneyAPI {
@@ -40,13 +42,17 @@ func newMoneyAPI(t *testing.T) *moneyAPI {
 		t.Fatal(err)
 	}
 	t.Cleanup(v.Close)
+	var signAs func(subject, owner string, orgs, roles []string) string
 	l, err := ledger.Open(context.Background(), pgtest.NewDatabase(t), log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Close)
 	sign := func(owner string, orgs, roles []string) string {
-		tok, err := auth.SignDevToken(priv, auth.DevClaims{Subject: "agent-1", Owner: owner, Orgs: orgs, Roles: roles, Audience: testAudience}, time.Hour)
+		return signAs("agent-1", owner, orgs, roles)
+	}
+	signAs = func(subject, owner string, orgs, roles []string) string {
+		tok, err := auth.SignDevToken(priv, auth.DevClaims{Subject: subject, Owner: owner, Orgs: orgs, Roles: roles, Audience: testAudience}, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,9 +68,10 @@ func newMoneyAPI(t *testing.T) *moneyAPI {
 	})
 	return &moneyAPI{
 		s: s, l: l,
-		billing: sign(testOwner, []string{testMemberOrg}, []string{"billing:" + testOwner, "billing:" + testMemberOrg}),
-		member:  sign(testOwner, []string{testMemberOrg}, nil),
-		auditor: sign("zeta", nil, []string{"billing:" + testOwner}),
+		billing:   sign(testOwner, []string{testMemberOrg}, []string{"billing:" + testOwner, "billing:" + testMemberOrg}),
+		member:    sign(testOwner, []string{testMemberOrg}, nil),
+		auditor:   sign("zeta", nil, []string{"billing:" + testOwner}),
+		colleague: signAs("agent-2", testOwner, nil, nil),
 	}
 }
 

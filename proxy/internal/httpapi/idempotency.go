@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -18,10 +19,11 @@ import (
 )
 
 // Idempotency-Key (CONTRACT §5). A POST operation request that carries the header runs at most once
-// per (payer org, key) for IdempotencyTTL: the key is bound to a hash of the route and the raw body,
-// the first attempt's answer is stored, and a retry gets that answer again, byte for byte, with
-// Idempotent-Replayed: true — no second hold, no second ledger row. The same key with another route
-// or body is 422 idempotency_key_reused; while the first attempt runs, 409 idempotency_in_progress.
+// per (payer org, key) for IdempotencyTTL: the key is bound to a hash of the route and the raw body
+// (and of the caller, see requestHash), the first attempt's answer is stored, and a retry gets that
+// answer again, byte for byte, with Idempotent-Replayed: true — no second hold, no second ledger
+// row. The same key with another route, body or caller is 422 idempotency_key_reused; while the
+// first attempt runs, 409 idempotency_in_progress.
 //
 // What is stored: the answer of an attempt that did something a retry could repeat, i.e. one that
 // reached the daemon (and so wrote its ledger row, and maybe held or charged a prepare). An attempt
@@ -72,9 +74,9 @@ func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 		if lease <= 0 {
 			lease = defaultIdempotencyLease
 		}
+		hash := requestHash(r.Method, c.Path(), p.Subject, r.Header.Get("X-Forge-Token"), raw)
 		state, stored, err := s.d.Money.ClaimIdempotencyKey(r.Context(), ledger.IdempotencyRequest{
-			Org: org, Key: key, RequestHash: requestHash(r.Method, c.Path(), raw), Attempt: attempt,
-			TTL: IdempotencyTTL, Lease: lease,
+			Org: org, Key: key, RequestHash: hash, Attempt: attempt, TTL: IdempotencyTTL, Lease: lease,
 		})
 		if err != nil {
 			return moneyError(err)
@@ -184,6 +186,10 @@ func (a *answerRecorder) WriteHeader(code int) {
 	}
 }
 
+// Flush does nothing: the answer leaves only once it is stored. (Streamed answers are not offered
+// to requests that carry a key.)
+func (a *answerRecorder) Flush() {}
+
 func (a *answerRecorder) Write(b []byte) (int, error) {
 	if a.status == 0 {
 		a.status = http.StatusOK
@@ -191,10 +197,14 @@ func (a *answerRecorder) Write(b []byte) (int, error) {
 	return a.body.Write(b)
 }
 
-// requestHash binds a key to one route and one body, byte for byte.
-func requestHash(method, route string, body []byte) string {
+// requestHash binds a key to one route and one body, byte for byte, and to the caller: the subject
+// and the forge credential. A stored answer was computed with one caller's forge access; another
+// member of the org, or another credential, presenting the same key and body must not read it
+// without the forge being asked (CONTRACT §3), so for them the key is simply taken (422).
+func requestHash(method, route, subject, forgeToken string, body []byte) string {
+	cred := sha256.Sum256([]byte(forgeToken))
 	h := sha256.New()
-	h.Write([]byte(method + " " + route + "\n"))
+	fmt.Fprintf(h, "%s %s\n%q\n%x\n", method, route, subject, cred)
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
 }

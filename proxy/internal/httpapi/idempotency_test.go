@@ -119,7 +119,7 @@ func TestIdempotentReplay(t *testing.T) {
 	}
 }
 
-// The same key with another body or route is 422; nothing runs.
+// The same key with another body, route or caller is 422; nothing runs.
 func TestIdempotencyKeyReused(t *testing.T) {
 	a := newMoneyAPI(t)
 	op := a.withFakeOp(t)
@@ -132,6 +132,20 @@ func TestIdempotencyKeyReused(t *testing.T) {
 		if rec.Code != 422 || errorOf(t, rec).Code != "idempotency_key_reused" {
 			t.Fatalf("%s: %d %s", tc.name, rec.Code, rec.Body)
 		}
+	}
+	// Another member of the org, or the same member with another forge credential, cannot read the
+	// answer through the key: the forge would not have been asked for them.
+	if rec := a.post(t, fakeRoute, `{"mode":"ok"}`, a.colleague, "k", ""); rec.Code != 422 || errorOf(t, rec).Code != "idempotency_key_reused" {
+		t.Fatalf("another subject: %d %s", rec.Code, rec.Body)
+	}
+	req := httptest.NewRequest(http.MethodPost, fakeRoute, strings.NewReader(`{"mode":"ok"}`))
+	req.Header.Set("Authorization", "Bearer "+a.member)
+	req.Header.Set("X-Forge-Token", "another-forge-token")
+	req.Header.Set("Idempotency-Key", "k")
+	rec := httptest.NewRecorder()
+	a.s.Handler().ServeHTTP(rec, req)
+	if rec.Code != 422 || errorOf(t, rec).Code != "idempotency_key_reused" {
+		t.Fatalf("another forge credential: %d %s", rec.Code, rec.Body)
 	}
 	if n := op.runs.Load(); n != 1 {
 		t.Fatalf("the operation ran %d times", n)

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // GroupCommit configures how RecordQuery rows are committed. Warm queries are the bulk of the
@@ -15,25 +20,40 @@ import (
 // statement and one transaction; every caller waits for its own batch's commit, so nothing is
 // answered before its row is durable.
 //
-// There is no committer goroutine: a caller that finds fewer than Committers batches in flight leads,
-// committing the rows queued so far (its own among them) in its own goroutine; callers arriving
-// meanwhile queue behind it, and when its batch is done it hands the lead to the first of them, whose
-// batch takes everything queued by then. A lone caller thus commits its own row at once, and under
-// load batches grow by themselves to what arrives during one commit. Linger adds a short wait for
-// company before a batch is taken, only while recent batches had company.
+// Rows queue in lanes chosen by org, so rows that would wait for each other on an account lock meet
+// in one lane, and orgs in different lanes commit in parallel. There is no committer goroutine: a
+// caller that finds no batch of its lane in flight leads, committing the rows queued so far (its own
+// among them) in its own goroutine; callers arriving meanwhile queue behind it, and when its batch is
+// done it hands the lead to the first of them, whose batch takes everything queued by then. A lone
+// caller thus commits its own row at once, and under load batches grow by themselves to what arrives
+// during one commit. A batch of one is the single-row statement; a few rows go as single-row
+// statements in one round trip and one transaction; more as one array statement
+// (lsp_record_queries). Linger adds a short wait for company before a batch is taken, only while
+// recent batches had company.
 type GroupCommit struct {
 	Disabled   bool          // one transaction per row, as RecordQuery without group commit
 	MaxRows    int           // rows per batch at most (default 256)
 	Linger     time.Duration // wait for more rows while load lasts (default 0: batches form by themselves)
-	Committers int           // batches in flight at once (default 1)
+	Lanes      int           // queues, by org (default 8); each commits its own batches
+	Committers int           // batches in flight at once per lane (default 1)
+	// PipelineMax: batches up to this size are sent as single-row statements in one round trip and
+	// one transaction; larger ones as one array statement, whose fixed cost pays off only then
+	// (default 4; 1 always uses the array statement).
+	PipelineMax int
 }
 
 func (g GroupCommit) withDefaults() GroupCommit {
 	if g.MaxRows <= 0 {
 		g.MaxRows = 256
 	}
+	if g.Lanes <= 0 {
+		g.Lanes = 8
+	}
 	if g.Committers <= 0 {
 		g.Committers = 1
+	}
+	if g.PipelineMax <= 0 {
+		g.PipelineMax = 4
 	}
 	if g.Linger < 0 {
 		g.Linger = 0
@@ -57,7 +77,36 @@ type queued struct {
 	taken bool // the row is in a batch
 }
 
+// batcher spreads rows over lanes by org. Rows of one org always meet in one lane, where they would
+// otherwise queue on the org's account lock one commit after another; rows of orgs in different lanes
+// commit in parallel, as they would without group commit.
 type batcher struct {
+	lanes []*lane
+}
+
+func newBatcher(l *Ledger, cfg GroupCommit) *batcher {
+	b := &batcher{lanes: make([]*lane, cfg.Lanes)}
+	for i := range b.lanes {
+		b.lanes[i] = newLane(l, cfg)
+	}
+	return b
+}
+
+func (b *batcher) record(ctx context.Context, row Row) error {
+	h := fnv.New32a()
+	h.Write([]byte(row.Org))
+	return b.lanes[h.Sum32()%uint32(len(b.lanes))].record(ctx, row)
+}
+
+// close stops taking rows and waits until every queued row is committed.
+func (b *batcher) close() {
+	for _, l := range b.lanes {
+		l.close()
+	}
+}
+
+// lane is one group committer: a queue of rows and the callers leading its batches.
+type lane struct {
 	l   *Ledger
 	cfg GroupCommit
 
@@ -70,14 +119,14 @@ type batcher struct {
 	idle     sync.Cond // signalled when leaders drops to 0, for close
 }
 
-func newBatcher(l *Ledger, cfg GroupCommit) *batcher {
-	b := &batcher{l: l, cfg: cfg, more: make(chan struct{}, 1)}
+func newLane(l *Ledger, cfg GroupCommit) *lane {
+	b := &lane{l: l, cfg: cfg, more: make(chan struct{}, 1)}
 	b.idle.L = &b.mu
 	return b
 }
 
 // record queues row and waits until its batch has committed, leading a batch when it is its turn.
-func (b *batcher) record(ctx context.Context, row Row) error {
+func (b *lane) record(ctx context.Context, row Row) error {
 	q := &queued{row: row, done: make(chan error, 2)}
 	b.mu.Lock()
 	if b.closed {
@@ -115,7 +164,7 @@ func (b *batcher) record(ctx context.Context, row Row) error {
 }
 
 // follow waits in place of a caller that left.
-func (b *batcher) follow(q *queued) {
+func (b *lane) follow(q *queued) {
 	for err := range q.done {
 		if err != errLead {
 			return
@@ -126,7 +175,7 @@ func (b *batcher) follow(q *queued) {
 
 // lead commits batches from the head of the queue until q's row is in one (this or another leader's),
 // then hands the lead to the first queued caller not leading yet, or gives it up.
-func (b *batcher) lead(q *queued) {
+func (b *lane) lead(q *queued) {
 	for {
 		b.commit(b.take())
 		b.mu.Lock()
@@ -153,7 +202,7 @@ func (b *batcher) lead(q *queued) {
 
 // take removes the next batch from the head of the queue, lingering first for company while recent
 // batches had some.
-func (b *batcher) take() []*queued {
+func (b *lane) take() []*queued {
 	b.mu.Lock()
 	linger := b.cfg.Linger > 0 && b.lastSize > 1 && len(b.queue) < b.cfg.MaxRows && !b.closed
 	b.mu.Unlock()
@@ -189,7 +238,7 @@ func (b *batcher) take() []*queued {
 }
 
 // close stops taking rows and waits until every queued row is committed.
-func (b *batcher) close() {
+func (b *lane) close() {
 	b.mu.Lock()
 	b.closed = true
 	for b.leaders > 0 {
@@ -201,7 +250,7 @@ func (b *batcher) close() {
 // commit writes the batch in one statement and tells each caller. When the database is unreachable
 // every caller fails with ErrUnavailable; any other failure (one row the database refuses) is not
 // allowed to take the others down: each row is then written on its own.
-func (b *batcher) commit(batch []*queued) {
+func (b *lane) commit(batch []*queued) {
 	if len(batch) == 0 {
 		return
 	}
@@ -212,10 +261,12 @@ func (b *batcher) commit(batch []*queued) {
 		rows[i] = q.row
 	}
 	var err error
-	if len(rows) == 1 {
-		// Alone, the single-row statement is the cheaper one.
+	switch {
+	case len(rows) == 1:
 		err = b.l.recordQueryDirect(ctx, rows[0])
-	} else {
+	case len(rows) <= b.cfg.PipelineMax:
+		err = b.l.recordPipelined(ctx, rows)
+	default:
 		err = b.l.recordQueries(ctx, rows)
 	}
 	if err == nil || errors.Is(err, ErrUnavailable) || len(batch) == 1 {
@@ -228,6 +279,30 @@ func (b *batcher) commit(batch []*queued) {
 	for _, q := range batch {
 		q.done <- b.l.recordQueryDirect(ctx, q.row)
 	}
+}
+
+// recordPipelined writes a few rows as single-row statements sent together: one round trip and one
+// implicit transaction, so one commit. Rows go in org order, the lock order of every batch.
+func (l *Ledger) recordPipelined(ctx context.Context, rows []Row) error {
+	sorted := slices.Clone(rows)
+	slices.SortStableFunc(sorted, func(a, b Row) int { return strings.Compare(a.Org, b.Org) })
+	batch := &pgx.Batch{}
+	for _, r := range sorted {
+		batch.Queue(`SELECT lsp_record_query($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			r.Org, r.TenantKey, r.Subject, r.Repo, r.Commit, r.Op, r.Language, r.RequestID, r.HTTPStatus, r.PrepareID)
+	}
+	res := l.pool.SendBatch(ctx, batch)
+	for _, r := range sorted {
+		var recovered bool
+		if err := res.QueryRow().Scan(&recovered); err != nil {
+			res.Close()
+			return wrap("record query", err)
+		}
+		if recovered {
+			l.logRecovered(r)
+		}
+	}
+	return wrap("record query", res.Close())
 }
 
 // recordQueries writes rows in one statement (lsp_record_queries).

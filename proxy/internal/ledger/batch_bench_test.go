@@ -11,8 +11,9 @@ import (
 )
 
 // BenchmarkGroupCommit: durable query rows per second, one transaction per row ("single") against
-// group commit, with 1, 4 and 16 concurrent writers, all of one org (they queue on its lock) or each
-// of its own. Every writer waits for its row's commit, as a request does.
+// group commit (the default, and variants: one lane for all orgs, the array statement for every
+// batch, lingering), with 1, 4 and 16 concurrent writers, all of one org (they queue on its lock) or
+// each of its own. Every writer waits for its row's commit, as a request does.
 //
 //	go test -run '^$' -bench GroupCommit ./internal/ledger/
 func BenchmarkGroupCommit(b *testing.B) {
@@ -22,8 +23,9 @@ func BenchmarkGroupCommit(b *testing.B) {
 	}{
 		{"single", ledger.GroupCommit{Disabled: true}},
 		{"batched", ledger.GroupCommit{}},
+		{"batched-1lane", ledger.GroupCommit{Lanes: 1}},
+		{"batched-array-only", ledger.GroupCommit{PipelineMax: 1}},
 		{"batched-linger200us", ledger.GroupCommit{Linger: 200 * time.Microsecond}},
-		{"batched-2committers", ledger.GroupCommit{Committers: 2}},
 	}
 	for _, orgs := range []string{"one-org", "org-per-writer"} {
 		for _, writers := range []int{1, 4, 16} {

@@ -56,6 +56,7 @@ func TestGroupCommitConcurrentWriters(t *testing.T) {
 	}{
 		{"default", ledger.GroupCommit{}},
 		{"linger-small-batches", ledger.GroupCommit{Linger: time.Millisecond, MaxRows: 16, Committers: 1}},
+		{"array-statement-only", ledger.GroupCommit{PipelineMax: 1, Committers: 2}},
 		{"disabled", ledger.GroupCommit{Disabled: true}},
 	} {
 		gc := tc.gc
@@ -116,67 +117,78 @@ func TestGroupCommitConcurrentWriters(t *testing.T) {
 }
 
 // A batch in which several rows reveal the same uncaptured prepare captures it once, into one prepare
-// row; a row naming it for another workspace does not.
+// row; a row naming it for another workspace does not. Both ways of sending a batch.
 func TestGroupCommitRecoversHoldOnce(t *testing.T) {
 	t.Parallel()
-	l, url := open(t)
-	if err := l.Credit(ctx, "acme", 5, "ops"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Hold(ctx, hold("p1", "acme", "c1")); err != nil {
-		t.Fatal(err)
-	}
-	batch := []ledger.Row{
-		query("acme", "c-other", "p1"), // another commit: never captures p1
-		query("acme", "c1", "p1"),
-		query("beta", "c1", "p1"), // another org: never captures p1
-		query("acme", "c1", "p1"),
-		query("acme", "c1", ""),
-	}
-	for i := range batch {
-		batch[i].RequestID = fmt.Sprint("r", i)
-	}
-	for i, err := range ledger.CommitAsOneBatch(l, batch) {
-		if err != nil {
-			t.Fatalf("row %d: %v", i, err)
-		}
-	}
-	mustBalance(t, l, "acme", 3, 0)
-	var prepares int
-	for _, r := range allRows(t, l, "acme") {
-		if r.Model == "prepare" {
-			prepares++
-			if r.PrepareID != "p1" || r.AmountCents != -2 || r.Reason != "recovered" {
-				t.Errorf("recovered row %+v", r)
+	for _, pipelined := range []bool{false, true} {
+		t.Run(fmt.Sprint("pipelined=", pipelined), func(t *testing.T) {
+			t.Parallel()
+			l, url := open(t)
+			if err := l.Credit(ctx, "acme", 5, "ops"); err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	if prepares != 1 {
-		t.Fatalf("%d prepare rows; want 1", prepares)
-	}
-	if got := rowsByRequest(t, url); len(got) != len(batch) {
-		t.Fatalf("query rows %v; want one per row of the batch", got)
+			if _, err := l.Hold(ctx, hold("p1", "acme", "c1")); err != nil {
+				t.Fatal(err)
+			}
+			batch := []ledger.Row{
+				query("acme", "c-other", "p1"), // another commit: never captures p1
+				query("acme", "c1", "p1"),
+				query("beta", "c1", "p1"), // another org: never captures p1
+				query("acme", "c1", "p1"),
+				query("acme", "c1", ""),
+			}
+			for i := range batch {
+				batch[i].RequestID = fmt.Sprint("r", i)
+			}
+			for i, err := range ledger.CommitAsOneBatch(l, batch, pipelined) {
+				if err != nil {
+					t.Fatalf("row %d: %v", i, err)
+				}
+			}
+			mustBalance(t, l, "acme", 3, 0)
+			var prepares int
+			for _, r := range allRows(t, l, "acme") {
+				if r.Model == "prepare" {
+					prepares++
+					if r.PrepareID != "p1" || r.AmountCents != -2 || r.Reason != "recovered" {
+						t.Errorf("recovered row %+v", r)
+					}
+				}
+			}
+			if prepares != 1 {
+				t.Fatalf("%d prepare rows; want 1", prepares)
+			}
+			if got := rowsByRequest(t, url); len(got) != len(batch) {
+				t.Fatalf("query rows %v; want one per row of the batch", got)
+			}
+		})
 	}
 }
 
-// A row the database refuses fails alone: the rest of its batch is written.
+// A row the database refuses fails alone: the rest of its batch is written. Both ways of sending a
+// batch.
 func TestGroupCommitBadRowFailsAlone(t *testing.T) {
 	t.Parallel()
-	l, url := open(t)
-	good, bad := query("acme", "c1", ""), query("acme", "c1", "")
-	good.RequestID, bad.RequestID = "good", "bad"
-	bad.Repo = "nul\x00byte" // text cannot hold NUL: the statement fails
-	other := query("beta", "c1", "")
-	other.RequestID = "other"
-	errs := ledger.CommitAsOneBatch(l, []ledger.Row{good, bad, other})
-	if errs[0] != nil || errs[2] != nil {
-		t.Fatalf("good rows failed: %v", errs)
-	}
-	if errs[1] == nil || errors.Is(errs[1], ledger.ErrUnavailable) {
-		t.Fatalf("bad row: %v", errs[1])
-	}
-	if got := rowsByRequest(t, url); got["good"] != 1 || got["other"] != 1 || len(got) != 2 {
-		t.Fatalf("rows %v", got)
+	for _, pipelined := range []bool{false, true} {
+		t.Run(fmt.Sprint("pipelined=", pipelined), func(t *testing.T) {
+			t.Parallel()
+			l, url := open(t)
+			good, bad := query("acme", "c1", ""), query("acme", "c1", "")
+			good.RequestID, bad.RequestID = "good", "bad"
+			bad.Repo = "nul\x00byte" // text cannot hold NUL: the statement fails
+			other := query("beta", "c1", "")
+			other.RequestID = "other"
+			errs := ledger.CommitAsOneBatch(l, []ledger.Row{good, bad, other}, pipelined)
+			if errs[0] != nil || errs[2] != nil {
+				t.Fatalf("good rows failed: %v", errs)
+			}
+			if errs[1] == nil || errors.Is(errs[1], ledger.ErrUnavailable) {
+				t.Fatalf("bad row: %v", errs[1])
+			}
+			if got := rowsByRequest(t, url); got["good"] != 1 || got["other"] != 1 || len(got) != 2 {
+				t.Fatalf("rows %v", got)
+			}
+		})
 	}
 }
 

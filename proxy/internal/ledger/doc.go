@@ -17,6 +17,11 @@
 // decides on, which makes it correct under READ COMMITTED and also makes an org's row ids commit in
 // ascending order (so paging an org's rows by id never skips a late commit).
 //
+// Query rows of concurrent callers are committed together (GroupCommit): each caller still returns
+// only once its row is durable. The package also keeps the Idempotency-Key records of the HTTP API
+// (ClaimIdempotencyKey, StoreIdempotentAnswer, ReleaseIdempotencyKey), reads rows for the dashboards
+// (QueryRows, CSVWriter) and checks every invariant above for operators (Reconcile).
+//
 // Errors that mean "the database cannot be reached or is not serving" wrap ErrUnavailable (the HTTP
 // layer answers 503 ledger_unavailable); funds and caps surface as ErrInsufficientFunds and
 // ErrSpendCapExceeded.
