@@ -32,6 +32,19 @@ import (
 // closes, in-flight requests (and the prepares they charge) finish within
 // cfg.ShutdownGrace. ready, when not nil, receives the bound address.
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(addr string)) error {
+	return RunWith(ctx, cfg, log, ready, Options{})
+}
+
+// Options are seams for the bench, never configuration: an operator cannot
+// reach them.
+type Options struct {
+	// WrapLedger, when set, wraps the ledger the operation path writes to
+	// (the bench compares the real ledger with a no-op one).
+	WrapLedger func(operation.Ledger) operation.Ledger
+}
+
+// RunWith is Run with seams.
+func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(addr string), opts Options) error {
 	if cfg.DevMode {
 		log.Warn("LSP_DEV=1: development mode (audience not required)")
 	}
@@ -79,7 +92,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	_, _ = rand.Read(cacheSecret) // access-cache keys never leave this process
 	fg := newForge(cfg, cacheSecret, log)
 
-	ops := operation.New(fg, led, pool, operation.Config{
+	var opLedger operation.Ledger = led
+	if opts.WrapLedger != nil {
+		opLedger = opts.WrapLedger(led)
+	}
+	ops := operation.New(fg, opLedger, pool, operation.Config{
 		PrepareCents:   cfg.PrepareCents,
 		PrepareGrace:   cfg.PrepareGrace,
 		PrepareTimeout: cfg.PrepareTimeout,

@@ -125,6 +125,12 @@ func Run(ctx context.Context, o Options) error {
 		verdict = "MISSED"
 	}
 	fmt.Fprintf(o.Out, "\nWarm throughput, %d clients, definition, 3 s each: direct %.0f/s, proxy %.0f/s, ratio %.0f %% (target ≥ 60 %%) %s\n", clients, dq, pq, 100*pq/dq, verdict)
+
+	lf, err := runLedger(ctx, s, client)
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	printLedger(o.Out, lf)
 	s.Stop()
 
 	pf, err := runPool(ctx, o)

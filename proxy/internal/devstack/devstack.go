@@ -204,6 +204,11 @@ func (r *Replica) Stop() {
 // by env (LSP_* names). It listens on a fresh loopback port unless env
 // names one.
 func (s *Stack) StartReplica(ctx context.Context, env map[string]string) (*Replica, error) {
+	return s.StartReplicaWith(ctx, env, app.Options{})
+}
+
+// StartReplicaWith is StartReplica with the app's seams.
+func (s *Stack) StartReplicaWith(ctx context.Context, env map[string]string, opts app.Options) (*Replica, error) {
 	merged := map[string]string{}
 	for k, v := range s.proxyEnv {
 		merged[k] = v
@@ -221,7 +226,7 @@ func (s *Stack) StartReplica(ctx context.Context, env map[string]string) (*Repli
 	pctx, cancel := context.WithCancel(context.Background())
 	r := &Replica{cancel: cancel, done: make(chan error, 1)}
 	addr := make(chan string, 1)
-	go func() { r.done <- app.Run(pctx, cfg, s.opts.Log, func(a string) { addr <- a }) }()
+	go func() { r.done <- app.RunWith(pctx, cfg, s.opts.Log, func(a string) { addr <- a }, opts) }()
 	select {
 	case a := <-addr:
 		r.URL = "http://" + a

@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/app"
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
+	"github.com/hanzoai/lsp/proxy/internal/operation"
+)
+
+// noLedger writes nothing: the baseline of "what does the ledger cost".
+// It exists only in the bench.
+type noLedger struct{}
+
+func (noLedger) Hold(_ context.Context, h ledger.HoldRequest) (int64, error) { return h.Price, nil }
+func (noLedger) Capture(context.Context, ledger.Row) (bool, error)           { return true, nil }
+func (noLedger) Release(context.Context, string) error                       { return nil }
+func (noLedger) SetStatus(context.Context, string, int) error                { return nil }
+func (noLedger) RecordQuery(context.Context, ledger.Row) error               { return nil }
+
+// ledgerFigures compares warm throughput through a replica writing real,
+// durable rows with one writing none, same daemon and workspace, 4 clients.
+type ledgerFigures struct {
+	real, none float64 // queries (and, for real, rows) per second
+}
+
+func runLedger(ctx context.Context, s *devstack.Stack, c *proxyClient) (*ledgerFigures, error) {
+	r, err := s.StartReplicaWith(ctx, map[string]string{}, app.Options{
+		WrapLedger: func(operation.Ledger) operation.Ledger { return noLedger{} },
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer r.Stop()
+	none := *c
+	none.url = r.URL
+	def := func(pc *proxyClient) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := pc.do(ctx, "/locate", hoverBody)
+			return err
+		}
+	}
+	f := &ledgerFigures{}
+	// Alternate, so that load on the machine hits both alike.
+	for i := 0; i < 3; i++ {
+		f.real += throughput(ctx, 4, time.Second, def(c)) / 3
+		f.none += throughput(ctx, 4, time.Second, def(&none)) / 3
+	}
+	return f, nil
+}
+
+func printLedger(w io.Writer, f *ledgerFigures) {
+	verdict := "met"
+	if f.real < 0.9*f.none {
+		verdict = "MISSED"
+	}
+	fmt.Fprintf(w, "\nWarm queries/s with the real ledger vs. a no-op ledger, 4 clients, definition: %.0f/s (%.0f durable rows/s) vs %.0f/s, ratio %.0f %% (target ≥ 90 %%) %s\n",
+		f.real, f.real, f.none, 100*f.real/f.none, verdict)
+}
