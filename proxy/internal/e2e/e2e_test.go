@@ -73,7 +73,18 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer stack.Stop()
-	return m.Run()
+	code := m.Run()
+	if code != 0 && stack.Daemon != nil {
+		// The stack's directory goes with the run: keep what explains a
+		// failure.
+		if b, err := os.ReadFile(stack.Daemon.LogFile); err == nil {
+			if len(b) > 8192 {
+				b = b[len(b)-8192:]
+			}
+			fmt.Fprintf(os.Stderr, "e2e: the daemon's log ends with:\n%s\n", b)
+		}
+	}
+	return code
 }
 
 // findGopls prefers the Makefile's pinned build.
