@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/spawnthread"
 )
 
 // DaemonOptions describe one extra lsp-daemon process: a shard of a stack
@@ -80,7 +82,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := spawnthread.Start(cmd); err != nil {
 		logf.Close()
 		return fmt.Errorf("daemon: %w", err)
 	}

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/hanzoai/lsp/proxy/internal/spawnthread"
 )
 
 // Server is one language server process.
@@ -56,7 +58,7 @@ func Start(ctx context.Context, root string, env []string, argv ...string) (*Ser
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := spawnthread.Start(cmd); err != nil {
 		return nil, err
 	}
 	s := &Server{cmd: cmd, in: in, root: root, wait: map[int]chan reply{}, done: make(chan struct{})}

@@ -25,7 +25,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +34,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/hanzoai/lsp/proxy/internal/spawnthread"
 )
 
 // Superuser is the cluster's superuser role; local connections need no password.
@@ -287,10 +288,9 @@ func (c *Cluster) startLocked(ctx context.Context) error {
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
-		// Linux delivers the parent-death signal when the *thread* that forked the child exits, and the
-		// Go runtime may retire threads. Pin this goroutine to its thread until the postmaster is gone.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
+		// Linux delivers the parent-death signal when the *thread* that forked the child exits:
+		// fork from the process's permanent spawn thread (package spawnthread says why).
+		if err := spawnthread.Start(cmd); err != nil {
 			started <- err
 			close(p.done)
 			return
