@@ -103,6 +103,9 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	log.Info("daemon listening", "addr", env.Listen, "servers", len(specs), "config", cf.Source)
 
 	go sweep(ctx, p, env.WorkspaceTTL, log)
+	if env.DebugListen != "" {
+		go serveDebug(ctx, env.DebugListen, log)
+	}
 	// Budgets hold on every server start and prepare; this catches growth.
 	go p.Watch(ctx, time.Second)
 	errc := make(chan error, 1)

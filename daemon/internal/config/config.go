@@ -29,6 +29,7 @@ type Env struct {
 	Unjailed      bool          // LSP_UNJAILED
 	LogLevel      string        // LSP_LOG_LEVEL
 	ShutdownGrace time.Duration // LSP_SHUTDOWN_GRACE
+	DebugListen   string        // LSP_DAEMON_DEBUG_LISTEN: loopback address for pprof; empty is off
 	// Pool budgets; zero is no bound (see pool.Budget).
 	PoolMaxServers int   // LSP_POOL_MAX_SERVERS
 	PoolMaxRSS     int64 // LSP_POOL_MAX_RSS, bytes
@@ -50,6 +51,7 @@ func LoadEnv(getenv func(string) string) (*Env, error) {
 		LogLevel:      or(getenv("LSP_LOG_LEVEL"), "info"),
 		WorkspaceTTL:  24 * time.Hour,
 		ShutdownGrace: 20 * time.Second,
+		DebugListen:   getenv("LSP_DAEMON_DEBUG_LISTEN"),
 		TLSCert:       strings.TrimSpace(getenv("LSP_DAEMON_TLS_CERT")),
 		TLSKey:        strings.TrimSpace(getenv("LSP_DAEMON_TLS_KEY")),
 		TLSClientCA:   strings.TrimSpace(getenv("LSP_DAEMON_TLS_CLIENT_CA")),

@@ -147,6 +147,7 @@ type Client struct {
 
 	mu            sync.Mutex
 	registrations map[string]string // registration id → method
+	fingerprint   string            // CapabilityFingerprint, cached; "" after a change
 	progress      map[string]struct{}
 	logs          []LogMessage
 	diags         map[DocumentURI]*published
@@ -434,6 +435,10 @@ func (c *Client) Has(tool string) bool {
 // changes exactly when what the server can do changes.
 func (c *Client) CapabilityFingerprint() string {
 	c.mu.Lock()
+	if fp := c.fingerprint; fp != "" {
+		c.mu.Unlock()
+		return fp
+	}
 	methods := make([]string, 0, len(c.registrations))
 	for _, m := range c.registrations {
 		methods = append(methods, m)
@@ -448,7 +453,15 @@ func (c *Client) CapabilityFingerprint() string {
 		Tools            []string        `json:"tools"`
 	}{c.capsCanon, "utf-16", methods, tools})
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	fp := hex.EncodeToString(sum[:])
+	c.mu.Lock()
+	if len(c.registrations) == len(methods) {
+		// Cache it unless a registration changed meanwhile (answers on
+		// every request carry it; it changes only with registrations).
+		c.fingerprint = fp
+	}
+	c.mu.Unlock()
+	return fp
 }
 
 // Busy reports whether the server has work-done progress in flight (for
@@ -614,6 +627,7 @@ func (c *Client) register(params json.RawMessage) {
 			return false
 		}
 		c.registrations[r.ID] = clipName(r.Method)
+		c.fingerprint = ""
 		return true
 	})
 }
@@ -632,6 +646,7 @@ func (c *Client) unregister(params json.RawMessage) {
 		}
 		if json.Unmarshal(e, &r) == nil {
 			delete(c.registrations, r.ID)
+			c.fingerprint = ""
 		}
 		return true
 	})
