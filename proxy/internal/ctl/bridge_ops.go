@@ -95,7 +95,7 @@ func (b *bridge) initialize(ctx context.Context, raw json.RawMessage) (any, *rpc
 		b.log.Error("prepare", "err", err)
 		return nil, &rpcError{codeRequestFailed, "prepare " + b.repo + ": " + err.Error()}
 	}
-	var a lspAnswer
+	var a answer
 	if err := json.Unmarshal(ansRaw, &a); err != nil {
 		return nil, &rpcError{codeRequestFailed, "prepare: the answer does not have the contract's shape"}
 	}
@@ -281,7 +281,7 @@ var handlers = map[string]handler{
 // the service does not offer for this file is an empty answer (the
 // editor asked a question with no answer), other service errors fail
 // the request with the service's code and message.
-func (b *bridge) ask(ctx context.Context, route string, body map[string]any) (*lspAnswer, *rpcError) {
+func (b *bridge) ask(ctx context.Context, route string, body map[string]any) (*answer, *rpcError) {
 	b.mu.Lock()
 	body["repo"], body["rev"] = b.repo, b.commit
 	b.mu.Unlock()
@@ -298,7 +298,7 @@ func (b *bridge) ask(ctx context.Context, route string, body map[string]any) (*l
 		b.log.Warn("service error", "route", route, "err", err)
 		return nil, &rpcError{codeRequestFailed, err.Error()}
 	}
-	var a lspAnswer
+	var a answer
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return nil, &rpcError{codeRequestFailed, route + ": the answer does not have the contract's shape"}
 	}
@@ -307,7 +307,7 @@ func (b *bridge) ask(ctx context.Context, route string, body map[string]any) (*l
 
 // askAll follows next_cursor for list answers, up to a bound an editor
 // can display.
-func (b *bridge) askAll(ctx context.Context, route string, body map[string]any) (*lspAnswer, *rpcError) {
+func (b *bridge) askAll(ctx context.Context, route string, body map[string]any) (*answer, *rpcError) {
 	const pages = 5
 	body["limit"] = 1000
 	first, rerr := b.ask(ctx, route, body)
@@ -352,7 +352,7 @@ func (b *bridge) positionBody(params json.RawMessage) (map[string]any, string, *
 
 // stale compares the answer's view of the document with the buffer; when
 // they differ it warns once per buffer version and reports true.
-func (b *bridge) stale(uri string, a *lspAnswer) bool {
+func (b *bridge) stale(uri string, a *answer) bool {
 	if a == nil || a.Evidence.DocumentSHA256 == nil {
 		return false
 	}
@@ -467,7 +467,7 @@ func (b *bridge) workspaceSymbols(ctx context.Context, params json.RawMessage) (
 
 // symbolInformation is the flat LSP form; the service's symbols are
 // flat with their container's name, which is what it carries.
-func (b *bridge) symbolInformation(a *lspAnswer) []map[string]any {
+func (b *bridge) symbolInformation(a *answer) []map[string]any {
 	out := []map[string]any{}
 	for _, s := range a.Symbols {
 		lu, ok := localURI(b.root, s.Path)
@@ -589,7 +589,7 @@ func hierarchyStep(route, direction string) handler {
 		var p struct {
 			Item struct {
 				URI            string          `json:"uri"`
-				SelectionRange *lspRange       `json:"selectionRange"`
+				SelectionRange *rng            `json:"selectionRange"`
 				Data           json.RawMessage `json:"data"`
 			} `json:"item"`
 		}
@@ -640,8 +640,8 @@ func hierarchyStep(route, direction string) handler {
 	}
 }
 
-func nonNilRanges(rs []*lspRange) []*lspRange {
-	out := []*lspRange{}
+func nonNilRanges(rs []*rng) []*rng {
+	out := []*rng{}
 	for _, r := range rs {
 		if r != nil {
 			out = append(out, r)
@@ -768,83 +768,7 @@ func (b *bridge) publishDiagnostics(ctx context.Context, uri string) {
 	}()
 }
 
-// lspRange is an LSP range, as the service sends it.
-type lspRange struct {
-	Start struct {
-		Line      int `json:"line"`
-		Character int `json:"character"`
-	} `json:"start"`
-	End struct {
-		Line      int `json:"line"`
-		Character int `json:"character"`
-	} `json:"end"`
-}
-
-type lspHierItem struct {
-	Name           string      `json:"name"`
-	Kind           string      `json:"kind"`
-	Path           string      `json:"path"`
-	Range          *lspRange   `json:"range"`
-	SelectionRange *lspRange   `json:"selection_range"`
-	FromRanges     []*lspRange `json:"from_ranges"`
-}
-
-// lspAnswer is the part of an operation answer (CONTRACT §4) the bridge
-// maps to LSP shapes: whole ranges, and the evidence's document hash.
-type lspAnswer struct {
-	Commit   string `json:"commit"`
-	Prepared bool   `json:"prepared"`
-	Evidence struct {
-		DocumentSHA256 *string `json:"document_sha256"`
-	} `json:"evidence"`
-	NextCursor *string `json:"next_cursor"`
-	Hover      *struct {
-		Markdown string    `json:"markdown"`
-		Range    *lspRange `json:"range"`
-	} `json:"hover"`
-	Locations []struct {
-		Path     string    `json:"path"`
-		Range    *lspRange `json:"range"`
-		External bool      `json:"external"`
-		Module   *string   `json:"module"`
-	} `json:"locations"`
-	Symbols []struct {
-		Name      string    `json:"name"`
-		Kind      string    `json:"kind"`
-		Path      string    `json:"path"`
-		Range     *lspRange `json:"range"`
-		Container *string   `json:"container"`
-	} `json:"symbols"`
-	Diagnostics []struct {
-		Range    *lspRange `json:"range"`
-		Severity *string   `json:"severity"`
-		Code     *string   `json:"code"`
-		Source   *string   `json:"source"`
-		Message  string    `json:"message"`
-	} `json:"diagnostics"`
-	Completions []struct {
-		Label      string  `json:"label"`
-		Kind       *string `json:"kind"`
-		Detail     *string `json:"detail"`
-		InsertText *string `json:"insert_text"`
-	} `json:"completions"`
-	Incomplete bool `json:"incomplete"`
-	Signatures []struct {
-		Label         string  `json:"label"`
-		Documentation *string `json:"documentation"`
-		Parameters    []struct {
-			Label string `json:"label"`
-		} `json:"parameters"`
-	} `json:"signatures"`
-	ActiveSignature *int                `json:"active_signature"`
-	ActiveParameter *int                `json:"active_parameter"`
-	Calls           []lspHierItem       `json:"calls"`
-	Types           []lspHierItem       `json:"types"`
-	Languages       []string            `json:"languages"`
-	Tools           map[string][]string `json:"tools"`
-	Warnings        []string            `json:"warnings"`
-}
-
+// rng is an LSP range, as the service sends it.
 // readSmallFile reads a local source file for the word under a cursor;
 // anything larger than an editor buffer is not read.
 func readSmallFile(path string) (string, error) {

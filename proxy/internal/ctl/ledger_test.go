@@ -15,12 +15,14 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
+
+	"github.com/hanzoai/lsp/proxy/internal/spawnthread"
 )
 
 func TestMain(m *testing.M) {
 	code := pgtest.Run(m)
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := goleak.Find(goleak.IgnoreTopFunction(spawnthread.Goroutine)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}

@@ -8,14 +8,17 @@ import (
 	"text/tabwriter"
 )
 
-// answer is every field an operation answer may carry (CONTRACT §4).
+// answer is every field an operation answer may carry (CONTRACT §4): the
+// one decoding of an answer, for the CLI's rendering and the editor bridge
+// alike.
 type answer struct {
 	Repo     string `json:"repo"`
 	Commit   string `json:"commit"`
 	Prepared bool   `json:"prepared"`
 	Evidence struct {
-		State    string   `json:"state"`
-		Warnings []string `json:"warnings"`
+		State          string   `json:"state"`
+		Warnings       []string `json:"warnings"`
+		DocumentSHA256 *string  `json:"document_sha256"`
 	} `json:"evidence"`
 	NextCursor *string `json:"next_cursor"`
 
@@ -45,9 +48,10 @@ type answer struct {
 		Message  string  `json:"message"`
 	} `json:"diagnostics"`
 	Completions []struct {
-		Label  string  `json:"label"`
-		Kind   *string `json:"kind"`
-		Detail *string `json:"detail"`
+		Label      string  `json:"label"`
+		Kind       *string `json:"kind"`
+		Detail     *string `json:"detail"`
+		InsertText *string `json:"insert_text"`
 	} `json:"completions"`
 	Incomplete bool `json:"incomplete"`
 	Signatures []struct {
@@ -67,11 +71,12 @@ type answer struct {
 }
 
 type hierItem struct {
-	Name       string `json:"name"`
-	Kind       string `json:"kind"`
-	Path       string `json:"path"`
-	Range      *rng   `json:"range"`
-	FromRanges []*rng `json:"from_ranges"`
+	Name           string `json:"name"`
+	Kind           string `json:"kind"`
+	Path           string `json:"path"`
+	Range          *rng   `json:"range"`
+	SelectionRange *rng   `json:"selection_range"`
+	FromRanges     []*rng `json:"from_ranges"`
 }
 
 type rng struct {
@@ -79,6 +84,10 @@ type rng struct {
 		Line      int `json:"line"`
 		Character int `json:"character"`
 	} `json:"start"`
+	End struct {
+		Line      int `json:"line"`
+		Character int `json:"character"`
+	} `json:"end"`
 }
 
 // at is path:line:col with 1-based line and column, as people and

@@ -16,6 +16,8 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/pgcluster"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
+
+	"github.com/hanzoai/lsp/proxy/internal/spawnthread"
 )
 
 func TestMain(m *testing.M) {
@@ -23,7 +25,7 @@ func TestMain(m *testing.M) {
 		orphanHelper(dir)
 		return
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction(spawnthread.Goroutine))
 }
 
 // orphanHelper runs in a child copy of the test binary: it starts a cluster, reports the postmaster's

@@ -26,19 +26,25 @@ var (
 	reqs chan request
 )
 
+// Goroutine names the spawn thread's goroutine, which lives as long as the
+// process, for leak checks to leave alone.
+const Goroutine = "github.com/hanzoai/lsp/proxy/internal/spawnthread.loop"
+
+func loop(reqs <-chan request) {
+	// Locked for good and never returning: this thread outlives every
+	// child it forks.
+	runtime.LockOSThread()
+	for r := range reqs {
+		r.done <- r.cmd.Start()
+	}
+}
+
 // Start runs cmd.Start on the spawn thread. Waiting for the child may then
 // happen from any goroutine.
 func Start(cmd *exec.Cmd) error {
 	once.Do(func() {
 		reqs = make(chan request)
-		go func() {
-			// Locked for good and never returning: this thread outlives
-			// every child it forks.
-			runtime.LockOSThread()
-			for r := range reqs {
-				r.done <- r.cmd.Start()
-			}
-		}()
+		go loop(reqs)
 	})
 	done := make(chan error, 1)
 	reqs <- request{cmd, done}
