@@ -131,13 +131,19 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("ledger: %w", err)
 	}
 	printLedger(o.Out, lf)
+
+	pf, err := runPush(ctx, s.DaemonSock)
+	if err != nil {
+		return fmt.Errorf("push: %w", err)
+	}
+	printPush(o.Out, pf)
 	s.Stop()
 
-	pf, err := runPool(ctx, o)
+	poolf, err := runPool(ctx, o)
 	if err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
-	printPool(o.Out, pf)
+	printPool(o.Out, poolf)
 	return nil
 }
 
