@@ -62,7 +62,7 @@ test: deps
 
 ## bench: the performance table (ratios against baselines measured in the same run).
 bench: deps build
-	LSP_TEST_GOPLS=$(GOPLS) go run ./proxy/cmd/lsp-bench --gopls $(GOPLS) --daemon-bin $(BIN)/lsp-daemon
+	LSP_TEST_GOPLS=$(GOPLS) go run ./proxy/cmd/lsp-bench --gopls $(GOPLS) --typescript $(TS_DIR) --daemon-bin $(BIN)/lsp-daemon
 
 ## soak: the reliability run (SOAK_DURATION, default 5m): mixed load, faults,
 ## hostile input, then the ledger and leak invariants; prints the table

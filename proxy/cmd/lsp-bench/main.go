@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"syscall"
 
@@ -16,6 +17,7 @@ import (
 func main() {
 	gopls := flag.String("gopls", ".bin/gopls", "the pinned gopls")
 	daemonBin := flag.String("daemon-bin", ".bin/lsp-daemon", "the lsp-daemon binary")
+	typescript := flag.String("typescript", "", "the reviewed TypeScript install (make deps: .bin/ts); empty leaves TypeScript out")
 	n := flag.Int("n", 500, "measured requests per figure")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (which runs the proxy) to this file")
 	flag.Parse()
@@ -37,10 +39,21 @@ func main() {
 	}
 	if err == nil {
 		fmt.Printf("lsp-bench on %s\n", bench.Describe())
-		err = bench.Run(ctx, bench.Options{Dir: dir, Gopls: *gopls, DaemonBin: *daemonBin, N: *n, Out: os.Stdout})
+		err = bench.Run(ctx, bench.Options{Dir: dir, Gopls: *gopls, DaemonBin: *daemonBin, TypeScript: absOrEmpty(*typescript), N: *n, Out: os.Stdout})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-bench:", err)
 		os.Exit(1)
 	}
+}
+
+func absOrEmpty(p string) string {
+	if p == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	return abs
 }

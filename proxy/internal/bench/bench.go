@@ -31,9 +31,12 @@ type Options struct {
 	Dir       string
 	Gopls     string
 	DaemonBin string
-	N         int // measured requests per figure
-	Warmup    int
-	Out       io.Writer
+	// TypeScript is the reviewed TypeScript install (make deps: .bin/ts);
+	// empty leaves the TypeScript figures out.
+	TypeScript string
+	N          int // measured requests per figure
+	Warmup     int
+	Out        io.Writer
 }
 
 // Run brings up the stack, measures, and prints the table.
@@ -48,7 +51,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Warmup == 0 {
 		o.Warmup = 50
 	}
-	s, err := devstack.Start(ctx, devstack.Options{Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, Gopls: o.Gopls})
+	s, err := devstack.Start(ctx, devstack.Options{Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, Gopls: o.Gopls, TypeScript: o.TypeScript})
 	if err != nil {
 		return err
 	}
@@ -137,6 +140,14 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("push: %w", err)
 	}
 	printPush(o.Out, pf)
+
+	if o.TypeScript != "" {
+		n, err := runTypeScriptRSS(ctx, s, client, org)
+		if err != nil {
+			return fmt.Errorf("typescript: %w", err)
+		}
+		printTypeScriptRSS(o.Out, n)
+	}
 	s.Stop()
 
 	poolf, err := runPool(ctx, o)
