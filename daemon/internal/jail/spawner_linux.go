@@ -12,7 +12,6 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -373,39 +372,14 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 		}()
 	}
 
-	// Our own pipes rather than exec's, for the reasons runtime.Unjailed
-	// gives: exec.Cmd.Wait would close them under the connection and wait
-	// for copies a surviving process could hold open.
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			_ = f.Close()
-		}
-	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	inR, inW, err := pipe()
+	pp, err := runtime.NewPipes()
 	if err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
 	}
-	outR, outW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
-	}
+	closeAll := pp.Close
 	var extra []*os.File
 	if s.seccomp != nil {
-		scR, scW, err := pipe()
+		scR, scW, err := os.Pipe()
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
@@ -413,6 +387,8 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 		// A few hundred bytes: the pipe holds them all, and bwrap reads to
 		// EOF.
 		if _, err := scW.Write(s.seccomp); err != nil {
+			_ = scR.Close()
+			_ = scW.Close()
 			closeAll()
 			return nil, fmt.Errorf("spawn %s: seccomp: %w", spec.ID, err)
 		}
@@ -458,32 +434,31 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 		// what the jail's PID 1 shows in /proc/1/environ.
 		Env:         []string{},
 		Dir:         "/",
-		Stdin:       inR,
-		Stdout:      outW,
-		Stderr:      errW,
+		Stdin:       pp.InR,
+		Stdout:      pp.OutW,
+		Stderr:      pp.ErrW,
 		ExtraFiles:  extra,
 		SysProcAttr: &sys,
 	}
-	if err := startOnSpawnThread(cmd); err != nil {
-		closeAll()
-		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
-	}
-	_ = inR.Close()
-	_ = outW.Close()
-	_ = errW.Close()
+	err = runtime.StartOnSpawnThread(cmd)
 	for _, f := range extra {
 		_ = f.Close()
 	}
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
+	}
+	pp.CloseChildEnds()
 	log := s.log.With("server", spec.ID, "pid", cmd.Process.Pid)
 	return &process{
 		cmd:        cmd,
 		pid:        cmd.Process.Pid,
-		stdin:      inW,
-		stdout:     outR,
-		stderr:     errR,
+		stdin:      pp.InW,
+		stdout:     pp.OutR,
+		stderr:     pp.ErrR,
 		cg:         jc,
 		log:        log,
-		stderrTail: runtime.DrainStderr(errR, log),
+		stderrTail: runtime.DrainStderr(pp.ErrR, log),
 	}, nil
 }
 
@@ -520,34 +495,4 @@ func prepareHome(ws runtime.Workspace) error {
 		}
 	}
 	return os.WriteFile(filepath.Join(ws.Home, filepath.FromSlash(telemetryModeFile)), []byte("off\n"), 0o600)
-}
-
-// The parent-death signal fires when the thread that forked the child
-// exits; forking from one locked thread that never exits ties it to the
-// daemon's life (see runtime.Unjailed).
-var spawnThread struct {
-	once sync.Once
-	reqs chan spawnRequest
-}
-
-type spawnRequest struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func startOnSpawnThread(cmd *exec.Cmd) error {
-	spawnThread.once.Do(func() {
-		spawnThread.reqs = make(chan spawnRequest)
-		go spawnLoop(spawnThread.reqs)
-	})
-	done := make(chan error, 1)
-	spawnThread.reqs <- spawnRequest{cmd: cmd, done: done}
-	return <-done
-}
-
-func spawnLoop(reqs <-chan spawnRequest) {
-	goruntime.LockOSThread()
-	for r := range reqs {
-		r.done <- r.cmd.Start()
-	}
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"sync"
 	"syscall"
 
@@ -56,102 +55,39 @@ func (u *unjailed) Spawn(ctx context.Context, spec Spec, ws Workspace) (Process,
 		return nil, fmt.Errorf("spawn %s: home: %w", spec.ID, err)
 	}
 
-	// Our own pipes rather than exec's: exec.Cmd.Wait closes the parent's
-	// ends of pipes it made, which would race with the connection reading
-	// the server's last replies, and it waits for copying goroutines that a
-	// surviving grandchild could hold open forever.
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			_ = f.Close()
-		}
-	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	inR, inW, err := pipe()
+	pp, err := NewPipes()
 	if err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
 	}
-	outR, outW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
-	}
-
 	cmd := &exec.Cmd{
 		Path:   spec.Executable,
 		Args:   append([]string{spec.Executable}, spec.Args...),
 		Env:    Environment(spec, ws),
 		Dir:    ws.Root,
-		Stdin:  inR,
-		Stdout: outW,
-		Stderr: errW,
+		Stdin:  pp.InR,
+		Stdout: pp.OutW,
+		Stderr: pp.ErrW,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:   true,
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	if err := startOnSpawnThread(cmd); err != nil {
-		closeAll()
+	if err := StartOnSpawnThread(cmd); err != nil {
+		pp.Close()
 		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
 	}
-	// The child holds its ends now.
-	_ = inR.Close()
-	_ = outW.Close()
-	_ = errW.Close()
+	pp.CloseChildEnds()
 
 	log := u.log.With("server", spec.ID, "pid", cmd.Process.Pid)
 	return &unjailedProcess{
 		cmd:        cmd,
 		pid:        cmd.Process.Pid,
-		stdin:      inW,
-		stdout:     outR,
-		stderr:     errR,
+		stdin:      pp.InW,
+		stdout:     pp.OutR,
+		stderr:     pp.ErrR,
 		log:        log,
-		stderrTail: DrainStderr(errR, log),
+		stderrTail: DrainStderr(pp.ErrR, log),
 	}, nil
-}
-
-// The parent-death signal fires when the thread that forked the child
-// exits, not the process. Go retires threads (a goroutine that exits while
-// locked to its thread takes the thread with it), which would kill healthy
-// servers at random; forking from one locked thread that never exits ties
-// the signal to the daemon's life instead.
-var spawnThread struct {
-	once sync.Once
-	reqs chan spawnRequest
-}
-
-type spawnRequest struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func startOnSpawnThread(cmd *exec.Cmd) error {
-	spawnThread.once.Do(func() {
-		spawnThread.reqs = make(chan spawnRequest)
-		go spawnLoop(spawnThread.reqs)
-	})
-	done := make(chan error, 1)
-	spawnThread.reqs <- spawnRequest{cmd: cmd, done: done}
-	return <-done
-}
-
-func spawnLoop(reqs <-chan spawnRequest) {
-	goruntime.LockOSThread()
-	for r := range reqs {
-		r.done <- r.cmd.Start()
-	}
 }
 
 type unjailedProcess struct {
