@@ -436,16 +436,25 @@ func (p *Pool) Enforce(ctx context.Context) {
 	p.enforceDisk(ctx, 0)
 }
 
-// Watch runs Enforce every interval until ctx ends.
+// diskEvery is how many Watch ticks pass between disk passes: measuring
+// homes walks their files, far costlier than reading /proc, and disk use
+// grows slowly between the checks made before every tree is written.
+const diskEvery = 30
+
+// Watch enforces the RSS budget every interval, and the disk budget every
+// diskEvery intervals, until ctx ends.
 func (p *Pool) Watch(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
+	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			p.Enforce(ctx)
+			p.enforceRSS(ctx, nil, 0)
+			if n%diskEvery == 0 {
+				p.enforceDisk(ctx, 0)
+			}
 		}
 	}
 }
