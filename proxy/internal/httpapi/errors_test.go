@@ -124,17 +124,26 @@ func TestErrorAfterCommit(t *testing.T) {
 	}
 }
 
-// TestWrongMethod goes through the router: the envelope, not echo's
-// default body. (The group's not-found catch-all makes echo answer 404
-// rather than 405 for a known path with another method.)
+// TestWrongMethod goes through the router: a known path with another
+// method is 405 in the envelope with an Allow header, before any token is
+// looked at; an unknown path stays 404.
 func TestWrongMethod(t *testing.T) {
 	a := newTestAPI(t)
-	rec := a.do(t, http.MethodGet, "/v1/lsp/hover", "", a.headers(a.token, "", true))
-	e := errorOf(t, rec)
-	switch {
-	case rec.Code == http.StatusNotFound && e.Code == apierr.NotFound:
-	case rec.Code == http.StatusMethodNotAllowed && e.Code == apierr.InvalidRequest:
-	default:
-		t.Fatalf("status %d code %q", rec.Code, e.Code)
+	for _, tc := range []struct {
+		method, path, allow string
+	}{
+		{http.MethodGet, "/v1/lsp/hover", "POST"},
+		{http.MethodDelete, "/v1/lsp/prepare", "POST"},
+		{http.MethodPost, "/healthz", "GET"},
+	} {
+		rec := a.do(t, tc.method, tc.path, "", nil)
+		e := errorOf(t, rec)
+		if rec.Code != http.StatusMethodNotAllowed || e.Code != apierr.InvalidRequest || rec.Header().Get("Allow") != tc.allow {
+			t.Errorf("%s %s: status %d code %q Allow %q", tc.method, tc.path, rec.Code, e.Code, rec.Header().Get("Allow"))
+		}
+	}
+	rec := a.do(t, http.MethodGet, "/v1/lsp/no-such-tool", "", a.headers(a.token, "", true))
+	if e := errorOf(t, rec); rec.Code != http.StatusNotFound || e.Code != apierr.NotFound {
+		t.Errorf("unknown path: status %d code %q", rec.Code, e.Code)
 	}
 }

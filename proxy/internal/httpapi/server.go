@@ -99,6 +99,7 @@ func New(d Deps) *Server {
 	}
 	s.registerBilling(g)
 	s.registerWorkspaces(g)
+	s.answerWrongMethods()
 	return s
 }
 
@@ -111,7 +112,7 @@ func (s *Server) Handler() http.Handler { return s.e }
 func (s *Server) Routes() []string {
 	var out []string
 	for _, r := range s.e.Routes() {
-		if r.Method == echo.RouteNotFound {
+		if r.Method == echo.RouteNotFound || r.Name == wrongMethodRoute {
 			continue
 		}
 		out = append(out, r.Method+" "+r.Path)
