@@ -69,6 +69,10 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		return fmt.Errorf("ledger: %w", err)
 	}
 	defer led.Close()
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	swept := make(chan struct{})
+	go sweepHolds(sweepCtx, led, holdSweepInterval, log, swept)
+	defer func() { stopSweep(); <-swept }() // runs before led.Close
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
