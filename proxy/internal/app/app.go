@@ -129,6 +129,7 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		RateLimit:         ratelimit.New(cfg.RateLimit, cfg.RateBurst),
 		Issuer:            cfg.JWTIssuer,
 		MCPAllowedOrigins: cfg.MCPAllowedOrigins,
+		PublicURL:         cfg.PublicURL,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -68,6 +69,11 @@ type Config struct {
 	// MCPAllowedOrigins are the browser origins that may use /v1/lsp/mcp
 	// (LSP_MCP_ALLOWED_ORIGINS); a request with another Origin is 403.
 	MCPAllowedOrigins []string
+	// PublicURL is the scheme and host clients reach the proxy at
+	// (LSP_PUBLIC_URL), used in the MCP protected-resource metadata and
+	// WWW-Authenticate. Empty: the request's own Host (fine for one host;
+	// behind a shared cache, set it, so no client's Host is ever echoed).
+	PublicURL string
 }
 
 var orgRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
@@ -126,6 +132,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		MaxPrepares: int(p.int("LSP_MAX_PREPARES", 8)),
 
 		MCPAllowedOrigins: p.list("LSP_MCP_ALLOWED_ORIGINS", nil),
+		PublicURL:         strings.TrimSuffix(p.str("LSP_PUBLIC_URL", ""), "/"),
 	}
 	if c.RateBurst == 0 && c.RateLimit > 0 {
 		// Two seconds' worth by default: room for a client's short burst.
@@ -151,6 +158,11 @@ func (c *Config) validate() error {
 	}
 	if c.ForgeURL == "" {
 		bad("LSP_FORGE_URL is required")
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+			bad("LSP_PUBLIC_URL=%q: want scheme://host[:port] with no path", c.PublicURL)
+		}
 	}
 	switch c.ForgeKind {
 	case "git", "gitea":

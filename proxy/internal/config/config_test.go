@@ -71,6 +71,9 @@ func TestValidation(t *testing.T) {
 		{"negative rate", with(nil, "LSP_RATE_LIMIT", "-1"), "must not be negative"},
 		{"rate not a number", with(nil, "LSP_RATE_LIMIT", "fast"), "not a number"},
 		{"health interval", with(nil, "LSP_DAEMON_HEALTH_INTERVAL", "0s"), "LSP_DAEMON_HEALTH_INTERVAL"},
+		{"public url", with(nil, "LSP_PUBLIC_URL", "https://lsp.example:8443/"), ""},
+		{"public url with path", with(nil, "LSP_PUBLIC_URL", "https://lsp.example/v1"), "LSP_PUBLIC_URL"},
+		{"public url without scheme", with(nil, "LSP_PUBLIC_URL", "lsp.example"), "LSP_PUBLIC_URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(tc.env)

@@ -102,7 +102,7 @@ func (s *Server) mcpGate(next http.Handler) http.Handler {
 		fail := func(err error) {
 			status, body, retry := s.envelope(err, reqID)
 			if status == http.StatusUnauthorized {
-				w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+baseURL(r)+resourceMetaWK+mcpPath+`"`)
+				w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+s.baseURL(r)+resourceMetaWK+mcpPath+`"`)
 			}
 			if retry > 0 {
 				w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
@@ -189,7 +189,7 @@ func (s *Server) mcpBind(ctx context.Context, r *http.Request, p *auth.Principal
 // resource (LSP_JWT_ISSUER).
 func (s *Server) resourceMetadata(c echo.Context) error {
 	m := map[string]any{
-		"resource":                 baseURL(c.Request()) + mcpPath,
+		"resource":                 s.baseURL(c.Request()) + mcpPath,
 		"bearer_methods_supported": []string{"header"},
 		"resource_name":            "LSP service (MCP)",
 	}
@@ -200,9 +200,12 @@ func (s *Server) resourceMetadata(c echo.Context) error {
 	return c.JSON(http.StatusOK, m)
 }
 
-// baseURL is the scheme and host the client used (the proxy may sit
-// behind a TLS-terminating load balancer that says so).
-func baseURL(r *http.Request) string {
+// baseURL is LSP_PUBLIC_URL, else the scheme and host the client used
+// (the proxy may sit behind a TLS-terminating load balancer that says so).
+func (s *Server) baseURL(r *http.Request) string {
+	if s.d.PublicURL != "" {
+		return s.d.PublicURL
+	}
 	scheme := "http"
 	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
 		scheme = "https"

@@ -108,3 +108,34 @@ func TestMCPUnauthenticated(t *testing.T) {
 		t.Fatalf("metadata = %+v", meta)
 	}
 }
+
+// TestMCPPublicURL: with LSP_PUBLIC_URL set, neither the metadata nor the
+// challenge echo a client's Host header (a shared cache keeps the metadata
+// for five minutes).
+func TestMCPPublicURL(t *testing.T) {
+	s := New(Deps{Issuer: "https://id.example", PublicURL: "https://lsp.example", Log: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	for _, tc := range []struct{ method, path, header, want string }{
+		{http.MethodGet, "/.well-known/oauth-protected-resource/v1/lsp/mcp", "", ""},
+		{http.MethodPost, "/v1/lsp/mcp", "WWW-Authenticate", `Bearer resource_metadata="https://lsp.example/.well-known/oauth-protected-resource/v1/lsp/mcp"`},
+	} {
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(`{}`))
+		req.Host = "evil.example"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct {
+			Resource string `json:"resource"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&meta)
+		resp.Body.Close()
+		switch {
+		case tc.header != "" && resp.Header.Get(tc.header) != tc.want:
+			t.Errorf("%s %s: %s = %q", tc.method, tc.path, tc.header, resp.Header.Get(tc.header))
+		case tc.header == "" && meta.Resource != "https://lsp.example/v1/lsp/mcp":
+			t.Errorf("%s %s: resource = %q", tc.method, tc.path, meta.Resource)
+		}
+	}
+}

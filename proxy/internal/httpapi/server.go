@@ -62,6 +62,8 @@ type Deps struct {
 	Issuer string
 	// MCPAllowedOrigins are the browser origins allowed on /v1/lsp/mcp.
 	MCPAllowedOrigins []string
+	// PublicURL is scheme://host clients use; empty: the request's Host.
+	PublicURL string
 }
 
 // Server is the HTTP API.
