@@ -143,24 +143,8 @@ func (a *archiveReader) entry(r io.Reader, hdr *tar.Header, p string) error {
 		}
 		return nil
 	}
-	t.count++
-	if t.count > t.lim.MaxFiles {
-		return &TooLargeError{Bound: "files", Limit: int64(t.lim.MaxFiles)}
-	}
-	if len(p) > maxTreeRecord {
-		t.warn("dropped invalid path: (over %d bytes)", maxTreeRecord)
-		return nil
-	}
-	if depth := strings.Count(p, "/") + 1; depth > t.lim.MaxDepth {
-		return &TooLargeError{Bound: "depth", Limit: int64(t.lim.MaxDepth)}
-	}
-	if !validPath(p) {
-		t.warn("dropped invalid path: %q", p)
-		return nil
-	}
-	if _, dup := t.entries[p]; dup {
-		t.warn("dropped duplicate path: %s", p)
-		return nil
+	if ok, err := t.admit(p); !ok {
+		return err
 	}
 	a.seq++
 	e := &entry{path: p, oid: "tar:" + strconv.Itoa(a.seq)}

@@ -57,19 +57,7 @@ func NewGit(baseURL string, httpClient *http.Client, gitBinary string, log *slog
 	if gitBinary == "" {
 		gitBinary = "git"
 	}
-	var c http.Client
-	if httpClient != nil {
-		c = *httpClient
-	} else {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 32
-		c = http.Client{Transport: t, Timeout: 30 * time.Second}
-	}
-	// A redirect would carry the credential to another URL: stop at the 3xx
-	// and report it (see doc.go).
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	c.Jar = nil
-
+	c := noRedirects(httpClient)
 	g := &gitForge{client: &c, git: gitBinary, log: log}
 	g.base, g.baseErr = parseBaseURL(baseURL)
 	if g.baseErr != nil {
@@ -271,4 +259,21 @@ func matchesFormat(sha, objectFormat string) bool {
 func drain(body io.ReadCloser) {
 	_, _ = io.CopyN(io.Discard, body, 64<<10)
 	_ = body.Close()
+}
+
+// noRedirects is a copy of httpClient (or a default one) that never follows
+// a redirect and keeps no cookies: a redirect would carry the caller's
+// credential to another URL, so the 3xx is reported instead (see doc.go).
+func noRedirects(httpClient *http.Client) http.Client {
+	var c http.Client
+	if httpClient != nil {
+		c = *httpClient
+	} else {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 32
+		c = http.Client{Transport: t, Timeout: 30 * time.Second}
+	}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.Jar = nil
+	return c
 }

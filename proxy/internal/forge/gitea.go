@@ -69,16 +69,7 @@ func NewGitea(baseURL string, httpClient *http.Client, log *slog.Logger) Forge {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var c http.Client
-	if httpClient != nil {
-		c = *httpClient
-	} else {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 32
-		c = http.Client{Transport: t, Timeout: 30 * time.Second}
-	}
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	c.Jar = nil
+	c := noRedirects(httpClient)
 	archive := c
 	archive.Timeout = 0
 

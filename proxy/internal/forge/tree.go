@@ -219,20 +219,8 @@ func (tr *treeReader) record(rec []byte) error {
 	mode, typ, oid, sizeField := f[0], f[1], f[2], f[3]
 	pth := string(p)
 
-	tr.count++
-	if tr.count > tr.lim.MaxFiles {
-		return &TooLargeError{Bound: "files", Limit: int64(tr.lim.MaxFiles)}
-	}
-	if depth := strings.Count(pth, "/") + 1; depth > tr.lim.MaxDepth {
-		return &TooLargeError{Bound: "depth", Limit: int64(tr.lim.MaxDepth)}
-	}
-	if !validPath(pth) {
-		tr.warn("dropped invalid path: %q", pth)
-		return nil
-	}
-	if _, dup := tr.entries[pth]; dup {
-		tr.warn("dropped duplicate path: %s", pth)
-		return nil
+	if ok, err := tr.admit(pth); !ok {
+		return err
 	}
 	e := &entry{path: pth, oid: oid, size: -1}
 	switch {
@@ -270,6 +258,32 @@ func (tr *treeReader) record(rec []byte) error {
 // validPath refuses what a checkout would refuse or could be tricked by:
 // empty, "." or ".." segments, a ".git" segment, control characters and
 // invalid UTF-8. Such entries are dropped with a warning.
+// admit counts one entry of a listing or an archive against the bounds and
+// says whether to keep it: a bound passed is an error (the whole tree is
+// refused), a path that cannot be served is dropped with a warning.
+func (tr *treeReader) admit(p string) (bool, error) {
+	tr.count++
+	if tr.count > tr.lim.MaxFiles {
+		return false, &TooLargeError{Bound: "files", Limit: int64(tr.lim.MaxFiles)}
+	}
+	if len(p) > maxTreeRecord {
+		tr.warn("dropped invalid path: (over %d bytes)", maxTreeRecord)
+		return false, nil
+	}
+	if depth := strings.Count(p, "/") + 1; depth > tr.lim.MaxDepth {
+		return false, &TooLargeError{Bound: "depth", Limit: int64(tr.lim.MaxDepth)}
+	}
+	if !validPath(p) {
+		tr.warn("dropped invalid path: %q", p)
+		return false, nil
+	}
+	if _, dup := tr.entries[p]; dup {
+		tr.warn("dropped duplicate path: %s", p)
+		return false, nil
+	}
+	return true, nil
+}
+
 func validPath(p string) bool {
 	if p == "" || !utf8.ValidString(p) {
 		return false
