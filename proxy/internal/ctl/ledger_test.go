@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,21 +13,9 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
 	"github.com/hanzoai/lsp/proxy/internal/pgtest"
 	"github.com/jackc/pgx/v5"
-	"go.uber.org/goleak"
-
-	"github.com/hanzoai/lsp/proxy/internal/spawnthread"
 )
 
-func TestMain(m *testing.M) {
-	code := pgtest.Run(m)
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction(spawnthread.Goroutine)); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.MainLeakChecked(m) }
 
 var ctx = context.Background()
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,21 +14,9 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.uber.org/goleak"
-
-	"github.com/hanzoai/lsp/proxy/internal/spawnthread"
 )
 
-func TestMain(m *testing.M) {
-	code := pgtest.Run(m)
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction(spawnthread.Goroutine)); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.MainLeakChecked(m) }
 
 var ctx = context.Background()
 

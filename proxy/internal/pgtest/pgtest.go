@@ -33,8 +33,10 @@ import (
 	"github.com/hanzoai/lsp/migrations"
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
 	"github.com/hanzoai/lsp/proxy/internal/pgcluster"
+	"github.com/hanzoai/lsp/proxy/internal/spawnthread"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 )
 
 // templateLockKey serialises template creation among test binaries sharing a server.
@@ -59,6 +61,20 @@ var (
 
 // Main runs the tests, stops the cluster and exits: call it from TestMain.
 func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// MainLeakChecked is Main that also fails the binary when goroutines
+// outlive its tests (the permanent spawn thread aside), checked after the
+// cluster is gone.
+func MainLeakChecked(m *testing.M) {
+	code := Run(m)
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction(spawnthread.Goroutine)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // Run runs the tests and stops the cluster, returning m.Run's code (for TestMains that check more,
 // e.g. goroutine leaks, after the cluster is gone).
