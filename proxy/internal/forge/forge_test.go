@@ -61,7 +61,6 @@ type fixture struct {
 	dupBranch      string // tip of branch "dup"
 	dupTag         string // commit of tag "dup"
 	dangling       string // a commit in acme/app reachable from no ref
-	handlerWraps   func(http.Handler) http.Handler
 }
 
 type syncBuffer struct {
