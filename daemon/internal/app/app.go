@@ -85,7 +85,11 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 				ex = append(ex, uri.External{Dir: filepath.Join(goroot, "src"), Module: "std@" + goversion})
 			}
 			ex = append(ex, tsLibs...)
-			return append(ex, uri.External{Dir: runtime.ModCache(runtime.Workspace{Root: w.Dir, Home: w.Home})})
+			ws := runtime.Workspace{Root: w.Dir, Home: w.Home}
+			// The npm packages the dependency phase installed, each its
+			// own root named name@version.
+			ex = append(ex, deps.NPMExternals(ws)...)
+			return append(ex, uri.External{Dir: runtime.ModCache(ws)})
 		},
 	}
 

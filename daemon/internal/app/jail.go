@@ -20,6 +20,9 @@ import (
 // (tsLibs) are toolchain the jail must show read-only.
 func newSpawner(ctx context.Context, env *config.Env, tsLibs []uri.External, log *slog.Logger) (runtime.Spawner, func(), error) {
 	if env.Unjailed {
+		if env.PoolMaxRSS > 0 {
+			log.Warn("LSP_UNJAILED=1: LSP_POOL_MAX_RSS is held by sampling and eviction only; no cgroup makes it a hard limit", "budget", env.PoolMaxRSS)
+		}
 		return runtime.Unjailed(log), func() {}, nil
 	}
 	refuse := func(err error) error {
@@ -33,6 +36,10 @@ func newSpawner(ctx context.Context, env *config.Env, tsLibs []uri.External, log
 		opts.ReadOnly = append(opts.ReadOnly, l.Dir)
 	}
 	opts.StateDir = filepath.Join(env.Root, "jail")
+	// The pool's memory budget becomes the limit of the cgroup holding
+	// every jail: the kernel enforces what the pool's sampling only
+	// approaches.
+	opts.PoolMemory = env.PoolMaxRSS
 	sp, err := jail.New(opts, log)
 	if err != nil {
 		return nil, nil, refuse(err)

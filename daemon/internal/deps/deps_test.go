@@ -52,7 +52,18 @@ func countingMirror(t *testing.T, dir string) (*url.URL, *atomic.Int64) {
 // repo writes a repository tree and returns a workspace over it.
 func repo(t *testing.T, files map[string]string) runtime.Workspace {
 	t.Helper()
-	root, home := t.TempDir(), t.TempDir()
+	// The store's layout: the tree is <commit>/tree, and npm packages go
+	// to <commit>/node_modules beside it.
+	// Canonical paths: servers report files by their real path.
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, home := filepath.Join(base, "tree"), t.TempDir()
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeAll(filepath.Dir(root)) })
 	for name, data := range files {
 		p := filepath.Join(root, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

@@ -1,6 +1,7 @@
 // Package deps is the dependency phase of a prepare: after a tree is
 // published and before its language servers start, the daemon itself puts
-// what the repository's lockfiles pin into the workspace's private home,
+// what the repository's lockfiles pin where its servers find it (Go
+// modules in the workspace's private home, npm packages beside its tree),
 // reaching only the operator's mirror and running no repository code.
 // Serving stays offline (GOPROXY=off): a server finds exactly what this
 // phase wrote, or nothing.
@@ -16,13 +17,23 @@
 // (GOTOOLCHAIN=local). Bounds: module count, bytes per file and in total,
 // and time.
 //
-// TypeScript: the root package-lock.json is validated (lockfile version 2
-// or 3, every resolved URL under LSP_DEPS_NPM_REGISTRY, sha512 integrity,
-// no git, file, link or http specs). Packages are not installed: the tree
-// is immutable once published and tsserver resolves node_modules inside
-// it, so a valid lockfile is reported as a warning naming how many
-// packages stay unresolved, and a hostile one as refused; neither makes a
-// request.
+// TypeScript: the root package-lock.json is validated first (lockfile
+// version 2 or 3, every resolved URL under LSP_DEPS_NPM_REGISTRY, sha512
+// integrity, no git, file, link or http specs); a refused lockfile makes
+// no request. A valid one is installed by the phase itself, never by npm,
+// so no package script runs: each tarball is fetched from its resolved URL
+// through the same bounded mirror client, its bytes checked against the
+// lockfile's sha512 before any is unpacked, and extracted by
+// extractTarball (regular files and directories only, read-only; links,
+// devices, climbing or absolute paths, duplicates and anything over the
+// depth, count or size bounds refuse the tarball). The tree is immutable
+// once published, so packages go beside it, into runtime.NodeModules
+// (<commit>/node_modules), where module resolution walking up from the
+// tree's files finds them, in the lockfile's nested layout; they appear by
+// one rename of a staging directory. Bundled packages come inside their
+// parent, optional packages for another platform are skipped, and dev
+// dependencies are installed (types live there). NPMExternals names each
+// installed package directory an external root, "name@version".
 //
 // Every problem is a warning for the prepare answer, never a failure of the
 // prepare: a workspace without its dependencies still answers for its own

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,6 +27,8 @@ type Fetcher struct {
 	cfg    Config
 	log    *slog.Logger
 	client *http.Client
+	// npmClient follows redirects only on the npm registry's host.
+	npmClient *http.Client
 
 	mu    sync.Mutex
 	homes map[string]*homeLock
@@ -38,7 +41,11 @@ type homeLock struct {
 
 // New returns a Fetcher for cfg.
 func New(cfg Config, log *slog.Logger) *Fetcher {
-	return &Fetcher{cfg: cfg, log: log, client: newClient(cfg.GoProxies), homes: map[string]*homeLock{}}
+	f := &Fetcher{cfg: cfg, log: log, client: newClient(cfg.GoProxies), homes: map[string]*homeLock{}}
+	if cfg.NPMRegistry != nil {
+		f.npmClient = newClient([]*url.URL{cfg.NPMRegistry})
+	}
+	return f
 }
 
 // Enabled reports whether any mirror is configured; without one Fetch
@@ -64,8 +71,11 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	defer unlock()
 
 	w := &warnings{}
+	// One download budget for the whole phase, npm and Go together.
+	left := &atomic.Int64{}
+	left.Store(f.cfg.MaxBytes)
 	if f.cfg.NPMRegistry != nil {
-		f.checkNPM(ws.Root, w)
+		f.installNPM(ctx, ws, left, w)
 	}
 	if len(f.cfg.GoProxies) > 0 {
 		modCache := runtime.ModCache(ws)
@@ -73,8 +83,6 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 			f.log.Error("deps: module cache", "err", err)
 			w.add("the module cache could not be made; Go dependencies were not fetched")
 		} else {
-			left := &atomic.Int64{}
-			left.Store(f.cfg.MaxBytes)
 			m := &mirror{bases: f.cfg.GoProxies, client: f.client, left: left}
 			f.fetchGo(ctx, ws.Root, modCache, m, w)
 			if err := ownLike(ws.Home, modCache); err != nil {

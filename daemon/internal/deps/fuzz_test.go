@@ -1,9 +1,11 @@
 package deps
 
 import (
+	"archive/tar"
 	"archive/zip"
 	"bytes"
 	"encoding/json"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -92,6 +94,52 @@ func FuzzParseGoSum(f *testing.F) {
 			if v != "conflict" && !strings.HasPrefix(v, "h1:") || strings.Count(k, " ") != 1 {
 				t.Fatalf("%q → %q", k, v)
 			}
+		}
+	})
+}
+
+// FuzzExtractTarball: any bytes either are refused or unpack below the
+// target directory only, as directories and read-only regular files,
+// within the size bound.
+func FuzzExtractTarball(f *testing.F) {
+	f.Add(tgz(f, tarEntry{name: "package/package.json", body: "{}"}, tarEntry{name: "package/lib/", typ: tar.TypeDir}, tarEntry{name: "package/lib/a.d.ts", body: "export {};\n"}))
+	f.Add(tgz(f, tarEntry{name: "package/../../escape", body: "x"}))
+	f.Add(tgz(f, tarEntry{name: "/abs", body: "x"}))
+	f.Add(tgz(f, tarEntry{name: "package/l", typ: tar.TypeSymlink, link: "../../x"}, tarEntry{name: "package/l/x", body: "x"}))
+	f.Add(tgz(f, tarEntry{name: "package/h", typ: tar.TypeLink, link: "package/a"}))
+	f.Add(tgz(f, tarEntry{name: "package/big", size: 70000}))
+	f.Add([]byte{0x1f, 0x8b, 8, 0})
+	const bound = 64 << 10
+	f.Fuzz(func(t *testing.T, data []byte) {
+		base := t.TempDir()
+		defer removeAll(base)
+		out := filepath.Join(base, "out")
+		if err := os.Mkdir(out, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		err := extractTarball(bytes.NewReader(data), out, tarLimits{maxBytes: bound})
+		entries, _ := os.ReadDir(base)
+		if len(entries) != 1 || entries[0].Name() != "out" {
+			t.Fatalf("extract wrote beside its directory: %v", entries)
+		}
+		walkClean(t, out)
+		if err != nil {
+			return
+		}
+		var total int64
+		_ = filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			fi, _ := d.Info()
+			if fi.Mode().Perm() != 0o444 {
+				t.Fatalf("%s: mode %v", p, fi.Mode())
+			}
+			total += fi.Size()
+			return nil
+		})
+		if total > bound {
+			t.Fatalf("%d bytes unpacked, bound %d", total, bound)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package deps
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
 )
 
 // Bounds on a package-lock.json.
@@ -29,22 +33,25 @@ type lockfile struct {
 }
 
 type lockPackage struct {
+	Name                 string            `json:"name"`
 	Version              string            `json:"version"`
 	Resolved             string            `json:"resolved"`
 	Integrity            string            `json:"integrity"`
 	Link                 bool              `json:"link"`
 	InBundle             bool              `json:"inBundle"`
+	Optional             bool              `json:"optional"`
+	OS                   []string          `json:"os"`
+	CPU                  []string          `json:"cpu"`
 	Dependencies         map[string]string `json:"dependencies"`
 	DevDependencies      map[string]string `json:"devDependencies"`
 	OptionalDependencies map[string]string `json:"optionalDependencies"`
 	PeerDependencies     map[string]string `json:"peerDependencies"`
 }
 
-// checkNPM validates the tree's root package-lock.json against the
-// registry. Packages are never installed (see the package doc), so a valid
-// lockfile is reported too.
-func (f *Fetcher) checkNPM(root string, w *warnings) {
-	data, err := readRegular(filepath.Join(root, "package-lock.json"), maxLockfile)
+// installNPM validates the tree's root package-lock.json against the
+// registry and, when it holds, installs its packages beside the tree.
+func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *atomic.Int64, w *warnings) {
+	data, err := readRegular(filepath.Join(ws.Root, "package-lock.json"), maxLockfile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
@@ -57,9 +64,14 @@ func (f *Fetcher) checkNPM(root string, w *warnings) {
 		w.add("%s; npm packages were not installed", err.Error())
 		return
 	}
-	if n > 0 {
-		w.add("package-lock.json is valid but its %d npm packages are not installed: imports of them do not resolve", n)
+	if n == 0 {
+		return
 	}
+	var lf lockfile
+	if err := json.Unmarshal(data, &lf); err != nil {
+		return // ValidateLockfile parsed it
+	}
+	f.install(ctx, runtime.NodeModules(ws), lf.Packages, left, w)
 }
 
 // ValidateLockfile checks a package-lock.json (lockfile version 2 or 3):

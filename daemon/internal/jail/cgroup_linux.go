@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -144,12 +145,74 @@ func readV2Controllers(mount string) []string {
 	return strings.Fields(string(b))
 }
 
+// cgroupFS is the seam every cgroup file operation goes through: the
+// kernel's cgroup file systems in production; in the tests also a plain
+// directory laid out like a cgroup2 mount, so that the v2 logic runs on
+// machines that mount v1 (see cgroupfs_test.go).
+type cgroupFS interface {
+	// Mkdir creates a cgroup (the kernel populates its control files).
+	Mkdir(dir string) error
+	// Rmdir removes an empty cgroup.
+	Rmdir(dir string) error
+	// Write writes one value to an existing control file.
+	Write(dir, file, val string) error
+	// Read reads a control file.
+	Read(dir, file string) ([]byte, error)
+	// Has reports whether a control file exists.
+	Has(dir, file string) bool
+	// Subdirs lists the child cgroups of dir.
+	Subdirs(dir string) ([]string, error)
+}
+
+// kernelFS is the real cgroup file system.
+type kernelFS struct{}
+
+func (kernelFS) Mkdir(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	return nil
+}
+
+func (kernelFS) Rmdir(dir string) error { return syscall.Rmdir(dir) }
+
+func (kernelFS) Write(dir, file, val string) error { return writeCgroup(dir, file, val) }
+
+func (kernelFS) Read(dir, file string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(dir, file))
+}
+
+func (kernelFS) Has(dir, file string) bool {
+	_, err := os.Stat(filepath.Join(dir, file))
+	return err == nil
+}
+
+func (kernelFS) Subdirs(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
 // cgroups is one Spawner's parent of its jail cgroups: one directory per
 // hierarchy (v1 mounts pids and memory separately; v2 has one), named
 // lsp-jail-<daemon pid>-<n> so that daemons sharing a cgroup (tests, a
-// restart) never touch each other's jails.
+// restart) never touch each other's jails. With a pool memory budget, the
+// memory parent carries it as its own limit: the kernel then holds the sum
+// of every jail's memory under the budget (hierarchical accounting), and a
+// jail that would push the pool past it is reclaimed from, then OOM-killed,
+// inside the pool.
 type cgroups struct {
-	parents []cgroupParent
+	fsys       cgroupFS
+	parents    []cgroupParent
+	poolMemory int64 // 0: no pool-wide limit
 }
 
 type cgroupParent struct {
@@ -160,6 +223,7 @@ type cgroupParent struct {
 
 // jailCgroup is one jail's set of directories, one per hierarchy.
 type jailCgroup struct {
+	fsys cgroupFS
 	dirs []string
 }
 
@@ -169,11 +233,11 @@ const cgroupPrefix = "lsp-jail-"
 var parentSeq atomic.Uint64
 
 // setupCgroups finds the pids and memory controllers and creates the
-// daemon's parent cgroups under its own. It returns nil cgroups and no
-// error when a controller is missing or not writable (an unprivileged
-// daemon without a delegated subtree); the caller decides whether that is
-// acceptable.
-func setupCgroups() (*cgroups, []string, error) {
+// daemon's parent cgroups under its own, with poolMemory (when not 0) as
+// the memory parent's limit. It returns nil cgroups and no error when a
+// controller is missing or not writable (an unprivileged daemon without a
+// delegated subtree); the caller decides whether that is acceptable.
+func setupCgroups(poolMemory int64) (*cgroups, []string, error) {
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, nil, err
@@ -183,6 +247,13 @@ func setupCgroups() (*cgroups, []string, error) {
 		return nil, nil, err
 	}
 	hs := findHierarchies(mi, sc, readV2Controllers, ctrlPids, ctrlMemory)
+	return newCgroups(kernelFS{}, hs, poolMemory, os.Getpid())
+}
+
+// newCgroups creates the parents in the hierarchies hs (controller →
+// the daemon's own cgroup), through fsys; pid is the daemon's, which v2 may
+// have to move out of its own cgroup (see enableV2).
+func newCgroups(fsys cgroupFS, hs map[string]hierarchy, poolMemory int64, pid int) (*cgroups, []string, error) {
 	var missing []string
 	for _, c := range []string{ctrlPids, ctrlMemory} {
 		if _, ok := hs[c]; !ok {
@@ -204,24 +275,29 @@ func setupCgroups() (*cgroups, []string, error) {
 		}
 		p.ctrls = append(p.ctrls, c)
 	}
-	cg := &cgroups{}
-	name := fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), parentSeq.Add(1))
+	cg := &cgroups{fsys: fsys, poolMemory: poolMemory}
+	name := fmt.Sprintf("%s%d-%d", cgroupPrefix, pid, parentSeq.Add(1))
 	for _, own := range order {
 		p := byDir[own]
 		err := func() error {
-			removeStaleParents(own)
+			removeStaleParents(fsys, own)
 			if p.v2 {
-				if err := enableV2(own, p.ctrls); err != nil {
+				if err := enableV2(fsys, own, p.ctrls, pid); err != nil {
 					return err
 				}
 			}
 			dir := filepath.Join(own, name)
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				return fmt.Errorf("cgroup %s: %w", dir, err)
+			if err := fsys.Mkdir(dir); err != nil {
+				return err
 			}
 			cg.parents = append(cg.parents, cgroupParent{v2: p.v2, dir: dir, ctrls: p.ctrls})
 			if p.v2 {
-				return writeCgroup(dir, "cgroup.subtree_control", "+"+strings.Join(p.ctrls, " +"))
+				if err := fsys.Write(dir, "cgroup.subtree_control", "+"+strings.Join(p.ctrls, " +")); err != nil {
+					return err
+				}
+			}
+			if poolMemory > 0 && slices.Contains(p.ctrls, ctrlMemory) {
+				return limitPoolMemory(fsys, dir, p.v2, poolCgroupLimit(poolMemory))
 			}
 			return nil
 		}()
@@ -238,39 +314,78 @@ func setupCgroups() (*cgroups, []string, error) {
 	return cg, nil, nil
 }
 
+// poolCgroupLimit is the memory limit that keeps the jails under budget.
+// The kernel charges a few pages past a cgroup's limit for allocations
+// that must not fail (the OOM kill itself, some kernel objects): the test
+// saw 2 to 7 pages over. A reserve of 1/64 of the budget, at most 4 MiB,
+// keeps that slack inside the budget.
+func poolCgroupLimit(budget int64) int64 {
+	return budget - min(budget/64, 4<<20)
+}
+
+// limitPoolMemory puts the pool's budget on the jails' memory parent,
+// before any jail exists under it. v1 charges a child to its ancestors
+// only with memory.use_hierarchy=1 (always on since Linux 5.16, a switch
+// before); v2 always does. Swap gets the same bound (v1 memsw) or none
+// (v2), so that the pool cannot spill past its budget into swap.
+func limitPoolMemory(fsys cgroupFS, dir string, v2 bool, limit int64) error {
+	val := strconv.FormatInt(limit, 10)
+	if v2 {
+		if err := fsys.Write(dir, "memory.max", val); err != nil {
+			return fmt.Errorf("pool memory limit: %w", err)
+		}
+		if fsys.Has(dir, "memory.swap.max") {
+			return fsys.Write(dir, "memory.swap.max", "0")
+		}
+		return nil
+	}
+	if b, err := fsys.Read(dir, "memory.use_hierarchy"); err == nil && strings.TrimSpace(string(b)) != "1" {
+		if err := fsys.Write(dir, "memory.use_hierarchy", "1"); err != nil {
+			return fmt.Errorf("pool memory limit needs memory.use_hierarchy=1: %w", err)
+		}
+	}
+	if err := fsys.Write(dir, "memory.limit_in_bytes", val); err != nil {
+		return fmt.Errorf("pool memory limit: %w", err)
+	}
+	if fsys.Has(dir, "memory.memsw.limit_in_bytes") {
+		return fsys.Write(dir, "memory.memsw.limit_in_bytes", val)
+	}
+	return nil
+}
+
 // enableV2 turns the controllers on for the children of the daemon's own v2
 // cgroup. v2 forbids a cgroup with processes from handing controllers to
 // children, so when the daemon's cgroup holds processes the daemon first
 // moves itself into a leaf beside the jails; if others remain there the
 // operator must delegate a subtree (systemd Delegate=yes) instead.
-func enableV2(own string, ctrls []string) error {
+func enableV2(fsys cgroupFS, own string, ctrls []string, pid int) error {
 	val := "+" + strings.Join(ctrls, " +")
-	err := writeCgroup(own, "cgroup.subtree_control", val)
+	err := fsys.Write(own, "cgroup.subtree_control", val)
 	if err == nil || !errors.Is(err, syscall.EBUSY) {
 		return err
 	}
 	leaf := filepath.Join(own, "lsp-daemon")
-	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("cgroup %s: %w", leaf, err)
-	}
-	if err := writeCgroup(leaf, "cgroup.procs", strconv.Itoa(os.Getpid())); err != nil {
+	if err := fsys.Mkdir(leaf); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	if err := writeCgroup(own, "cgroup.subtree_control", val); err != nil {
+	if err := fsys.Write(leaf, "cgroup.procs", strconv.Itoa(pid)); err != nil {
+		return err
+	}
+	if err := fsys.Write(own, "cgroup.subtree_control", val); err != nil {
 		return fmt.Errorf("%w (other processes share the daemon's cgroup %s: delegate a cgroup subtree to the daemon)", err, own)
 	}
 	return nil
 }
 
 // removeStaleParents removes the jail cgroups of daemons that are gone.
-func removeStaleParents(own string) {
-	entries, err := os.ReadDir(own)
+func removeStaleParents(fsys cgroupFS, own string) {
+	names, err := fsys.Subdirs(own)
 	if err != nil {
 		return
 	}
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), cgroupPrefix)
-		if !ok || !e.IsDir() {
+	for _, n := range names {
+		rest, ok := strings.CutPrefix(n, cgroupPrefix)
+		if !ok {
 			continue
 		}
 		pidStr, _, _ := strings.Cut(rest, "-")
@@ -281,15 +396,13 @@ func removeStaleParents(own string) {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
 			continue
 		}
-		dir := filepath.Join(own, e.Name())
-		if kids, err := os.ReadDir(dir); err == nil {
+		dir := filepath.Join(own, n)
+		if kids, err := fsys.Subdirs(dir); err == nil {
 			for _, k := range kids {
-				if k.IsDir() {
-					_ = syscall.Rmdir(filepath.Join(dir, k.Name()))
-				}
+				_ = fsys.Rmdir(filepath.Join(dir, k))
 			}
 		}
-		_ = syscall.Rmdir(dir)
+		_ = fsys.Rmdir(dir)
 	}
 }
 
@@ -312,46 +425,40 @@ func writeCgroup(dir, file, val string) error {
 
 // create makes a jail's cgroups and sets their limits.
 func (cg *cgroups) create(name string, pids int, memory int64) (*jailCgroup, error) {
-	j := &jailCgroup{}
+	fsys := cg.fsys
+	j := &jailCgroup{fsys: fsys}
 	for _, p := range cg.parents {
 		dir := filepath.Join(p.dir, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			j.remove()
-			return nil, fmt.Errorf("cgroup %s: %w", dir, err)
+		if err := fsys.Mkdir(dir); err != nil {
+			_ = j.remove()
+			return nil, err
 		}
 		j.dirs = append(j.dirs, dir)
 		for _, c := range p.ctrls {
 			var err error
 			switch {
 			case c == ctrlPids:
-				err = writeCgroup(dir, "pids.max", strconv.Itoa(pids))
+				err = fsys.Write(dir, "pids.max", strconv.Itoa(pids))
 			case c == ctrlMemory && p.v2:
-				err = writeCgroup(dir, "memory.max", strconv.FormatInt(memory, 10))
-				if err == nil {
-					err = writeOptional(dir, "memory.swap.max", "0")
+				err = fsys.Write(dir, "memory.max", strconv.FormatInt(memory, 10))
+				if err == nil && fsys.Has(dir, "memory.swap.max") {
+					err = fsys.Write(dir, "memory.swap.max", "0")
 				}
 			case c == ctrlMemory:
-				err = writeCgroup(dir, "memory.limit_in_bytes", strconv.FormatInt(memory, 10))
-				if err == nil {
+				err = fsys.Write(dir, "memory.limit_in_bytes", strconv.FormatInt(memory, 10))
+				if err == nil && fsys.Has(dir, "memory.memsw.limit_in_bytes") {
 					// With swap accounting, memory+swap gets the same bound
 					// so that the jail cannot spill into swap.
-					err = writeOptional(dir, "memory.memsw.limit_in_bytes", strconv.FormatInt(memory, 10))
+					err = fsys.Write(dir, "memory.memsw.limit_in_bytes", strconv.FormatInt(memory, 10))
 				}
 			}
 			if err != nil {
-				j.remove()
+				_ = j.remove()
 				return nil, err
 			}
 		}
 	}
 	return j, nil
-}
-
-func writeOptional(dir, file, val string) error {
-	if _, err := os.Stat(filepath.Join(dir, file)); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return writeCgroup(dir, file, val)
 }
 
 // procsFiles are what the launcher writes its pid into.
@@ -367,7 +474,7 @@ func (j *jailCgroup) procsFiles() []string {
 func (j *jailCgroup) members() []int {
 	var out []int
 	for _, d := range j.dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		b, err := j.fsys.Read(d, "cgroup.procs")
 		if err != nil {
 			continue
 		}
@@ -389,7 +496,7 @@ func (j *jailCgroup) remove() error {
 		d := j.dirs[i]
 		deadline := time.Now().Add(2 * time.Second)
 		for {
-			err := syscall.Rmdir(d)
+			err := j.fsys.Rmdir(d)
 			if err == nil || errors.Is(err, syscall.ENOENT) {
 				break
 			}
@@ -412,11 +519,23 @@ func (cg *cgroups) close() error {
 	}
 	var errs []error
 	for _, p := range cg.parents {
-		if err := syscall.Rmdir(p.dir); err != nil && !errors.Is(err, syscall.ENOENT) {
+		if err := cg.fsys.Rmdir(p.dir); err != nil && !errors.Is(err, syscall.ENOENT) {
 			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", p.dir, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// memoryParent is the parent that holds the memory controller.
+func (cg *cgroups) memoryParent() (cgroupParent, bool) {
+	if cg != nil {
+		for _, p := range cg.parents {
+			if slices.Contains(p.ctrls, ctrlMemory) {
+				return p, true
+			}
+		}
+	}
+	return cgroupParent{}, false
 }
 
 // describe says which hierarchy holds what, for the start-up log.
@@ -431,6 +550,9 @@ func (cg *cgroups) describe() string {
 			v = "v2"
 		}
 		parts = append(parts, fmt.Sprintf("%s %s at %s", v, strings.Join(p.ctrls, "+"), p.dir))
+	}
+	if cg.poolMemory > 0 {
+		parts = append(parts, fmt.Sprintf("pool memory budget %d (kernel-enforced at %d)", cg.poolMemory, poolCgroupLimit(cg.poolMemory)))
 	}
 	return strings.Join(parts, "; ")
 }

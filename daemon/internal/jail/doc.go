@@ -39,6 +39,11 @@
 // pid into them before it becomes bwrap, so every process of the jail is
 // born inside them (cgroup v1 has no way to start a child in another
 // cgroup). The cgroups are removed once the jail's process tree is gone.
+// Every jail's cgroup sits under one parent per hierarchy; with a pool
+// memory budget (Options.PoolMemory, LSP_POOL_MAX_RSS) the memory parent's
+// limit makes the kernel hold all the jails together under it. The host
+// uids of a root daemon's jails come from a range leased host-wide by flock
+// (uidlease_linux.go), so two daemons on one host never share one.
 // Every jail also gets RLIMIT_NPROC from the in-jail init, inside its own
 // user namespace (the kernel counts it per user namespace, so it bounds
 // that jail alone), RLIMIT_NOFILE, RLIMIT_FSIZE and no core dumps; an

@@ -32,11 +32,23 @@ type Options struct {
 	Launcher string
 	// UIDBase starts the range of host uids a root daemon gives its jails
 	// (LSP_JAIL_UID_BASE): one uid per server home, never reused, out of
-	// UIDCount. Nothing else on the host may use the range.
-	UIDBase  uint32
-	UIDCount uint32
+	// UIDCount (LSP_JAIL_UID_COUNT). Nothing but these daemons may use
+	// the uids from UIDBase up. The range is leased host-wide under
+	// UIDLockDir (LSP_JAIL_UID_LOCK_DIR): with UIDBaseFixed (set when
+	// LSP_JAIL_UID_BASE is) a daemon whose range is taken refuses to
+	// start; otherwise it takes the next free range of UIDCount uids.
+	UIDBase      uint32
+	UIDCount     uint32
+	UIDBaseFixed bool
+	UIDLockDir   string
 	// StateDir keeps the uid allocator's counter; required as root.
 	StateDir string
+	// PoolMemory, when not 0, bounds the memory of every jail together
+	// (the pool's LSP_POOL_MAX_RSS): the limit of the memory cgroup that
+	// holds all the jails, so that the kernel enforces the pool's budget
+	// where the pool's own eviction, which samples, is late. Without a
+	// memory cgroup it has no effect.
+	PoolMemory int64
 }
 
 // Defaults.
@@ -47,7 +59,9 @@ const (
 	DefaultFiles    = 8192
 	DefaultFileSize = 1 << 30
 	DefaultUIDBase  = 1_800_000_000
-	DefaultUIDCount = 100_000_000
+	DefaultUIDCount = 10_000_000
+	// DefaultUIDLockDir is where the host's uid leases live.
+	DefaultUIDLockDir = "/run/lsp-jail"
 )
 
 // DefaultReadOnly is the Go toolchain, which gopls runs.
@@ -78,6 +92,9 @@ func (o Options) withDefaults() Options {
 	if o.UIDCount == 0 {
 		o.UIDCount = DefaultUIDCount
 	}
+	if o.UIDLockDir == "" {
+		o.UIDLockDir = DefaultUIDLockDir
+	}
 	return o
 }
 
@@ -88,6 +105,7 @@ const (
 	minPids     = 16
 	minFiles    = 64
 	minFileSize = 1 << 20
+	minUIDCount = 1000
 )
 
 func (o Options) validate() error {
@@ -114,6 +132,15 @@ func (o Options) validate() error {
 	}
 	if o.UIDBase < 65536 || uint64(o.UIDBase)+uint64(o.UIDCount) > 1<<31 {
 		errs = append(errs, fmt.Errorf("LSP_JAIL_UID_BASE=%d: the range [base, base+%d) must lie within [65536, 2^31)", o.UIDBase, o.UIDCount))
+	}
+	if o.UIDCount < minUIDCount {
+		errs = append(errs, fmt.Errorf("LSP_JAIL_UID_COUNT=%d: below %d", o.UIDCount, minUIDCount))
+	}
+	if !filepath.IsAbs(o.UIDLockDir) {
+		errs = append(errs, fmt.Errorf("LSP_JAIL_UID_LOCK_DIR=%q: not an absolute path", o.UIDLockDir))
+	}
+	if o.PoolMemory < 0 || o.PoolMemory > 0 && o.PoolMemory < minMemory {
+		errs = append(errs, fmt.Errorf("LSP_POOL_MAX_RSS=%d (the limit of the cgroup holding every jail): below %d bytes", o.PoolMemory, minMemory))
 	}
 	if o.StateDir != "" && !filepath.IsAbs(o.StateDir) {
 		errs = append(errs, fmt.Errorf("jail state directory %q: not an absolute path", o.StateDir))
@@ -154,7 +181,16 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 			errs = append(errs, fmt.Errorf("LSP_JAIL_UID_BASE=%q: not a positive integer", v))
 		}
 		o.UIDBase = uint32(n)
+		o.UIDBaseFixed = true
 	}
+	if v := getenv("LSP_JAIL_UID_COUNT"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			errs = append(errs, fmt.Errorf("LSP_JAIL_UID_COUNT=%q: not a positive integer", v))
+		}
+		o.UIDCount = uint32(n)
+	}
+	o.UIDLockDir = getenv("LSP_JAIL_UID_LOCK_DIR")
 	if v := getenv("LSP_JAIL_NOFILE"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil || n == 0 {

@@ -4,6 +4,7 @@ package jail
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -28,7 +29,8 @@ type Spawner struct {
 	version string
 	seccomp []byte
 	libs    []mount
-	uids    *uids // root only: the jails' host uids
+	uids    *uids     // root only: the jails' host uids
+	lease   *uidLease // root only: the host-wide hold on their range
 	seq     atomic.Uint64
 
 	// holes open a deliberate gap, for the tests that prove the self-test
@@ -83,7 +85,7 @@ func New(opts Options, log *slog.Logger) (*Spawner, error) {
 		return nil, fmt.Errorf("jail: %w", err)
 	}
 	s := &Spawner{opts: opts, log: log, root: os.Geteuid() == 0, version: version, seccomp: seccompProgram(), libs: systemLibs()}
-	cg, missing, err := setupCgroups()
+	cg, missing, err := setupCgroups(opts.PoolMemory)
 	if err != nil {
 		return nil, fmt.Errorf("jail: %w", err)
 	}
@@ -92,10 +94,23 @@ func New(opts Options, log *slog.Logger) (*Spawner, error) {
 		return nil, fmt.Errorf("jail: running as root needs pids and memory cgroups (RLIMIT_NPROC does not bind root); unavailable: %s", strings.Join(missing, ", "))
 	case cg == nil:
 		log.Warn("jail: no writable pids/memory cgroup for this unprivileged daemon; limiting each jail with RLIMIT_NPROC (in its own user namespace) and RLIMIT_DATA", "unavailable", missing)
+		if opts.PoolMemory > 0 {
+			log.Warn("jail: without a memory cgroup the pool's memory budget is enforced by sampling and eviction only, not by the kernel", "budget", opts.PoolMemory)
+		}
 	}
 	s.cg = cg
 	if s.root {
-		if s.uids, err = newUIDs(opts.UIDBase, opts.UIDCount, opts.StateDir); err != nil {
+		if opts.StateDir == "" {
+			_ = cg.close()
+			return nil, errors.New("jail: a root daemon needs a jail state directory for its uid allocator")
+		}
+		if s.lease, err = leaseUIDs(opts.UIDLockDir, opts.UIDBase, opts.UIDCount, opts.UIDBaseFixed); err != nil {
+			_ = cg.close()
+			return nil, fmt.Errorf("jail: %w", err)
+		}
+		if s.uids, err = newUIDs(s.lease.base, s.lease.count, opts.StateDir); err != nil {
+			s.lease.release()
+			_ = cg.close()
 			return nil, fmt.Errorf("jail: %w", err)
 		}
 	}
@@ -154,15 +169,19 @@ func (s *Spawner) Describe() string {
 	}
 	uid := "the daemon's own uid"
 	if s.uids != nil {
-		uid = fmt.Sprintf("a host uid per home from %d", s.opts.UIDBase)
+		uid = fmt.Sprintf("a host uid per home from the range [%d, %d) leased under %s", s.uids.base, uint64(s.uids.base)+uint64(s.uids.count), s.opts.UIDLockDir)
 	}
 	return fmt.Sprintf("bubblewrap %s; %s; %s; %s; memory %d, tasks %d, files %d, file size %d",
 		s.version, uid, limits, sc, s.opts.Memory, s.opts.Pids, s.opts.Files, s.opts.FileSize)
 }
 
-// Close removes the daemon's parent cgroups. Call it after every server is
-// gone.
-func (s *Spawner) Close() error { return s.cg.close() }
+// Close removes the daemon's parent cgroups and gives up its uid range.
+// Call it after every server is gone.
+func (s *Spawner) Close() error {
+	s.lease.release()
+	s.lease = nil
+	return s.cg.close()
+}
 
 // mount is one bwrap file-system operation.
 type mount struct {
@@ -261,11 +280,22 @@ func (s *Spawner) mounts(spec runtime.Spec, ws runtime.Workspace, js jailSpec) [
 	if s.holes.bindExtra != "" {
 		ms = append(ms, mount{op: "--ro-bind", src: s.holes.bindExtra, dst: s.holes.bindExtra})
 	}
-	return append(ms,
+	ms = append(ms,
 		mount{op: "--ro-bind", src: s.opts.Launcher, dst: initPath},
 		mount{op: "--ro-bind", src: ws.Root, dst: ws.Root},
-		mount{op: "--bind", src: ws.Home, dst: ws.Home},
 	)
+	// The npm packages the dependency phase installed beside the tree,
+	// read-only at their own path, where module resolution walking up
+	// from the tree finds them. Only a real directory: never a link.
+	if nm := runtime.NodeModules(ws); realDir(nm) {
+		ms = append(ms, mount{op: "--ro-bind", src: nm, dst: nm})
+	}
+	return append(ms, mount{op: "--bind", src: ws.Home, dst: ws.Home})
+}
+
+func realDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
 }
 
 // bwrapArgs are bubblewrap's arguments for one jail; with staged, every

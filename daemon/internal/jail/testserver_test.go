@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,6 +30,8 @@ import (
 //	sleeper    waits for stdin to close (fork-bomb children)
 //	forever    sleeps for an hour (escapees: only a kill ends it)
 //	alloc      allocates and touches JAILTEST_ALLOC bytes, then says so
+//	hold       as alloc, then holds the memory until stdin closes
+//	uidlease   leases a uid range as a daemon does (see uidlease_test.go)
 const serverEnv = "JAILTEST_SERVER"
 
 // The adversary's attacks, by hover line.
@@ -72,7 +75,9 @@ func testServerMain() (int, bool) {
 	case "forever":
 		time.Sleep(time.Hour)
 		return 0, true
-	case "alloc":
+	case "uidlease":
+		return uidLeaseMain(os.Args[1:]), true
+	case "alloc", "hold":
 		n, _ := strconv.ParseInt(os.Getenv("JAILTEST_ALLOC"), 10, 64)
 		var chunks [][]byte
 		for done := int64(0); done < n; done += 16 << 20 {
@@ -83,6 +88,10 @@ func testServerMain() (int, bool) {
 			chunks = append(chunks, b)
 		}
 		fmt.Println("allocated", len(chunks)*16, "MiB")
+		if os.Getenv(serverEnv) == "hold" {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			goruntime.KeepAlive(chunks)
+		}
 		return 0, true
 	}
 	return 0, false

@@ -21,8 +21,10 @@ import (
 // as real root). So every server home gets its own unprivileged host uid
 // from a reserved range, recorded as the home's owner: servers of the same
 // tenant and repository (which share the home anyway) share it, and no two
-// homes ever do. The allocator's counter lives in the state directory and
-// only grows, so a uid is never handed to a second home.
+// homes ever do. The allocator's counter lives in the state directory, one
+// per range, and only grows, so a uid is never handed to a second home; the
+// range itself is leased host-wide (uidlease_linux.go), so no other daemon
+// hands out the same uids meanwhile.
 type uids struct {
 	mu    sync.Mutex
 	base  uint32
@@ -37,7 +39,19 @@ func newUIDs(base, count uint32, stateDir string) (*uids, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, err
 	}
-	return &uids{base: base, count: count, file: filepath.Join(stateDir, "last-uid")}, nil
+	u := &uids{base: base, count: count, file: filepath.Join(stateDir, fmt.Sprintf("last-uid-%d", base))}
+	// Before ranges were leased the counter had one file; carry it over
+	// when it belongs to this range.
+	if _, err := os.Stat(u.file); errors.Is(err, fs.ErrNotExist) {
+		if b, err := os.ReadFile(filepath.Join(stateDir, "last-uid")); err == nil {
+			if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32); err == nil && u.inRange(uint32(n)) {
+				if err := os.WriteFile(u.file, b, 0o600); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return u, nil
 }
 
 func (u *uids) inRange(id uint32) bool { return id >= u.base && id-u.base < u.count }

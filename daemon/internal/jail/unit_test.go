@@ -104,8 +104,14 @@ func TestOptionsFromEnv(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", env: nil, want: func(o Options) bool {
-			return o.Memory == DefaultMemory && o.Pids == DefaultPids && o.Bwrap == DefaultBwrap && slices.Equal(o.ReadOnly, DefaultReadOnly) && o.UIDBase == DefaultUIDBase
+			return o.Memory == DefaultMemory && o.Pids == DefaultPids && o.Bwrap == DefaultBwrap && slices.Equal(o.ReadOnly, DefaultReadOnly) && o.UIDBase == DefaultUIDBase && o.UIDCount == DefaultUIDCount && !o.UIDBaseFixed && o.UIDLockDir == DefaultUIDLockDir
 		}},
+		{name: "uid range set", env: map[string]string{"LSP_JAIL_UID_BASE": "2000000000", "LSP_JAIL_UID_COUNT": "5000", "LSP_JAIL_UID_LOCK_DIR": "/var/run/x"}, want: func(o Options) bool {
+			return o.UIDBase == 2_000_000_000 && o.UIDCount == 5000 && o.UIDBaseFixed && o.UIDLockDir == "/var/run/x"
+		}},
+		{name: "uid count too small", env: map[string]string{"LSP_JAIL_UID_COUNT": "10"}, wantErr: "LSP_JAIL_UID_COUNT"},
+		{name: "uid range past 2^31", env: map[string]string{"LSP_JAIL_UID_BASE": "2147000000", "LSP_JAIL_UID_COUNT": "1000000"}, wantErr: "LSP_JAIL_UID_BASE"},
+		{name: "relative uid lock dir", env: map[string]string{"LSP_JAIL_UID_LOCK_DIR": "run/x"}, wantErr: "LSP_JAIL_UID_LOCK_DIR"},
 		{name: "sizes", env: map[string]string{"LSP_JAIL_MEMORY": "2G", "LSP_JAIL_FSIZE": "512M", "LSP_JAIL_PIDS": "300", "LSP_JAIL_NOFILE": "1024"}, want: func(o Options) bool {
 			return o.Memory == 2<<30 && o.FileSize == 512<<20 && o.Pids == 300 && o.Files == 1024
 		}},

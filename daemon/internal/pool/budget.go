@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
@@ -29,6 +30,11 @@ import (
 // and tree); the next query answers "needs tree" and the proxy prepares it
 // again. Homes (warm caches) count on disk too: one without any tree left
 // goes first, and a repository's home goes with its last tree.
+//
+// This eviction samples, so it is soft. Where servers are jailed with a
+// memory cgroup, MaxRSS is also the kernel's limit on the cgroup holding
+// every jail (jail.Options.PoolMemory): the hard bound, reached only when
+// growth outruns the sampling.
 type Budget struct {
 	MaxServers int   // live language servers
 	MaxRSS     int64 // bytes of resident memory over every server's process tree (TreeRSS)
@@ -320,18 +326,36 @@ func (p *Pool) enforceDisk(ctx context.Context, extra int64) {
 	}
 }
 
+// treeMeasure is one measurement of a published tree's disk.
+type treeMeasure struct {
+	bytes int64
+	// deps: the workspace's node_modules was there when measured. A tree
+	// measured before its dependency phase installed them is measured
+	// again, so the budget counts the packages too.
+	deps bool
+}
+
 func (p *Pool) treeSize(k workspace.Key) int64 {
+	nm := runtime.NodeModules(runtime.Workspace{Root: p.store.TreeDir(k)})
 	p.mu.Lock()
-	n, ok := p.treeBytes[k]
+	m, ok := p.treeBytes[k]
 	p.mu.Unlock()
-	if ok {
-		return n
+	if ok && (m.deps || !exists(nm)) {
+		return m.bytes
 	}
-	n = p.store.TreeBytes(k)
+	// Looked at before measuring: packages that appear during the walk
+	// are counted at the next pass.
+	m.deps = exists(nm)
+	m.bytes = p.store.TreeBytes(k)
 	p.mu.Lock()
-	p.treeBytes[k] = n
+	p.treeBytes[k] = m
 	p.mu.Unlock()
-	return n
+	return m.bytes
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }
 
 func (p *Pool) preparingRepo(h workspace.Home) bool {

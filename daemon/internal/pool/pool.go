@@ -62,8 +62,9 @@ type Pool struct {
 	// running, released once the server is closed or its start failed.
 	nservers int
 	// treeBytes caches each published tree's allocated bytes (trees never
-	// change under their commit).
-	treeBytes map[workspace.Key]int64
+	// change under their commit; the npm packages the dependency phase
+	// installs beside one are measured again once they appear).
+	treeBytes map[workspace.Key]treeMeasure
 	// rssPeak is, per spec ID, the largest tree RSS one server reached: the
 	// estimate of what one more will take.
 	rssPeak map[string]int64
@@ -87,7 +88,7 @@ func New(store *workspace.Store, specs []Spec, sp runtime.Spawner, log *slog.Log
 		store: store, specs: specs, spawner: sp, log: log,
 		live:      map[workspace.Key]*Workspace{},
 		preparing: map[workspace.Key]chan struct{}{},
-		treeBytes: map[workspace.Key]int64{},
+		treeBytes: map[workspace.Key]treeMeasure{},
 		rssPeak:   map[string]int64{},
 	}
 }
@@ -107,6 +108,11 @@ type Workspace struct {
 	mu      sync.Mutex
 	servers map[string]*slot
 	closed  bool
+
+	// deleting is set, under the pool's lock, once a Delete has taken w
+	// out of service; whoever sees w idle afterwards (the Delete itself or
+	// the last release) deletes the tree, exactly once.
+	deleting atomic.Pointer[deletion]
 
 	// docs caches the files queries open: a tree never changes under its
 	// commit, so each file is read and hashed once.
@@ -188,7 +194,9 @@ func (p *Pool) SpecFor(rel string) (*Spec, bool) {
 // Acquire returns the live workspace for k and marks it busy until release
 // is called; a busy workspace is never deleted under its request. A tree
 // published on disk by an earlier run of the daemon is adopted. ok is false
-// when the daemon does not hold k.
+// when the daemon does not hold k, or while k is being written or deleted
+// (its key is in preparing until the tree is gone, so a tree on its way out
+// is never adopted again).
 func (p *Pool) Acquire(k workspace.Key) (w *Workspace, release func(), ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -209,7 +217,17 @@ func (p *Pool) Acquire(k workspace.Key) (w *Workspace, release func(), ok bool) 
 	}
 	w.busy.Add(1)
 	w.lastUsed.Store(time.Now().UnixNano())
-	return w, func() { w.busy.Add(-1); w.lastUsed.Store(time.Now().UnixNano()) }, true
+	var once sync.Once
+	return w, func() { once.Do(w.release) }, true
+}
+
+// release ends one request on w. The last request on a workspace that a
+// Delete took out of service while it ran finishes that deletion.
+func (w *Workspace) release() {
+	w.lastUsed.Store(time.Now().UnixNano())
+	if w.busy.Add(-1) == 0 && w.deleting.Load() != nil {
+		w.finishDelete()
+	}
 }
 
 func (p *Pool) newWorkspace(k workspace.Key, prepareID string) *Workspace {
@@ -233,12 +251,14 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			p.mu.Unlock()
 			return false, w.PrepareID, nil
 		}
-		if p.store.Published(k) {
+		// A tree still on disk but being deleted is not one to report as
+		// held: wait for the deletion, then write it again.
+		wait, inflight := p.preparing[k]
+		if !inflight && p.store.Published(k) {
 			p.mu.Unlock()
 			id, err := p.store.PrepareID(k)
 			return false, id, err
 		}
-		wait, inflight := p.preparing[k]
 		if !inflight {
 			done := make(chan struct{})
 			p.preparing[k] = done
@@ -432,21 +452,109 @@ func (w *Workspace) stopSlots(ctx context.Context, slots map[string]*slot) {
 	}
 }
 
-// Delete stops k's servers and deletes its tree.
-func (p *Pool) Delete(ctx context.Context, k workspace.Key) (bool, error) {
-	p.mu.Lock()
-	w, live := p.live[k]
-	delete(p.live, k)
-	delete(p.treeBytes, k)
-	p.mu.Unlock()
-	if live {
-		w.close(ctx)
-	}
-	existed := live || p.store.Published(k)
-	return existed, p.store.Delete(k)
+// deletion is one Delete of a key in progress: the key stays in preparing
+// (so Acquire answers "needs tree" and Prepare waits) until the tree is
+// gone and done is closed.
+type deletion struct {
+	k     workspace.Key
+	done  chan struct{} // the preparing entry, closed when the tree is gone
+	once  sync.Once
+	err   error
+	owner *Pool
 }
 
-// Sweep deletes workspaces unused for ttl and not busy.
+// Delete stops k's servers and deletes its tree. Requests already running
+// on k keep their tree until they release it (their servers are stopped at
+// once, so they end promptly); no new request gets k meanwhile, and the
+// tree is deleted by the last of them. Delete waits for that, bounded by
+// ctx; the deletion completes either way.
+func (p *Pool) Delete(ctx context.Context, k workspace.Key) (bool, error) {
+	d, w, existed, err := p.claim(ctx, k, func(*Workspace, bool) bool { return true })
+	if err != nil || d == nil {
+		return existed, err
+	}
+	return existed, p.finish(ctx, d, w)
+}
+
+// claim takes k out of service for deletion when ok, called under the
+// pool's lock with k's live workspace (nil when not live) and whether its
+// tree is on disk, allows it. It waits for a write or an eviction of k in
+// flight first. With a nil deletion, k was not deleted (ok refused, or
+// there was nothing to delete).
+func (p *Pool) claim(ctx context.Context, k workspace.Key, ok func(w *Workspace, published bool) bool) (*deletion, *Workspace, bool, error) {
+	for {
+		p.mu.Lock()
+		if wait, inflight := p.preparing[k]; inflight {
+			p.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, nil, false, ctx.Err()
+			}
+		}
+		w := p.live[k]
+		published := p.store.Published(k)
+		if w == nil && !published {
+			p.mu.Unlock()
+			return nil, nil, false, nil
+		}
+		if !ok(w, published) {
+			p.mu.Unlock()
+			return nil, nil, false, nil
+		}
+		d := &deletion{k: k, done: make(chan struct{}), owner: p}
+		p.preparing[k] = d.done
+		delete(p.live, k)
+		delete(p.treeBytes, k)
+		if w != nil {
+			w.deleting.Store(d)
+		}
+		p.mu.Unlock()
+		return d, w, true, nil
+	}
+}
+
+// finish stops w's servers and, once w is idle, deletes the tree; it
+// waits for the deletion, bounded by ctx.
+func (p *Pool) finish(ctx context.Context, d *deletion, w *Workspace) error {
+	if w == nil {
+		d.run()
+		return d.err
+	}
+	w.close(ctx)
+	if w.busy.Load() == 0 {
+		w.finishDelete()
+	}
+	select {
+	case <-d.done:
+		return d.err
+	case <-ctx.Done():
+		return fmt.Errorf("delete %s: waiting for its requests: %w", d.k, ctx.Err())
+	}
+}
+
+func (w *Workspace) finishDelete() {
+	if d := w.deleting.Load(); d != nil {
+		d.run()
+	}
+}
+
+// run deletes the tree and ends the deletion, once.
+func (d *deletion) run() {
+	d.once.Do(func() {
+		d.err = d.owner.store.Delete(d.k)
+		p := d.owner
+		p.mu.Lock()
+		delete(p.preparing, d.k)
+		close(d.done)
+		p.mu.Unlock()
+	})
+}
+
+// Sweep deletes workspaces unused for ttl and not busy. Each is checked
+// again, under the pool's lock, as it is taken out of service: a request
+// that acquired it since the first look keeps it.
 func (p *Pool) Sweep(ctx context.Context, ttl time.Duration) int {
 	cutoff := time.Now().Add(-ttl).UnixNano()
 	p.mu.Lock()
@@ -457,25 +565,31 @@ func (p *Pool) Sweep(ctx context.Context, ttl time.Duration) int {
 		}
 	}
 	p.mu.Unlock()
+	if keys, err := p.store.List(); err == nil {
+		idle = append(idle, keys...)
+	}
 	n := 0
+	seen := map[workspace.Key]bool{}
 	for _, k := range idle {
-		if _, err := p.Delete(ctx, k); err != nil {
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		d, w, _, err := p.claim(ctx, k, func(w *Workspace, published bool) bool {
+			if w != nil {
+				return w.busy.Load() == 0 && w.lastUsed.Load() < cutoff
+			}
+			return published && p.store.ModTime(k).UnixNano() < cutoff
+		})
+		if err == nil && d != nil {
+			err = p.finish(ctx, d, w)
+		}
+		if err != nil {
 			p.log.Warn("sweep", "workspace", k.String(), "err", err)
 			continue
 		}
-		n++
-	}
-	// Trees left on disk by an earlier run and never used since.
-	if keys, err := p.store.List(); err == nil {
-		for _, k := range keys {
-			p.mu.Lock()
-			_, live := p.live[k]
-			p.mu.Unlock()
-			if !live && p.store.ModTime(k).UnixNano() < cutoff {
-				if _, err := p.Delete(ctx, k); err == nil {
-					n++
-				}
-			}
+		if d != nil {
+			n++
 		}
 	}
 	return n

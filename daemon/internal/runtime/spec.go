@@ -46,6 +46,14 @@ type Workspace struct {
 // dependency phase fills it; servers only read it (GOPROXY=off).
 func ModCache(ws Workspace) string { return filepath.Join(ws.Home, "go", "pkg", "mod") }
 
+// NodeModules is where the dependency phase installs a workspace's npm
+// packages: beside its tree, never inside it (the tree is immutable once
+// published), and where node and TypeScript module resolution, walking up
+// from the tree's files, finds it. Servers only read it.
+func NodeModules(ws Workspace) string {
+	return filepath.Join(filepath.Dir(ws.Root), "node_modules")
+}
+
 // Spawner starts server processes. ctx bounds only the start itself: the
 // process must outlive it.
 type Spawner interface {

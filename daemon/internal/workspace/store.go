@@ -22,6 +22,10 @@ import (
 //	root/trees/<tenant>/<repo>/<commit>/   one published workspace:
 //	    tree/                               the files, read-only
 //	    prepare-id                          the push that wrote it
+//	    node_modules/                       npm packages the dependency phase
+//	                                        installed (runtime.NodeModules),
+//	                                        read-only; counted and deleted
+//	                                        with the tree
 //	root/homes/<tenant>/<repo>/             private HOME and caches of the servers
 //	root/staging/                           trees being written
 //

@@ -1,0 +1,383 @@
+package deps
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// indexFile lists what an install put in node_modules, for NPMExternals.
+// A dot name: node's resolution never takes it for a package.
+const indexFile = ".lsp-packages.json"
+
+// maxIndex bounds the index NPMExternals reads.
+const maxIndex = 8 << 20
+
+// npmJob is one package to install.
+type npmJob struct {
+	// rel is the package's directory below node_modules, from its
+	// lockfile key ("a", "@s/b", "a/node_modules/b").
+	rel string
+	// module names it for evidence: "lodash@4.17.21", "@types/node@20.1.0".
+	module    string
+	resolved  string
+	integrity string
+	optional  bool
+}
+
+// indexEntry is one installed package in the index.
+type indexEntry struct {
+	Dir    string `json:"dir"`
+	Module string `json:"module"`
+}
+
+// npmJobs lists the packages of a validated lockfile to install, shallow
+// first: bundled packages come inside their parent's tarball, and
+// optional ones for another platform are skipped, as npm skips them.
+func npmJobs(pkgs map[string]lockPackage) []npmJob {
+	var jobs []npmJob
+	for k, p := range pkgs {
+		if k == "" || p.InBundle || p.Link {
+			continue
+		}
+		if p.Optional && !(platformMatch(p.OS, npmPlatform()) && platformMatch(p.CPU, npmArch())) {
+			continue
+		}
+		rel := strings.TrimPrefix(k, "node_modules/")
+		jobs = append(jobs, npmJob{
+			rel: rel, module: npmModule(k, p), resolved: p.Resolved, integrity: p.Integrity, optional: p.Optional,
+		})
+	}
+	sort.Slice(jobs, func(i, j int) bool {
+		di, dj := strings.Count(jobs[i].rel, "/node_modules/"), strings.Count(jobs[j].rel, "/node_modules/")
+		if di != dj {
+			return di < dj
+		}
+		return jobs[i].rel < jobs[j].rel
+	})
+	return jobs
+}
+
+// npmModule is a package's name (its own, for an alias) and version.
+func npmModule(key string, p lockPackage) string {
+	name := key[strings.LastIndex(key, "node_modules/")+len("node_modules/"):]
+	if p.Name != "" && lockPath("node_modules/"+p.Name) && !strings.Contains(p.Name, "node_modules") {
+		name = p.Name
+	}
+	if !npmVersion(p.Version) {
+		return name
+	}
+	return name + "@" + p.Version
+}
+
+// npmVersion: a version safe to show (semver characters, bounded).
+func npmVersion(v string) bool {
+	if v == "" || len(v) > 64 {
+		return false
+	}
+	for _, c := range v {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '+') {
+			return false
+		}
+	}
+	return true
+}
+
+// platformMatch applies npm's os and cpu lists: a "!x" entry excludes x;
+// other entries, when there are any, must include the value.
+func platformMatch(list []string, v string) bool {
+	allowed, positive := false, false
+	for _, e := range list {
+		if neg, ok := strings.CutPrefix(e, "!"); ok {
+			if neg == v {
+				return false
+			}
+			continue
+		}
+		positive = true
+		if e == v {
+			allowed = true
+		}
+	}
+	return allowed || !positive
+}
+
+// npmPlatform and npmArch are node's process.platform and process.arch
+// for the machine the servers run on.
+func npmPlatform() string {
+	switch goruntime.GOOS {
+	case "windows":
+		return "win32"
+	case "solaris", "illumos":
+		return "sunos"
+	}
+	return goruntime.GOOS
+}
+
+func npmArch() string {
+	switch goruntime.GOARCH {
+	case "amd64":
+		return "x64"
+	case "386":
+		return "ia32"
+	case "ppc64le":
+		return "ppc64"
+	}
+	return goruntime.GOARCH
+}
+
+// install puts the lockfile's packages into dst (the workspace's
+// node_modules beside its tree). Each tarball comes only from the
+// registry, is checked against its sha512 integrity before a byte of it is
+// unpacked, and is extracted under a staging directory that becomes dst by
+// one rename: dst appears whole or not at all. No package script runs.
+func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockPackage, left *atomic.Int64, w *warnings) {
+	if _, err := os.Lstat(dst); err == nil {
+		return // an earlier prepare of this same tree installed them
+	}
+	jobs := npmJobs(pkgs)
+	if len(jobs) == 0 {
+		return
+	}
+	parent := filepath.Dir(dst)
+	clearLeftovers(parent)
+	// MkdirTemp, never MkdirAll: a workspace deleted meanwhile is not
+	// brought back.
+	stage, err := os.MkdirTemp(parent, ".node_modules-*")
+	if err != nil {
+		f.log.Error("deps: npm staging", "err", err)
+		w.add("npm packages could not be installed")
+		return
+	}
+	defer removeAll(stage)
+	work, err := os.MkdirTemp(parent, ".npm-*")
+	if err != nil {
+		f.log.Error("deps: npm staging", "err", err)
+		w.add("npm packages could not be installed")
+		return
+	}
+	defer removeAll(work)
+
+	reg := f.cfg.NPMRegistry
+	m := &mirror{bases: []*url.URL{reg}, client: f.npmClient, left: left}
+	unpacked := &atomic.Int64{}
+	unpacked.Store(f.cfg.MaxBytes)
+	par := f.cfg.Parallel
+	if par <= 0 {
+		par = defaultParallel
+	}
+	ok := make([]bool, len(jobs))
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		if ctx.Err() != nil {
+			w.add("the dependency phase ran out of time; some npm packages were not installed")
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := f.fetchTarball(ctx, m, j, filepath.Join(work, strconv.Itoa(i)), unpacked)
+			if err == nil {
+				ok[i] = true
+				return
+			}
+			if j.optional {
+				w.add("%s: optional package %s; it was not installed", j.module, f.explainNPM(j.module, err))
+				return
+			}
+			w.add("%s: %s; it was not installed", j.module, f.explainNPM(j.module, err))
+		}()
+	}
+	wg.Wait()
+
+	// Assemble shallow first, so a nested package lands inside its
+	// installed parent; one whose parent is missing is left out.
+	placed := map[string]bool{}
+	var index []indexEntry
+	for i, j := range jobs {
+		if !ok[i] || !ancestorsPlaced(j.rel, placed) {
+			continue
+		}
+		parentRel, _ := splitLast(j.rel)
+		if err := ensureDirs(stage, parentRel); err != nil {
+			w.add("%s: it could not be placed; it was not installed", j.module)
+			continue
+		}
+		if err := os.Rename(filepath.Join(work, strconv.Itoa(i)), filepath.Join(stage, filepath.FromSlash(j.rel))); err != nil {
+			// Its parent's tarball bundles a copy: that one stays.
+			w.add("%s: its parent package already holds it; the lockfile's copy was not installed", j.module)
+			continue
+		}
+		placed[j.rel] = true
+		index = append(index, indexEntry{Dir: j.rel, Module: j.module})
+	}
+	if len(index) == 0 {
+		return
+	}
+	data, err := json.Marshal(index)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(stage, indexFile), data, 0o444)
+	}
+	if err == nil {
+		err = readOnly(stage)
+	}
+	if err == nil {
+		err = os.Rename(stage, dst)
+	}
+	if err != nil {
+		f.log.Error("deps: npm install", "err", err)
+		w.add("npm packages could not be installed")
+	}
+}
+
+// clearLeftovers removes staging directories a crashed install left.
+func clearLeftovers(parent string) {
+	for _, pat := range []string{".node_modules-*", ".npm-*"} {
+		old, _ := filepath.Glob(filepath.Join(parent, pat))
+		for _, o := range old {
+			removeAll(o)
+		}
+	}
+}
+
+// ancestorsPlaced: every package rel is nested in was installed.
+func ancestorsPlaced(rel string, placed map[string]bool) bool {
+	for i := 0; ; {
+		k := strings.Index(rel[i:], "/node_modules/")
+		if k < 0 {
+			return true
+		}
+		if !placed[rel[:i+k]] {
+			return false
+		}
+		i += k + 1
+	}
+}
+
+// ensureDirs makes rel's directories below dir, one level at a time,
+// accepting only real directories on the way.
+func ensureDirs(dir, rel string) error {
+	if rel == "" {
+		return nil
+	}
+	p := dir
+	for _, s := range strings.Split(rel, "/") {
+		p = filepath.Join(p, s)
+		err := os.Mkdir(p, 0o755)
+		if errors.Is(err, fs.ErrExist) {
+			fi, lerr := os.Lstat(p)
+			if lerr != nil || !fi.IsDir() {
+				return fmt.Errorf("%s is not a directory", s)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errIntegrity: the tarball's bytes do not hash to the lockfile's
+// integrity.
+var errIntegrity = errors.New("does not match its integrity")
+
+// fetchTarball downloads one package tarball, verifies it, and only then
+// unpacks it into dir.
+func (f *Fetcher) fetchTarball(ctx context.Context, m *mirror, j npmJob, dir string, unpacked *atomic.Int64) error {
+	rel, ok := registryRel(j.resolved, f.cfg.NPMRegistry)
+	if !ok {
+		return errNotServed // ValidateLockfile refused it already; belt and braces
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dir), ".tgz-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha512.New()
+	err = m.get(ctx, rel, f.cfg.MaxZip, io.MultiWriter(tmp, h))
+	if err != nil {
+		tmp.Close()
+		return err
+	}
+	if !integrityMatch(j.integrity, h.Sum(nil)) {
+		tmp.Close()
+		return errIntegrity
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		tmp.Close()
+		return err
+	}
+	defer tmp.Close()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	if err := extractTarball(tmp, dir, tarLimits{maxBytes: f.cfg.MaxZip, left: unpacked}); err != nil {
+		removeAll(dir)
+		return err
+	}
+	return nil
+}
+
+// registryRel is resolved's path below the registry, for mirror.get.
+func registryRel(resolved string, registry *url.URL) (string, bool) {
+	if !underRegistry(resolved, registry) {
+		return "", false
+	}
+	u, err := url.Parse(resolved)
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimPrefix(u.EscapedPath(), registry.EscapedPath()+"/"), true
+}
+
+// integrityMatch: one of the SRI string's sha512 hashes is sum.
+func integrityMatch(sri string, sum []byte) bool {
+	for _, f := range strings.Fields(sri) {
+		b64, ok := strings.CutPrefix(f, "sha512-")
+		if !ok {
+			continue
+		}
+		if i := strings.IndexByte(b64, '?'); i >= 0 {
+			b64 = b64[:i]
+		}
+		if want, err := base64.StdEncoding.DecodeString(b64); err == nil && bytes.Equal(want, sum) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *Fetcher) explainNPM(name string, err error) string {
+	switch {
+	case errors.Is(err, errIntegrity):
+		return "the tarball does not match its lockfile integrity"
+	case errors.Is(err, errTarball):
+		return err.Error()
+	case errors.Is(err, errNotServed):
+		return "is not served by the registry (no credential is ever used)"
+	case errors.Is(err, errTooLarge):
+		return "is over the size bound"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "ran out of time"
+	}
+	f.log.Warn("deps: npm fetch", "package", name, "err", err)
+	return "could not be fetched from the registry"
+}

@@ -1,0 +1,125 @@
+package deps
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/lsp"
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/uri"
+)
+
+// tsServer finds the reviewed TypeScript server make deps installs; it
+// skips the test when there is none, except under CI.
+func tsServer(t *testing.T) (node, dir string) {
+	t.Helper()
+	for _, c := range []string{os.Getenv("LSP_TEST_TYPESCRIPT"), "../../../.bin/ts"} {
+		if c == "" {
+			continue
+		}
+		abs, _ := filepath.Abs(c)
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			dir = real
+			break
+		}
+	}
+	node, err := exec.LookPath("node")
+	if dir == "" || err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("the TypeScript server or node is not installed; make deps installs it")
+		}
+		t.Skip("the TypeScript server or node is not installed (make deps installs it)")
+	}
+	node, _ = filepath.EvalSymlinks(node)
+	return node, dir
+}
+
+const mainTS = `import { greet } from "greet";
+import { shout } from "shout";
+
+export const a = greet("x");
+export const b = shout("y");
+`
+
+// TestTypeScriptResolvesInstalled: the real typescript-language-server,
+// started as the daemon starts it, resolves the repository's imports into
+// the packages the phase installed beside the tree, and the URI policy
+// names those definitions external, by package, as the query path
+// answers them.
+func TestTypeScriptResolvesInstalled(t *testing.T) {
+	node, dir := tsServer(t)
+	r, lf := fixture(t)
+	ws := repo(t, map[string]string{"package-lock.json": lf, "src/main.ts": mainTS})
+	if w := fetcher(Config{NPMRegistry: r.url}).Fetch(context.Background(), ws); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	initOpts, _ := json.Marshal(map[string]any{
+		"tsserver":                          map[string]any{"path": filepath.Join(dir, "node_modules/typescript/lib/tsserver.js"), "useSyntaxServer": "never"},
+		"disableAutomaticTypingAcquisition": true,
+	})
+	spec := runtime.Spec{
+		ID: "typescript", Language: "typescript", Extensions: []string{".ts"},
+		Executable: node, Args: []string{filepath.Join(dir, "node_modules/typescript-language-server/lib/cli.mjs"), "--stdio"},
+		InitializationOptions: initOpts,
+		RequestTimeout:        2 * time.Minute, // the first request waits for the project load
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := runtime.Start(context.Background(), runtime.Unjailed(log), spec, ws, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	ctx := context.Background()
+	c, _, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := srv.URI("src/main.ts")
+	if err := c.DidOpen(ctx, u, "typescript", mainTS); err != nil {
+		t.Fatal(err)
+	}
+	pol := uri.Policy{Root: ws.Root, Externals: NPMExternals(ws)}
+	for _, tc := range []struct {
+		needle string
+		want   uri.Location
+	}{
+		{`greet("x")`, uri.Location{Path: "index.d.ts", External: true, Module: "greet@1.0.0"}},
+		{`shout("y")`, uri.Location{Path: "index.d.ts", External: true, Module: "@types/shout@2.0.0"}},
+	} {
+		pos := position(t, mainTS, tc.needle)
+		locs, err := c.Definition(ctx, u, pos)
+		if err != nil {
+			t.Fatalf("definition of %s: %v", tc.needle, err)
+		}
+		if len(locs.Items) == 0 {
+			t.Fatalf("definition of %s: none (the import did not resolve)", tc.needle)
+		}
+		for _, l := range locs.Items {
+			got, err := pol.Map(string(l.URI))
+			if err != nil || got != tc.want {
+				t.Fatalf("definition of %s at %s maps to %+v, %v; want %+v", tc.needle, l.URI, got, err, tc.want)
+			}
+		}
+	}
+	h, err := c.Hover(ctx, u, position(t, mainTS, `greet("x")`))
+	if err != nil || h == nil || !strings.Contains(h.Markdown, "Greets someone by name.") {
+		t.Fatalf("hover %+v, %v: want the package's documentation", h, err)
+	}
+}
+
+// position is needle's start in text (ASCII, so bytes are UTF-16 units).
+func position(t *testing.T, text, needle string) lsp.Position {
+	t.Helper()
+	i := strings.Index(text, needle)
+	if i < 0 {
+		t.Fatalf("%q not in the file", needle)
+	}
+	return lsp.Position{Line: uint32(strings.Count(text[:i], "\n")), Character: uint32(i - (strings.LastIndex(text[:i], "\n") + 1))}
+}
