@@ -1,15 +1,27 @@
 // Command lsp-bench prints the performance table of `make bench`.
+//
+// --sections limits the run to some figures; --profile DIR writes, for each
+// measured throughput phase through the proxy, a CPU profile of this process
+// (which runs the proxy) and of the daemon (over its loopback debug
+// endpoint), and at the end the proxy's mutex and block profiles.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
+	"sort"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/bench"
 )
@@ -19,7 +31,11 @@ func main() {
 	daemonBin := flag.String("daemon-bin", ".bin/lsp-daemon", "the lsp-daemon binary")
 	typescript := flag.String("typescript", "", "the reviewed TypeScript install (make deps: .bin/ts); empty leaves TypeScript out")
 	n := flag.Int("n", 500, "measured requests per figure")
+	large := flag.String("large", bench.DefaultLargeTarget, "the module of the large-prepare figure (aws-sdk-go or x-tools)")
+	largeRuns := flag.Int("large-runs", 3, "cold runs per side of the large-prepare figure")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (which runs the proxy) to this file")
+	sections := flag.String("sections", "", "comma-separated figures to run (latency,diagnostics,throughput,ledger,push,typescript,pool,large-prepare); empty runs all")
+	profile := flag.String("profile", "", "directory for proxy and daemon profiles of the measured throughput phases")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -37,14 +53,155 @@ func main() {
 			}
 		}
 	}
+	o := bench.Options{Dir: dir, Gopls: *gopls, DaemonBin: *daemonBin, TypeScript: absOrEmpty(*typescript), N: *n, Out: os.Stdout,
+		LargeTarget: *large, LargeRuns: *largeRuns}
+	if *sections != "" {
+		o.Sections = map[string]bool{}
+		for _, s := range strings.Split(*sections, ",") {
+			o.Sections[strings.TrimSpace(s)] = true
+		}
+	}
+	if err == nil && *profile != "" && *cpuprofile == "" {
+		err = setupProfiles(&o, *profile)
+		if err == nil {
+			defer writeProfile(*profile, "proxy-mutex", "mutex")
+			defer writeProfile(*profile, "proxy-block", "block")
+		}
+	}
 	if err == nil {
 		fmt.Printf("lsp-bench on %s\n", bench.Describe())
-		err = bench.Run(ctx, bench.Options{Dir: dir, Gopls: *gopls, DaemonBin: *daemonBin, TypeScript: absOrEmpty(*typescript), N: *n, Out: os.Stdout})
+		err = bench.Run(ctx, o)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-bench:", err)
 		os.Exit(1)
 	}
+}
+
+// setupProfiles turns on the daemon's debug endpoint and the proxy's mutex
+// and block profiles, and profiles the CPU of both during each measured
+// phase.
+func setupProfiles(o *bench.Options, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	o.DaemonEnv = map[string]string{"LSP_DAEMON_DEBUG_LISTEN": addr}
+	runtime.SetMutexProfileFraction(5)
+	runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+	o.Measured = func(phase string, d time.Duration) func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			secs := max(1, int(d.Round(time.Second)/time.Second))
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "daemon profile:", err)
+				return
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(filepath.Join(dir, "daemon-cpu-"+phase+".pprof"))
+			if err != nil {
+				return
+			}
+			defer f.Close()
+			_, _ = io.Copy(f, resp.Body)
+		}()
+		f, err := os.Create(filepath.Join(dir, "proxy-cpu-"+phase+".pprof"))
+		if err == nil && pprof.StartCPUProfile(f) != nil {
+			f.Close()
+			f = nil
+		}
+		before, start := cpuByProcess(), time.Now()
+		return func() {
+			if f != nil {
+				pprof.StopCPUProfile()
+				f.Close()
+			}
+			printCPU(phase, before, cpuByProcess(), time.Since(start))
+			<-done
+		}
+	}
+	return nil
+}
+
+// procCPU is one process's command name and CPU time (user + system, in
+// clock ticks).
+type procCPU struct {
+	cmd   string
+	ticks int64
+}
+
+// cpuByProcess reads the CPU time of every process on the machine: where a
+// phase's CPU went, across the proxy, the daemon, the language servers,
+// Postgres and everyone else.
+func cpuByProcess() map[string]procCPU {
+	out := map[string]procCPU{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(s[end+1:])
+		if len(f) < 13 {
+			continue
+		}
+		var ut, st int64
+		fmt.Sscan(f[11], &ut)
+		fmt.Sscan(f[12], &st)
+		out[e.Name()] = procCPU{s[open+1 : end], ut + st}
+	}
+	return out
+}
+
+// printCPU prints the CPU each command used during a phase, in cores
+// (processes that ended during the phase are missed).
+func printCPU(phase string, before, after map[string]procCPU, d time.Duration) {
+	byCmd := map[string]int64{}
+	for pid, a := range after {
+		byCmd[a.cmd] += a.ticks - before[pid].ticks
+	}
+	type use struct {
+		cmd   string
+		cores float64
+	}
+	var uses []use
+	var total float64
+	for cmd, t := range byCmd {
+		if c := float64(t) / 100 / d.Seconds(); c >= 0.02 {
+			uses = append(uses, use{cmd, c})
+			total += c
+		}
+	}
+	sort.Slice(uses, func(i, j int) bool { return uses[i].cores > uses[j].cores })
+	var parts []string
+	for _, u := range uses {
+		parts = append(parts, fmt.Sprintf("%s %.2f", u.cmd, u.cores))
+	}
+	fmt.Fprintf(os.Stderr, "cpu during %s (cores; total %.2f): %s\n", phase, total, strings.Join(parts, ", "))
+}
+
+func writeProfile(dir, name, profile string) {
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = pprof.Lookup(profile).WriteTo(f, 0)
 }
 
 func absOrEmpty(p string) string {

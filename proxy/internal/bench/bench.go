@@ -37,7 +37,28 @@ type Options struct {
 	N          int // measured requests per figure
 	Warmup     int
 	Out        io.Writer
+	// Sections, when not empty, limits the run to these figures (latency,
+	// diagnostics, throughput, ledger, push, typescript, pool), so a change
+	// on the hot path can be measured before and after in minutes.
+	Sections map[string]bool
+	// DaemonEnv adds LSP_* variables to the daemon (LSP_DAEMON_DEBUG_LISTEN
+	// to profile it while the bench runs).
+	DaemonEnv map[string]string
+	// Measured, when set, is called as a measured throughput phase through
+	// the proxy starts (named, lasting about d); the function it returns is
+	// called when the phase ends. lsp-bench --profile takes profiles of
+	// just those phases with it.
+	Measured func(phase string, d time.Duration) (stop func())
+	// LargeTarget names the LargeTargets entry of the large-prepare figure
+	// (default DefaultLargeTarget); LargeRuns is its cold runs per side
+	// (default 3); CacheDir keeps its downloads between runs (default
+	// $XDG_CACHE_HOME/lsp-bench).
+	LargeTarget string
+	LargeRuns   int
+	CacheDir    string
 }
+
+func (o Options) on(section string) bool { return len(o.Sections) == 0 || o.Sections[section] }
 
 // Run brings up the stack, measures, and prints the table.
 func Run(ctx context.Context, o Options) error {
@@ -51,7 +72,17 @@ func Run(ctx context.Context, o Options) error {
 	if o.Warmup == 0 {
 		o.Warmup = 50
 	}
-	s, err := devstack.Start(ctx, devstack.Options{Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, Gopls: o.Gopls, TypeScript: o.TypeScript})
+	if o.LargeTarget == "" {
+		o.LargeTarget = DefaultLargeTarget
+	}
+	if o.LargeRuns == 0 {
+		o.LargeRuns = 3
+	}
+	if len(o.Sections) == 1 && o.Sections["large-prepare"] {
+		// The one figure with a stack of its own: skip the shared one.
+		return runLargeSection(ctx, o)
+	}
+	s, err := devstack.Start(ctx, devstack.Options{Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, Gopls: o.Gopls, TypeScript: o.TypeScript, DaemonEnv: o.DaemonEnv})
 	if err != nil {
 		return err
 	}
@@ -85,6 +116,66 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer direct.Close()
 
+	if o.on("latency") {
+		if err := runLatency(ctx, o, client, direct, cold); err != nil {
+			return err
+		}
+	}
+	if o.on("diagnostics") {
+		if err := runDiagnostics(ctx, o, client); err != nil {
+			return err
+		}
+	}
+	if o.on("throughput") {
+		runThroughput(ctx, o, client, direct)
+	}
+	if o.on("ledger") {
+		lf, err := runLedger(ctx, o, s, client)
+		if err != nil {
+			return fmt.Errorf("ledger: %w", err)
+		}
+		printLedger(o.Out, lf)
+	}
+	if o.on("push") {
+		pf, err := runPush(ctx, s.DaemonSock)
+		if err != nil {
+			return fmt.Errorf("push: %w", err)
+		}
+		printPush(o.Out, pf)
+	}
+	if o.TypeScript != "" && o.on("typescript") {
+		n, err := runTypeScriptRSS(ctx, s, client, org)
+		if err != nil {
+			return fmt.Errorf("typescript: %w", err)
+		}
+		printTypeScriptRSS(o.Out, n)
+	}
+	s.Stop()
+
+	if o.on("pool") {
+		poolf, err := runPool(ctx, o)
+		if err != nil {
+			return fmt.Errorf("pool: %w", err)
+		}
+		printPool(o.Out, poolf)
+	}
+	if o.on("large-prepare") {
+		return runLargeSection(ctx, o)
+	}
+	return nil
+}
+
+func runLargeSection(ctx context.Context, o Options) error {
+	lf, err := runLargePrepare(ctx, o)
+	if err != nil {
+		return fmt.Errorf("large prepare: %w", err)
+	}
+	printLargePrepare(o.Out, lf)
+	return nil
+}
+
+// runLatency prints the per-tool warm latency table.
+func runLatency(ctx context.Context, o Options, client *proxyClient, direct *lspdirect.Server, cold time.Duration) error {
 	var rows []row
 	for _, f := range tools(direct) {
 		before := scrapeStages(client)
@@ -98,7 +189,11 @@ func Run(ctx context.Context, o Options) error {
 		rows = append(rows, row{f.name, d, p, stageMeans(before, scrapeStages(client))})
 	}
 	printTable(o.Out, rows, cold, o.N)
+	return nil
+}
 
+// runDiagnostics prints the clean-file diagnostics figure.
+func runDiagnostics(ctx context.Context, o Options, client *proxyClient) error {
 	// Clean-file diagnostics: the answer must come promptly, not after a
 	// publish timeout.
 	diag := make([]time.Duration, 0, 20)
@@ -114,48 +209,34 @@ func Run(ctx context.Context, o Options) error {
 		verdict = "MISSED"
 	}
 	fmt.Fprintf(o.Out, "\nClean-file diagnostics through the proxy (n=20): p50 %s ms, p99 %s ms (target < 1 s) %s\n", ms(pct(diag, .5)), ms(pct(diag, .99)), verdict)
+	return nil
+}
 
-	// Throughput with 4 clients, the same query, proxy vs. direct.
+// runThroughput prints warm throughput with 4 clients, proxy vs. direct.
+func runThroughput(ctx context.Context, o Options, client *proxyClient, direct *lspdirect.Server) {
 	const clients = 4
 	defRoute, defBody, defDirect := tools(direct)[1].route, tools(direct)[1].body, tools(direct)[1].direct
+	stop := o.measured("throughput-direct", 3*time.Second)
 	dq := throughput(ctx, clients, 3*time.Second, defDirect)
+	stop()
+	stop = o.measured("throughput", 3*time.Second)
 	pq := throughput(ctx, clients, 3*time.Second, func(ctx context.Context) error {
 		_, err := client.do(ctx, defRoute, defBody)
 		return err
 	})
-	verdict = "met"
+	stop()
+	verdict := "met"
 	if pq < 0.6*dq {
 		verdict = "MISSED"
 	}
 	fmt.Fprintf(o.Out, "\nWarm throughput, %d clients, definition, 3 s each: direct %.0f/s, proxy %.0f/s, ratio %.0f %% (target ≥ 60 %%) %s\n", clients, dq, pq, 100*pq/dq, verdict)
+}
 
-	lf, err := runLedger(ctx, s, client)
-	if err != nil {
-		return fmt.Errorf("ledger: %w", err)
+func (o Options) measured(phase string, d time.Duration) (stop func()) {
+	if o.Measured != nil {
+		return o.Measured(phase, d)
 	}
-	printLedger(o.Out, lf)
-
-	pf, err := runPush(ctx, s.DaemonSock)
-	if err != nil {
-		return fmt.Errorf("push: %w", err)
-	}
-	printPush(o.Out, pf)
-
-	if o.TypeScript != "" {
-		n, err := runTypeScriptRSS(ctx, s, client, org)
-		if err != nil {
-			return fmt.Errorf("typescript: %w", err)
-		}
-		printTypeScriptRSS(o.Out, n)
-	}
-	s.Stop()
-
-	poolf, err := runPool(ctx, o)
-	if err != nil {
-		return fmt.Errorf("pool: %w", err)
-	}
-	printPool(o.Out, poolf)
-	return nil
+	return func() {}
 }
 
 var hoverBody = map[string]any{"repo": "hello", "path": "main.go", "line": 10, "character": 20}
@@ -257,7 +338,7 @@ func scrapeStages(c *proxyClient) map[string][2]float64 {
 
 func stageMeans(before, after map[string][2]float64) string {
 	var parts []string
-	for _, st := range []string{"forge_resolve", "daemon_query", "ledger_row"} {
+	for _, st := range []string{"forge_resolve", "daemon_query", "ledger_row", "ledger_amend"} {
 		a, b := after[st], before[st]
 		if n := a[1] - b[1]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %.3f", st, (a[0]-b[0])/n*1e3))

@@ -28,7 +28,7 @@ type ledgerFigures struct {
 	real, none float64 // queries (and, for real, rows) per second
 }
 
-func runLedger(ctx context.Context, s *devstack.Stack, c *proxyClient) (*ledgerFigures, error) {
+func runLedger(ctx context.Context, o Options, s *devstack.Stack, c *proxyClient) (*ledgerFigures, error) {
 	r, err := s.StartReplicaWith(ctx, map[string]string{}, app.Options{
 		WrapLedger: func(operation.Ledger) operation.Ledger { return noLedger{} },
 	})
@@ -47,7 +47,9 @@ func runLedger(ctx context.Context, s *devstack.Stack, c *proxyClient) (*ledgerF
 	f := &ledgerFigures{}
 	// Alternate, so that load on the machine hits both alike.
 	for i := 0; i < 3; i++ {
+		stop := o.measured(fmt.Sprintf("ledger-real-%d", i), time.Second)
 		f.real += throughput(ctx, 4, time.Second, def(c)) / 3
+		stop()
 		f.none += throughput(ctx, 4, time.Second, def(&none)) / 3
 	}
 	return f, nil
