@@ -83,7 +83,7 @@ func prepare(t *testing.T, p *Pool, k workspace.Key, pad int) {
 		body.WriteString(s)
 	}
 	id := "00000000-0000-4000-8000-" + k.Commit[:12]
-	if _, _, err := p.Prepare(context.Background(), k, id, entries, &body); err != nil {
+	if _, _, err := p.Prepare(context.Background(), k, id, entries, &body, nil); err != nil {
 		t.Fatalf("prepare %s: %v", k, err)
 	}
 }

@@ -240,8 +240,11 @@ func (p *Pool) newWorkspace(k workspace.Key, prepareID string) *Workspace {
 // Prepare receives a pushed tree. Only one push per key writes; a push that
 // arrives while another is in flight waits for it, and one that arrives
 // after it answers at once. prepared is true only when this push wrote the
-// tree; prepareID is the id the workspace holds afterwards.
-func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, files []*daemonv1.FileEntry, body io.Reader) (prepared bool, heldID string, err error) {
+// tree; prepareID is the id the workspace holds afterwards. beforePublish
+// runs, when this push writes the tree, on the verified tree just before
+// it is published (see workspace.Store.Write): k answers "needs tree" and
+// other pushes of k wait until it returns.
+func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, files []*daemonv1.FileEntry, body io.Reader, beforePublish func(ws runtime.Workspace)) (prepared bool, heldID string, err error) {
 	if _, err := workspace.CheckManifest(files, p.store.Limits()); err != nil {
 		return false, "", err
 	}
@@ -265,7 +268,11 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			p.mu.Unlock()
 			// Room on disk for the tree before a byte of it is written.
 			p.enforceDisk(ctx, manifestBytes(files))
-			published, err := p.store.Write(k, prepareID, files, body)
+			var hook func(tree, home string)
+			if beforePublish != nil {
+				hook = func(tree, home string) { beforePublish(runtime.Workspace{Root: tree, Home: home}) }
+			}
+			published, err := p.store.Write(k, prepareID, files, body, hook)
 			p.mu.Lock()
 			delete(p.preparing, k)
 			close(done)

@@ -48,7 +48,7 @@ func TestAcquireDeleteSweepRace(t *testing.T) {
 	// The first trees are on disk only, as an earlier run left them:
 	// Acquire adopts them.
 	for _, k := range keys {
-		if _, err := store.Write(k, genID(gen.Add(1)), files, bytes.NewReader(content)); err != nil {
+		if _, err := store.Write(k, genID(gen.Add(1)), files, bytes.NewReader(content), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +106,7 @@ func TestAcquireDeleteSweepRace(t *testing.T) {
 				if id != "" {
 					deleted.Store(id, true)
 				}
-				if _, _, err := p.Prepare(ctx, k, genID(gen.Add(1)), files, bytes.NewReader(content)); err != nil {
+				if _, _, err := p.Prepare(ctx, k, genID(gen.Add(1)), files, bytes.NewReader(content), nil); err != nil {
 					t.Errorf("prepare %s: %v", k, err)
 					return
 				}
@@ -122,7 +122,7 @@ func TestAcquireDeleteSweepRace(t *testing.T) {
 			for _, k := range keys {
 				if !store.Published(k) {
 					// Publish again, so that Delete has work to race.
-					_, _, _ = p.Prepare(ctx, k, genID(gen.Add(1)), files, bytes.NewReader(content))
+					_, _, _ = p.Prepare(ctx, k, genID(gen.Add(1)), files, bytes.NewReader(content), nil)
 				}
 			}
 		}
@@ -157,7 +157,7 @@ func TestDeleteWaitsForRequest(t *testing.T) {
 	t.Cleanup(func() { p.Close(context.Background()) })
 	k := key("a", "r", 0)
 	files, content := tinyTree()
-	if _, _, err := p.Prepare(context.Background(), k, genID(1), files, bytes.NewReader(content)); err != nil {
+	if _, _, err := p.Prepare(context.Background(), k, genID(1), files, bytes.NewReader(content), nil); err != nil {
 		t.Fatal(err)
 	}
 	w, release, ok := p.Acquire(k)

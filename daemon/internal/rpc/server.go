@@ -97,7 +97,12 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 			return prepareError(err)
 		}
 	}
-	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body)
+	// Servers start offline, so what they may resolve must be beside the
+	// tree before it is published: no query, on this proxy or another,
+	// can reach the workspace before its dependencies are in place.
+	var warnings []string
+	fetchDeps := func(ws runtime.Workspace) { warnings = s.Deps.Fetch(ctx, ws) }
+	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body, fetchDeps)
 	if err != nil {
 		if !errors.Is(err, workspace.ErrInvalid) {
 			s.Log.Error("prepare", "workspace", k.String(), "err", err)
@@ -110,9 +115,7 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		defer release()
 		var infos []pool.LanguageInfo
 		if prepared {
-			// Servers start offline, so what they may resolve must be in
-			// the workspace's home before they do.
-			resp.Warnings = s.Deps.Fetch(ctx, runtime.Workspace{Root: w.Dir, Home: w.Home})
+			resp.Warnings = warnings
 			var warm []string
 			infos, warm = w.Warm(ctx, hdr.GetFiles())
 			resp.Warnings = append(resp.Warnings, warm...)

@@ -99,7 +99,13 @@ func (s *Store) PrepareID(k Key) (string, error) {
 // files in order), verifies each file's digest, and publishes the tree
 // atomically under k. It reports published=false, with no error, when
 // another push published k first.
-func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io.Reader) (published bool, err error) {
+//
+// beforePublish, when set, runs on the verified tree (read-only) and k's
+// home just before the publishing rename: what it writes beside the tree
+// (the dependency phase's node_modules) is published with it in the same
+// rename, so a tree is never served, nor adopted after a crash, without
+// what was prepared for it.
+func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io.Reader, beforePublish func(tree, home string)) (published bool, err error) {
 	if _, err := CheckManifest(files, s.limits); err != nil {
 		return false, err
 	}
@@ -141,6 +147,9 @@ func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io
 	}
 	if err := os.MkdirAll(s.HomeDir(k), 0o700); err != nil {
 		return false, fmt.Errorf("publish: %w", err)
+	}
+	if beforePublish != nil {
+		beforePublish(tree, s.HomeDir(k))
 	}
 	// rename(2) onto an existing non-empty directory fails: the first push
 	// to publish wins, and later ones are discarded.

@@ -37,7 +37,7 @@ func TestWritePublishesAtomically(t *testing.T) {
 		t.Fatal(err)
 	}
 	es, body := manifest([2]string{"go.mod", "module x\n"}, [2]string{"a/b.go", "package a\n"})
-	ok, err := s.Write(testKey, "p1", es, body)
+	ok, err := s.Write(testKey, "p1", es, body, nil)
 	if err != nil || !ok {
 		t.Fatalf("Write = %v, %v", ok, err)
 	}
@@ -50,7 +50,7 @@ func TestWritePublishesAtomically(t *testing.T) {
 	}
 	// A second push of the same key is discarded and keeps the first id.
 	es, body = manifest([2]string{"go.mod", "module y\n"})
-	ok, err = s.Write(testKey, "p2", es, body)
+	ok, err = s.Write(testKey, "p2", es, body, nil)
 	if err != nil || ok {
 		t.Fatalf("second Write = %v, %v; want false, nil", ok, err)
 	}
@@ -86,7 +86,7 @@ func TestWriteRefusesBadTrees(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ok, err := s.Write(testKey, "p", tc.files, strings.NewReader(tc.body))
+			ok, err := s.Write(testKey, "p", tc.files, strings.NewReader(tc.body), nil)
 			if ok || !errors.Is(err, ErrInvalid) {
 				t.Fatalf("Write = %v, %v; want ErrInvalid", ok, err)
 			}
@@ -143,7 +143,7 @@ func TestMetadataLivesBesideTheTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	es, body := manifest([2]string{"prepare-id", "mine\n"}, [2]string{".lsp-prepare-id", "also mine\n"}, [2]string{"tree/x", "x"})
-	if ok, err := s.Write(testKey, "p1", es, body); err != nil || !ok {
+	if ok, err := s.Write(testKey, "p1", es, body, nil); err != nil || !ok {
 		t.Fatalf("Write = %v, %v", ok, err)
 	}
 	if id, _ := s.PrepareID(testKey); id != "p1" {
