@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -186,7 +187,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		return err
 	}
 	id := c.nextID.Add(1)
-	body, err := json.Marshal(wireMsg{JSONRPC: "2.0", ID: json.RawMessage(fmt.Sprint(id)), Method: method, Params: p})
+	body, err := encodeRequest(id, method, p)
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}
@@ -210,6 +211,13 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 			return resp.Error
 		}
 		if result == nil || len(resp.Result) == 0 {
+			return nil
+		}
+		if raw, ok := result.(*json.RawMessage); ok {
+			// The reply's result is already valid JSON in a slice of its
+			// own (the reader copied it out of the frame): hand it over
+			// rather than scanning and copying it again, on every query.
+			*raw = resp.Result
 			return nil
 		}
 		if err := json.Unmarshal(resp.Result, result); err != nil {
@@ -236,6 +244,26 @@ func (c *Conn) Notify(ctx context.Context, method string, params any) error {
 		return fmt.Errorf("encode notification: %w", err)
 	}
 	return c.send(ctx, body)
+}
+
+// encodeRequest writes a request's JSON directly: params are already JSON
+// (marshalParams), and marshalling the envelope with them inside would scan
+// and copy them a second time on every call.
+func encodeRequest(id int64, method string, params json.RawMessage) ([]byte, error) {
+	m, err := json.Marshal(method)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"method":,"params":}`)+20+len(m)+len(params))
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = strconv.AppendInt(buf, id, 10)
+	buf = append(buf, `,"method":`...)
+	buf = append(buf, m...)
+	if params != nil {
+		buf = append(buf, `,"params":`...)
+		buf = append(buf, params...)
+	}
+	return append(buf, '}'), nil
 }
 
 func marshalParams(params any) (json.RawMessage, error) {

@@ -125,6 +125,14 @@ func setupProfiles(o *bench.Options, dir string) error {
 			}
 			printCPU(phase, before, cpuByProcess(), time.Since(start))
 			<-done
+			// The daemon's allocations so far (cumulative since it started).
+			if resp, err := http.Get("http://" + addr + "/debug/pprof/allocs"); err == nil {
+				if f, err := os.Create(filepath.Join(dir, "daemon-allocs-"+phase+".pprof")); err == nil {
+					_, _ = io.Copy(f, resp.Body)
+					f.Close()
+				}
+				resp.Body.Close()
+			}
 		}
 	}
 	return nil

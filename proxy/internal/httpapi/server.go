@@ -80,6 +80,9 @@ type Server struct {
 func New(d Deps) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	if d.Verifier != nil {
+		d.Verifier = newTokenCache(d.Verifier) // tokencache.go
+	}
 	s := &Server{d: d, e: e, metrics: newMetrics(d.Registry)}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.requestID, s.observe)

@@ -71,6 +71,7 @@ var errLead = errors.New("lead the next batch")
 // queued is one caller's row and where its outcome goes.
 type queued struct {
 	row  Row
+	id   int64      // the row's id, set before its outcome is sent on done
 	done chan error // errLead (at most once), then the outcome: buffered for both, nobody blocks
 	// Under batcher.mu:
 	leads bool // this caller leads, or the lead was handed to it
@@ -92,7 +93,7 @@ func newBatcher(l *Ledger, cfg GroupCommit) *batcher {
 	return b
 }
 
-func (b *batcher) record(ctx context.Context, row Row) error {
+func (b *batcher) record(ctx context.Context, row Row) (int64, error) {
 	h := fnv.New32a()
 	h.Write([]byte(row.Org))
 	return b.lanes[h.Sum32()%uint32(len(b.lanes))].record(ctx, row)
@@ -126,12 +127,12 @@ func newLane(l *Ledger, cfg GroupCommit) *lane {
 }
 
 // record queues row and waits until its batch has committed, leading a batch when it is its turn.
-func (b *lane) record(ctx context.Context, row Row) error {
+func (b *lane) record(ctx context.Context, row Row) (int64, error) {
 	q := &queued{row: row, done: make(chan error, 2)}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return fmt.Errorf("record query: %w (closed)", ErrUnavailable)
+		return 0, fmt.Errorf("record query: %w (closed)", ErrUnavailable)
 	}
 	b.queue = append(b.queue, q)
 	lead := b.leaders < b.cfg.Committers
@@ -151,14 +152,17 @@ func (b *lane) record(ctx context.Context, row Row) error {
 		select {
 		case err := <-q.done:
 			if err != errLead {
-				return err
+				if err != nil {
+					return 0, err
+				}
+				return q.id, nil
 			}
 			b.lead(q)
 		case <-ctx.Done():
 			// The row stays queued and will be committed (never lost, possibly unreported); the lead,
 			// should it come to this caller, is still taken.
 			go b.follow(q)
-			return wrap("record query", ctx.Err())
+			return 0, wrap("record query", ctx.Err())
 		}
 	}
 }
@@ -261,52 +265,69 @@ func (b *lane) commit(batch []*queued) {
 		rows[i] = q.row
 	}
 	var err error
+	var ids []int64
 	switch {
 	case len(rows) == 1:
-		err = b.l.recordQueryDirect(ctx, rows[0])
+		ids = make([]int64, 1)
+		ids[0], err = b.l.recordQueryDirect(ctx, rows[0])
 	case len(rows) <= b.cfg.PipelineMax:
-		err = b.l.recordPipelined(ctx, rows)
+		ids, err = b.l.recordPipelined(ctx, rows)
 	default:
-		err = b.l.recordQueries(ctx, rows)
+		ids, err = b.l.recordQueries(ctx, rows)
 	}
 	if err == nil || errors.Is(err, ErrUnavailable) || len(batch) == 1 {
-		for _, q := range batch {
+		for i, q := range batch {
+			if err == nil {
+				q.id = ids[i]
+			}
 			q.done <- err
 		}
 		return
 	}
 	b.l.log.Warn("a batch of query rows failed; writing them one by one", "rows", len(batch), "err", err)
 	for _, q := range batch {
-		q.done <- b.l.recordQueryDirect(ctx, q.row)
+		var err error
+		q.id, err = b.l.recordQueryDirect(ctx, q.row)
+		q.done <- err
 	}
 }
 
 // recordPipelined writes a few rows as single-row statements sent together: one round trip and one
-// implicit transaction, so one commit. Rows go in org order, the lock order of every batch.
-func (l *Ledger) recordPipelined(ctx context.Context, rows []Row) error {
-	sorted := slices.Clone(rows)
-	slices.SortStableFunc(sorted, func(a, b Row) int { return strings.Compare(a.Org, b.Org) })
+// implicit transaction, so one commit. Rows go in org order, the lock order of every batch. It returns
+// the rows' ids in the order of rows.
+func (l *Ledger) recordPipelined(ctx context.Context, rows []Row) ([]int64, error) {
+	order := make([]int, len(rows))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(rows[a].Org, rows[b].Org) })
 	batch := &pgx.Batch{}
-	for _, r := range sorted {
-		batch.Queue(`SELECT lsp_record_query($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+	for _, i := range order {
+		r := rows[i]
+		batch.Queue(`SELECT o_id, o_recovered FROM lsp_record_query_id($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 			r.Org, r.TenantKey, r.Subject, r.Repo, r.Commit, r.Op, r.Language, r.RequestID, r.HTTPStatus, r.PrepareID)
 	}
 	res := l.pool.SendBatch(ctx, batch)
-	for _, r := range sorted {
+	ids := make([]int64, len(rows))
+	for _, i := range order {
 		var recovered bool
-		if err := res.QueryRow().Scan(&recovered); err != nil {
+		if err := res.QueryRow().Scan(&ids[i], &recovered); err != nil {
 			res.Close()
-			return wrap("record query", err)
+			return nil, wrap("record query", err)
 		}
 		if recovered {
-			l.logRecovered(r)
+			l.logRecovered(rows[i])
 		}
 	}
-	return wrap("record query", res.Close())
+	if err := res.Close(); err != nil {
+		return nil, wrap("record query", err)
+	}
+	return ids, nil
 }
 
-// recordQueries writes rows in one statement (lsp_record_queries).
-func (l *Ledger) recordQueries(ctx context.Context, rows []Row) error {
+// recordQueries writes rows in one statement (lsp_record_queries_ids) and returns their ids in the
+// order of rows.
+func (l *Ledger) recordQueries(ctx context.Context, rows []Row) ([]int64, error) {
 	n := len(rows)
 	org, tk, subject, repo, commit := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	op, lang, reqID, prepareID := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -316,28 +337,43 @@ func (l *Ledger) recordQueries(ctx context.Context, rows []Row) error {
 		op[i], lang[i], reqID[i], prepareID[i] = r.Op, r.Language, r.RequestID, r.PrepareID
 		status[i] = int32(r.HTTPStatus)
 	}
-	res, err := l.pool.Query(ctx, `SELECT lsp_record_queries($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+	res, err := l.pool.Query(ctx, `SELECT o_ord, o_id, o_recovered FROM lsp_record_queries_ids($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		org, tk, subject, repo, commit, op, lang, reqID, status, prepareID)
 	if err != nil {
-		return wrap("record query", err)
+		return nil, wrap("record query", err)
 	}
 	defer res.Close()
+	ids := make([]int64, n)
+	got := 0
 	for res.Next() {
-		var id string
-		if err := res.Scan(&id); err != nil {
-			return wrap("record query", err)
+		var ord *int32
+		var id *int64
+		var recovered *string
+		if err := res.Scan(&ord, &id, &recovered); err != nil {
+			return nil, wrap("record query", err)
 		}
-		for _, r := range rows {
-			if r.PrepareID == id {
-				l.logRecovered(r)
-				break
+		if recovered != nil {
+			for _, r := range rows {
+				if r.PrepareID == *recovered {
+					l.logRecovered(r)
+					break
+				}
 			}
+			continue
 		}
+		if ord == nil || id == nil || *ord < 1 || int(*ord) > n {
+			return nil, errors.New("record query: lsp_record_queries_ids returned a malformed row")
+		}
+		ids[*ord-1] = *id
+		got++
 	}
 	if err := res.Err(); err != nil {
-		return wrap("record query", err)
+		return nil, wrap("record query", err)
 	}
-	return nil
+	if got != n {
+		return nil, fmt.Errorf("record query: %d ids for %d rows", got, n)
+	}
+	return ids, nil
 }
 
 func (l *Ledger) logRecovered(row Row) {

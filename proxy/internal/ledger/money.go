@@ -172,11 +172,19 @@ func (l *Ledger) SetStatus(ctx context.Context, prepareID string, status int) er
 // transaction and at most once. Rows of concurrent callers are committed together (GroupCommit); the
 // call returns once its row is durable.
 func (l *Ledger) RecordQuery(ctx context.Context, row Row) error {
+	_, err := l.RecordQueryID(ctx, row)
+	return err
+}
+
+// RecordQueryID is RecordQuery, also returning the row's id: the proxy writes a warm query's row
+// while the daemon answers, and amends (AmendQuery) or voids (VoidQuery) it by id when the outcome
+// is not the one it wrote.
+func (l *Ledger) RecordQueryID(ctx context.Context, row Row) (int64, error) {
 	if row.Org == "" {
-		return errors.New("record query: org is required")
+		return 0, errors.New("record query: org is required")
 	}
 	if !validStatus(row.HTTPStatus) {
-		return fmt.Errorf("record query: bad HTTP status %d", row.HTTPStatus)
+		return 0, fmt.Errorf("record query: bad HTTP status %d", row.HTTPStatus)
 	}
 	if l.batch != nil {
 		return l.batch.record(ctx, row)
@@ -184,19 +192,48 @@ func (l *Ledger) RecordQuery(ctx context.Context, row Row) error {
 	return l.recordQueryDirect(ctx, row)
 }
 
-// recordQueryDirect writes one row in its own transaction (lsp_record_query).
-func (l *Ledger) recordQueryDirect(ctx context.Context, row Row) error {
+// recordQueryDirect writes one row in its own transaction (lsp_record_query_id).
+func (l *Ledger) recordQueryDirect(ctx context.Context, row Row) (int64, error) {
+	var id int64
 	var recovered bool
-	err := l.pool.QueryRow(ctx, `SELECT lsp_record_query($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+	err := l.pool.QueryRow(ctx, `SELECT o_id, o_recovered FROM lsp_record_query_id($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		row.Org, row.TenantKey, row.Subject, row.Repo, row.Commit, row.Op, row.Language, row.RequestID,
-		row.HTTPStatus, row.PrepareID).Scan(&recovered)
+		row.HTTPStatus, row.PrepareID).Scan(&id, &recovered)
 	if err != nil {
-		return wrap("record query", err)
+		return 0, wrap("record query", err)
+	}
+	if recovered {
+		l.logRecovered(row)
+	}
+	return id, nil
+}
+
+// AmendQuery corrects the query row id, written by RecordQueryID for row.Org and row.RequestID
+// before the answer was known, to row's HTTP status, language and prepare id. A prepare id that
+// names a live or expired hold of the row's workspace is captured, as RecordQuery would have. Only
+// that org's query row with that request id is ever changed.
+func (l *Ledger) AmendQuery(ctx context.Context, id int64, row Row) error {
+	if !validStatus(row.HTTPStatus) {
+		return fmt.Errorf("amend query: bad HTTP status %d", row.HTTPStatus)
+	}
+	var recovered bool
+	err := l.pool.QueryRow(ctx, `SELECT lsp_amend_query($1, $2, $3, $4, $5, $6)`,
+		id, row.Org, row.RequestID, row.Language, row.HTTPStatus, row.PrepareID).Scan(&recovered)
+	if err != nil {
+		return wrap("amend query", err)
 	}
 	if recovered {
 		l.logRecovered(row)
 	}
 	return nil
+}
+
+// VoidQuery removes the query row id that RecordQueryID wrote for org and requestID before the
+// answer was known, when the request's one row turned out to be another (it prepared) or none (the
+// daemon was never reached). It touches nothing else.
+func (l *Ledger) VoidQuery(ctx context.Context, id int64, org, requestID string) error {
+	_, err := l.pool.Exec(ctx, `SELECT lsp_void_query($1, $2, $3)`, id, org, requestID)
+	return wrap("void query", err)
 }
 
 // Credit adds cents to org's balance as a credit row (subject: who credited). A negative amount is an

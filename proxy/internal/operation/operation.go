@@ -66,6 +66,7 @@ type Service struct {
 	flights flightGroup
 	stages  stageTimer
 	run     *prepareRuns // bound, in-flight tracking and outcomes (capacity.go)
+	expect  expectations // what each workspace last answered, to write rows ahead (ahead.go)
 }
 
 // New builds a Service; reg, when not nil, receives its metrics.
@@ -155,11 +156,19 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 		Generation:         req.Generation,
 	}
 
+	// The row is written while the daemon answers, when this workspace's
+	// last answer says what it will most likely hold (ahead.go).
+	ek := newExpectKey(key, req)
+	ahead := s.writeAhead(ctx, c, req, commit, ek)
 	ans, qerr := s.query(ctx, shard, q)
-	// A workspace is pushed at most twice per request: a daemon that evicts
-	// it again at once is overloaded, and says so.
+	// A workspace is pushed at most twice per request (the first push may
+	// be another request's, which this one only waited for), and this
+	// request prepares at most once: its one row is then that prepare row,
+	// and a second prepare would write another (CONTRACT §5). A daemon
+	// that evicts a workspace again before its first query is overloaded,
+	// and says so; the retry re-prepares free within the grace window.
 	var perr error
-	for attempt := 0; qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && attempt < 2; attempt++ {
+	for attempt := 0; qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && attempt < 2 && !res.Prepared; attempt++ {
 		var p *prepared
 		if p, perr = s.ensure(ctx, c, key); perr != nil {
 			break
@@ -183,6 +192,12 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 	}
 	if qerr == nil {
 		qerr = statusError(ans)
+	}
+	if ans.GetStatus() == daemonv1.Status_STATUS_OK {
+		s.expect.put(ek, expected{prepareID: ans.GetPrepareId(), language: language(ans)})
+	}
+	if ahead != nil {
+		return res, s.settleAhead(ctx, ahead, c, res, ans, qerr)
 	}
 	if err := s.record(ctx, c, req, res, ans, qerr); err != nil {
 		return res, err
