@@ -1,5 +1,6 @@
-// Package deps is the dependency phase of a prepare: after a tree is
-// published and before its language servers start, the daemon itself puts
+// Package deps is the dependency phase of a prepare: after a pushed tree is
+// verified and before it is published (so before any language server
+// starts on it; see pool.Prepare), the daemon itself puts
 // what the repository's lockfiles pin where its servers find it (Go
 // modules in the workspace's private home, npm packages beside its tree),
 // reaching only the operator's mirror and running no repository code.

@@ -45,6 +45,11 @@ type Budget struct {
 // because every other workspace is busy.
 var ErrBudget = errors.New("the daemon is at its budget and every other workspace is busy")
 
+// ErrTreeOverBudget is a pushed tree larger than the whole disk budget:
+// no eviction could make room for it, so it is refused before a byte is
+// written (the proxy answers 413 tree_too_large).
+var ErrTreeOverBudget = errors.New("the tree is larger than the daemon's disk budget")
+
 // SetBudget sets the pool's budgets; call it before serving.
 func (p *Pool) SetBudget(b Budget) {
 	p.mu.Lock()

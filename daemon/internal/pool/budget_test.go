@@ -303,6 +303,24 @@ func TestRSSBudget(t *testing.T) {
 	}
 }
 
+// TestTreeOverDiskBudget: a tree larger than the whole disk budget is
+// refused before a byte is written, and nothing already held is evicted
+// to make room it could never have.
+func TestTreeOverDiskBudget(t *testing.T) {
+	p, _ := testPool(t, Budget{})
+	k0, k1 := key("a", "over", 0), key("a", "over", 1)
+	prepare(t, p, k0, 0)
+	p.SetBudget(Budget{MaxDisk: 1 << 20})
+	files := []*daemonv1.FileEntry{{Path: "big.bin", Size: 2 << 20, Sha256: strings.Repeat("0", 64)}}
+	_, _, err := p.Prepare(context.Background(), k1, "00000000-0000-4000-8000-000000000001", files, strings.NewReader(""), nil)
+	if !errors.Is(err, ErrTreeOverBudget) {
+		t.Fatalf("prepare of a tree over the budget: %v", err)
+	}
+	if p.store.Published(k1) || !p.store.Published(k0) {
+		t.Fatalf("published: over-budget tree %v, held tree %v", p.store.Published(k1), p.store.Published(k0))
+	}
+}
+
 func TestDiskBudget(t *testing.T) {
 	p, s := testPool(t, Budget{})
 	const pad = 8 << 20 // large beside what gopls's caches grow by meanwhile

@@ -248,6 +248,12 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 	if _, err := workspace.CheckManifest(files, p.store.Limits()); err != nil {
 		return false, "", err
 	}
+	p.mu.Lock()
+	maxDisk := p.budget.MaxDisk
+	p.mu.Unlock()
+	if n := manifestBytes(files); maxDisk > 0 && n > maxDisk {
+		return false, "", fmt.Errorf("prepare %s: %w (%d bytes, budget %d)", k, ErrTreeOverBudget, n, maxDisk)
+	}
 	for {
 		p.mu.Lock()
 		if w, ok := p.live[k]; ok {

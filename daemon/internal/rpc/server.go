@@ -104,7 +104,7 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	fetchDeps := func(ws runtime.Workspace) { warnings = s.Deps.Fetch(ctx, ws) }
 	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body, fetchDeps)
 	if err != nil {
-		if !errors.Is(err, workspace.ErrInvalid) {
+		if !errors.Is(err, workspace.ErrInvalid) && !errors.Is(err, pool.ErrTreeOverBudget) {
 			s.Log.Error("prepare", "workspace", k.String(), "err", err)
 		}
 		return prepareError(err)
@@ -177,6 +177,9 @@ func languages(infos []pool.LanguageInfo) []*daemonv1.LanguageTools {
 func prepareError(err error) error {
 	if errors.Is(err, workspace.ErrInvalid) {
 		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if errors.Is(err, pool.ErrTreeOverBudget) {
+		return status.Error(codes.ResourceExhausted, pool.ErrTreeOverBudget.Error())
 	}
 	return status.Error(codes.Internal, "prepare failed")
 }

@@ -65,6 +65,10 @@ func daemonError(err error) error {
 	case codes.Canceled:
 		// The caller's context ended: the client went away.
 		return apierr.Wrap(err, 499, apierr.Timeout, "the client closed the request")
+	case codes.ResourceExhausted:
+		// Only a push is refused so: the tree alone is larger than the
+		// daemon's whole disk budget, and would be on any retry.
+		return apierr.Wrap(err, http.StatusRequestEntityTooLarge, apierr.TreeTooLarge, "the tree is larger than the daemon can hold")
 	}
 	e := apierr.Wrap(err, http.StatusServiceUnavailable, apierr.DaemonUnavailable, "the daemon is unavailable")
 	e.RetryAfter = 2e9
