@@ -66,10 +66,10 @@ bench: deps build
 
 ## soak: the reliability run (SOAK_DURATION, default 5m): mixed load, faults,
 ## hostile input, then the ledger and leak invariants; prints the table
-## RELIABILITY.md records.
+## RELIABILITY.md records. Daemons jailed and budgeted (lsp-soak --help).
 SOAK_DURATION ?= 5m
 soak: deps build
-	go run -race ./proxy/cmd/lsp-soak --duration $(SOAK_DURATION) --gopls $(GOPLS) --daemon-bin $(BIN)/lsp-daemon
+	go run -race ./proxy/cmd/lsp-soak --duration $(SOAK_DURATION) --gopls $(GOPLS) --typescript $(TS_DIR) --daemon-bin $(BIN)/lsp-daemon
 
 ## fuzz: every fuzz target for FUZZTIME each.
 FUZZTIME ?= 20s

@@ -9,24 +9,35 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/soak"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run is main's body; it returns the exit code so that its deferred
+// cleanup (the run's directory) happens before the process exits.
+func run() int {
 	def := 5 * time.Minute
 	if v := os.Getenv("SOAK_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			fmt.Fprintf(os.Stderr, "lsp-soak: SOAK_DURATION=%q: not a positive duration\n", v)
-			os.Exit(2)
+			return 2
 		}
 		def = d
 	}
 	duration := flag.Duration("duration", def, "how long the load runs (SOAK_DURATION)")
 	gopls := flag.String("gopls", "", "the pinned gopls binary")
+	typescript := flag.String("typescript", "", "the pinned TypeScript install (make deps: .bin/ts); empty serves Go only")
+	unjailed := flag.Bool("unjailed", false, "run the language servers unjailed (LSP_UNJAILED=1); by default they run in the jail")
+	maxServers := flag.Int("max-servers", 0, "LSP_POOL_MAX_SERVERS of each daemon (0: the soak's default, -1: none)")
+	maxRSS := flag.String("max-rss", "", "LSP_POOL_MAX_RSS of each daemon, e.g. 2GiB (empty: the soak's default, -1: none)")
+	maxDisk := flag.String("max-disk", "", "LSP_POOL_MAX_DISK of each daemon, e.g. 256MiB (empty: the soak's default, -1: none)")
 	daemonBin := flag.String("daemon-bin", "", "the lsp-daemon binary")
 	workers := flag.Int("workers", 6, "concurrent clients")
 	orgs := flag.Int("orgs", 6, "tenants")
@@ -38,7 +49,13 @@ func main() {
 	flag.Parse()
 	if *gopls == "" || *daemonBin == "" {
 		fmt.Fprintln(os.Stderr, "lsp-soak: --gopls and --daemon-bin are required")
-		os.Exit(2)
+		return 2
+	}
+	rss, err1 := parseSize(*maxRSS)
+	disk, err2 := parseSize(*maxDisk)
+	if err1 != nil || err2 != nil {
+		fmt.Fprintln(os.Stderr, "lsp-soak: --max-rss and --max-disk take a size such as 2GiB, 256MiB or a byte count")
+		return 2
 	}
 	// The stack logs every failed request at error level and the faults make
 	// many; the table says what matters.
@@ -50,7 +67,7 @@ func main() {
 	dir, err := os.MkdirTemp("", "lsp-soak-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-soak:", err)
-		os.Exit(1)
+		return 1
 	}
 	if !*keep {
 		defer os.RemoveAll(dir)
@@ -58,7 +75,7 @@ func main() {
 	// Postgres runs as its own user and must reach its data directory.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-soak:", err)
-		os.Exit(1)
+		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -66,13 +83,14 @@ func main() {
 		Dir: dir, DaemonBin: *daemonBin, Gopls: *gopls, Duration: *duration,
 		Workers: *workers, Orgs: *orgs, Repos: *repos, CommitEvery: *commitEvery,
 		Faults: true, Hostile: true, Log: log,
+		TypeScript: *typescript, Unjailed: *unjailed, MaxServers: *maxServers, MaxRSS: rss, MaxDisk: disk,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-soak:", err)
 		if rep != nil {
 			fmt.Print(rep.Markdown())
 		}
-		os.Exit(1)
+		return 1
 	}
 	table := rep.Markdown()
 	fmt.Print(table)
@@ -85,6 +103,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lsp-soak: kept", dir)
 	}
 	if !rep.OK() {
-		os.Exit(1)
+		return 1
 	}
+	return 0
+}
+
+// parseSize reads "", "-1", a byte count, or a count with KiB, MiB or GiB.
+func parseSize(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	mult := int64(1)
+	for suf, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if v, ok := strings.CutSuffix(s, suf); ok {
+			s, mult = v, m
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	return n * mult, nil
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,10 +53,6 @@ func (r *run) ledgerChecks(ctx context.Context, rep *Report) error {
 		rep.HoldsExpired = n
 	}
 
-	type row struct {
-		id, model, reason, org, prepareID string
-		status                            int
-	}
 	rows, err := pool.Query(ctx, `SELECT coalesce(request_id, ''), coalesce(model, ''), coalesce(reason, ''),
 		payer_org, coalesce(prepare_id, ''), coalesce(http_status, 0) FROM ledger_rows WHERE kind = 'lsp'`)
 	if err != nil {
@@ -107,7 +105,7 @@ func (r *run) ledgerChecks(ctx context.Context, rep *Report) error {
 		case rowsOne:
 			if len(rs) != 1 {
 				c.Bad++
-				example("one row per answered request", "%s (%s %d %s) has %d rows", o.id, o.op, o.status, o.code, len(rs))
+				example("one row per answered request", "%s (%s %d %s) has %d rows: %s", o.id, o.op, o.status, o.code, len(rs), describeRows(rs))
 			} else if o.status == 200 && rs[0].status != 200 {
 				c.Bad++
 				example("the row carries the answer's status", "%s answered 200, its %s row says %d", o.id, rs[0].model, rs[0].status)
@@ -149,6 +147,90 @@ func (r *run) ledgerChecks(ctx context.Context, rep *Report) error {
 			}
 		}
 		rep.LeaversCharged = append(rep.LeaversCharged, charged)
+	}
+
+	// The customer pays once per revision per grace window (CONTRACT §5),
+	// whatever happened inside the service: evictions, restarts, failover.
+	// The whole run lies inside the default 24 h window.
+	twice, err := pool.Query(ctx, `SELECT payer_org, coalesce(tenant_key, ''), coalesce(repo, ''), coalesce(commit, ''), count(*)
+		FROM ledger_rows WHERE model = 'prepare' AND amount_cents < 0
+		GROUP BY 1, 2, 3, 4 HAVING count(*) > 1`)
+	if err != nil {
+		return fmt.Errorf("ledger checks: %w", err)
+	}
+	for twice.Next() {
+		var org, tk, repo, commit string
+		var n int
+		if err := twice.Scan(&org, &tk, &repo, &commit, &n); err != nil {
+			twice.Close()
+			return fmt.Errorf("ledger checks: %w", err)
+		}
+		rep.ChargedTwice++
+		example("one charge per revision", "%s %s@%s was charged %d times", org, repo, commit, n)
+	}
+	twice.Close()
+	var free int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM ledger_rows WHERE model = 'prepare' AND reason = 'reprepare'`).Scan(&free); err != nil {
+		return fmt.Errorf("ledger checks: %w", err)
+	}
+	rep.RepreparesFree = free
+
+	// The workspaces the disk budget evicted: prepared again later (through
+	// the proxy), and never charged a second time.
+	if df := rep.Disk; df != nil && len(df.Evicted) > 0 {
+		rs, err := pool.Query(ctx, `SELECT coalesce(tenant_key, ''), coalesce(repo, ''), coalesce(commit, ''), amount_cents, created_at >= $1
+			FROM ledger_rows WHERE model = 'prepare'`, df.Began)
+		if err != nil {
+			return fmt.Errorf("ledger checks: %w", err)
+		}
+		type tally struct{ chargedBefore, after, chargedAfter int }
+		by := map[treeKey]*tally{}
+		for rs.Next() {
+			var k treeKey
+			var cents int64
+			var after bool
+			if err := rs.Scan(&k.tenant, &k.repo, &k.commit, &cents, &after); err != nil {
+				rs.Close()
+				return fmt.Errorf("ledger checks: %w", err)
+			}
+			if !df.Evicted[k] {
+				continue
+			}
+			t := by[k]
+			if t == nil {
+				t = &tally{}
+				by[k] = t
+			}
+			switch {
+			case !after && cents < 0:
+				t.chargedBefore++
+			case after:
+				t.after++
+				if cents < 0 {
+					t.chargedAfter++
+				}
+			}
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("ledger checks: %w", err)
+		}
+		for k, t := range by {
+			if t.after == 0 {
+				continue
+			}
+			df.Reprepared++
+			switch {
+			case t.chargedAfter > 0 && t.chargedBefore > 0:
+				df.RepreparedCharged++
+				example("an evicted workspace is re-prepared at 0¢", "%s@%s was charged again after its eviction", k.repo, k.commit)
+			case t.chargedAfter > 0:
+				// Its first charge: the tree had been written but never
+				// charged (a hold released when the ledger could not
+				// capture it); the customer still pays once.
+				df.RepreparedFirstCharge++
+			}
+		}
 	}
 
 	// Balances: the sum of the rows, never below zero.
@@ -194,7 +276,16 @@ func (rep *Report) check() {
 		leavers[id] = true
 	}
 	odd := map[string]int{}
+	noRetry := map[string]int{}
 	for _, o := range rep.Outcomes {
+		if o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable {
+			rep.RetryAfterDue++
+			if validRetryAfter(o.retryAfter) {
+				rep.RetryAfterSent++
+			} else {
+				noRetry[fmt.Sprintf("%d %s (Retry-After %q)", o.status, o.code, o.retryAfter)]++
+			}
+		}
 		switch {
 		case o.status == 0 && !leavers[o.id]:
 			odd["no answer"]++
@@ -213,6 +304,9 @@ func (rep *Report) check() {
 	for _, k := range keys {
 		fail("answers outside the contract: %s ×%d", k, odd[k])
 	}
+	for _, k := range sortedKeys(noRetry) {
+		fail("429/503 without a valid Retry-After (CONTRACT §4): %s ×%d", k, noRetry[k])
+	}
 	for _, h := range rep.Hostile {
 		if !h.OK {
 			fail("hostile input %q: got %d %q, want %d %q %s", h.Name, h.Status, h.Code, h.WantStatus, h.WantCode, h.Note)
@@ -221,6 +315,22 @@ func (rep *Report) check() {
 	for _, f := range rep.Faults {
 		if f.Skipped == "" && !f.Recovered {
 			fail("fault %q: not recovered after %v (%s)", f.Name, f.RecoverIn, f.Detail)
+		}
+	}
+	if rep.OutsideRequests != 0 {
+		fail("the npm registry or the host a hostile lockfile names was asked %d times: a hostile lockfile is refused before any request", rep.OutsideRequests)
+	}
+	if df := rep.Disk; df != nil {
+		if len(df.Evicted) == 0 {
+			fail("disk budget: shard d1's budget was lowered to %s (it held %s) and nothing was evicted", mibs(df.Budget), mibs(df.UsageBefore))
+		}
+		for _, u := range df.Unanswered {
+			fail("disk budget: an evicted workspace did not answer again: %s", u)
+		}
+		// A tree larger than the whole budget is refused before a byte is
+		// written (413 through the proxy), evicting nothing for it.
+		if df.OversizeBytes > 0 && (!strings.Contains(df.OversizeAnswer, "ResourceExhausted") || df.OversizeEvicted > 0) {
+			fail("disk budget: a tree over the whole budget: %s", df.oversizeNote())
 		}
 	}
 	if !rep.Healthy {
@@ -239,4 +349,47 @@ func (rep *Report) check() {
 	if len(rep.Strays) > 0 {
 		fail("processes left running from the run's directory: %v", rep.Strays)
 	}
+}
+
+// validRetryAfter: delay-seconds (a non-negative integer) or an HTTP-date
+// (RFC 9110 §10.2.3).
+func validRetryAfter(v string) bool {
+	if v == "" {
+		return false
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		return n >= 0
+	}
+	_, err := http.ParseTime(v)
+	return err == nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// row is one ledger row of kind lsp.
+type row struct {
+	id, model, reason, org, prepareID string
+	status                            int
+}
+
+func describeRows(rs []row) string {
+	var out []string
+	for _, x := range rs {
+		d := fmt.Sprintf("%s %d", x.model, x.status)
+		if x.reason != "" {
+			d += " " + x.reason
+		}
+		if x.prepareID != "" {
+			d += " prepare " + x.prepareID[:min(8, len(x.prepareID))]
+		}
+		out = append(out, d)
+	}
+	return strings.Join(out, "; ")
 }

@@ -32,6 +32,9 @@ type outcome struct {
 	cold    bool // answered with prepared: true
 	elapsed time.Duration
 	rule    rowRule
+	// retryAfter is the Retry-After header of the answer ("" when absent);
+	// CONTRACT §4 says every 429 and 503 carries it.
+	retryAfter string
 }
 
 // client sends requests to the proxy and remembers every answer.
@@ -87,7 +90,8 @@ func (c *client) nextID() string { return fmt.Sprintf("soak-%d", c.seq.Add(1)) }
 func (c *client) do(ctx context.Context, r req) (string, answer, error) {
 	id := c.nextID()
 	a, elapsed, err := c.send(ctx, id, r)
-	o := outcome{id: id, org: r.org, op: r.op, status: a.status, code: a.code, cold: a.prepared, elapsed: elapsed}
+	o := outcome{id: id, org: r.org, op: r.op, status: a.status, code: a.code, cold: a.prepared, elapsed: elapsed,
+		retryAfter: a.header.Get("Retry-After")}
 	o.rule = ruleFor(a.status, a.code)
 	if e := r.expect; e != nil && e.status == a.status && e.code == a.code {
 		o.rule = e.rule

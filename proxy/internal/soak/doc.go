@@ -1,10 +1,11 @@
 // Package soak is the reliability run behind `make soak` and its 30-second
 // version in `make test`: a mixed load of many orgs and repositories against
 // the real stack (devstack: Postgres, the dev forge, two daemon processes
-// with the pinned gopls, the proxy in-process), faults injected while it
-// runs, a corpus of hostile requests with the contract's answer for each,
-// and, at the end, the invariants that say nothing was lost, nothing was
-// charged twice and nothing leaked.
+// with the pinned gopls and TypeScript, jailed and budgeted as in
+// production, the proxy in-process), faults injected while it runs (down to
+// a daemon's disk budget reached), a corpus of hostile requests with the
+// contract's answer for each, and, at the end, the invariants that say
+// nothing was lost, nothing was charged twice and nothing leaked.
 //
 // Every request carries an X-Request-Id of its own, so the ledger can be
 // held to what the client saw: an answer the contract says reached the

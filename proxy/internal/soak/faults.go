@@ -110,9 +110,7 @@ func (r *run) runFaults(ctx context.Context, start, deadline time.Time) []FaultR
 		{0.45, r.restartPostgres},
 		{0.58, r.slowThenFailingForge},
 		{0.72, r.clientLeaves},
-		{0.80, func(context.Context) FaultResult {
-			return FaultResult{Name: "disk budget reached", Skipped: "not injected yet: the daemon's disk budget (LSP_POOL_MAX_DISK) is newer than this soak"}
-		}},
+		{0.80, r.diskBudget},
 	}
 	for _, s := range steps {
 		at(s.frac)
@@ -144,7 +142,7 @@ func (r *run) languageServers() []int {
 	var out []int
 	for _, pid := range r.daemonPIDs() {
 		for _, k := range descendants(pid) {
-			for _, d := range r.daemons {
+			for _, d := range r.daemonList() {
 				if strings.HasPrefix(exeOf(k), filepath.Join(d.Root, "bin")+string(os.PathSeparator)) {
 					out = append(out, k)
 				}
@@ -205,7 +203,7 @@ func (r *run) hangServer(ctx context.Context) FaultResult {
 
 func (r *run) killDaemon(ctx context.Context) FaultResult {
 	f := FaultResult{Name: "daemon shard killed (-9), restarted 3s later"}
-	d := r.daemons[0]
+	d := r.daemonList()[0]
 	d.Kill()
 	select {
 	case <-time.After(3 * time.Second):

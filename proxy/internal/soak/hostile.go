@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -47,6 +48,10 @@ type hostileCase struct {
 	forge bool
 	// check inspects a matching answer further ("" when fine).
 	check func(answer) string
+	// fresh, when set, makes a new revision before a retry: the attempt a
+	// fault window answered may have prepared the tree, and a warning
+	// found while preparing comes only with the answer that prepared.
+	fresh func(attempt int)
 }
 
 const hostileOrg = "hostile"
@@ -73,7 +78,12 @@ func (r *run) runHostile(ctx context.Context) []HostileResult {
 				res.Note = "no answer: " + err.Error()
 			}
 			if hc.forge && (a.status == 502 || a.status == 503 || a.status == 504) {
-				time.Sleep(time.Second)
+				wait := time.Second
+				if hc.fresh != nil {
+					hc.fresh(res.Attempts)
+					wait += 2 * time.Second // past LSP_FORGE_CACHE_TTL, so the new revision resolves
+				}
+				time.Sleep(wait)
 				continue
 			}
 			break
@@ -102,6 +112,15 @@ func (r *run) hostileCases(ctx context.Context) ([]hostileCase, error) {
 	if _, err := devforge.CreateRepo(st.ForgeRoot, hostileOrg, "plain", goRepo("plain", 0), "plain"); err != nil {
 		return nil, err
 	}
+	if _, err := devforge.CreateRepo(st.ForgeRoot, hostileOrg, "withdep", depRepo(r.goSum), "withdep"); err != nil {
+		return nil, err
+	}
+	locks := r.hostileLockfiles()
+	for name, lf := range locks {
+		if _, err := devforge.CreateRepo(st.ForgeRoot, hostileOrg, name, tsRepo(name, lf[0]), "hostile lockfile"); err != nil {
+			return nil, err
+		}
+	}
 	st.Forge.Grant(forgeToken, hostileOrg+"/*")
 	if err := st.Ledger.Credit(ctx, hostileOrg, 1000, "soak"); err != nil {
 		return nil, err
@@ -110,6 +129,9 @@ func (r *run) hostileCases(ctx context.Context) ([]hostileCase, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.warmMu.Lock()
+	r.hostileTenant = &tenant{org: hostileOrg, jwt: valid, forge: forgeToken}
+	r.warmMu.Unlock()
 	tokens, err := r.badTokens(valid)
 	if err != nil {
 		return nil, err
@@ -222,12 +244,55 @@ func (r *run) hostileCases(ctx context.Context) ([]hostileCase, error) {
 		{name: "binary blob: hover", req: hover("binary", "blob.bin"), status: 422, code: "unsupported_language", rule: rowsOne, forge: true},
 		{name: "binary bytes in a .go file: diagnostics", req: post("diagnostics", map[string]any{"repo": "binary", "path": "blob.go"}), status: 200, rule: rowsOne, forge: true},
 
+		// Language-server output pointing outside the workspace (CONTRACT §4):
+		// gopls answers with a file in GOROOT; the answer names the module
+		// and a module-relative path, never a host path.
+		{name: "definition in GOROOT: external, std module, no host path", req: post("locate", pos("plain", "main.go", 10, 6)), status: 200, rule: rowsOne, forge: true,
+			check: externalIn("std@go", "fmt/print.go", goroot(), r.cfg.Dir)},
+		// … and in the module cache the daemon filled from its mirror.
+		{name: "definition in the module cache: external, module@version, no host path", req: post("locate", pos("withdep", "main.go", 5, 14)), status: 200, rule: rowsOne, forge: true,
+			check: externalIn(depModule+"@"+depVersion, "dep.go", r.cfg.Dir)},
+
 		// Routes.
 		{name: "unknown route", req: post("nope", pos("plain", "main.go", 0, 0)), status: 404, code: "not_found"},
-		// Echo's group catch-all answers an unregistered method as an unknown route.
-		{name: "GET on an operation route", req: with(hover("plain", "main.go"), func(q *req) { q.method = http.MethodGet }), status: 404, code: "not_found"},
+		// A known path with the wrong method: 405 invalid_request, and Allow
+		// says what the path takes (RFC 9110 §15.5.6).
+		{name: "GET on an operation route", req: with(hover("plain", "main.go"), func(q *req) { q.method = http.MethodGet }), status: 405, code: "invalid_request",
+			check: func(a answer) string {
+				if !strings.Contains(a.header.Get("Allow"), http.MethodPost) {
+					return fmt.Sprintf("Allow is %q", a.header.Get("Allow"))
+				}
+				return ""
+			}},
+	}
+	// Hostile lockfiles in TypeScript repositories: the prepare answers,
+	// with a warning saying why the lockfile was refused; no request
+	// leaves (checked at the end: Report.OutsideRequests).
+	for _, name := range sortedKeys(locks) {
+		files := tsRepo(name, locks[name][0])
+		fresh := func(attempt int) {
+			files[fmt.Sprintf("src/retry%d.ts", attempt)] = "export const retry = 1;\n"
+			if _, err := devforge.CreateRepo(st.ForgeRoot, hostileOrg, name, files, "retry"); err != nil {
+				r.cfg.Log.Warn("soak: new revision", "err", err)
+			}
+		}
+		cases = append(cases, hostileCase{name: "package-lock.json " + name + ": prepared, with a warning", req: post("prepare", map[string]any{"repo": name}),
+			status: 200, rule: rowsOne, forge: true, check: warnsOf(locks[name][1]), fresh: fresh})
+	}
+	if r.cfg.TypeScript != "" {
+		cases = append(cases, hostileCase{name: "hover in that TypeScript repository (served)", req: post("hover", pos("lock-outside", "src/add.ts", 1, 17)),
+			status: 200, rule: rowsOne, forge: true})
 	}
 	return cases, nil
+}
+
+// goroot is the Go installation the daemons run with (their PATH's go).
+func goroot() string {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // badTokens makes the identity attacks: a key the proxy never saw, the

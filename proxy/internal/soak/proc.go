@@ -136,3 +136,16 @@ func strays(dir string) []int {
 	}
 	return out
 }
+
+// loadavg is the 1, 5 and 15 minute load averages ("?" when unreadable).
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " / ")
+}

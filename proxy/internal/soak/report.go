@@ -2,6 +2,7 @@ package soak
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -11,6 +12,9 @@ import (
 type Report struct {
 	Config  Config
 	Elapsed time.Duration
+	// LoadStart and LoadEnd are /proc/loadavg (1, 5, 15 minutes) when the
+	// load began and when it ended: the machine is shared.
+	LoadStart, LoadEnd string
 
 	Outcomes []outcome
 	Faults   []FaultResult
@@ -28,8 +32,14 @@ type Report struct {
 	LiveHoldsAtEnd  int
 	HoldsExpired    int
 	Balances        []string
+	ChargedTwice    int // revisions charged more than once (must be 0)
+	RepreparesFree  int // 0¢ prepare rows (reason reprepare): evictions, restarts, failover
 	Reconcile       string
 	ReconcileOK     bool
+
+	// RetryAfterDue counts the 429 and 503 answers, RetryAfterSent those
+	// that carried a valid Retry-After.
+	RetryAfterDue, RetryAfterSent int
 
 	Healthy         bool
 	Before, After   Resources
@@ -39,6 +49,12 @@ type Report struct {
 	DaemonRSSEndKiB int64
 	TreeRSSEndKiB   int64
 	LanguageServers int
+	ServerRSSMaxKiB []int64 // per daemon, its language servers' peak (against Config.MaxRSS)
+
+	Disk *diskFault // the disk budget fault, nil when not injected
+	// OutsideRequests counts requests that reached the npm registry or the
+	// host the hostile lockfiles point at: always 0.
+	OutsideRequests int64
 
 	Failures []string
 }
@@ -62,6 +78,17 @@ func (rep *Report) Markdown() string {
 	}
 	p("| run | %v, %d workers, %d orgs × %d repos (+ the hostile org), %s, under -race |\n",
 		rep.Elapsed.Round(time.Second), rep.Config.Workers, rep.Config.Orgs, rep.Config.Repos, commits)
+	jail := "jailed (bubblewrap)"
+	if rep.Config.Unjailed {
+		jail = "unjailed (LSP_UNJAILED=1)"
+	}
+	langs := "Go (pinned gopls)"
+	if rep.Config.TypeScript != "" {
+		langs += " and TypeScript (pinned typescript-language-server)"
+	}
+	p("| daemons | 2, language servers %s; %s; budgets per daemon: LSP_POOL_MAX_SERVERS=%s, LSP_POOL_MAX_RSS=%s, LSP_POOL_MAX_DISK=%s |\n",
+		jail, langs, bound(int64(rep.Config.MaxServers), func(v int64) string { return fmt.Sprint(v) }), bound(rep.Config.MaxRSS, mibs), bound(rep.Config.MaxDisk, mibs))
+	p("| machine load average (1/5/15 min) | %s at the start, %s at the end (%d cores) |\n", rep.LoadStart, rep.LoadEnd, runtime.NumCPU())
 	p("| requests answered | %d (%.1f/s) |\n", n, float64(n)/secs)
 
 	ok, cold := 0, 0
@@ -90,6 +117,7 @@ func (rep *Report) Markdown() string {
 		errs = append(errs, fmt.Sprintf("%s ×%d", k, codes[k]))
 	}
 	p("| errors by code | %s |\n", strings.Join(errs, ", "))
+	p("| 429 and 503 carrying Retry-After | %d of %d |\n", rep.RetryAfterSent, rep.RetryAfterDue)
 	p("\n| op | n | p50 | p99 | cold n | cold p50 |\n|---|---|---|---|---|---|\n")
 	for _, op := range []string{"hover", "locate", "symbols", "diagnostics", "complete"} {
 		var warm, cl []time.Duration
@@ -125,6 +153,20 @@ func (rep *Report) Markdown() string {
 		p("\nClients that left mid-prepare: %s.\n", strings.Join(s, "; "))
 	}
 
+	if df := rep.Disk; df != nil {
+		p("\n| disk budget (shard d1) | value |\n|---|---|\n")
+		p("| held when the fault began | %s (run budget %s) |\n", mibs(df.UsageBefore), mibs(df.Configured))
+		p("| lowered budget | %s |\n", mibs(df.Budget))
+		p("| workspaces evicted | %d |\n", len(df.Evicted))
+		p("| back under budget | %v after the restart (%s; peak %s) |\n", df.UnderIn, mibs(df.UsageUnder), mibs(df.UsagePeak))
+		p("| when every warm workspace answered again | %s |\n", mibs(df.UsageEnd))
+		p("| evicted workspaces asked again through the proxy (a prepare at their commit) | %d, answered 200: %d |\n", df.Reasked, df.Answered)
+		p("| evicted workspaces with a prepare row since the fault began (ledger) | %d, charged a second time: %d; charged for the first time (written, never charged before): %d |\n", df.Reprepared, df.RepreparedCharged, df.RepreparedFirstCharge)
+		p("| a tree larger than the whole budget (%s, pushed to d1 directly) | %s; d1 then held %s, %d workspaces evicted for it; deleted afterwards: %v (%s) |\n",
+			mibs(df.OversizeBytes), df.OversizeAnswer, mibs(df.OversizeUsage), df.OversizeEvicted, df.OversizeReleased, mibs(df.OversizeAfter))
+		p("| the same through the proxy | 413 tree_too_large: LSP_TREE_MAX_BYTES (%s) is below LSP_POOL_MAX_DISK, see \"many bytes\" below |\n", mibs(treeMaxBytes))
+	}
+
 	refused := 0
 	for _, h := range rep.Hostile {
 		if h.OK {
@@ -139,7 +181,7 @@ func (rep *Report) Markdown() string {
 		}
 		p("| %s | %d %s | %d %s%s | %d |\n", h.Name, h.WantStatus, h.WantCode, h.Status, h.Code, mark, h.Attempts)
 	}
-	p("\n%d of %d hostile inputs got their contract answer.\n", refused, len(rep.Hostile))
+	p("\n%d of %d hostile inputs got their contract answer. Requests that reached the npm registry or the host the hostile lockfiles name: %d.\n", refused, len(rep.Hostile), rep.OutsideRequests)
 
 	p("\n| ledger | expected | written | broken |\n|---|---|---|---|\n")
 	for _, rule := range []rowRule{rowsOne, rowsNone, rowsAtMost1} {
@@ -157,6 +199,8 @@ func (rep *Report) Markdown() string {
 	p("| rows in all | | %d (%d prepare, %d recovered) | |\n", rep.RowsWritten, rep.PrepareRows, rep.RecoveredRows)
 	p("| failed requests with a query row and, recovered later, their prepare row | | %d | |\n", rep.QueryAndPrepare)
 	p("| live holds after the proxy stopped | | %d (expired by waiting: %d) | |\n", rep.LiveHoldsAtEnd, rep.HoldsExpired)
+	p("| revisions charged more than once (grace window, CONTRACT §5) | 0 | %d | %d |\n", rep.ChargedTwice, rep.ChargedTwice)
+	p("| 0¢ re-prepares (evictions, restarts, failover) | | %d | |\n", rep.RepreparesFree)
 	p("| balances | %s | | |\n", strings.Join(rep.Balances, ", "))
 	p("| `lspctl ledger reconcile --margin 0s` | clean | %s | |\n", oneLine(rep.Reconcile))
 
@@ -165,7 +209,14 @@ func (rep *Report) Markdown() string {
 	p("| open files | %d | %d |\n", rep.Before.OpenFiles, rep.After.OpenFiles)
 	p("| child processes | %d | %d (strays: %d) |\n", rep.Before.Children, rep.After.Children, len(rep.Strays))
 	p("| daemon RSS (2 daemons) | max %s | end %s |\n", mib(rep.DaemonRSSMaxKiB), mib(rep.DaemonRSSEndKiB))
-	p("| daemons + language servers RSS | max %s | end %s (%d servers) |\n", mib(rep.TreeRSSMaxKiB), mib(rep.TreeRSSEndKiB), rep.LanguageServers)
+	p("| daemons + language servers RSS | max %s | end %s (%d processes below the daemons) |\n", mib(rep.TreeRSSMaxKiB), mib(rep.TreeRSSEndKiB), rep.LanguageServers)
+	if len(rep.ServerRSSMaxKiB) > 0 {
+		var per []string
+		for i, k := range rep.ServerRSSMaxKiB {
+			per = append(per, fmt.Sprintf("d%d %s", i, mib(k)))
+		}
+		p("| language servers RSS per daemon, against LSP_POOL_MAX_RSS | max %s | budget %s (eviction from 85%%) |\n", strings.Join(per, ", "), bound(rep.Config.MaxRSS, mibs))
+	}
 
 	if rep.OK() {
 		p("\n**Verdict: every invariant held.**\n")
@@ -190,4 +241,12 @@ func mib(kib int64) string { return fmt.Sprintf("%.0f MiB", float64(kib)/1024) }
 func oneLine(s string) string {
 	s = strings.ReplaceAll(s, "\n", "; ")
 	return strings.ReplaceAll(s, "|", "\\|")
+}
+
+// bound renders a budget, or "none" when unset.
+func bound(v int64, f func(int64) string) string {
+	if v <= 0 {
+		return "none"
+	}
+	return f(v)
 }

@@ -36,8 +36,30 @@ type Config struct {
 	Hostile     bool // send the hostile corpus
 	// PrepareTimeout is LSP_PREPARE_TIMEOUT; live holds last twice this plus a minute.
 	PrepareTimeout time.Duration
-	Log            *slog.Logger
+	// Unjailed runs the daemons with LSP_UNJAILED=1; by default every
+	// language server runs in the jail, as in production.
+	Unjailed bool
+	// TypeScript is the pinned TypeScript install (.bin/ts); "" serves Go
+	// only (the TypeScript repositories of the corpus are then prepared
+	// without a server for their files).
+	TypeScript string
+	// Each daemon's budgets (LSP_POOL_MAX_SERVERS, LSP_POOL_MAX_RSS,
+	// LSP_POOL_MAX_DISK, bytes); 0 takes the default, negative sets none.
+	MaxServers int
+	MaxRSS     int64
+	MaxDisk    int64
+	Log        *slog.Logger
 }
+
+// Default budgets per daemon: the ordinary load fits them (so the disk
+// fault, not the load, is what reaches the disk budget), old revisions'
+// servers are evicted, and the tree bound of the proxy stays below the
+// disk budget (a tree larger than the whole budget is refused with 413).
+const (
+	defaultMaxServers = 16
+	defaultMaxRSS     = 2 << 30
+	defaultMaxDisk    = 256 << 20
+)
 
 // orgBalances are the orgs' credits in cents, cycled: rich orgs, one that can
 // pay for two prepares, one for one, and one with nothing (its cold requests
@@ -60,6 +82,15 @@ func (c *Config) defaults() {
 	if c.PrepareTimeout == 0 {
 		c.PrepareTimeout = 20 * time.Second
 	}
+	if c.MaxServers == 0 {
+		c.MaxServers = defaultMaxServers
+	}
+	if c.MaxRSS == 0 {
+		c.MaxRSS = defaultMaxRSS
+	}
+	if c.MaxDisk == 0 {
+		c.MaxDisk = defaultMaxDisk
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -74,23 +105,36 @@ type tenant struct {
 
 // run is the state of one soak run.
 type run struct {
-	cfg     Config
-	stack   *devstack.Stack
-	daemons []*devstack.Daemon
-	forge   *forgeFaults
-	client  *client
-	tenants []*tenant
+	cfg   Config
+	stack *devstack.Stack
+	// daemons are the two shards; the disk fault replaces d1 (restarted
+	// with another budget) while the sampler reads them: daemonList.
+	daemonsMu sync.Mutex
+	daemons   []*devstack.Daemon
+	forge     *forgeFaults
+	client    *client
+	// npm is the dependency registry the daemons are configured with, and
+	// outside a host the hostile lockfiles point at: neither may ever be
+	// asked for anything (lockfiles are validated, never installed).
+	npm, outside *countingServer
+	goMirror     string // LSP_DEPS_GO_PROXY (file://), serving depModule
+	goSum        string // go.sum lines of a repository requiring depModule
+	tenants      []*tenant
 
 	warmMu sync.Mutex
 	warm   map[[2]string]string // (org, repo) → a commit that answered 200
+	// hostileTenant is the hostile corpus's org, once seeded (warmMu).
+	hostileTenant *tenant
 
 	faults  []FaultResult
 	hostile []HostileResult
 	leavers []string // request ids of clients that left mid-prepare
 
 	rssMu        sync.Mutex
-	daemonRSSMax int64 // KiB, daemons alone
-	treeRSSMax   int64 // KiB, daemons and their language servers
+	daemonRSSMax int64   // KiB, daemons alone
+	treeRSSMax   int64   // KiB, daemons and their language servers
+	serverRSSMax []int64 // KiB, per daemon: its language servers (what LSP_POOL_MAX_RSS bounds)
+	disk         *diskFault
 }
 
 // Run brings a stack up in cfg.Dir, soaks it and tears it down. The report
@@ -99,7 +143,10 @@ type run struct {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	before := snapshot()
-	r := &run{cfg: cfg, forge: newForgeFaults(), warm: map[[2]string]string{}}
+	r := &run{cfg: cfg, forge: newForgeFaults(), warm: map[[2]string]string{},
+		npm: newCountingServer(), outside: newCountingServer(), serverRSSMax: make([]int64, 2)}
+	defer r.npm.Close()
+	defer r.outside.Close()
 	rep := &Report{Config: cfg, Before: before}
 	err := r.start(ctx)
 	if err == nil {
@@ -123,6 +170,12 @@ func (r *run) start(ctx context.Context) error {
 	if err := os.Chmod(cfg.Dir, 0o755); err != nil {
 		return err
 	}
+	mirror := filepath.Join(cfg.Dir, "gomirror")
+	sum, err := writeGoMirror(mirror)
+	if err != nil {
+		return fmt.Errorf("go module mirror: %w", err)
+	}
+	r.goMirror, r.goSum = "file://"+mirror, sum
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	var addrs []string
@@ -130,10 +183,13 @@ func (r *run) start(ctx context.Context) error {
 		dir := filepath.Join(cfg.Dir, fmt.Sprintf("d%d", i))
 		addr := "unix://" + filepath.Join(dir, "daemon.sock")
 		d, err := devstack.StartDaemon(sctx, devstack.DaemonOptions{
-			Bin: cfg.DaemonBin, Dir: dir, Listen: addr, Servers: devstack.Options{Gopls: cfg.Gopls},
+			Bin: cfg.DaemonBin, Dir: dir, Listen: addr, Env: r.daemonEnv(cfg.MaxDisk),
+			Servers: devstack.Options{Gopls: cfg.Gopls, TypeScript: cfg.TypeScript, Unjailed: cfg.Unjailed},
 		})
 		if d != nil {
+			r.daemonsMu.Lock()
 			r.daemons = append(r.daemons, d)
+			r.daemonsMu.Unlock()
 		}
 		if err != nil {
 			return fmt.Errorf("start daemon %d: %w", i, err)
@@ -162,6 +218,17 @@ func (r *run) start(ctx context.Context) error {
 	r.stack = st
 	r.client = newClient(st.ProxyURL)
 	return r.seed(ctx)
+}
+
+// daemonEnv is a daemon's budgets (disk: maxDisk) and dependency registry.
+func (r *run) daemonEnv(maxDisk int64) map[string]string {
+	env := map[string]string{"LSP_DEPS_NPM_REGISTRY": r.npm.URL + "/", "LSP_DEPS_GO_PROXY": r.goMirror}
+	for k, v := range map[string]int64{"LSP_POOL_MAX_SERVERS": int64(r.cfg.MaxServers), "LSP_POOL_MAX_RSS": r.cfg.MaxRSS, "LSP_POOL_MAX_DISK": maxDisk} {
+		if v > 0 {
+			env[k] = fmt.Sprint(v)
+		}
+	}
+	return env
 }
 
 // seed creates the orgs, their repositories, tokens and credits.
@@ -195,7 +262,7 @@ func (r *run) stop() {
 	if r.stack != nil {
 		r.stack.Stop()
 	}
-	for _, d := range r.daemons {
+	for _, d := range r.daemonList() {
 		d.Stop()
 	}
 	if r.client != nil {
@@ -245,6 +312,7 @@ func (r *run) markWarm(t *tenant, repo, commit string) {
 // soak runs the load, the faults and the corpus, then the end checks.
 func (r *run) soak(ctx context.Context, rep *Report) error {
 	start := time.Now()
+	rep.LoadStart = loadavg()
 	deadline := start.Add(r.cfg.Duration)
 	var faultsDone atomic.Bool
 	var sent atomic.Int64
@@ -345,6 +413,7 @@ func (r *run) soak(ctx context.Context, rep *Report) error {
 	faultsDone.Store(true)
 	waitDone(&wg, stopLoad, deadline.Sub(start)+2*time.Minute)
 	rep.Elapsed = time.Since(start)
+	rep.LoadEnd = loadavg()
 	stopAux()
 	aux.Wait()
 
@@ -359,7 +428,10 @@ func (r *run) soak(ctx context.Context, rep *Report) error {
 	r.sampleRSS()
 	r.rssMu.Lock()
 	rep.DaemonRSSMaxKiB, rep.TreeRSSMaxKiB = r.daemonRSSMax, r.treeRSSMax
+	rep.ServerRSSMaxKiB = append([]int64(nil), r.serverRSSMax...)
 	r.rssMu.Unlock()
+	rep.Disk = r.disk
+	rep.OutsideRequests = r.npm.Count() + r.outside.Count()
 	rep.DaemonRSSEndKiB, rep.TreeRSSEndKiB, rep.LanguageServers = r.daemonRSS()
 	rep.Outcomes = r.client.outcomes
 	rep.Faults, rep.Hostile, rep.Leavers = r.faults, r.hostile, r.leavers
@@ -429,6 +501,11 @@ func (r *run) tenantOf(org string) *tenant {
 			return t
 		}
 	}
+	r.warmMu.Lock()
+	defer r.warmMu.Unlock()
+	if h := r.hostileTenant; h != nil && h.org == org {
+		return h
+	}
 	return nil
 }
 
@@ -437,11 +514,12 @@ func (r *run) tenantOf(org string) *tenant {
 func (r *run) daemonPIDs() []int {
 	var out []int
 	me := os.Getpid()
+	ds := r.daemonList()
 	for _, p := range processes() {
 		if p.ppid != me {
 			continue
 		}
-		for _, d := range r.daemons {
+		for _, d := range ds {
 			if environHas(p.pid, "LSP_DAEMON_ROOT="+d.Root) {
 				out = append(out, p.pid)
 			}
@@ -450,23 +528,61 @@ func (r *run) daemonPIDs() []int {
 	return out
 }
 
+func (r *run) daemonList() []*devstack.Daemon {
+	r.daemonsMu.Lock()
+	defer r.daemonsMu.Unlock()
+	return append([]*devstack.Daemon(nil), r.daemons...)
+}
+
 func (r *run) daemonRSS() (daemons, tree int64, servers int) {
-	for _, pid := range r.daemonPIDs() {
-		daemons += rssKiB(pid)
-		tree += rssKiB(pid)
-		for _, k := range descendants(pid) {
-			tree += rssKiB(k)
-			servers++
-		}
+	d, t, servers := r.daemonRSSBy()
+	for i := range d {
+		daemons += d[i]
+		tree += d[i] + t[i]
 	}
 	return daemons, tree, servers
 }
 
+// daemonRSSBy measures each daemon (by index): its own resident set and
+// the sum over its descendants (language servers, and the jail's
+// launchers around them), and counts the descendants.
+func (r *run) daemonRSSBy() (own, servers []int64, n int) {
+	ds := r.daemonList()
+	own, servers = make([]int64, len(ds)), make([]int64, len(ds))
+	me := os.Getpid()
+	for _, p := range processes() {
+		if p.ppid != me {
+			continue
+		}
+		for i, d := range ds {
+			if !environHas(p.pid, "LSP_DAEMON_ROOT="+d.Root) {
+				continue
+			}
+			own[i] += rssKiB(p.pid)
+			for _, k := range descendants(p.pid) {
+				servers[i] += rssKiB(k)
+				n++
+			}
+		}
+	}
+	return own, servers, n
+}
+
 func (r *run) sampleRSS() {
-	d, t, _ := r.daemonRSS()
+	d, t, _ := r.daemonRSSBy()
+	var own, tree int64
+	for i := range d {
+		own += d[i]
+		tree += d[i] + t[i]
+	}
 	r.rssMu.Lock()
-	r.daemonRSSMax = max(r.daemonRSSMax, d)
-	r.treeRSSMax = max(r.treeRSSMax, t)
+	r.daemonRSSMax = max(r.daemonRSSMax, own)
+	r.treeRSSMax = max(r.treeRSSMax, tree)
+	for i := range t {
+		if i < len(r.serverRSSMax) {
+			r.serverRSSMax[i] = max(r.serverRSSMax[i], t[i])
+		}
+	}
 	r.rssMu.Unlock()
 }
 

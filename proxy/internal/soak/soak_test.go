@@ -30,6 +30,32 @@ func findGopls(t *testing.T) string {
 	return ""
 }
 
+// findTypeScript is the pinned TypeScript install make test passes
+// (LSP_TEST_TYPESCRIPT, or the Makefile's .bin/ts); "" when absent, and the
+// soak then serves Go only (the lockfile cases still run: the daemon checks
+// lockfiles whatever languages it serves).
+func findTypeScript(t *testing.T) string {
+	for _, p := range []string{os.Getenv("LSP_TEST_TYPESCRIPT"), "../../../.bin/ts"} {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(abs, "node_modules", "typescript-language-server", "lib", "cli.mjs")); err == nil && nodeOnPath() {
+			return abs
+		}
+	}
+	t.Log("TypeScript not installed (make deps): the soak serves Go only")
+	return ""
+}
+
+func nodeOnPath() bool {
+	_, err := exec.LookPath("node")
+	return err == nil
+}
+
 // TestSoak is the 30-second soak: the mixed load with every fault and the
 // hostile corpus, asserting invariants only — no lost or double rows, a
 // clean reconcile, contract codes only, every hostile input refused as the
@@ -66,6 +92,7 @@ func TestSoak(t *testing.T) {
 		Dir: filepath.Join(dir, "run"), DaemonBin: daemonBin, Gopls: gopls,
 		Duration: 30 * time.Second, Workers: 4, Orgs: 4, Repos: 2,
 		Faults: true, Hostile: true, PrepareTimeout: 10 * time.Second, Log: log,
+		TypeScript: findTypeScript(t),
 	})
 	if rep != nil {
 		t.Logf("soak report:\n%s", rep.Markdown())
