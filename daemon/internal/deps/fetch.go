@@ -65,10 +65,12 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	// The deadline starts once the home is ours: a second commit of the
+	// repository waiting for the first one's phase gets its whole time.
 	unlock := f.lock(ws.Home)
 	defer unlock()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 
 	w := &warnings{}
 	// One download budget for the whole phase, npm and Go together.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha512"
 	"encoding/base64"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -323,5 +324,37 @@ func TestInstallPartial(t *testing.T) {
 		if strings.Contains(s, ws.Root) || strings.Contains(s, r.url.Host) {
 			t.Fatalf("warning %q shows a host path or the registry", s)
 		}
+	}
+}
+
+// TestExtractChargesEntries: files and directories cost a block each
+// beyond their bytes, so a tarball of empty entries cannot fill a disk or
+// its inodes for free; and a refused tarball gives the phase's budget back,
+// so one hostile package does not starve the others.
+func TestExtractChargesEntries(t *testing.T) {
+	var empties []tarEntry
+	for i := range 64 {
+		empties = append(empties, tarEntry{name: fmt.Sprintf("package/d%d/", i), typ: tar.TypeDir}, tarEntry{name: fmt.Sprintf("package/d%d/e", i)})
+	}
+	left := &atomic.Int64{}
+	left.Store(1 << 20)
+	// 128 entries of 0 bytes, but 512 KiB of blocks: over a 256 KiB bound.
+	err := extractTarball(bytes.NewReader(tgz(t, empties...)), t.TempDir(), tarLimits{maxBytes: 256 << 10, left: left})
+	if err == nil || !strings.Contains(err.Error(), "over the size bound") {
+		t.Fatalf("empty entries over the bound: %v", err)
+	}
+	if left.Load() != 1<<20 {
+		t.Fatalf("a refused tarball kept %d bytes of the phase's budget", 1<<20-left.Load())
+	}
+	// The same within the bound is extracted, and charged.
+	dir := t.TempDir()
+	if err := extractTarball(bytes.NewReader(tgz(t, empties...)), dir, tarLimits{maxBytes: 1 << 20, left: left}); err != nil {
+		t.Fatal(err)
+	}
+	if used := 1<<20 - left.Load(); used != 128*entryCost {
+		t.Fatalf("charged %d bytes for 128 empty entries, want %d", used, 128*entryCost)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "d63", "e")); err != nil {
+		t.Fatal(err)
 	}
 }

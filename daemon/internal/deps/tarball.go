@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,12 @@ const (
 	maxTarDepth   = 64
 	maxTarName    = 1024
 )
+
+// entryCost is what one file or directory costs on disk beyond its bytes
+// (at least a block and an inode), charged against the size bounds so that
+// a tarball of empty files and directories cannot fill a disk, or its
+// inodes, for free.
+const entryCost = 4096
 
 // errTarball is a tarball the phase refuses to extract; its message says
 // why, in terms of the archive only.
@@ -41,7 +48,7 @@ type tarLimits struct {
 // bounds refuse the whole tarball (the caller discards dir). Nothing is
 // ever made outside dir: every directory is created one level at a time
 // below it, never through a link.
-func extractTarball(r io.Reader, dir string, lim tarLimits) error {
+func extractTarball(r io.Reader, dir string, lim tarLimits) (err error) {
 	zr, err := gzip.NewReader(r)
 	if err != nil {
 		return fmt.Errorf("%w: not gzip", errTarball)
@@ -49,6 +56,23 @@ func extractTarball(r io.Reader, dir string, lim tarLimits) error {
 	defer zr.Close()
 	tr := tar.NewReader(zr)
 	var total int64
+	// charge counts n bytes against this tarball's bound and the phase's;
+	// a refused tarball (the caller discards dir) gives the phase's back.
+	charge := func(n int64) error {
+		if n > lim.maxBytes-total {
+			return fmt.Errorf("%w: over the size bound", errTarball)
+		}
+		total += n
+		if lim.left != nil && lim.left.Add(-n) < 0 {
+			return fmt.Errorf("%w: over the size bound", errTarball)
+		}
+		return nil
+	}
+	defer func() {
+		if err != nil && lim.left != nil {
+			lim.left.Add(total)
+		}
+	}()
 	made := map[string]bool{"": true}
 	buf := make([]byte, 32<<10)
 	for n := 0; ; n++ {
@@ -79,20 +103,19 @@ func extractTarball(r io.Reader, dir string, lim tarLimits) error {
 			continue // the stripped top directory itself, or a file beside it
 		}
 		if h.Typeflag == tar.TypeDir {
-			if err := mkdirUnder(dir, rel, made); err != nil {
+			if err := mkdirUnder(dir, rel, made, charge); err != nil {
 				return err
 			}
 			continue
 		}
-		if h.Size < 0 || h.Size > lim.maxBytes-total {
+		if h.Size < 0 {
 			return fmt.Errorf("%w: over the size bound", errTarball)
 		}
-		if lim.left != nil && lim.left.Add(-h.Size) < 0 {
-			return fmt.Errorf("%w: over the size bound", errTarball)
+		if err := charge(min(h.Size, math.MaxInt64-entryCost) + entryCost); err != nil {
+			return err
 		}
-		total += h.Size
 		parent, _ := splitLast(rel)
-		if err := mkdirUnder(dir, parent, made); err != nil {
+		if err := mkdirUnder(dir, parent, made, charge); err != nil {
 			return err
 		}
 		if made[rel] {
@@ -141,13 +164,17 @@ func splitLast(rel string) (string, string) {
 }
 
 // mkdirUnder makes rel's directories below dir one at a time, each a new
-// directory or one this extraction made, so none is a link or a file.
-func mkdirUnder(dir, rel string, made map[string]bool) error {
+// directory or one this extraction made, so none is a link or a file, and
+// charges each one it makes.
+func mkdirUnder(dir, rel string, made map[string]bool, charge func(int64) error) error {
 	if made[rel] {
 		return nil
 	}
 	parent, _ := splitLast(rel)
-	if err := mkdirUnder(dir, parent, made); err != nil {
+	if err := mkdirUnder(dir, parent, made, charge); err != nil {
+		return err
+	}
+	if err := charge(entryCost); err != nil {
 		return err
 	}
 	err := os.Mkdir(filepath.Join(dir, filepath.FromSlash(rel)), 0o700)

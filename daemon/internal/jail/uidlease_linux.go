@@ -59,6 +59,9 @@ func leaseUIDs(dir string, base, count uint32, fixed bool) (*uidLease, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("uid lease directory: %w", err)
 	}
+	if err := checkLeaseDir(dir); err != nil {
+		return nil, err
+	}
 	for start := uint64(base); start+uint64(count) <= 1<<31; start += uint64(count) {
 		f, holder, err := tryLease(dir, uint32(start), count)
 		if err != nil {
@@ -121,7 +124,8 @@ func parseLeaseFile(name string) (base, count uint32, ok bool) {
 // the range, or one overlapping it, is held by someone else.
 func tryLease(dir string, base, count uint32) (*os.File, string, error) {
 	p := leaseFile(dir, base, count)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	// Never through a link: the daemon writes this file as root.
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, "", fmt.Errorf("uid lease %s: %w", p, err)
 	}
@@ -172,4 +176,24 @@ func holderOf(p string) string {
 		return s
 	}
 	return "a daemon"
+}
+
+// checkLeaseDir refuses a lease directory that someone other than the
+// daemon's user could write into: its lock files are written as that user
+// (root), and whoever can add entries there could plant links or hold
+// every range.
+func checkLeaseDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("uid lease directory: %w", err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("uid lease directory %s is not a directory", dir)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("uid lease directory %s belongs to uid %d, not this daemon's", dir, st.Uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("uid lease directory %s is writable by group or others", dir)
+	}
+	return nil
 }

@@ -100,8 +100,11 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	// Servers start offline, so what they may resolve must be beside the
 	// tree before it is published: no query, on this proxy or another,
 	// can reach the workspace before its dependencies are in place.
+	// The phase runs to its own deadline (LSP_DEPS_TIMEOUT) even when the
+	// push's stream ends under it, as the prepare itself does: a tree is
+	// published only with a phase that ran, never one a caller cut short.
 	var warnings []string
-	fetchDeps := func(ws runtime.Workspace) { warnings = s.Deps.Fetch(ctx, ws) }
+	fetchDeps := func(ws runtime.Workspace) { warnings = s.Deps.Fetch(context.WithoutCancel(ctx), ws) }
 	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body, fetchDeps)
 	if err != nil {
 		if !errors.Is(err, workspace.ErrInvalid) && !errors.Is(err, pool.ErrTreeOverBudget) {
