@@ -117,6 +117,8 @@ type Workspace struct {
 	// docs caches the files queries open: a tree never changes under its
 	// commit, so each file is read and hashed once.
 	docs sync.Map // repo-relative path → *Document
+	// derived caches what other packages compute from the tree (Derived).
+	derived sync.Map
 }
 
 // Document is one file of a workspace's tree, as servers see it.
@@ -133,6 +135,19 @@ var ErrNoDocument = errors.New("no such file in this revision")
 
 // ErrDocumentTooLarge is returned for a file over the size bound.
 var ErrDocumentTooLarge = errors.New("the file is too large to open")
+
+// Derived returns the value cached under key for w, computing it with f
+// the first time. A published tree, and what the dependency phase
+// published with it, never change under their commit, so a value derived
+// from them (the query runner's external roots and anchor documents)
+// lives exactly as long as the workspace.
+func (w *Workspace) Derived(key any, f func() any) any {
+	if v, ok := w.derived.Load(key); ok {
+		return v
+	}
+	v, _ := w.derived.LoadOrStore(key, f())
+	return v
+}
 
 // Document returns the tree file at rel, read once. Trees hold only regular
 // files and rel was validated, so a plain read under the tree is safe.

@@ -25,24 +25,19 @@ var errAnchorFound = errors.New("found")
 // order, outside node_modules and hidden directories) gives it the
 // project. A workspace without such a file needs no anchor.
 func (r *Runner) anchorDocument(ctx context.Context, w *pool.Workspace, spec *pool.Spec, client *lsp.Client, pol uri.Policy) error {
-	key := w.Dir + "\x00" + spec.ID
-	rel, ok := r.anchors.Load(key)
-	if !ok {
-		rel = findAnchor(w.Dir, spec.Extensions)
-		r.anchors.Store(key, rel)
-	}
+	rel := w.Derived(anchorKey{spec.ID}, func() any { return findAnchor(w.Dir, spec.Extensions) }).(string)
 	if rel == "" {
 		return nil
 	}
-	u := lsp.DocumentURI(pol.FileURI(rel.(string)))
+	u := lsp.DocumentURI(pol.FileURI(rel))
 	if client.IsOpen(u) {
 		return nil
 	}
-	doc, err := w.Document(rel.(string), r.MaxDocument)
+	doc, err := w.Document(rel, r.MaxDocument)
 	if err != nil {
 		return nil // an unreadable anchor is no anchor
 	}
-	return client.DidOpen(ctx, u, spec.LanguageID(rel.(string)), string(doc.Text))
+	return client.DidOpen(ctx, u, spec.LanguageID(rel), string(doc.Text))
 }
 
 // findAnchor is the first file under root, in path order, whose extension

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
@@ -34,8 +33,18 @@ type Runner struct {
 	Externals Externals
 	// MaxDocument bounds the size of a file opened in a server.
 	MaxDocument int64
+}
 
-	anchors sync.Map // workspace dir + spec ID → repo-relative anchor document ("" for none)
+// externalsKey and anchorKey name the runner's values in pool.Workspace.Derived.
+type (
+	externalsKey struct{}
+	anchorKey    struct{ spec string }
+)
+
+// externals are w's external roots, computed once per workspace: the npm
+// index behind them is read and parsed only then.
+func (r *Runner) externals(w *pool.Workspace) []uri.External {
+	return w.Derived(externalsKey{}, func() any { return r.Externals(w) }).([]uri.External)
 }
 
 // toolFor maps each operation to the negotiated tool it needs.
@@ -117,7 +126,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		return fail(daemonv1.Status_STATUS_CURSOR_EXPIRED, "the language server restarted since the cursor was issued")
 	}
 
-	pol := uri.Policy{Root: w.Dir, Externals: r.Externals(w)}
+	pol := uri.Policy{Root: w.Dir, Externals: r.externals(w)}
 	c := &converter{pol: pol}
 	resp := &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_OK}
 	u := lsp.DocumentURI(pol.FileURI(rel))
