@@ -65,14 +65,20 @@ func daemonError(err error) error {
 	case codes.Canceled:
 		// The caller's context ended: the client went away.
 		return apierr.Wrap(err, 499, apierr.Timeout, "the client closed the request")
-	case codes.ResourceExhausted:
-		// Only a push is refused so: the tree alone is larger than the
-		// daemon's whole disk budget, and would be on any retry.
-		return apierr.Wrap(err, http.StatusRequestEntityTooLarge, apierr.TreeTooLarge, "the tree is larger than the daemon can hold")
 	}
 	e := apierr.Wrap(err, http.StatusServiceUnavailable, apierr.DaemonUnavailable, "the daemon is unavailable")
 	e.RetryAfter = 2e9
 	return e
+}
+
+// pushError maps a failed push. The daemon refuses a tree larger than its
+// whole disk budget with ResourceExhausted (as gRPC would a push message
+// over its size bound): too large on any retry, so 413, not 503.
+func pushError(err error) error {
+	if status.Code(err) == codes.ResourceExhausted {
+		return apierr.Wrap(err, http.StatusRequestEntityTooLarge, apierr.TreeTooLarge, "the tree is larger than the daemon can hold")
+	}
+	return daemonError(err)
 }
 
 // ledgerError maps a ledger failure.

@@ -409,7 +409,7 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (
 			}
 			release()
 		}
-		return nil, daemonError(err)
+		return nil, pushError(err)
 	}
 	if !resp.GetPrepared() || resp.GetPrepareId() != prepareID {
 		release()
