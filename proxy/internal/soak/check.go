@@ -328,9 +328,15 @@ func (rep *Report) check() {
 			fail("disk budget: an evicted workspace did not answer again: %s", u)
 		}
 		// A tree larger than the whole budget is refused before a byte is
-		// written (413 through the proxy), evicting nothing for it.
-		if df.OversizeBytes > 0 && (!strings.Contains(df.OversizeAnswer, "ResourceExhausted") || df.OversizeEvicted > 0) {
+		// written (413 through the proxy). Evictions meanwhile are the
+		// lowered budget's, which the daemon enforces under the load.
+		if df.OversizeBytes > 0 && !strings.Contains(df.OversizeAnswer, "(ResourceExhausted)") {
 			fail("disk budget: a tree over the whole budget: %s", df.oversizeNote())
+		}
+	}
+	for i, k := range rep.PoolChargedMaxKiB {
+		if max := rep.Config.MaxRSS; max > 0 && k<<10 > max {
+			fail("memory: the kernel charged d%d's jails %s, over LSP_POOL_MAX_RSS %s", i, mib(k), mibs(max))
 		}
 	}
 	if !rep.Healthy {

@@ -266,7 +266,7 @@ func (df *diskFault) oversizeNote() string {
 	if df.OversizeBytes == 0 {
 		return "no oversize tree pushed"
 	}
-	return fmt.Sprintf("a %s tree pushed to d1 directly (over its whole %s budget): %s, d1 then held %s after evicting %d workspaces, %s once it was deleted",
+	return fmt.Sprintf("a %s tree pushed to d1 directly (over its whole %s budget): %s, d1 then held %s (%d workspaces evicted meanwhile), %s once it was deleted",
 		mibs(df.OversizeBytes), mibs(df.Budget), df.OversizeAnswer, mibs(df.OversizeUsage), df.OversizeEvicted, mibs(df.OversizeAfter))
 }
 

@@ -1,9 +1,11 @@
 package soak
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -148,4 +150,53 @@ func loadavg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " / ")
+}
+
+// notePoolCharge records the high-water mark of the memory cgroup that
+// holds every jail of the daemon at pid (the jail names it
+// lsp-jail-<pid>-<n> under the daemon's own memory cgroup), when it has
+// one. VmRSS sums count a page the servers share once per process; this
+// is what the kernel holds to LSP_POOL_MAX_RSS.
+func (r *run) notePoolCharge(i, pid int) {
+	peak := poolChargedKiB(pid)
+	r.rssMu.Lock()
+	defer r.rssMu.Unlock()
+	if i < len(r.poolChargedMax) {
+		r.poolChargedMax[i] = max(r.poolChargedMax[i], peak)
+	}
+}
+
+func poolChargedKiB(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return 0
+	}
+	var dir, file string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		switch {
+		case slices.Contains(strings.Split(f[1], ","), "memory"):
+			dir, file = filepath.Join("/sys/fs/cgroup/memory", f[2]), "memory.max_usage_in_bytes"
+		case f[0] == "0" && f[1] == "" && dir == "":
+			dir, file = filepath.Join("/sys/fs/cgroup", f[2]), "memory.peak"
+		}
+	}
+	if dir == "" {
+		return 0
+	}
+	pools, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("lsp-jail-%d-*", pid)))
+	var peak int64
+	for _, p := range pools {
+		v, err := os.ReadFile(filepath.Join(p, file))
+		if err != nil {
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64); err == nil {
+			peak = max(peak, n>>10)
+		}
+	}
+	return peak
 }

@@ -50,6 +50,10 @@ type Report struct {
 	TreeRSSEndKiB   int64
 	LanguageServers int
 	ServerRSSMaxKiB []int64 // per daemon, its language servers' peak (against Config.MaxRSS)
+	// PoolChargedMaxKiB is, per daemon, the kernel's high-water mark of the
+	// memory cgroup that holds every jail (what LSP_POOL_MAX_RSS bounds
+	// hard); nil when the daemons have no such cgroup (unjailed).
+	PoolChargedMaxKiB []int64
 
 	Disk *diskFault // the disk budget fault, nil when not injected
 	// OutsideRequests counts requests that reached the npm registry or the
@@ -162,9 +166,9 @@ func (rep *Report) Markdown() string {
 		p("| when every warm workspace answered again | %s |\n", mibs(df.UsageEnd))
 		p("| evicted workspaces asked again through the proxy (a prepare at their commit) | %d, answered 200: %d |\n", df.Reasked, df.Answered)
 		p("| evicted workspaces with a prepare row since the fault began (ledger) | %d, charged a second time: %d; charged for the first time (written, never charged before): %d |\n", df.Reprepared, df.RepreparedCharged, df.RepreparedFirstCharge)
-		p("| a tree larger than the whole budget (%s, pushed to d1 directly) | %s; d1 then held %s, %d workspaces evicted for it; deleted afterwards: %v (%s) |\n",
+		p("| a tree larger than the whole budget (%s, pushed to d1 directly) | %s; d1 then held %s (%d workspaces evicted meanwhile by the lowered budget); deleted afterwards: %v (%s) |\n",
 			mibs(df.OversizeBytes), df.OversizeAnswer, mibs(df.OversizeUsage), df.OversizeEvicted, df.OversizeReleased, mibs(df.OversizeAfter))
-		p("| the same through the proxy | 413 tree_too_large: LSP_TREE_MAX_BYTES (%s) is below LSP_POOL_MAX_DISK, see \"many bytes\" below |\n", mibs(treeMaxBytes))
+		p("| the same through the proxy | 413 tree_too_large (the proxy maps the refusal so; here LSP_TREE_MAX_BYTES, %s, answers first, see \"many bytes\" below) |\n", mibs(treeMaxBytes))
 	}
 
 	refused := 0
@@ -215,7 +219,14 @@ func (rep *Report) Markdown() string {
 		for i, k := range rep.ServerRSSMaxKiB {
 			per = append(per, fmt.Sprintf("d%d %s", i, mib(k)))
 		}
-		p("| language servers RSS per daemon, against LSP_POOL_MAX_RSS | max %s | budget %s (eviction from 85%%) |\n", strings.Join(per, ", "), bound(rep.Config.MaxRSS, mibs))
+		p("| language servers RSS per daemon, against LSP_POOL_MAX_RSS | max %s | budget %s (eviction from 85%%; a sum of VmRSS, which counts pages the servers share once per process) |\n", strings.Join(per, ", "), bound(rep.Config.MaxRSS, mibs))
+	}
+	if len(rep.PoolChargedMaxKiB) > 0 {
+		var per []string
+		for i, k := range rep.PoolChargedMaxKiB {
+			per = append(per, fmt.Sprintf("d%d %s", i, mib(k)))
+		}
+		p("| memory the kernel charged to each daemon's jails (pool cgroup high-water mark) | max %s | budget %s (the kernel's limit) |\n", strings.Join(per, ", "), bound(rep.Config.MaxRSS, mibs))
 	}
 
 	if rep.OK() {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hanzoai/lsp/proxy/internal/devforge"
 	"github.com/hanzoai/lsp/proxy/internal/devstack"
+	"slices"
 )
 
 // Config is one soak run.
@@ -134,7 +135,10 @@ type run struct {
 	daemonRSSMax int64   // KiB, daemons alone
 	treeRSSMax   int64   // KiB, daemons and their language servers
 	serverRSSMax []int64 // KiB, per daemon: its language servers (what LSP_POOL_MAX_RSS bounds)
-	disk         *diskFault
+	// poolChargedMax is, per daemon, the high-water mark of its jails'
+	// memory cgroup (KiB; the kernel's count, each page once).
+	poolChargedMax []int64
+	disk           *diskFault
 }
 
 // Run brings a stack up in cfg.Dir, soaks it and tears it down. The report
@@ -144,7 +148,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	before := snapshot()
 	r := &run{cfg: cfg, forge: newForgeFaults(), warm: map[[2]string]string{},
-		npm: newCountingServer(), outside: newCountingServer(), serverRSSMax: make([]int64, 2)}
+		npm: newCountingServer(), outside: newCountingServer(), serverRSSMax: make([]int64, 2), poolChargedMax: make([]int64, 2)}
 	defer r.npm.Close()
 	defer r.outside.Close()
 	rep := &Report{Config: cfg, Before: before}
@@ -429,6 +433,9 @@ func (r *run) soak(ctx context.Context, rep *Report) error {
 	r.rssMu.Lock()
 	rep.DaemonRSSMaxKiB, rep.TreeRSSMaxKiB = r.daemonRSSMax, r.treeRSSMax
 	rep.ServerRSSMaxKiB = append([]int64(nil), r.serverRSSMax...)
+	if slices.ContainsFunc(r.poolChargedMax, func(k int64) bool { return k > 0 }) {
+		rep.PoolChargedMaxKiB = append([]int64(nil), r.poolChargedMax...)
+	}
 	r.rssMu.Unlock()
 	rep.Disk = r.disk
 	rep.OutsideRequests = r.npm.Count() + r.outside.Count()
@@ -559,6 +566,7 @@ func (r *run) daemonRSSBy() (own, servers []int64, n int) {
 				continue
 			}
 			own[i] += rssKiB(p.pid)
+			r.notePoolCharge(i, p.pid)
 			for _, k := range descendants(p.pid) {
 				servers[i] += rssKiB(k)
 				n++
