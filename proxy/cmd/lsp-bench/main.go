@@ -35,6 +35,7 @@ func main() {
 	largeRuns := flag.Int("large-runs", 3, "cold runs per side of the large-prepare figure")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (which runs the proxy) to this file")
 	sections := flag.String("sections", "", "comma-separated figures to run (latency,diagnostics,throughput,ledger,push,typescript,pool,large-prepare); empty runs all")
+	unjailed := flag.Bool("unjailed", false, "run the language servers without the jail, to measure what it costs (never the product's figures)")
 	profile := flag.String("profile", "", "directory for proxy and daemon profiles of the measured throughput phases")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -54,7 +55,7 @@ func main() {
 		}
 	}
 	o := bench.Options{Dir: dir, Gopls: *gopls, DaemonBin: *daemonBin, TypeScript: absOrEmpty(*typescript), N: *n, Out: os.Stdout,
-		LargeTarget: *large, LargeRuns: *largeRuns}
+		LargeTarget: *large, LargeRuns: *largeRuns, Unjailed: *unjailed}
 	if *sections != "" {
 		o.Sections = map[string]bool{}
 		for _, s := range strings.Split(*sections, ",") {
@@ -70,6 +71,9 @@ func main() {
 	}
 	if err == nil {
 		fmt.Printf("lsp-bench on %s\n", bench.Describe())
+		if *unjailed {
+			fmt.Println("UNJAILED (LSP_UNJAILED=1): language servers run without the jail; these are not the product's figures")
+		}
 		err = bench.Run(ctx, o)
 	}
 	if err != nil {

@@ -44,6 +44,9 @@ type Options struct {
 	// DaemonEnv adds LSP_* variables to the daemon (LSP_DAEMON_DEBUG_LISTEN
 	// to profile it while the bench runs).
 	DaemonEnv map[string]string
+	// Unjailed runs the language servers without the jail (LSP_UNJAILED=1),
+	// to measure what the jail costs; the table says so.
+	Unjailed bool
 	// Measured, when set, is called as a measured throughput phase through
 	// the proxy starts (named, lasting about d); the function it returns is
 	// called when the phase ends. lsp-bench --profile takes profiles of
@@ -82,7 +85,7 @@ func Run(ctx context.Context, o Options) error {
 		// The one figure with a stack of its own: skip the shared one.
 		return runLargeSection(ctx, o)
 	}
-	s, err := devstack.Start(ctx, devstack.Options{Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, Gopls: o.Gopls, TypeScript: o.TypeScript, DaemonEnv: o.DaemonEnv})
+	s, err := devstack.Start(ctx, devstack.Options{Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, Gopls: o.Gopls, TypeScript: o.TypeScript, DaemonEnv: o.DaemonEnv, Unjailed: o.Unjailed})
 	if err != nil {
 		return err
 	}

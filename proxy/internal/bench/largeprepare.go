@@ -92,7 +92,7 @@ func runLargePrepare(ctx context.Context, o Options) (*largeFigures, error) {
 	dir := filepath.Join(o.Dir, "large")
 	s, err := devstack.Start(ctx, devstack.Options{
 		Dir: dir, DaemonBin: o.DaemonBin, Gopls: o.Gopls,
-		DaemonEnv: daemonEnv,
+		DaemonEnv: daemonEnv, Unjailed: o.Unjailed,
 		// A cold prepare of a large tree takes longer than the default
 		// request deadline allows on a loaded machine.
 		ProxyEnv: map[string]string{"LSP_REQUEST_TIMEOUT": "5m"},
