@@ -480,16 +480,11 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 	}
 	pp.CloseChildEnds()
 	log := s.log.With("server", spec.ID, "pid", cmd.Process.Pid)
-	return &process{
-		cmd:        cmd,
-		pid:        cmd.Process.Pid,
-		stdin:      pp.InW,
-		stdout:     pp.OutR,
-		stderr:     pp.ErrR,
-		cg:         jc,
-		log:        log,
-		stderrTail: runtime.DrainStderr(pp.ErrR, log),
-	}, nil
+	// The whole jail is in bwrap's process group: bwrap outside (the
+	// leader of a new session), its init as PID 1 of the jail's PID
+	// namespace, and the server under it, so killing the group kills a
+	// server child that called setsid too.
+	return &process{runtime.NewGroupProcess(cmd, pp, log, func() { removeCgroup(jc, log) }), jc}, nil
 }
 
 // initLimits are the rlimits the in-jail init sets before it runs the

@@ -78,25 +78,20 @@ func (u *unjailed) Spawn(ctx context.Context, spec Spec, ws Workspace) (Process,
 	}
 	pp.CloseChildEnds()
 
-	log := u.log.With("server", spec.ID, "pid", cmd.Process.Pid)
-	return &unjailedProcess{
-		cmd:        cmd,
-		pid:        cmd.Process.Pid,
-		stdin:      pp.InW,
-		stdout:     pp.OutR,
-		stderr:     pp.ErrR,
-		log:        log,
-		stderrTail: DrainStderr(pp.ErrR, log),
-	}, nil
+	return NewGroupProcess(cmd, pp, u.log.With("server", spec.ID, "pid", cmd.Process.Pid), nil), nil
 }
 
-type unjailedProcess struct {
-	cmd    *exec.Cmd
-	pid    int
-	stdin  *os.File
-	stdout *os.File
-	stderr *os.File
-	log    *slog.Logger
+// GroupProcess is a started server that leads its own process group: the
+// unjailed spawner's server, and the jail's bwrap (whose init, and so the
+// whole jail, is in that group).
+type GroupProcess struct {
+	cmd       *exec.Cmd
+	pid       int
+	stdin     *os.File
+	stdout    *os.File
+	stderr    *os.File
+	log       *slog.Logger
+	afterReap func()
 
 	mu     sync.Mutex // orders Kill against reaping the leader
 	reaped bool
@@ -107,14 +102,31 @@ type unjailedProcess struct {
 	stderrTail *StderrTail
 }
 
-func (p *unjailedProcess) Stdin() io.WriteCloser { return p.stdin }
-func (p *unjailedProcess) Stdout() io.ReadCloser { return p.stdout }
-func (p *unjailedProcess) Pid() int              { return p.pid }
+// NewGroupProcess wraps cmd, started as a process-group leader on pp's
+// child ends (already closed here). afterReap, when set, runs once the
+// leader and the rest of its group are reaped (the jail removes its
+// cgroups there).
+func NewGroupProcess(cmd *exec.Cmd, pp *Pipes, log *slog.Logger, afterReap func()) *GroupProcess {
+	return &GroupProcess{
+		cmd:        cmd,
+		pid:        cmd.Process.Pid,
+		stdin:      pp.InW,
+		stdout:     pp.OutR,
+		stderr:     pp.ErrR,
+		log:        log,
+		afterReap:  afterReap,
+		stderrTail: DrainStderr(pp.ErrR, log),
+	}
+}
+
+func (p *GroupProcess) Stdin() io.WriteCloser { return p.stdin }
+func (p *GroupProcess) Stdout() io.ReadCloser { return p.stdout }
+func (p *GroupProcess) Pid() int              { return p.pid }
 
 // Kill sends SIGKILL to the whole process group. The group id is the
 // leader's pid, which stays reserved until the leader is reaped, so the
 // signal cannot reach an unrelated group that reused the number.
-func (p *unjailedProcess) Kill() error {
+func (p *GroupProcess) Kill() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.reaped {
@@ -128,8 +140,9 @@ func (p *unjailedProcess) Kill() error {
 
 // Wait waits for the leader to exit without reaping it, kills and reaps the
 // rest of its group (grandchildren re-parented to us by the subreaper
-// setting included), and only then lets exec reap the leader.
-func (p *unjailedProcess) Wait() error {
+// setting, or a jail's init, included), and only then lets exec reap the
+// leader.
+func (p *GroupProcess) Wait() error {
 	p.waitOnce.Do(func() {
 		for {
 			var info unix.Siginfo
@@ -143,6 +156,9 @@ func (p *unjailedProcess) Wait() error {
 		p.waitErr = p.cmd.Wait()
 		p.reaped = true
 		p.mu.Unlock()
+		if p.afterReap != nil {
+			p.afterReap()
+		}
 		// Every writer of stderr is dead now, so the drain ends at EOF once
 		// it has read what is buffered; the timeout covers a process that
 		// left the group and still holds the pipe.
@@ -151,5 +167,6 @@ func (p *unjailedProcess) Wait() error {
 	return p.waitErr
 }
 
-// StderrTail returns the last lines the server wrote to stderr.
-func (p *unjailedProcess) StderrTail() string { return p.stderrTail.String() }
+// StderrTail returns the last lines the server (or its jail) wrote to
+// stderr.
+func (p *GroupProcess) StderrTail() string { return p.stderrTail.String() }
