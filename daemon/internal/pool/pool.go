@@ -245,6 +245,24 @@ func (w *Workspace) release() {
 	}
 }
 
+// WaitInFlight waits for a write, eviction or deletion of k in flight to
+// end, and reports whether one did. It reports false at once when none is
+// in flight, and when ctx ends first.
+func (p *Pool) WaitInFlight(ctx context.Context, k workspace.Key) bool {
+	p.mu.Lock()
+	done, inflight := p.preparing[k]
+	p.mu.Unlock()
+	if !inflight {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 func (p *Pool) newWorkspace(k workspace.Key, prepareID string) *Workspace {
 	return &Workspace{
 		Key: k, Dir: p.store.TreeDir(k), Home: p.store.HomeDir(k), PrepareID: prepareID,

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"google.golang.org/grpc/codes"
@@ -420,5 +422,50 @@ func TestDeleteWorkspace(t *testing.T) {
 	caps, err = fx.client.Capabilities(ctx, &daemonv1.CapabilitiesRequest{Workspace: k})
 	if err != nil || caps.GetPrepareId() != again {
 		t.Fatalf("after a new prepare: %v, %v", caps, err)
+	}
+}
+
+// TestQueryWaitsForPrepareInFlight: a query that arrives while another
+// push of its key is being written waits for it and answers from the tree
+// it published, instead of "needs tree" (which would make a second proxy
+// hold the price and fetch the same tree again).
+func TestQueryWaitsForPrepareInFlight(t *testing.T) {
+	k := keyFor(t, "inflight")
+	id := newID()
+	entries, data := treeOf(textTree...)
+	msgs := dataMsgs(data, 7)
+	stream, err := fx.client.Prepare(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(headerMsg(k, id, entries)); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs[:len(msgs)-1] {
+		if err := stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answered := make(chan *daemonv1.QueryResponse, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		resp, err := fx.client.Query(ctx, &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "README.md", Position: &daemonv1.Position{}})
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- resp
+	}()
+	// Let the query reach the daemon while the push is still open.
+	time.Sleep(300 * time.Millisecond)
+	if err := stream.Send(msgs[len(msgs)-1]); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := stream.CloseAndRecv(); err != nil || !resp.GetPrepared() {
+		t.Fatalf("prepare: %v, %v", resp, err)
+	}
+	resp := <-answered
+	if resp.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE || resp.GetPrepareId() != id {
+		t.Fatalf("a query during the push answered %v", resp)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/deps"
 	"github.com/hanzoai/lsp/daemon/internal/pool"
@@ -65,10 +66,36 @@ func (s *Server) Query(ctx context.Context, req *daemonv1.QueryRequest) (*daemon
 	}
 	w, release, ok := s.Pool.Acquire(k)
 	if !ok {
+		w, release, ok = s.awaitInFlight(ctx, k)
+	}
+	if !ok {
 		return &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_NEEDS_TREE}, nil
 	}
 	defer release()
 	return s.Runner.Run(ctx, w, req), nil
+}
+
+// awaitInFlight waits, for at most half of the query's remaining time,
+// for a write of k in flight (another proxy's push, with its dependency
+// phase) to end, and acquires what it published. Answering "needs tree"
+// meanwhile would make that proxy hold the price and fetch the same tree
+// only to find it prepared. Past half the time the query answers "needs
+// tree" after all, so the proxy's own push, which waits for the write in
+// Prepare under its longer deadline, still has time. Without a deadline it
+// does not wait.
+func (s *Server) awaitInFlight(ctx context.Context, k workspace.Key) (*pool.Workspace, func(), bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return nil, nil, false
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Until(dl)/2)
+	defer cancel()
+	for s.Pool.WaitInFlight(wctx, k) {
+		if w, release, ok := s.Pool.Acquire(k); ok {
+			return w, release, true
+		}
+	}
+	return nil, nil, false
 }
 
 // Prepare receives a streamed tree.
