@@ -241,7 +241,9 @@ func (p *Pool) Acquire(k workspace.Key) (w *Workspace, release func(), ok bool) 
 func (w *Workspace) release() {
 	w.lastUsed.Store(time.Now().UnixNano())
 	if w.busy.Add(-1) == 0 && w.deleting.Load() != nil {
-		w.finishDelete()
+		// Off the request's path: removing a large tree takes a while,
+		// and Delete (or whoever waits on the key) waits for it anyway.
+		go w.finishDelete()
 	}
 }
 
