@@ -446,6 +446,15 @@ func TestQueryWaitsForPrepareInFlight(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The store stages the tree only once the key is in flight.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if staged, _ := os.ReadDir(filepath.Join(fx.root, "daemon", "staging")); len(staged) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the push was never staged")
+		}
+	}
 	answered := make(chan *daemonv1.QueryResponse, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
