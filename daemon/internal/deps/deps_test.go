@@ -16,6 +16,7 @@ import (
 
 	"github.com/hanzoai/lsp/daemon/internal/deps/depstest"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
 var dep = depstest.Module{Path: "example.com/dep", Version: "v1.0.0", Files: map[string]string{
@@ -63,7 +64,7 @@ func repo(t *testing.T, files map[string]string) runtime.Workspace {
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { removeAll(filepath.Dir(root)) })
+	t.Cleanup(func() { _ = workspace.RemoveAll(filepath.Dir(root)) })
 	for name, data := range files {
 		p := filepath.Join(root, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -73,7 +74,7 @@ func repo(t *testing.T, files map[string]string) runtime.Workspace {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { removeAll(home) })
+	t.Cleanup(func() { _ = workspace.RemoveAll(home) })
 	return runtime.Workspace{Root: root, Home: home}
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/mod/module"
+
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
 // FuzzValidateLockfile: never panics, and whatever it accepts resolves
@@ -62,7 +64,7 @@ func FuzzExtract(f *testing.F) {
 	f.Add(bad.Bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		base := t.TempDir()
-		defer removeAll(base)
+		defer workspace.RemoveAll(base)
 		zf := filepath.Join(base, "m.zip")
 		if err := os.WriteFile(zf, data, 0o600); err != nil {
 			t.Fatal(err)
@@ -112,7 +114,7 @@ func FuzzExtractTarball(f *testing.F) {
 	const bound = 64 << 10
 	f.Fuzz(func(t *testing.T, data []byte) {
 		base := t.TempDir()
-		defer removeAll(base)
+		defer workspace.RemoveAll(base)
 		out := filepath.Join(base, "out")
 		if err := os.Mkdir(out, 0o700); err != nil {
 			t.Fatal(err)

@@ -20,6 +20,8 @@ import (
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/sumdb/dirhash"
 	modzip "golang.org/x/mod/zip"
+
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
 // Bounds on the repository's own files and on metadata from the mirror.
@@ -333,12 +335,12 @@ func extract(v module.Version, zipFile, dir string) error {
 	if err != nil {
 		return err
 	}
-	defer removeAll(stage)
+	defer workspace.RemoveAll(stage)
 	out := filepath.Join(stage, "m")
 	if err := modzip.Unzip(out, v, zipFile); err != nil {
 		return fmt.Errorf("unzip: %w", err)
 	}
-	if err := readOnly(out); err != nil {
+	if err := workspace.MakeReadOnly(out); err != nil {
 		return err
 	}
 	if err := os.Rename(out, dir); err != nil {
@@ -348,45 +350,6 @@ func extract(v module.Version, zipFile, dir string) error {
 		return err
 	}
 	return nil
-}
-
-// readOnly makes a directory tree read-only, as the go command leaves an
-// extracted module.
-func readOnly(dir string) error {
-	var dirs []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			dirs = append(dirs, p)
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("unzip made a non-regular file")
-		}
-		return os.Chmod(p, 0o444)
-	})
-	if err != nil {
-		return err
-	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := os.Chmod(dirs[i], 0o555); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// removeAll removes a tree readOnly may have locked.
-func removeAll(dir string) {
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	_ = os.RemoveAll(dir)
 }
 
 // fetchInfo writes the .info file the go command reads for a version's

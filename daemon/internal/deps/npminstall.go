@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
 // indexFile lists what an install put in node_modules, for NPMExternals.
@@ -164,14 +166,14 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 		w.add("npm packages could not be installed")
 		return
 	}
-	defer removeAll(stage)
+	defer workspace.RemoveAll(stage)
 	work, err := os.MkdirTemp(parent, ".npm-*")
 	if err != nil {
 		f.log.Error("deps: npm staging", "err", err)
 		w.add("npm packages could not be installed")
 		return
 	}
-	defer removeAll(work)
+	defer workspace.RemoveAll(work)
 
 	reg := f.cfg.NPMRegistry
 	m := &mirror{bases: []*url.URL{reg}, client: f.npmClient, left: left}
@@ -236,7 +238,7 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 		err = os.WriteFile(filepath.Join(stage, indexFile), data, 0o444)
 	}
 	if err == nil {
-		err = readOnly(stage)
+		err = workspace.MakeReadOnly(stage)
 	}
 	if err == nil {
 		err = os.Rename(stage, dst)
@@ -252,7 +254,7 @@ func clearLeftovers(parent string) {
 	for _, pat := range []string{".node_modules-*", ".npm-*"} {
 		old, _ := filepath.Glob(filepath.Join(parent, pat))
 		for _, o := range old {
-			removeAll(o)
+			workspace.RemoveAll(o)
 		}
 	}
 }
@@ -330,7 +332,7 @@ func (f *Fetcher) fetchTarball(ctx context.Context, m *mirror, j npmJob, dir str
 		return err
 	}
 	if err := extractTarball(tmp, dir, tarLimits{maxBytes: f.cfg.MaxZip, left: unpacked}); err != nil {
-		removeAll(dir)
+		workspace.RemoveAll(dir)
 		return err
 	}
 	return nil

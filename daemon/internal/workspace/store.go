@@ -47,7 +47,7 @@ func NewStore(root string, lim Limits) (*Store, error) {
 	// Leftovers from a crash are never published: clear them.
 	entries, _ := os.ReadDir(filepath.Join(root, "staging"))
 	for _, e := range entries {
-		_ = removeAll(filepath.Join(root, "staging", e.Name()))
+		_ = RemoveAll(filepath.Join(root, "staging", e.Name()))
 	}
 	return &Store{root: root, limits: lim}, nil
 }
@@ -115,7 +115,7 @@ func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io
 	}
 	defer func() {
 		if stage != "" {
-			_ = removeAll(stage)
+			_ = RemoveAll(stage)
 		}
 	}()
 	buf := make([]byte, 256<<10)
@@ -138,7 +138,7 @@ func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io
 	if err := os.WriteFile(filepath.Join(stage, "prepare-id"), []byte(prepareID+"\n"), 0o444); err != nil {
 		return false, fmt.Errorf("stage: %w", err)
 	}
-	if err := makeReadOnly(tree); err != nil {
+	if err := MakeReadOnly(tree); err != nil {
 		return false, fmt.Errorf("stage: %w", err)
 	}
 	dst := s.workspaceDir(k)
@@ -174,7 +174,7 @@ func (s *Store) Delete(k Key) error {
 	if err := os.Rename(dst, grave); err != nil {
 		return fmt.Errorf("delete workspace: %w", err)
 	}
-	return removeAll(grave)
+	return RemoveAll(grave)
 }
 
 // List returns the keys of every published tree (for start-up recovery).
@@ -229,47 +229,6 @@ func writeFile(path string, f *daemonv1.FileEntry, r io.Reader, buf []byte) erro
 		return fmt.Errorf("%w: %q: sha256 mismatch", ErrInvalid, f.GetPath())
 	}
 	return nil
-}
-
-// makeReadOnly drops write permission on every file and directory so that a
-// language server (even unjailed) cannot change the tree it serves.
-func makeReadOnly(root string) error {
-	var dirs []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			dirs = append(dirs, p)
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return os.Chmod(p, info.Mode().Perm()&^0o222)
-	})
-	if err != nil {
-		return err
-	}
-	// Directories last, deepest first, so the walk above could still descend.
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := os.Chmod(dirs[i], 0o555); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// removeAll restores write permission on directories before removing them.
-func removeAll(root string) error {
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(root)
 }
 
 func randomHex() string {

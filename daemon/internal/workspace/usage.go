@@ -84,5 +84,5 @@ func (s *Store) DeleteHome(h Home) error {
 	if err := os.Rename(dir, grave); err != nil {
 		return fmt.Errorf("delete home: %w", err)
 	}
-	return removeAll(grave)
+	return RemoveAll(grave)
 }

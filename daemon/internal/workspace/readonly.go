@@ -1,0 +1,55 @@
+package workspace
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// MakeReadOnly drops write permission on every file and directory under
+// root, so that a language server (even unjailed) cannot change what it
+// serves: a published tree, or the dependencies the daemon unpacked beside
+// it. Only regular files and directories may be there; anything else is
+// an error (nothing the daemon writes makes one).
+func MakeReadOnly(root string) error {
+	var dirs []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", p)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.Chmod(p, info.Mode().Perm()&^0o222)
+	})
+	if err != nil {
+		return err
+	}
+	// Directories last, deepest first, so the walk above could still descend.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := os.Chmod(dirs[i], 0o555); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RemoveAll removes a tree MakeReadOnly may have locked.
+func RemoveAll(root string) error {
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(root)
+}
