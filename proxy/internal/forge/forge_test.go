@@ -60,6 +60,7 @@ type fixture struct {
 	feature        string // tip of branch "feature"
 	dupBranch      string // tip of branch "dup"
 	dupTag         string // commit of tag "dup"
+	hexBranch      string // tip of branch "cafe", a name that is also hex
 	dangling       string // a commit in acme/app reachable from no ref
 }
 
@@ -96,6 +97,7 @@ func musts(t testing.TB) func(string, error) string {
 //	main:    c0 ─ c1 ─ c2 ─ c3   (tag v1 → c1, lightweight; tag v2 → c2, annotated)
 //	feature: its own root commit
 //	dup:     a branch and a tag of the same name on different commits
+//	cafe:    a branch whose name is valid hex (and tag add → c1)
 //
 // plus a dangling commit that no ref reaches.
 func newFixture(t testing.TB, wrap func(http.Handler) http.Handler) *fixture {
@@ -108,9 +110,10 @@ func newFixture(t testing.TB, wrap func(http.Handler) http.Handler) *fixture {
 	fx.c3 = must(devforge.CreateRepo(fx.root, "acme", "app", map[string]string{"main.go": "package main // 3\n"}, "three"))
 	fx.feature = must(devforge.Commit(fx.root, "acme", "app", "feature", map[string]string{"f.go": "package f\n"}, "feature"))
 	fx.dupBranch = must(devforge.Commit(fx.root, "acme", "app", "dup", map[string]string{"d.go": "package d\n"}, "dup branch"))
+	fx.hexBranch = must(devforge.Commit(fx.root, "acme", "app", "cafe", map[string]string{"c.go": "package c\n"}, "hex branch"))
 	fx.dupTag = fx.c1
 	for _, tag := range []struct{ name, target, msg string }{
-		{"v1", fx.c1, ""}, {"v2", fx.c2, "release two"}, {"dup", fx.dupTag, ""},
+		{"v1", fx.c1, ""}, {"v2", fx.c2, "release two"}, {"dup", fx.dupTag, ""}, {"add", fx.c1, ""},
 	} {
 		if err := devforge.Tag(fx.root, "acme", "app", tag.name, tag.target, tag.msg); err != nil {
 			t.Fatal(err)
@@ -203,6 +206,8 @@ func TestResolveRevForms(t *testing.T) {
 				{fx.c3, fx.c3}, // a tip's sha
 				{strings.ToUpper(fx.c3), fx.c3},
 				{fx.c2, fx.c2}, // not a tip, but v2 peels to it
+				{"cafe", fx.hexBranch}, // hex-looking names are refs first, as git resolves them
+				{"add", fx.c1},
 			} {
 				got, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, tc.rev))
 				if err != nil || got != tc.want {
@@ -217,6 +222,14 @@ func TestResolveRevForms(t *testing.T) {
 				_, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, rev))
 				if !errors.Is(err, ErrNotFound) || err.Error() != "resolve: revision not found" {
 					t.Errorf("Resolve(%q) error = %v, want revision not found", rev, err)
+				}
+			}
+			// A short sha that names no ref is refused, even one that is
+			// the prefix of a real commit: the forge expands no sha.
+			for _, rev := range []string{fx.c3[:7], fx.c1[:12], "beef"} {
+				_, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, rev))
+				if !errors.Is(err, ErrBadRev) || !strings.Contains(err.Error(), "full") {
+					t.Errorf("Resolve(%q) error = %v, want ErrBadRev asking for the full sha", rev, err)
 				}
 			}
 		})

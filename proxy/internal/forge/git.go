@@ -135,7 +135,10 @@ func (g *gitForge) Resolve(ctx context.Context, cred Credential, owner, repo str
 		return commit, nil
 	}
 	sha, isSHA := rev.Commit()
-	if !isSHA || !matchesFormat(sha, adv.objectFormat()) {
+	if !isSHA {
+		return "", rev.errNoSuchRef(op)
+	}
+	if !matchesFormat(sha, adv.objectFormat()) {
 		return "", newError(op, ErrNotFound, revNotFound)
 	}
 	// Not a tip: the git CLI proves reachability.

@@ -338,7 +338,11 @@ func (g *giteaForge) Resolve(ctx context.Context, cred Credential, owner, repo s
 	}
 	commit, err := c.branch(ctx, base, rev.name)
 	if errors.Is(err, ErrNotFound) {
-		return c.tag(ctx, base, rev.name)
+		commit, err = c.tag(ctx, base, rev.name)
+	}
+	if errors.Is(err, ErrNotFound) {
+		// begin found the repository: what is missing is the ref.
+		return "", rev.errNoSuchRef(op)
 	}
 	return commit, err
 }

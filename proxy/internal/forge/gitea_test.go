@@ -68,6 +68,8 @@ func TestGiteaResolveRevForms(t *testing.T) {
 		{fx.c3, fx.c3},
 		{strings.ToUpper(fx.c3), fx.c3},
 		{fx.c0, fx.c0},
+		{"cafe", fx.hexBranch}, // hex-looking names are refs first
+		{"add", fx.c1},
 	} {
 		got, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, tc.rev))
 		if err != nil || got != tc.want {
@@ -81,6 +83,11 @@ func TestGiteaResolveRevForms(t *testing.T) {
 	for _, rev := range []string{"nope", "refs/heads/v1", "refs/tags/feature", strings.Repeat("ab", 20)} {
 		if _, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, rev)); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Resolve(%q) = %v, want ErrNotFound", rev, err)
+		}
+	}
+	for _, rev := range []string{fx.c3[:7], "beef"} {
+		if _, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, rev)); !errors.Is(err, ErrBadRev) {
+			t.Errorf("Resolve(%q) = %v, want ErrBadRev (an abbreviated sha no ref names)", rev, err)
 		}
 	}
 }

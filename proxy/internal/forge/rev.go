@@ -22,6 +22,10 @@ const (
 type Rev struct {
 	kind revKind
 	name string // the sha, or the branch/tag name without its refs/ prefix
+	// hex: an unqualified all-hex name shorter than a full sha ("cafe",
+	// "abc1234"). It is looked up as a ref, as git does; when no branch or
+	// tag has that name it is an abbreviated sha, which is refused.
+	hex bool
 }
 
 // ParseRev parses a revision as callers give it:
@@ -31,10 +35,13 @@ type Rev struct {
 //   - refs/heads/X or refs/tags/X;
 //   - an unqualified name X, looked up as a branch first, then as a tag.
 //
-// Any other all-hex string (a short sha above all) is ErrBadRev: it would be
-// ambiguous, and a branch whose name is all hex is still reachable as
-// refs/heads/X. Other refs/ namespaces, control characters, invalid UTF-8,
-// ".." and every name git's check-ref-format rejects are ErrBadRev too.
+// A shorter all-hex string ("cafe", "add", "b1") is such a name too, as git
+// resolves it: a ref of that name wins. Only when no branch or tag has it is
+// it an abbreviated sha, and then Resolve refuses it with ErrBadRev (a short
+// sha is ambiguous and the forge cannot be asked to expand one). A hex
+// string longer than 40 but not 64 characters, other refs/ namespaces,
+// control characters, invalid UTF-8, ".." and every name git's
+// check-ref-format rejects are ErrBadRev here.
 func ParseRev(s string) (Rev, error) {
 	if s == "" || s == "HEAD" {
 		return Rev{}, nil
@@ -43,10 +50,13 @@ func ParseRev(s string) (Rev, error) {
 		return Rev{}, newError("rev", ErrBadRev, "revision too long")
 	}
 	if isHex(s) {
-		if len(s) != 40 && len(s) != 64 {
-			return Rev{}, newError("rev", ErrBadRev, "abbreviated or malformed commit sha: give the full 40- or 64-character sha")
+		switch {
+		case len(s) == 40 || len(s) == 64:
+			return Rev{kind: revSHA, name: strings.ToLower(s)}, nil
+		case len(s) > 40:
+			return Rev{}, newError("rev", ErrBadRev, "malformed commit sha: give the full 40- or 64-character sha")
 		}
-		return Rev{kind: revSHA, name: strings.ToLower(s)}, nil
+		return Rev{kind: revName, name: s, hex: true}, nil
 	}
 	if !utf8.ValidString(s) {
 		return Rev{}, newError("rev", ErrBadRev, "revision is not valid UTF-8")
@@ -79,6 +89,16 @@ func (r Rev) String() string {
 
 // IsDefault reports whether r names the default branch.
 func (r Rev) IsDefault() bool { return r.kind == revDefault }
+
+// errNoSuchRef is Resolve's answer when no ref matches r: a hex name that
+// names no branch or tag is an abbreviated sha, refused; anything else is
+// simply not there.
+func (r Rev) errNoSuchRef(op string) error {
+	if r.hex {
+		return newError(op, ErrBadRev, "no branch or tag has this name, and an abbreviated commit sha is not accepted: give the full 40- or 64-character sha")
+	}
+	return newError(op, ErrNotFound, revNotFound)
+}
 
 // Commit returns the sha when r is a full commit sha.
 func (r Rev) Commit() (string, bool) { return r.name, r.kind == revSHA }

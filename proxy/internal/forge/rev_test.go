@@ -29,12 +29,14 @@ func TestParseRev(t *testing.T) {
 		{"refs/heads/cafe", "refs/heads/cafe", revBranch, false}, // an all-hex branch, qualified
 		{"v1", "v1", revName, false},
 		{"ünïcode", "ünïcode", revName, false},
-		// Short or malformed shas.
-		{"abc1234", "", 0, true},
-		{"cafe", "", 0, true},
-		{sha1[:39], "", 0, true},
-		{sha1 + "0", "", 0, true},
+		// Shorter all-hex strings are names first, as git resolves them
+		// (Resolve refuses one that no ref has: an abbreviated sha).
+		{"abc1234", "abc1234", revName, false},
+		{"cafe", "cafe", revName, false},
+		{"CAFE", "CAFE", revName, false},
+		{sha1[:39], sha1[:39], revName, false},
 		{sha256[:63], "", 0, true},
+		{sha1 + "0", "", 0, true},
 		// Names git rejects.
 		{"a..b", "", 0, true},
 		{"..", "", 0, true},
@@ -78,8 +80,11 @@ func TestParseRev(t *testing.T) {
 			t.Errorf("ParseRev(%q) = %q (kind %d), %v; want %q (kind %d)", tc.in, r.String(), r.kind, err, tc.want, tc.kind)
 		}
 	}
-	if _, err := ParseRev("abc1234"); err == nil || !strings.Contains(err.Error(), "full") {
-		t.Errorf("a short sha's error should ask for the full sha: %v", err)
+	if _, err := ParseRev(sha1 + "0"); err == nil || !strings.Contains(err.Error(), "full") {
+		t.Errorf("a malformed sha's error should ask for the full sha: %v", err)
+	}
+	if r, _ := ParseRev("cafe"); !r.hex {
+		t.Errorf("ParseRev(cafe) is not marked as a possible abbreviated sha")
 	}
 }
 

@@ -255,7 +255,7 @@ func TestBodyRefusals(t *testing.T) {
 		{"repo 101 bytes", "/hover", withRepo(strings.Repeat("a", 101)), 400, "repo must be"},
 		{"repo 100 bytes", "/hover", withRepo(strings.Repeat("a", 100)), accepted, ""},
 		{"repo with dots", "/hover", withRepo("my.repo_1-x"), accepted, ""},
-		{"short sha rev", "/prepare", `{"repo":"r","rev":"abc1234"}`, 400, "rev must be"},
+		{"malformed sha rev", "/prepare", `{"repo":"r","rev":"0123456789abcdef0123456789abcdef012345678"}`, 400, "rev must be"},
 		{"other ref namespace", "/prepare", `{"repo":"r","rev":"refs/pull/1/head"}`, 400, "rev must be"},
 		{"full sha rev", "/prepare", `{"repo":"r","rev":"` + strings.Repeat("ab", 20) + `"}`, accepted, ""},
 		{"no rev", "/prepare", `{"repo":"r"}`, accepted, ""},
