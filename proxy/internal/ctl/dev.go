@@ -63,7 +63,7 @@ The LSP service is up; every language server runs in the daemon's jail.
   proxy    %s
   forge    %s  (repository %s/%s at %s)
   ledger   org %q credited 1000¢; a prepare costs 2¢
-  state    %s
+  state    %s  (Postgres in %s)
   key      %s  (sign more dev tokens: lspctl dev-token --key %s --owner %s)
 
 Hover over greet.Hello in main.go (the first call prepares and is charged 2¢):
@@ -83,7 +83,7 @@ lspctl hover --repo %s --at main.go:11:21
 MCP clients: %s/v1/lsp/mcp (Streamable HTTP, the same bearer token).
 
 Ctrl-C stops everything.
-`, s.ProxyURL, s.ForgeURL, org, repo, commit[:12], org, abs, s.KeyFile, s.KeyFile, org,
+`, s.ProxyURL, s.ForgeURL, org, repo, commit[:12], org, abs, s.PGDir, s.KeyFile, s.KeyFile, org,
 		s.ProxyURL, tok, forgeToken, repo,
 		s.ProxyURL, forgeToken, tok, repo, s.ProxyURL)
 	<-ctx.Done()

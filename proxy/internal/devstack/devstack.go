@@ -62,6 +62,7 @@ type Stack struct {
 	opts Options
 
 	PG          *pgcluster.Cluster
+	PGDir       string // the cluster's directory, under the system temp dir
 	DatabaseURL string
 	Ledger      *ledger.Ledger // the test's view of the ledger
 
@@ -102,11 +103,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			s.Stop()
 		}
 	}()
-	// Postgres runs as its own user and must be able to reach its directory.
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	for _, d := range []string{"keys", "forge", "daemon"} {
@@ -115,10 +112,16 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 	}
 
-	// Postgres.
+	// Postgres runs as its own user (as root), which must be able to search
+	// every parent of its directory, and a checkout may sit anywhere (root's
+	// home is 0700). So its state lives in a fresh directory under the
+	// system temp dir, whatever o.Dir is, and is removed by Stop.
 	s.DatabaseURL = o.DatabaseURL
 	if s.DatabaseURL == "" {
-		if s.PG, err = pgcluster.Start(ctx, filepath.Join(o.Dir, "pg"), o.Log); err != nil {
+		if s.PGDir, err = os.MkdirTemp("", "lsp-dev-pg-"); err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		if s.PG, err = pgcluster.Start(ctx, s.PGDir, o.Log); err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}
 		if err := s.PG.CreateDatabase(ctx, "lsp"); err != nil {
@@ -283,6 +286,9 @@ func (s *Stack) Stop() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			_ = s.PG.Stop(ctx)
 			cancel()
+		}
+		if s.PGDir != "" {
+			_ = os.RemoveAll(s.PGDir)
 		}
 	})
 }
