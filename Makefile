@@ -51,8 +51,10 @@ build:
 	go build -o $(BIN)/ ./proxy/cmd/lsp-proxy ./proxy/cmd/lspctl ./daemon/cmd/lsp-daemon
 
 ## run: the whole stack on embedded defaults; prints a curl to paste. Ctrl-C stops it.
+## REPOS="~/src/a ~/src/b" also serves those local git repositories (as dev/a, dev/b).
+REPOS ?=
 run: deps build
-	$(BIN)/lspctl dev --gopls $(GOPLS) --typescript $(TS_DIR) --daemon-bin $(BIN)/lsp-daemon
+	$(BIN)/lspctl dev --gopls $(GOPLS) --typescript $(TS_DIR) --daemon-bin $(BIN)/lsp-daemon $(foreach r,$(REPOS),--repo $(r))
 
 ## test: everything, with per-package durations.
 test: deps

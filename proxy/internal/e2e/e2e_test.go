@@ -29,8 +29,9 @@ import (
 )
 
 var (
-	stack *devstack.Stack
-	gopls string
+	stack     *devstack.Stack
+	gopls     string
+	daemonBin string // the lsp-daemon the stack runs, built by TestMain
 )
 
 func TestMain(m *testing.M) {
@@ -54,7 +55,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	daemonBin := filepath.Join(dir, "lsp-daemon")
+	daemonBin = filepath.Join(dir, "lsp-daemon")
 	build := exec.Command("go", "build", "-o", daemonBin, "github.com/hanzoai/lsp/daemon/cmd/lsp-daemon")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
