@@ -22,7 +22,7 @@ all: build
 ## pinned typescript-language-server + typescript).
 deps: $(GOPLS)
 	@missing=""; \
-	for p in git:git initdb:postgresql protoc:protobuf-compiler bwrap:bubblewrap node:nodejs npm:npm nvim:neovim; do \
+	for p in git:git initdb:postgresql protoc:protobuf-compiler bwrap:bubblewrap node:nodejs npm:npm nvim:neovim chromium:chromium; do \
 	  cmd=$${p%%:*}; pkg=$${p##*:}; \
 	  if ! command -v $$cmd >/dev/null && ! ls /usr/lib/postgresql/*/bin/$$cmd >/dev/null 2>&1; then missing="$$missing $$pkg"; fi; \
 	done; \
@@ -59,7 +59,7 @@ run: deps build
 ## test: everything, with per-package durations.
 test: deps
 	@start=$$(date +%s); \
-	LSP_TEST_GOPLS=$(GOPLS) LSP_TEST_TYPESCRIPT=$(TS_DIR) go test $(TEST_FLAGS) $(PKGS) 2>&1 | tee .test.log; \
+	LSP_TEST_GOPLS=$(GOPLS) LSP_TEST_TYPESCRIPT=$(TS_DIR) LSP_TEST_ARTIFACTS=$(CURDIR)/.artifacts go test $(TEST_FLAGS) $(PKGS) 2>&1 | tee .test.log; \
 	echo "make test: $$(( $$(date +%s) - start ))s in all"
 
 ## bench: the performance table (ratios against baselines measured in the same run).
