@@ -134,29 +134,56 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 	return n, nil
 }
 
-// specKind names a dependency spec that does not come from the registry:
-// git, a file or directory, a link, a tarball URL, a GitHub shorthand.
+// specKind names a dependency spec that does not come from the registry,
+// by npm's own grammar (npm-package-arg): "git" (git+…, git://,
+// github:, gitlab:, bitbucket:, gist:, and user/repo GitHub shorthand),
+// "file" (file:, and paths: ./, ../, /, ~/, a leading dot, a drive
+// letter), "link" (link:, and the workspace:, portal: and patch:
+// protocols of pnpm and Yarn) and "URL" (a tarball URL). Everything else is
+// the registry's and gives "": a version, a range (~1.0.2, ^1, 1.x, *,
+// ">=1 <2", "1 - 2", "a || b"), a dist-tag, or an npm: alias of one. A
+// tilde is a path only before a slash: "~1.0.2" is a range, "~/x" a path.
 func specKind(spec string) string {
-	s := strings.ToLower(strings.TrimSpace(spec))
-	s = strings.TrimPrefix(s, "npm:") // an alias; its target is checked below
-	if i := strings.LastIndex(s, "@"); i > 0 && strings.HasPrefix(spec, "npm:") {
-		s = s[i+1:]
+	s := strings.TrimSpace(spec)
+	if rest, ok := cutPrefixFold(s, "npm:"); ok {
+		// An alias, npm:name@range: its target is classified. A name may
+		// be scoped (@s/name@range), so the range follows the last @.
+		s = ""
+		if i := strings.LastIndex(rest, "@"); i > 0 {
+			s = rest[i+1:]
+		}
+		return specKind(s)
 	}
+	l := strings.ToLower(s)
 	switch {
-	case strings.HasPrefix(s, "git") || strings.Contains(s, "://") && strings.Contains(s, ".git"):
+	case strings.HasPrefix(l, "git+") || strings.HasPrefix(l, "git://") || strings.HasPrefix(l, "git@"):
 		return "git"
-	case strings.HasPrefix(s, "github:") || strings.HasPrefix(s, "gitlab:") || strings.HasPrefix(s, "bitbucket:") || strings.HasPrefix(s, "gist:"):
+	case strings.HasPrefix(l, "github:") || strings.HasPrefix(l, "gitlab:") || strings.HasPrefix(l, "bitbucket:") || strings.HasPrefix(l, "gist:"):
 		return "git"
-	case strings.HasPrefix(s, "file:") || strings.HasPrefix(s, ".") || strings.HasPrefix(s, "/") || strings.HasPrefix(s, "~"):
+	case strings.HasPrefix(l, "file:") || strings.HasPrefix(l, ".") || strings.HasPrefix(l, "/") || strings.HasPrefix(l, "~/") || strings.HasPrefix(l, "\\"):
 		return "file"
-	case strings.HasPrefix(s, "link:") || strings.HasPrefix(s, "workspace:") || strings.HasPrefix(s, "portal:"):
+	case len(l) >= 2 && l[1] == ':' && l[0] >= 'a' && l[0] <= 'z':
+		return "file" // C:\x, as npm reads it on every platform
+	case strings.HasPrefix(l, "link:") || strings.HasPrefix(l, "workspace:") || strings.HasPrefix(l, "portal:") || strings.HasPrefix(l, "patch:"):
 		return "link"
-	case strings.HasPrefix(s, "http:") || strings.HasPrefix(s, "https:") || strings.Contains(s, "://"):
+	case strings.Contains(l, "://"):
+		if strings.Contains(l, ".git") || strings.Contains(l, "#") && !strings.HasPrefix(l, "http") {
+			return "git"
+		}
 		return "URL"
-	case !strings.HasPrefix(s, "@") && strings.Contains(s, "/") && !strings.ContainsAny(s, " <>=^~|"):
-		return "git" // user/repo is GitHub shorthand
+	case strings.HasPrefix(l, "http:") || strings.HasPrefix(l, "https:"):
+		return "URL"
+	case !strings.HasPrefix(l, "@") && strings.Contains(l, "/") && !strings.ContainsAny(l, " <>=^~|*"):
+		return "git" // user/repo is GitHub shorthand; no range or tag has a slash
 	}
 	return ""
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
 }
 
 // lockPath: node_modules/a, node_modules/@s/a, node_modules/a/node_modules/b …

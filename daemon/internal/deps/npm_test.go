@@ -59,6 +59,8 @@ func TestValidateLockfile(t *testing.T) {
 		{"missing resolved", lock(map[string]any{"node_modules/a": with("resolved", nil)}), "no resolved URL", 0},
 		{"path outside node_modules", lock(map[string]any{"../x": good}), "not under node_modules", 0},
 		{"dotted package path", lock(map[string]any{"node_modules/..": good}), "not under node_modules", 0},
+		{"tilde range (jest's sprintf-js)", lock(map[string]any{"": map[string]any{"dependencies": map[string]string{"a": "~1.0.2"}}, "node_modules/a": with("dependencies", map[string]string{"sprintf-js": "~1.0.2"})}), "", 1},
+		{"home path dependency", lock(map[string]any{"": map[string]any{"dependencies": map[string]string{"a": "~/a"}}}), "file dependency", 0},
 		{"npm alias", lock(map[string]any{"": map[string]any{"dependencies": map[string]string{"a": "npm:b@^1.0.0"}}, "node_modules/a": good}), "", 1},
 	}
 	for _, c := range cases {
@@ -99,5 +101,103 @@ func TestHostileLockfileNoRequest(t *testing.T) {
 	}
 	if n.Load() != 0 {
 		t.Fatalf("%d requests reached the registry", n.Load())
+	}
+}
+
+// TestSpecKind: dependency specs from real lockfiles (the corpus's
+// package-lock.json and pnpm-lock.yaml files), classified by npm's
+// grammar. "" is the registry's.
+func TestSpecKind(t *testing.T) {
+	for _, c := range []struct{ spec, want string }{
+		// Ranges and versions, as jest's, babel's, eslint's and
+		// typescript-eslint's trees carry them.
+		{"~1.0.2", ""},  // sprintf-js, under argparse: the original refusal
+		{"~1.1.4", ""},  // color-name
+		{"~6.20.0", ""}, // undici-types under @types/node
+		{"~0.10.x", ""}, // string_decoder
+		{"~1.0.1 || ^2.0.0 || ^3.0.0", ""},
+		{"^1.15.6", ""},
+		{"^1.0.0-beta.2", ""},
+		{"^7.0.0-0", ""},
+		{"^7.4.0 || ^8.0.0-0 <8.0.0", ""},
+		{"^1.20.0||^2.0.0||^3.0.0||^4.0.0", ""},
+		{"2 >=2.2.1 || 3.x || 4 || 5 || 7", ""},
+		{"1.1.x", ""},
+		{"3", ""},
+		{"*", ""},
+		{"", ""},
+		{">=4", ""},
+		{">= 2.1.2 < 3.0.0", ""},
+		{">=0.5 0", ""},
+		{"=0.133.0", ""},
+		{"1.2.3 - 2.3.4", ""},
+		{"7.21.0-placeholder-for-preset-env.2", ""},
+		{"0.1.6-no-external-plugins", ""},
+		{"4.0.0(redux@5.0.1)", ""}, // a pnpm version with its peers
+		{"latest", ""},
+		{"next", ""},
+		{"npm:string-width@^4.2.0", ""}, // @isaacs/cliui's aliases
+		{"npm:@scope/name@~1.0.0", ""},
+		{"npm:wrap-ansi@^7.0.0", ""},
+		// Paths.
+		{"~/x", "file"},
+		{"file:../protocol", "file"},
+		{"file:", "file"},
+		{"./local", "file"},
+		{"../sibling", "file"},
+		{"/abs/pkg", "file"},
+		{"C:\\pkg", "file"},
+		{"./pkg.tgz", "file"},
+		// Git.
+		{"git+ssh://git@github.com/a/b.git#abc", "git"},
+		{"git://github.com/a/b.git", "git"},
+		{"git@github.com:a/b.git", "git"},
+		{"github:a/b", "git"},
+		{"gitlab:a/b#v1", "git"},
+		{"a/b", "git"},
+		{"a/b#main", "git"},
+		{"ssh://git@host/a/b.git", "git"},
+		{"npm:x@github:a/b", "git"},
+		// Links and URLs.
+		{"link:../a", "link"},
+		{"workspace:*", "link"},
+		{"workspace:^1.0.0", "link"},
+		{"portal:../a", "link"},
+		{"https://x.example/a.tgz", "URL"},
+		{"http://x.example/a.tgz", "URL"},
+	} {
+		if got := specKind(c.spec); got != c.want {
+			t.Errorf("specKind(%q) = %q, want %q", c.spec, got, c.want)
+		}
+	}
+}
+
+// TestCorpusPackageLocks: the corpus's real package-lock.json files (npm
+// v3 lockfiles in zustand and vscode-languageserver-node) validate whole;
+// axios's jest tree (sprintf-js ~1.0.2 and the like) passes every spec
+// and is refused only for its sha1-only integrities.
+func TestCorpusPackageLocks(t *testing.T) {
+	reg, _ := url.Parse("https://registry.npmjs.org")
+	for _, c := range []struct {
+		repo, file, want string
+	}{
+		{"axios__axios", "package-lock.json", "has no sha512 integrity"},
+		{"pmndrs__zustand", "package-lock.json", ""},
+		{"microsoft__vscode-languageserver-node", "package-lock.json", ""},
+		{"microsoft__vscode-languageserver-node", "client/package-lock.json", ""},
+	} {
+		t.Run(c.repo+"/"+c.file, func(t *testing.T) {
+			data := corpusFile(t, c.repo, c.file)
+			n, err := ValidateLockfile(data, reg)
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("%d, %v; want %q", n, err, c.want)
+				}
+				return
+			}
+			if err != nil || n == 0 {
+				t.Fatalf("%d packages, %v", n, err)
+			}
+		})
 	}
 }
