@@ -76,8 +76,13 @@ func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *at
 
 // ValidateLockfile checks a package-lock.json (lockfile version 2 or 3):
 // every package resolves to a tarball under registry with a sha512
-// integrity, and no spec names git, a file, a link or a plain URL. It
-// returns how many packages the lockfile installs. It makes no request.
+// integrity, and no spec names git, a file, a link or a plain URL. npm
+// workspaces are accepted: a link entry (node_modules/foo, link: true)
+// whose resolved is a relative directory inside the repository, that
+// directory's own entry (packages/foo) and the packages nested below it
+// (packages/foo/node_modules/bar); install checks each link's directory
+// in the tree itself. It returns how many packages and links the lockfile
+// installs. It makes no request.
 func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 	var lf lockfile
 	if err := json.Unmarshal(data, &lf); err != nil {
@@ -90,8 +95,13 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 		return 0, fmt.Errorf("%w: %d packages, over the bound of %d", errLockfile, len(lf.Packages), maxLockPackages)
 	}
 	keys := make([]string, 0, len(lf.Packages))
-	for k := range lf.Packages {
+	// The workspaces: in-repo directories that link entries point to.
+	workspaces := map[string]bool{}
+	for k, p := range lf.Packages {
 		keys = append(keys, k)
+		if p.Link {
+			workspaces[p.Resolved] = true
+		}
 	}
 	// The first refusal in key order, so that the warning is stable.
 	sort.Strings(keys)
@@ -99,8 +109,8 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 	for _, k := range keys {
 		p := lf.Packages[k]
 		for _, deps := range []map[string]string{p.Dependencies, p.DevDependencies, p.OptionalDependencies, p.PeerDependencies} {
-			for name, spec := range deps {
-				if kind := specKind(spec); kind != "" {
+			for _, name := range sortedKeys(deps) {
+				if kind := specKind(deps[name]); kind != "" {
 					return 0, fmt.Errorf("%w: package %s has a %s dependency (%s)", errLockfile, quote(k), kind, quote(name))
 				}
 			}
@@ -108,11 +118,21 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 		if k == "" {
 			continue // the project itself
 		}
-		if !lockPath(k) {
+		ws, rest, ok := splitWorkspaceKey(k)
+		if !ok || ws != "" && !workspaces[ws] {
 			return 0, fmt.Errorf("%w: package path %s is not under node_modules", errLockfile, quote(k))
 		}
 		if p.Link {
-			return 0, fmt.Errorf("%w: package %s is a link", errLockfile, quote(k))
+			// A workspace package, linked from node_modules to its
+			// directory in the tree (which install checks on disk).
+			if !repoDir(p.Resolved) {
+				return 0, fmt.Errorf("%w: package %s links outside the repository", errLockfile, quote(k))
+			}
+			n++
+			continue
+		}
+		if rest == "" {
+			continue // a workspace package's own entry: its files are in the tree
 		}
 		if kind := specKind(p.Version); kind != "" {
 			return 0, fmt.Errorf("%w: package %s has a %s version", errLockfile, quote(k), kind)
@@ -132,6 +152,15 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // specKind names a dependency spec that does not come from the registry,

@@ -144,16 +144,21 @@ func npmArch() string {
 }
 
 // install puts the lockfile's packages into dst (the workspace's
-// node_modules beside its tree). Each tarball comes only from the
-// registry, is checked against its sha512 integrity before a byte of it is
-// unpacked, and is extracted under a staging directory that becomes dst by
-// one rename: dst appears whole or not at all. No package script runs.
+// node_modules beside its tree). pkgs is in package-lock.json's shape,
+// which every lockfile parser produces: keys node_modules/…, workspace
+// packages as link entries to their in-repo directory plus their own
+// entries and nested packages (see hoistWorkspaces). Each tarball comes
+// only from the registry, is checked against its sha512 integrity before
+// a byte of it is unpacked, and is extracted under a staging directory
+// that becomes dst by one rename: dst appears whole or not at all. No
+// package script runs.
 func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockPackage, left *atomic.Int64, w *warnings) {
 	if _, err := os.Lstat(dst); err == nil {
 		return // an earlier prepare of this same tree installed them
 	}
-	jobs := npmJobs(pkgs)
-	if len(jobs) == 0 {
+	pkgs = hoistWorkspaces(pkgs, w)
+	jobs, links := npmJobs(pkgs), npmLinks(pkgs)
+	if len(jobs) == 0 && len(links) == 0 {
 		return
 	}
 	parent := filepath.Dir(dst)
@@ -230,8 +235,8 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 		placed[j.rel] = true
 		index = append(index, indexEntry{Dir: j.rel, Module: j.module})
 	}
-	if len(index) == 0 {
-		return
+	if index == nil {
+		index = []indexEntry{}
 	}
 	data, err := json.Marshal(index)
 	if err == nil {
@@ -239,6 +244,10 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 	}
 	if err == nil {
 		err = workspace.MakeReadOnly(stage)
+	}
+	// Links last: MakeReadOnly takes regular files and directories only.
+	if err == nil && len(index)+placeLinks(stage, treeBeside(dst), links, placed, w) == 0 {
+		return
 	}
 	if err == nil {
 		err = os.Rename(stage, dst)
