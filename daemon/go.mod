@@ -7,6 +7,7 @@ require github.com/hanzoai/lsp/proto v0.0.0
 require (
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect

@@ -157,3 +157,34 @@ func FuzzExtractTarball(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParsePNPMLock: never panics, and whatever it lays out is a
+// node_modules path, resolved under the registry with a sha512 integrity,
+// or a link to a relative directory inside the repository.
+func FuzzParsePNPMLock(f *testing.F) {
+	f.Add([]byte(strings.NewReplacer("@A@", integrity, "@B@", integrity, "@P1@", integrity, "@P2@", integrity, "@REAL@", integrity, "@FAR@", integrity, "@OL@", integrity).Replace(pnpmV9)))
+	f.Add([]byte("lockfileVersion: '6.0'\ndependencies:\n  a:\n    specifier: ^1\n    version: 1.0.0(b@1.0.0)\npackages:\n  /a@1.0.0(b@1.0.0):\n    resolution: {integrity: " + integrity + "}\n    dependencies:\n      a: 1.0.0(b@1.0.0)\n"))
+	f.Add([]byte("lockfileVersion: '9.0'\nimporters:\n  .:\n    dependencies:\n      w:\n        specifier: workspace:*\n        version: link:../x\n"))
+	f.Add([]byte("lockfileVersion: '9.0'\nx: &a [*a, *a]\n"))
+	reg, _ := url.Parse("https://npm.example/r")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out, _, err := ParsePNPMLock(data, reg)
+		if err != nil {
+			return
+		}
+		for k, p := range out {
+			if !lockPath(k) {
+				t.Fatalf("laid out at %q", k)
+			}
+			if p.Link {
+				if !repoDir(p.Resolved) {
+					t.Fatalf("link %q to %q", k, p.Resolved)
+				}
+				continue
+			}
+			if !underRegistry(p.Resolved, reg) || !sha512Integrity(p.Integrity) {
+				t.Fatalf("accepted %q: %+v", k, p)
+			}
+		}
+	})
+}

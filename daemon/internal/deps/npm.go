@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -42,36 +42,106 @@ type lockPackage struct {
 	Optional             bool              `json:"optional"`
 	OS                   []string          `json:"os"`
 	CPU                  []string          `json:"cpu"`
+	Libc                 []string          `json:"libc"`
 	Dependencies         map[string]string `json:"dependencies"`
 	DevDependencies      map[string]string `json:"devDependencies"`
 	OptionalDependencies map[string]string `json:"optionalDependencies"`
 	PeerDependencies     map[string]string `json:"peerDependencies"`
 }
 
-// installNPM validates the tree's root package-lock.json against the
-// registry and, when it holds, installs its packages beside the tree.
+// installNPM reads the tree's root lockfile (chooseLockfile says which)
+// and, when it holds, installs its packages beside the tree.
 func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *atomic.Int64, w *warnings) {
-	data, err := readRegular(filepath.Join(ws.Root, "package-lock.json"), maxLockfile)
-	if errors.Is(err, fs.ErrNotExist) {
+	name, pkgJSON := chooseLockfile(ws.Root)
+	if name == "" {
+		if declaresDeps(pkgJSON) {
+			w.add("package.json has no lockfile (package-lock.json, pnpm-lock.yaml or yarn.lock); its npm dependencies were not installed (answers about the repository's own code still work)")
+		}
 		return
 	}
+	data, err := readRegular(filepath.Join(ws.Root, name), maxLockfile)
 	if err != nil {
-		w.add("package-lock.json: %s; npm packages were not installed", reason(err))
+		w.add("%s: %s; npm packages were not installed", name, reason(err))
 		return
 	}
-	n, err := ValidateLockfile(data, f.cfg.NPMRegistry)
-	if err != nil {
-		w.add("%s; npm packages were not installed", err.Error())
+	var pkgs map[string]lockPackage
+	switch name {
+	case "pnpm-lock.yaml":
+		var warn []string
+		pkgs, warn, err = ParsePNPMLock(data, f.cfg.NPMRegistry)
+		if err != nil {
+			w.add("%s; npm packages were not installed", err.Error())
+			return
+		}
+		for _, s := range warn {
+			w.add("%s", s)
+		}
+	case "package-lock.json":
+		n, err := ValidateLockfile(data, f.cfg.NPMRegistry)
+		if err != nil {
+			w.add("%s; npm packages were not installed", err.Error())
+			return
+		}
+		if n == 0 {
+			return
+		}
+		var lf lockfile
+		if err := json.Unmarshal(data, &lf); err != nil {
+			return // ValidateLockfile parsed it
+		}
+		pkgs = lf.Packages
+	default:
+		w.add("%s is not read yet; npm packages were not installed", name)
 		return
 	}
-	if n == 0 {
-		return
+	f.install(ctx, runtime.NodeModules(ws), pkgs, left, w)
+}
+
+// chooseLockfile names the root lockfile the phase reads, "" for none,
+// and returns the root package.json (nil when absent or unreadable). When
+// several are present: pnpm-lock.yaml if a pnpm-workspace.yaml or
+// package.json's packageManager (pnpm@…) says pnpm; else the lockfile of
+// the manager packageManager names (npm@… package-lock.json, yarn@…
+// yarn.lock); else package-lock.json; else pnpm-lock.yaml, then
+// yarn.lock, whichever is there.
+func chooseLockfile(root string) (string, []byte) {
+	pkgJSON, _ := readRegular(filepath.Join(root, "package.json"), maxLockfile)
+	var pj struct {
+		PackageManager string `json:"packageManager"`
 	}
-	var lf lockfile
-	if err := json.Unmarshal(data, &lf); err != nil {
-		return // ValidateLockfile parsed it
+	_ = json.Unmarshal(pkgJSON, &pj)
+	manager, _, _ := strings.Cut(strings.TrimSpace(pj.PackageManager), "@")
+	has := func(name string) bool {
+		_, err := os.Lstat(filepath.Join(root, name))
+		return err == nil
 	}
-	f.install(ctx, runtime.NodeModules(ws), lf.Packages, left, w)
+	if has("pnpm-lock.yaml") && (manager == "pnpm" || has("pnpm-workspace.yaml")) {
+		return "pnpm-lock.yaml", pkgJSON
+	}
+	byManager := map[string]string{"npm": "package-lock.json", "pnpm": "pnpm-lock.yaml", "yarn": "yarn.lock"}
+	if l, ok := byManager[manager]; ok && has(l) {
+		return l, pkgJSON
+	}
+	for _, l := range []string{"package-lock.json", "pnpm-lock.yaml", "yarn.lock"} {
+		if has(l) {
+			return l, pkgJSON
+		}
+	}
+	return "", pkgJSON
+}
+
+// declaresDeps: a package.json that names dependencies of any kind.
+func declaresDeps(pkgJSON []byte) bool {
+	var pj struct {
+		Dependencies         map[string]json.RawMessage `json:"dependencies"`
+		DevDependencies      map[string]json.RawMessage `json:"devDependencies"`
+		OptionalDependencies map[string]json.RawMessage `json:"optionalDependencies"`
+		PeerDependencies     map[string]json.RawMessage `json:"peerDependencies"`
+	}
+	if json.Unmarshal(pkgJSON, &pj) != nil {
+		return false
+	}
+	return len(pj.Dependencies)+len(pj.DevDependencies)+len(pj.OptionalDependencies)+len(pj.PeerDependencies) > 0
 }
 
 // ValidateLockfile checks a package-lock.json (lockfile version 2 or 3):

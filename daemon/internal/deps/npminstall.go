@@ -57,7 +57,7 @@ func npmJobs(pkgs map[string]lockPackage) []npmJob {
 		if k == "" || p.InBundle || p.Link {
 			continue
 		}
-		if p.Optional && !(platformMatch(p.OS, npmPlatform()) && platformMatch(p.CPU, npmArch())) {
+		if p.Optional && !(platformMatch(p.OS, npmPlatform()) && platformMatch(p.CPU, npmArch()) && (len(p.Libc) == 0 || platformMatch(p.Libc, npmLibc()))) {
 			continue
 		}
 		rel := strings.TrimPrefix(k, "node_modules/")
@@ -129,6 +129,15 @@ func npmPlatform() string {
 		return "sunos"
 	}
 	return goruntime.GOOS
+}
+
+// npmLibc is the C library node reports on linux: musl where its loader
+// is installed, else glibc.
+func npmLibc() string {
+	if m, _ := filepath.Glob("/lib/ld-musl-*"); len(m) > 0 {
+		return "musl"
+	}
+	return "glibc"
 }
 
 func npmArch() string {
