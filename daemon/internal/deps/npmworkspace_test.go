@@ -2,12 +2,14 @@ package deps
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/uri"
 )
 
 // TestInstallNPMWorkspaces: an npm workspace lockfile installs its
@@ -98,5 +100,48 @@ func TestInstallNPMWorkspaces(t *testing.T) {
 	}
 	if !mods["only-foo@1.0.0"] || !mods["left-pad@1.3.0"] || mods["foo"] || len(mods) != 3 {
 		t.Errorf("externals %v: the links are in the tree, not external", mods)
+	}
+}
+
+// workspaceRepo is an npm workspace: the root imports its workspace
+// package @ws/lib, which npm links from node_modules.
+var workspaceRepo = map[string]string{
+	"package.json":              `{"name":"mono","private":true,"workspaces":["packages/*"]}`,
+	"package-lock.json":         `{"name":"mono","lockfileVersion":3,"requires":true,"packages":{"":{"name":"mono","workspaces":["packages/*"]},"node_modules/@ws/lib":{"resolved":"packages/lib","link":true},"packages/lib":{"name":"@ws/lib","version":"1.0.0"}}}`,
+	"tsconfig.json":             `{"compilerOptions":{"module":"esnext","moduleResolution":"bundler","strict":true,"noEmit":true},"include":["src","packages"]}`,
+	"packages/lib/package.json": `{"name":"@ws/lib","version":"1.0.0","types":"index.ts"}`,
+	"packages/lib/index.ts":     "/** Adds. */\nexport function add(a: number, b: number): number {\n  return a + b;\n}\n",
+	"src/main.ts":               "import { add } from \"@ws/lib\";\n\nexport const x = add(1, 2);\n",
+}
+
+// TestTypeScriptWorkspaceLink: the real TypeScript server resolves an
+// import of a workspace package through the link the phase made into the
+// package's directory in the tree: an in-repository answer.
+func TestTypeScriptWorkspaceLink(t *testing.T) {
+	node, dir := tsServer(t)
+	ws := repo(t, workspaceRepo)
+	reg, _ := url.Parse("https://npm.example/registry") // links only: no request
+	if w := fetcher(Config{NPMRegistry: reg}).Fetch(context.Background(), ws); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	srv := startTS(t, node, dir, ws)
+	ctx := context.Background()
+	c, _, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := srv.URI("src/main.ts")
+	if err := c.DidOpen(ctx, u, "typescript", workspaceRepo["src/main.ts"]); err != nil {
+		t.Fatal(err)
+	}
+	locs, err := c.Definition(ctx, u, position(t, workspaceRepo["src/main.ts"], "add(1, 2)"))
+	if err != nil || len(locs.Items) == 0 {
+		t.Fatalf("definition %+v, %v", locs, err)
+	}
+	pol := uri.Policy{Root: ws.Root, Externals: NPMExternals(ws)}
+	for _, l := range locs.Items {
+		if got, err := pol.Map(string(l.URI)); err != nil || got != (uri.Location{Path: "packages/lib/index.ts"}) {
+			t.Fatalf("definition at %s maps to %+v, %v; want packages/lib/index.ts in the tree", l.URI, got, err)
+		}
 	}
 }
