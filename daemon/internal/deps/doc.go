@@ -24,9 +24,10 @@
 // dependencies and no lockfile is a warning. Each format has its own
 // parser and fuzz target, and all produce package-lock.json's shape for
 // one installer. package-lock.json is validated first (lockfile version 2
-// or 3, every resolved URL under LSP_DEPS_NPM_REGISTRY, sha512 integrity,
-// no git, file or http specs by npm's grammar, specKind); a refused
-// lockfile makes no request. npm workspaces (npmworkspace.go) link each
+// or 3, every resolved URL under LSP_DEPS_NPM_REGISTRY, no git, file or
+// http specs by npm's grammar, specKind); a refused lockfile makes no
+// request. A package with no sha512 integrity (sha1 alone) is left out
+// by install, with a warning. npm workspaces (npmworkspace.go) link each
 // workspace package from node_modules into its directory in the tree by a
 // relative link, once that directory is checked to be a real one inside
 // the repository, and hoist the workspaces' own nested packages to the

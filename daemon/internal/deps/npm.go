@@ -145,8 +145,9 @@ func declaresDeps(pkgJSON []byte) bool {
 }
 
 // ValidateLockfile checks a package-lock.json (lockfile version 2 or 3):
-// every package resolves to a tarball under registry with a sha512
-// integrity, and no spec names git, a file, a link or a plain URL. npm
+// every package resolves to a tarball under registry, and no spec names
+// git, a file, a link or a plain URL (a package with no sha512 integrity
+// is install's to leave out, with a warning, not a refusal). npm
 // workspaces are accepted: a link entry (node_modules/foo, link: true)
 // whose resolved is a relative directory inside the repository, that
 // directory's own entry (packages/foo) and the packages nested below it
@@ -216,9 +217,8 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 		if !underRegistry(p.Resolved, registry) {
 			return 0, fmt.Errorf("%w: package %s resolves outside the registry", errLockfile, quote(k))
 		}
-		if !sha512Integrity(p.Integrity) {
-			return 0, fmt.Errorf("%w: package %s has no sha512 integrity", errLockfile, quote(k))
-		}
+		// A package without a sha512 integrity (old lockfiles carry sha1
+		// alone) is left out by install, with a warning, not the lockfile.
 		n++
 	}
 	return n, nil

@@ -65,6 +65,19 @@ func npmJobs(pkgs map[string]lockPackage) []npmJob {
 			rel: rel, module: npmModule(k, p), resolved: p.Resolved, integrity: p.Integrity, optional: p.Optional,
 		})
 	}
+	// A package nested in one that is not installed would be left out
+	// anyway: it is not fetched.
+	rels := map[string]bool{}
+	for _, j := range jobs {
+		rels[j.rel] = true
+	}
+	kept := jobs[:0]
+	for _, j := range jobs {
+		if ancestorsPlaced(j.rel, rels) {
+			kept = append(kept, j)
+		}
+	}
+	jobs = kept
 	sort.Slice(jobs, func(i, j int) bool {
 		di, dj := strings.Count(jobs[i].rel, "/node_modules/"), strings.Count(jobs[j].rel, "/node_modules/")
 		if di != dj {
@@ -166,6 +179,13 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 		return // an earlier prepare of this same tree installed them
 	}
 	pkgs = hoistWorkspaces(pkgs, w)
+	for k, p := range pkgs {
+		// sha1 alone is not trusted: such a package is never fetched.
+		if k != "" && !p.Link && !p.InBundle && !sha512Integrity(p.Integrity) {
+			w.add("%s: it has no sha512 integrity in the lockfile (sha1 alone is not trusted); it was not installed", npmModule(k, p))
+			delete(pkgs, k)
+		}
+	}
 	jobs, links := npmJobs(pkgs), npmLinks(pkgs)
 	if len(jobs) == 0 && len(links) == 0 {
 		return
