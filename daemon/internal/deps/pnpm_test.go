@@ -505,3 +505,23 @@ func TestNoLockfileWarning(t *testing.T) {
 		t.Fatalf("warnings %q", w)
 	}
 }
+
+// TestHoistBudgetSpent: once hoisting's budget is spent, packages nest
+// below their dependents, and every dependency still resolves.
+func TestHoistBudgetSpent(t *testing.T) {
+	reg, _ := url.Parse("https://registry.npmjs.org")
+	_, _, g, err := parsePNPM(corpusFile(t, "pmndrs__zustand", "pnpm-lock.yaml"), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, warn := hoistWithin(g, 0)
+	for _, w := range warn {
+		if !strings.Contains(w, "would nest too deep") {
+			t.Fatalf("warning %q", w)
+		}
+	}
+	t.Logf("%d packages nested, %d warnings", len(out), len(warn))
+	if len(warn) == 0 {
+		checkLayout(t, g, out)
+	}
+}

@@ -16,7 +16,11 @@ import (
 // already resolved through that level, else nested below its dependent. A
 // dependency a visible place already holds in the same version is shared.
 func hoistPNPM(g *pnpmGraph) (map[string]lockPackage, []string) {
-	h := &hoister{g: g, out: map[string]lockPackage{}, at: map[string]*pnpmNode{}, users: map[string][]string{}}
+	return hoistWithin(g, maxHoistWork)
+}
+
+func hoistWithin(g *pnpmGraph, budget int) (map[string]lockPackage, []string) {
+	h := &hoister{g: g, out: map[string]lockPackage{}, at: map[string]*pnpmNode{}, users: map[string][]string{}, budget: budget}
 	for _, dn := range sortedKeys(g.roots) {
 		if n := g.nodes[g.roots[dn]]; n != nil && n.refused == "" {
 			h.place("node_modules/"+dn, n)
@@ -73,7 +77,14 @@ type hoister struct {
 	users map[string][]string
 	queue []string
 	warn  []string
+	// budget bounds the resolution walks hoisting may take; once spent,
+	// packages nest below their dependents, which is always correct.
+	budget int
 }
+
+// maxHoistWork bounds hoisting's walks, far above what a real lockfile
+// needs; a hostile graph cannot make the layout quadratic without end.
+const maxHoistWork = 20_000_000
 
 func (h *hoister) warnf(format string, args ...any) {
 	h.warn = append(h.warn, fmt.Sprintf(format, args...))
@@ -130,6 +141,12 @@ func (h *hoister) resolve(p, name string, d *pnpmNode) {
 			break
 		}
 	}
+	if top == 0 {
+		// Its dependent's own place holds another version: a lockfile
+		// that names one dependency twice.
+		h.warnf("%s: another version is where it must go; it was not installed", pnpmModule(d))
+		return
+	}
 	if len(ls) > maxPNPMDepth {
 		h.warnf("%s: it would nest too deep; it was not installed", pnpmModule(d))
 		return
@@ -150,6 +167,9 @@ func (h *hoister) resolve(p, name string, d *pnpmNode) {
 // hides: putting d at level l would change what name resolves to for a
 // package already resolved through l.
 func (h *hoister) hides(l, name string, d *pnpmNode) bool {
+	if h.budget -= len(h.users[name]) + 1; h.budget < 0 {
+		return true
+	}
 	for _, q := range h.users[name] {
 		if !strings.HasPrefix(q+"/node_modules/", l) {
 			continue
