@@ -179,12 +179,22 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 		return // an earlier prepare of this same tree installed them
 	}
 	pkgs = hoistWorkspaces(pkgs, w)
+	// sha1 alone is not trusted: such a package is never fetched. Old
+	// lockfiles have hundreds: one warning names a few and counts them.
+	var weak []string
 	for k, p := range pkgs {
-		// sha1 alone is not trusted: such a package is never fetched.
 		if k != "" && !p.Link && !p.InBundle && !sha512Integrity(p.Integrity) {
-			w.add("%s: it has no sha512 integrity in the lockfile (sha1 alone is not trusted); it was not installed", npmModule(k, p))
+			weak = append(weak, npmModule(k, p))
 			delete(pkgs, k)
 		}
+	}
+	if len(weak) > 0 {
+		sort.Strings(weak)
+		shown := strings.Join(weak[:min(len(weak), 3)], ", ")
+		if len(weak) > 3 {
+			shown += fmt.Sprintf(" and %d more", len(weak)-3)
+		}
+		w.add("%s: no sha512 integrity in the lockfile (sha1 alone is not trusted); not installed", shown)
 	}
 	jobs, links := npmJobs(pkgs), npmLinks(pkgs)
 	if len(jobs) == 0 && len(links) == 0 {
