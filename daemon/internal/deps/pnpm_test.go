@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -524,4 +525,26 @@ func TestHoistBudgetSpent(t *testing.T) {
 	if len(warn) == 0 {
 		checkLayout(t, g, out)
 	}
+}
+
+// TestPNPMZustandGolden: the whole layout of zustand's pnpm-lock.yaml,
+// one "path name@version" line per package, against
+// testdata/zustand-pnpm-layout.golden (go test -run Golden -update
+// rewrites it).
+func TestPNPMZustandGolden(t *testing.T) {
+	reg, _ := url.Parse("https://registry.npmjs.org")
+	out, _, err := ParsePNPMLock(corpusFile(t, "pmndrs__zustand", "pnpm-lock.yaml"), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make([]string, 0, len(out))
+	for k, p := range out {
+		l := k + " " + p.Name + "@" + p.Version
+		if p.Optional {
+			l += " optional"
+		}
+		lines = append(lines, l)
+	}
+	sort.Strings(lines)
+	checkGolden(t, "zustand-pnpm-layout.golden", strings.Join(lines, "\n")+"\n")
 }
