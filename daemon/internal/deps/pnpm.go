@@ -42,10 +42,9 @@ const (
 )
 
 type pnpmLock struct {
-	LockfileVersion yaml.Node               `yaml:"lockfileVersion"`
-	Importers       map[string]pnpmImporter `yaml:"importers"`
-	Packages        map[string]pnpmPackage  `yaml:"packages"`
-	Snapshots       map[string]pnpmSnapshot `yaml:"snapshots"`
+	Importers map[string]pnpmImporter `yaml:"importers"`
+	Packages  map[string]pnpmPackage  `yaml:"packages"`
+	Snapshots map[string]pnpmSnapshot `yaml:"snapshots"`
 	// A lockfile without importers (a single project, before v9 made
 	// importers universal) has the root's dependencies at the top.
 	pnpmImporter `yaml:",inline"`
@@ -131,13 +130,23 @@ func parsePNPM(data []byte, registry *url.URL) (map[string]lockPackage, []string
 	if len(data) > maxLockfile {
 		return nil, nil, nil, fmt.Errorf("%w: over the size bound", errPNPMLock)
 	}
-	var lf pnpmLock
-	if err := yaml.Unmarshal(data, &lf); err != nil {
+	// The version first, so that another version's layout is named as
+	// such rather than failing to decode.
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, nil, nil, fmt.Errorf("%w: it is not YAML of a pnpm lockfile", errPNPMLock)
 	}
-	major, err := pnpmVersion(lf.LockfileVersion)
+	var head struct {
+		LockfileVersion yaml.Node `yaml:"lockfileVersion"`
+	}
+	_ = doc.Decode(&head)
+	major, err := pnpmVersion(head.LockfileVersion)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	var lf pnpmLock
+	if err := doc.Decode(&lf); err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: it is not YAML of a pnpm lockfile", errPNPMLock)
 	}
 	if len(lf.Packages) > maxLockPackages || len(lf.Snapshots) > maxLockPackages {
 		return nil, nil, nil, fmt.Errorf("%w: over the bound of %d packages", errPNPMLock, maxLockPackages)

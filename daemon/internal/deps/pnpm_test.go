@@ -357,12 +357,15 @@ packages:
 func TestParsePNPMRefused(t *testing.T) {
 	reg, _ := url.Parse("https://npm.example/registry")
 	for data, want := range map[string]string{
-		"lockfileVersion: 5.4\n":                "lockfileVersion \"5.4\" is not 6 to 9",
-		"lockfileVersion: '10.0'\n":             "is not 6 to 9",
-		"importers: {}\n":                       "no lockfileVersion",
-		"{":                                     "not YAML",
-		"lockfileVersion: [1]\n":                "no lockfileVersion",
-		"lockfileVersion: '9.0'\npackages: 3\n": "not YAML",
+		"lockfileVersion: 5.4\ndependencies:\n  a: 1.0.0\n": "lockfileVersion \"5.4\" is not 6 to 9",
+		"lockfileVersion: 5.4\n":                            "lockfileVersion \"5.4\" is not 6 to 9",
+		"lockfileVersion: '10.0'\n":                         "is not 6 to 9",
+		"importers: {}\n":                                   "no lockfileVersion",
+		"{":                                                 "not YAML",
+		"- a\n":                                             "not YAML",
+		"":                                                  "not YAML",
+		"lockfileVersion: [1]\n":                            "no lockfileVersion",
+		"lockfileVersion: '9.0'\npackages: 3\n":             "not YAML",
 	} {
 		if _, _, err := ParsePNPMLock([]byte(data), reg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", data, err, want)
