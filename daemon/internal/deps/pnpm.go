@@ -185,8 +185,7 @@ func buildPNPM(lf *pnpmLock, major int, registry *url.URL) (*pnpmGraph, []string
 	warnf := func(format string, args ...any) { warn = append(warn, fmt.Sprintf(format, args...)) }
 
 	// node returns the node for a snapshot key, making it on first use.
-	var node func(key string) *pnpmNode
-	node = func(key string) *pnpmNode {
+	node := func(key string) *pnpmNode {
 		if n, ok := g.nodes[key]; ok {
 			return n
 		}
