@@ -12,8 +12,9 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// pnpm-lock.yaml, versions 6 to 9, parsed by a YAML decoder (never by
-// pattern) into the npm-shaped packages install takes.
+// pnpm-lock.yaml, versions 6 to 9, parsed by a YAML decoder
+// (go.yaml.in/yaml/v3, which bounds alias expansion; never by pattern)
+// into the npm-shaped packages install takes.
 //
 // The lockfile names each importer (the root ".", and each workspace
 // package by its directory) with its direct dependencies, each a
@@ -36,6 +37,10 @@ var errPNPMLock = errors.New("pnpm-lock.yaml refused")
 // Bounds on a pnpm-lock.yaml beyond its size (maxLockfile) and package
 // count (maxLockPackages).
 const (
+	// maxPNPMLockfile is below maxLockfile: a YAML decoder holds the
+	// whole document as nodes, several times its size. Large real
+	// monorepos' pnpm-lock.yaml files are a few MiB.
+	maxPNPMLockfile  = 16 << 20
 	maxPNPMImporters = 1000
 	// maxPNPMDepth bounds how deep the hoisted layout may nest.
 	maxPNPMDepth = 32
@@ -127,7 +132,7 @@ func ParsePNPMLock(data []byte, registry *url.URL) (map[string]lockPackage, []st
 
 // parsePNPM is ParsePNPMLock, with the graph the layout was made from.
 func parsePNPM(data []byte, registry *url.URL) (map[string]lockPackage, []string, *pnpmGraph, error) {
-	if len(data) > maxLockfile {
+	if len(data) > maxPNPMLockfile {
 		return nil, nil, nil, fmt.Errorf("%w: over the size bound", errPNPMLock)
 	}
 	// The version first, so that another version's layout is named as
@@ -157,7 +162,6 @@ func parsePNPM(data []byte, registry *url.URL) (map[string]lockPackage, []string
 	if lf.Importers == nil {
 		lf.Importers = map[string]pnpmImporter{".": lf.pnpmImporter}
 	}
-	// From v7 on, keys have no leading slash.
 	g, warn := buildPNPM(&lf, major, registry)
 	out, more := hoistPNPM(g)
 	return out, append(warn, more...), g, nil
@@ -314,8 +318,8 @@ func buildPNPM(lf *pnpmLock, major int, registry *url.URL) (*pnpmGraph, []string
 }
 
 // pnpmDepKey is the snapshot key a dependency's version names: "1.2.3" and
-// "1.2.3(peer@1.0.0)" are name's own, "other@1.2.3" (v6: "/other@1.2.3")
-// an alias. Anything else (link:, file:, a URL, git) is not the registry's.
+// "1.2.3(peer@1.0.0)" are name's own, "other@1.2.3" (v6: "/other@1.2.3";
+// keys lost their leading slash in v7) an alias. Anything else (link:, file:, a URL, git) is not the registry's.
 func pnpmDepKey(name, v string, major int) (string, bool) {
 	if v == "" || len(v) > 1024 {
 		return "", false

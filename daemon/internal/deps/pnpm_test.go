@@ -362,10 +362,11 @@ func TestParsePNPMRefused(t *testing.T) {
 		"lockfileVersion: '10.0'\n":                         "is not 6 to 9",
 		"importers: {}\n":                                   "no lockfileVersion",
 		"{":                                                 "not YAML",
-		"- a\n":                                             "not YAML",
-		"":                                                  "not YAML",
-		"lockfileVersion: [1]\n":                            "no lockfileVersion",
-		"lockfileVersion: '9.0'\npackages: 3\n":             "not YAML",
+		"lockfileVersion: '9.0'\n#" + strings.Repeat("x", maxPNPMLockfile): "over the size bound",
+		"- a\n":                                 "not YAML",
+		"":                                      "not YAML",
+		"lockfileVersion: [1]\n":                "no lockfileVersion",
+		"lockfileVersion: '9.0'\npackages: 3\n": "not YAML",
 	} {
 		if _, _, err := ParsePNPMLock([]byte(data), reg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", data, err, want)
