@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -146,8 +147,10 @@ func declaresDeps(pkgJSON []byte) bool {
 
 // ValidateLockfile checks a package-lock.json (lockfile version 2 or 3):
 // every package resolves to a tarball under registry, and no spec names
-// git, a file, a link or a plain URL (a package with no sha512 integrity
-// is install's to leave out, with a warning, not a refusal). npm
+// git, a file, a link or a plain URL, except a file: directory inside the
+// repository that the project or a workspace declares, which npm links
+// like a workspace (a package with no sha512 integrity is install's to
+// leave out, with a warning, not a refusal). npm
 // workspaces are accepted: a link entry (node_modules/foo, link: true)
 // whose resolved is a relative directory inside the repository, that
 // directory's own entry (packages/foo) and the packages nested below it
@@ -181,7 +184,12 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 		p := lf.Packages[k]
 		for _, deps := range []map[string]string{p.Dependencies, p.DevDependencies, p.OptionalDependencies, p.PeerDependencies} {
 			for _, name := range sortedKeys(deps) {
-				if kind := specKind(deps[name]); kind != "" {
+				kind := specKind(deps[name])
+				if kind == "file" && inRepoFileSpec(k, deps[name]) {
+					// npm links it like a workspace: its entry is checked below.
+					continue
+				}
+				if kind != "" {
 					return 0, fmt.Errorf("%w: package %s has a %s dependency (%s)", errLockfile, quote(k), kind, quote(name))
 				}
 			}
@@ -222,6 +230,26 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// inRepoFileSpec: a file: (or path) spec that the project itself, or one
+// of its workspace packages, declares for a directory inside the
+// repository, which npm installs as a link to it. A registry package's
+// path specs, and paths that climb out, are not.
+func inRepoFileSpec(key, spec string) bool {
+	dir := "."
+	if key != "" {
+		ws, rest, ok := splitWorkspaceKey(key)
+		if !ok || ws == "" || rest != "" {
+			return false
+		}
+		dir = ws
+	}
+	p, _ := cutPrefixFold(strings.TrimSpace(spec), "file:")
+	if strings.HasPrefix(p, "/") || strings.HasPrefix(p, "~") || strings.Contains(p, "\\") {
+		return false
+	}
+	return repoDir(path.Join(dir, p))
 }
 
 func sortedKeys(m map[string]string) []string {

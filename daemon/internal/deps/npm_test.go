@@ -67,6 +67,23 @@ func TestValidateLockfile(t *testing.T) {
 			"packages/foo/node_modules/a": with("version", "2.0.0"),
 			"packages/bar":                map[string]any{"name": "@s/bar", "version": "0.0.1"},
 		}), "", 4},
+		{"in-repo file: dependency, linked", lock(map[string]any{
+			"":                 map[string]any{"dependencies": map[string]string{"foo": "file:packages/foo", "bar": "./packages/bar"}},
+			"node_modules/foo": map[string]any{"resolved": "packages/foo", "link": true},
+			"node_modules/bar": map[string]any{"resolved": "packages/bar", "link": true},
+			"packages/foo":     map[string]any{"name": "foo", "dependencies": map[string]string{"bar": "file:../bar"}},
+			"packages/bar":     map[string]any{"name": "bar"},
+		}), "", 2},
+		{"file: dependency climbing out", lock(map[string]any{"": map[string]any{"dependencies": map[string]string{"a": "file:../a"}}}), "file dependency", 0},
+		{"workspace's file: dependency climbing out", lock(map[string]any{
+			"node_modules/foo": map[string]any{"resolved": "packages/foo", "link": true},
+			"packages/foo":     map[string]any{"dependencies": map[string]string{"x": "file:../../../x"}},
+		}), "file dependency", 0},
+		{"registry package's file: dependency", lock(map[string]any{"node_modules/a": with("dependencies", map[string]string{"x": "file:x"})}), "file dependency", 0},
+		{"file: tarball in the repository", lock(map[string]any{
+			"":               map[string]any{"dependencies": map[string]string{"a": "file:vendor/a.tgz"}},
+			"node_modules/a": map[string]any{"version": "1.0.0", "resolved": "file:vendor/a.tgz", "integrity": integrity},
+		}), "resolves outside the registry", 0},
 		{"in-repo key of no workspace", lock(map[string]any{"node_modules/foo": map[string]any{"resolved": "packages/foo", "link": true}, "other/node_modules/a": good}), "not under node_modules", 0},
 		{"workspace package from outside the registry", lock(map[string]any{"node_modules/foo": map[string]any{"resolved": "packages/foo", "link": true}, "packages/foo/node_modules/a": with("resolved", "https://evil.example/a.tgz")}), "resolves outside the registry", 0},
 		// Install leaves these out, with a warning (TestInstallSHA1Only).
