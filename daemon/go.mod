@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/hanzoai/lsp/proto v0.0.0
 	go.uber.org/goleak v1.3.0
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/mod v0.41.0
 	golang.org/x/sys v0.50.0
 	google.golang.org/grpc v1.85.0
