@@ -82,6 +82,14 @@ type Limits struct {
 	MaxRegistrations     int           // dynamic registrations tracked: 256
 	MaxProgressTokens    int           // concurrent $/progress tokens tracked: 256
 	DiagnosticsWait      time.Duration // publish fallback wait: 10s
+	// DiagnosticsQuiet is how long a server must have been silent on a
+	// document (no publication, no work-done progress) before its last
+	// publication counts as settled: servers publish in passes (gopls a
+	// type-check pass, then its analyzers a diagnosticsDelay later;
+	// typescript-language-server syntax, semantic, then suggestion
+	// diagnostics), each under the same version. 1.5s, and at most half of
+	// the wait.
+	DiagnosticsQuiet time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -101,6 +109,9 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxProgressTokens, 256)
 	if l.DiagnosticsWait <= 0 {
 		l.DiagnosticsWait = 10 * time.Second
+	}
+	if l.DiagnosticsQuiet <= 0 {
+		l.DiagnosticsQuiet = 1500 * time.Millisecond
 	}
 	return l
 }
@@ -149,6 +160,7 @@ type Client struct {
 	registrations map[string]string // registration id → method
 	fingerprint   string            // CapabilityFingerprint, cached; "" after a change
 	progress      map[string]struct{}
+	progressEnd   time.Time // when the last work-done progress ended
 	logs          []LogMessage
 	diags         map[DocumentURI]*published
 	pubSeq        uint64
@@ -161,6 +173,7 @@ type published struct {
 	diags   List[Diagnostic]
 	version *int32
 	seq     uint64
+	at      time.Time
 }
 
 type document struct {
@@ -694,6 +707,7 @@ func (c *Client) onProgress(params json.RawMessage) {
 		c.progress[key] = struct{}{}
 	case "end":
 		delete(c.progress, key)
+		c.progressEnd = time.Now()
 	default:
 		return
 	}
@@ -728,6 +742,6 @@ func (c *Client) onPublish(params json.RawMessage) {
 		delete(c.diags, oldest)
 	}
 	c.pubSeq++
-	c.diags[key] = &published{diags: list, version: p.Version, seq: c.pubSeq}
+	c.diags[key] = &published{diags: list, version: p.Version, seq: c.pubSeq, at: time.Now()}
 	c.signal()
 }
