@@ -353,6 +353,9 @@ func (c *Client) Diagnostics(ctx context.Context, uri DocumentURI) (DiagnosticsR
 		if err == nil {
 			res, derr := decodePullReport(raw, c.lim)
 			if derr == nil {
+				c.mu.Lock()
+				c.diagnosticProblemsLocked(key, res.Items)
+				c.mu.Unlock()
 				return res, nil
 			}
 			c.log.Warn("lsp: malformed pull diagnostics; using published", "err", derr)

@@ -47,7 +47,9 @@ type fixture struct {
 	conn   *grpc.ClientConn
 	client daemonv1.DaemonClient
 	gopls  string // "" when no gopls is available
-	served chan error
+	// typescript is set when the reviewed TypeScript server runs too.
+	typescript bool
+	served     chan error
 }
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -105,6 +107,22 @@ func startFixture(root string) (*fixture, error) {
 			Extensions: []string{".go"},
 		})
 	}
+	if ts := findTypeScript(); ts != "" {
+		// As the reviewed entry runs it: the pinned tsserver, one
+		// semantic server, no type acquisition.
+		opts := fmt.Sprintf(`{"tsserver":{"path":%q,"useSyntaxServer":"never"},"disableAutomaticTypingAcquisition":true}`,
+			filepath.Join(ts, "node_modules", "typescript", "lib", "tsserver.js"))
+		node, _ := exec.LookPath("node")
+		specs = append(specs, pool.Spec{
+			Spec: runtime.Spec{
+				ID: "typescript-language-server", Language: "typescript", Extensions: []string{".ts"},
+				Executable: node, Args: []string{filepath.Join(ts, "node_modules", "typescript-language-server", "lib", "cli.mjs"), "--stdio"},
+				InitializationOptions: []byte(opts), RequestTimeout: 60 * time.Second,
+			},
+			Extensions: []string{".ts"},
+		})
+		f.typescript = true
+	}
 	f.pool = pool.New(store, specs, runtime.Unjailed(log), log)
 	goroot := strings.TrimSpace(goEnv("GOROOT"))
 	runner := &query.Runner{
@@ -142,6 +160,26 @@ func (f *fixture) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f.pool.Close(ctx)
+}
+
+// findTypeScript is $LSP_TEST_TYPESCRIPT (the directory make deps installs
+// typescript-language-server and typescript into) when it and node exist.
+func findTypeScript() string {
+	dir := os.Getenv("LSP_TEST_TYPESCRIPT")
+	if dir == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(abs, "node_modules", "typescript-language-server", "lib", "cli.mjs")); err != nil {
+		return ""
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return ""
+	}
+	return abs
 }
 
 // findGopls prefers $LSP_TEST_GOPLS, then the pinned install.

@@ -146,12 +146,15 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		var infos []pool.LanguageInfo
 		if prepared {
 			resp.Warnings = warnings
-			var warm []string
-			infos, warm = w.Warm(ctx, hdr.GetFiles())
+			_, warm := w.Warm(ctx, hdr.GetFiles())
 			resp.Warnings = append(resp.Warnings, warm...)
-		} else {
-			infos = w.Languages()
+			// The answer says whether each server could load the project,
+			// so it waits for their first load (bounded).
+			if s.Runner != nil {
+				s.Runner.AwaitLoad(ctx, w)
+			}
 		}
+		infos = w.Languages()
 		resp.Languages = languages(infos)
 	}
 	s.Log.Info("prepare", "workspace", k.String(), "prepared", prepared, "files", len(hdr.GetFiles()))
@@ -199,6 +202,7 @@ func languages(infos []pool.LanguageInfo) []*daemonv1.LanguageTools {
 			Server:                &daemonv1.ServerInfo{Id: i.Server.ID, Version: i.Server.Version, Generation: i.Server.Generation},
 			Tools:                 i.Tools,
 			CapabilityFingerprint: i.Fingerprint,
+			Warnings:              i.Warnings,
 		})
 	}
 	return out
