@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/sanitize"
 	"github.com/hanzoai/lsp/daemon/internal/uri"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
@@ -451,6 +452,8 @@ func (w *Workspace) LoadWarnings(s *Spec, srv *runtime.Server) []string {
 		if p.URI != "" {
 			msg = scrub.Replace(string(p.URI)) + ": " + msg
 		}
+		// Server text, like every other that leaves the daemon.
+		msg = sanitize.Line(msg, 1<<10)
 		if _, seen := w.reported.LoadOrStore(s.ID+"\x00"+msg, struct{}{}); !seen {
 			w.pool.log.Warn("language server could not load the project", "workspace", w.Key.String(), "server", s.ID, "message", msg)
 		}
