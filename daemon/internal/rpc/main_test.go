@@ -33,6 +33,26 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
+// daemonLog keeps what the daemon logged (warnings and up).
+var daemonLog lockedBuffer
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // The whole test binary shares one daemon: a real gRPC server on a unix
 // socket in a temporary directory, over a real pool and store, starting the
 // pinned gopls with the unjailed spawner. Tests isolate themselves by
@@ -90,7 +110,7 @@ func run(m *testing.M) int {
 }
 
 func startFixture(root string) (*fixture, error) {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(os.Stderr, &daemonLog), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	store, err := workspace.NewStore(filepath.Join(root, "daemon"), workspace.DefaultLimits())
 	if err != nil {
 		return nil, err

@@ -62,6 +62,18 @@ func TestLoadProblemsGo(t *testing.T) {
 			}
 		})
 	}
+	// Logged once for the workspace and server, however often answered.
+	ws := parseKey(t, k).String()
+	var lines []string
+	for _, l := range strings.Split(daemonLog.String(), "\n") {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, `msg="language server could not load the project"`) && strings.Contains(l, "workspace="+ws) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "server=gopls") || !strings.Contains(lines[0], "no required module provides package") {
+		t.Fatalf("log lines for the workspace: %q", lines)
+	}
+	noHostPaths(t, lines)
 }
 
 // TestLoadProblemsGoList: a go.mod the local go command refuses
