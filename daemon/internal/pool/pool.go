@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,6 +125,12 @@ type Workspace struct {
 	derived sync.Map
 	// reported holds the load problems already logged, per server.
 	reported sync.Map // spec ID + "\x00" + message → struct{}
+	// known are the load warnings every instance of each server reported
+	// here: the tree never changes under its commit, so what one
+	// generation could not load the next cannot either, also before it
+	// has said so again.
+	knownMu sync.Mutex
+	known   map[string][]string // spec ID → warnings, first seen first
 }
 
 // Document is one file of a workspace's tree, as servers see it.
@@ -437,16 +444,14 @@ func (w *Workspace) Scrubber(extra []uri.External) *strings.Replacer {
 }
 
 // LoadWarnings are the load problems srv (the server of s) reported for
-// w, scrubbed of host paths, as warnings: "gopls could not load the
-// project: main.go: could not import …". Each is logged once per
-// workspace and server, at warning level.
+// w — and those earlier instances of it reported — scrubbed of host
+// paths, as warnings: "gopls could not load the project: main.go: could
+// not import …". Each is logged once per workspace and server, at warning
+// level.
 func (w *Workspace) LoadWarnings(s *Spec, srv *runtime.Server) []string {
 	problems, more := srv.LoadProblems()
-	if len(problems) == 0 {
-		return nil
-	}
 	scrub := w.Derived(scrubKey{}, func() any { return w.Scrubber(nil) }).(*strings.Replacer)
-	out := make([]string, 0, len(problems)+1)
+	var fresh []string
 	for _, p := range problems {
 		msg := scrub.Replace(p.Message)
 		if p.URI != "" {
@@ -457,10 +462,41 @@ func (w *Workspace) LoadWarnings(s *Spec, srv *runtime.Server) []string {
 		if _, seen := w.reported.LoadOrStore(s.ID+"\x00"+msg, struct{}{}); !seen {
 			w.pool.log.Warn("language server could not load the project", "workspace", w.Key.String(), "server", s.ID, "message", msg)
 		}
-		out = append(out, fmt.Sprintf("%s could not load the project: %s", s.ID, msg))
+		fresh = append(fresh, fmt.Sprintf("%s could not load the project: %s", s.ID, msg))
 	}
 	if more > 0 {
-		out = append(out, fmt.Sprintf("%s reported %d more load problem(s)", s.ID, more))
+		fresh = append(fresh, fmt.Sprintf("%s reported %d more load problem(s)", s.ID, more))
+	}
+	w.knownMu.Lock()
+	defer w.knownMu.Unlock()
+	if w.known == nil {
+		w.known = map[string][]string{}
+	}
+	list := w.known[s.ID]
+	for _, f := range fresh {
+		if !slices.Contains(list, f) && len(list) < 2*maxLoadWarnings {
+			list = append(list, f)
+		}
+	}
+	w.known[s.ID] = list
+	return slices.Clone(list)
+}
+
+// maxLoadWarnings bounds the warnings of one server kept per workspace
+// (twice it, across generations).
+const maxLoadWarnings = 17
+
+// KnownLoadWarnings fills in the load warnings w's servers reported, by
+// server id, on infos that lack them (what Negotiated remembers, for a
+// workspace whose servers are not running now).
+func (w *Workspace) KnownLoadWarnings(infos []LanguageInfo) []LanguageInfo {
+	w.knownMu.Lock()
+	defer w.knownMu.Unlock()
+	out := slices.Clone(infos)
+	for i := range out {
+		if len(out[i].Warnings) == 0 {
+			out[i].Warnings = slices.Clone(w.known[out[i].Server.ID])
+		}
 	}
 	return out
 }

@@ -1,8 +1,13 @@
 package rpc
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
@@ -218,4 +223,74 @@ func TestDiagnosticsScrubbed(t *testing.T) {
 	if !found {
 		t.Fatalf("no diagnostic or warning names the package directory repo-relative: %q", all)
 	}
+}
+
+// TestLoadProblemsAfterRestart: a killed server comes back as a new
+// generation whose answers still say the project did not load (the
+// workspace also keeps what earlier generations reported, for the moment
+// before the new one says so again; this test does not isolate that
+// moment).
+func TestLoadProblemsAfterRestart(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS")
+	}
+	k := keyFor(t, "restart-unresolved")
+	prepareTree(t, k, newID(),
+		file{"go.mod", []byte("module example.com/restart\n\ngo 1.22\n\nrequire github.com/missing/dep v1.2.3\n")},
+		file{"main.go", []byte("package main\n\nimport \"github.com/missing/dep\"\n\nfunc main() { _ = dep.Name() }\n")},
+	)
+	const want = `gopls could not load the project: main.go: could not import github.com/missing/dep (no required module provides package "github.com/missing/dep")`
+	w, release, ok := fx.pool.Acquire(parseKey(t, k))
+	if !ok {
+		t.Fatal("the workspace is not live")
+	}
+	home := w.Home
+	release()
+	pids := processesWithEnv("HOME=" + home)
+	if len(pids) == 0 {
+		t.Fatal("no server process runs with the workspace's home")
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "main.go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.GetStatus() == daemonv1.Status_STATUS_OK && q.GetEvidence().GetServer().GetGeneration() >= 2 {
+			if e := q.GetEvidence(); e.GetState() == daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT || !contains(e.GetWarnings(), want) {
+				t.Fatalf("the restarted server's answer: %v", e)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer from a restarted server: %v", q)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// processesWithEnv are the pids whose environment holds entry.
+func processesWithEnv(entry string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if kv == entry {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
 }

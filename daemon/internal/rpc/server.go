@@ -175,7 +175,9 @@ func (s *Server) Capabilities(_ context.Context, req *daemonv1.CapabilitiesReque
 	defer release()
 	infos := w.Languages()
 	if len(infos) == 0 {
-		infos = s.Pool.Negotiated()
+		// Its servers are not running now (evicted under pressure): what
+		// they negotiated anywhere, with what they reported here.
+		infos = w.KnownLoadWarnings(s.Pool.Negotiated())
 	}
 	return &daemonv1.CapabilitiesResponse{Warm: true, PrepareId: w.PrepareID, Languages: languages(infos)}, nil
 }
