@@ -12,6 +12,7 @@ import (
 
 	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
+	"github.com/hanzoai/lsp/daemon/internal/readiness"
 )
 
 const (
@@ -139,6 +140,7 @@ func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 		Settings:              s.spec.Settings,
 		RequestTimeout:        s.spec.RequestTimeout,
 		Logger:                s.log,
+		LoadSigns:             readiness.For(s.spec.Language),
 	})
 	if err != nil {
 		_ = proc.Kill()
@@ -339,6 +341,15 @@ func (s *Server) CapabilityFingerprint() string {
 	inst := s.last
 	s.mu.Unlock()
 	return inst.client.CapabilityFingerprint()
+}
+
+// LoadProblems are the load problems the current (or last) instance
+// reported (lsp.Client.LoadProblems).
+func (s *Server) LoadProblems() ([]lsp.Problem, int) {
+	s.mu.Lock()
+	inst := s.last
+	s.mu.Unlock()
+	return inst.client.LoadProblems()
 }
 
 // Alive reports whether an instance is running now.
