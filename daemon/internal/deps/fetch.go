@@ -86,7 +86,7 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 			w.add("the module cache could not be made; Go dependencies were not fetched")
 		} else {
 			m := &mirror{bases: f.cfg.GoProxies, client: f.client, left: left}
-			f.fetchGo(ctx, ws.Root, modCache, m, w)
+			f.fetchGo(ctx, ws, modCache, m, w)
 			if err := ownLike(ws.Home, modCache); err != nil {
 				f.log.Warn("deps: give the module cache to the home's owner", "err", err)
 			}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/mod/sumdb/dirhash"
 	modzip "golang.org/x/mod/zip"
 
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
@@ -33,43 +34,47 @@ const (
 )
 
 // goJob is one module version to put into the cache: its go.mod always,
-// its zip when a package of it may be imported.
+// its zip when a package of it may be imported; sums are the go.sum lines
+// of the module that needs it.
 type goJob struct {
-	mod module.Version
-	zip bool
+	mod  module.Version
+	zip  bool
+	sums map[string]string
 }
 
-// fetchGo fills the module cache under home from root's go.mod and go.sum.
-func (f *Fetcher) fetchGo(ctx context.Context, root, modCache string, m *mirror, w *warnings) {
-	data, err := readRegular(filepath.Join(root, "go.mod"), maxGoMod)
-	if errors.Is(err, fs.ErrNotExist) {
+// fetchGo prepares every Go module of the tree (findModules): its
+// requirements go into the module cache under the home, and what the go
+// command would write for it goes into its overlay in the home; the index
+// beside the tree tells the servers each module's flags (GoFolders).
+func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, modCache string, m *mirror, w *warnings) {
+	dirs, more := findModules(ws.Root)
+	if more {
+		w.add("the tree has more Go modules or directories than the bounds allow (%d modules, %d directories); some modules are not loaded", maxGoModules, maxWalkDirs)
+	}
+	if len(dirs) == 0 {
 		return
 	}
-	if err != nil {
-		w.add("go.mod: %s; Go dependencies were not fetched", reason(err))
-		return
+	var index []goModule
+	var jobs []goJob
+	type jobKey struct {
+		mod module.Version
+		zip bool
 	}
-	mf, err := modfile.Parse("go.mod", data, nil)
-	if err != nil {
-		w.add("go.mod does not parse; Go dependencies were not fetched")
-		return
+	seen := map[jobKey]bool{}
+	for _, dir := range dirs {
+		entry, js := f.prepareModule(ws, dir, w)
+		index = append(index, entry)
+		for _, j := range js {
+			k := jobKey{j.mod, j.zip}
+			if seen[k] || (!j.zip && seen[jobKey{j.mod, true}]) {
+				continue
+			}
+			seen[k] = true
+			jobs = append(jobs, j)
+		}
 	}
-	// GOTOOLCHAIN=local: a newer Go is neither downloaded nor pretended.
-	local := f.cfg.goVersion()
-	if mf.Go != nil && newerGo(mf.Go.Version, local) {
-		w.add("go.mod requires go %s, newer than the local %s; Go dependencies were not fetched", mf.Go.Version, local)
-		return
-	}
-	if mf.Toolchain != nil && mf.Toolchain.Name != "default" && (!strings.HasPrefix(mf.Toolchain.Name, "go") || newerGo(mf.Toolchain.Name, local)) {
-		w.add("go.mod asks for toolchain %s, newer than the local %s; Go dependencies were not fetched", mf.Toolchain.Name, local)
-		return
-	}
-	sums, err := readGoSum(filepath.Join(root, "go.sum"))
-	if err != nil {
-		w.add("go.sum: %s; Go dependencies were not fetched", reason(err))
-		return
-	}
-	jobs := goJobs(mf, sums, w)
+	// Zips first, then the go.mod files only the graph needs.
+	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].zip && !jobs[j].zip })
 	if len(jobs) > f.cfg.MaxModules {
 		w.add("%d Go module versions are needed, over the bound of %d; the rest were not fetched", len(jobs), f.cfg.MaxModules)
 		jobs = jobs[:f.cfg.MaxModules]
@@ -89,10 +94,109 @@ func (f *Fetcher) fetchGo(ctx context.Context, root, modCache string, m *mirror,
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			f.fetchModule(ctx, modCache, m, j, sums, w)
+			f.fetchModule(ctx, modCache, m, j, w)
 		}()
 	}
 	wg.Wait()
+	if err := writeGoIndex(ws.Root, index); err != nil {
+		f.log.Error("deps: Go module index", "err", err)
+		w.add("the Go module index could not be written; modules load with their own files only")
+	}
+}
+
+// prepareModule reads the module in dir and decides how its go commands
+// run: -mod=vendor when vendor/modules.txt matches go.mod (nothing to
+// fetch), otherwise -mod=mod on an overlay go.mod and go.sum in the home
+// (copies of the tree's, with the go directive the go command would add),
+// so that whatever the go command writes lands there. A module that
+// cannot be prepared keeps the default, -mod=readonly: still nothing
+// writes the tree.
+func (f *Fetcher) prepareModule(ws runtime.Workspace, dir string, w *warnings) (goModule, []goJob) {
+	entry := goModule{Dir: dir, GoFlags: "-mod=readonly"}
+	name := "go.mod"
+	if dir != "." {
+		name = dir + "/go.mod"
+	}
+	mdir := filepath.Join(ws.Root, filepath.FromSlash(dir))
+	data, err := readRegular(filepath.Join(mdir, "go.mod"), maxGoMod)
+	if err != nil {
+		w.add("%s: %s; its dependencies were not fetched", name, reason(err))
+		return entry, nil
+	}
+	mf, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		w.add("%s does not parse; its dependencies were not fetched", name)
+		return entry, nil
+	}
+	// GOTOOLCHAIN=local: a newer Go is neither downloaded nor pretended.
+	local := f.cfg.goVersion()
+	if mf.Go != nil && newerGo(mf.Go.Version, local) {
+		w.add("%s requires go %s, newer than the local %s; its dependencies were not fetched", name, mf.Go.Version, local)
+		return entry, nil
+	}
+	if mf.Toolchain != nil && mf.Toolchain.Name != "default" && (!strings.HasPrefix(mf.Toolchain.Name, "go") || newerGo(mf.Toolchain.Name, local)) {
+		w.add("%s asks for toolchain %s, newer than the local %s; its dependencies were not fetched", name, mf.Toolchain.Name, local)
+		return entry, nil
+	}
+	// The go command vendors by default from go 1.14 on when vendor/
+	// exists; it then fetches nothing, and checks modules.txt first.
+	if mf.Go != nil && !newerGo("1.14", mf.Go.Version) {
+		txt, err := readRegular(filepath.Join(mdir, "vendor", "modules.txt"), maxModulesTxt)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			w.add("%s: vendor/modules.txt: %s; dependencies are fetched instead", name, reason(err))
+		default:
+			if metas, ok := parseModulesTxt(txt); ok && vendorConsistent(mf, metas) {
+				entry.GoFlags = "-mod=vendor"
+				return entry, nil
+			}
+			w.add("%s: vendor/modules.txt does not match it; dependencies are fetched instead", name)
+		}
+	}
+	sumData, err := readRegular(filepath.Join(mdir, "go.sum"), maxGoSum)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		w.add("%s: go.sum: %s; its dependencies were not fetched", name, reason(err))
+		return entry, nil
+	}
+	sums := parseGoSum(sumData)
+	jobs := goJobs(mf, sums, w)
+	if flags, err := f.writeOverlay(ws.Home, dir, data, mf, sumData); err != nil {
+		f.log.Warn("deps: Go overlay", "module", dir, "err", err)
+		w.add("%s: its private overlay could not be written; it loads read-only", name)
+	} else {
+		entry.GoFlags = flags
+	}
+	return entry, jobs
+}
+
+// writeOverlay writes the overlay go.mod and go.sum of the module in dir
+// and returns the module's GOFLAGS.
+func (f *Fetcher) writeOverlay(home, dir string, gomod []byte, mf *modfile.File, gosum []byte) (string, error) {
+	key := overlayKey(dir, gomod, gosum)
+	rel := overlayDir(key)
+	abs := filepath.Join(home, filepath.FromSlash(rel), "go.mod")
+	if strings.ContainsAny(abs, " \t\n\"'\\") {
+		// GOFLAGS is split on spaces and cannot quote.
+		return "", errors.New("the home's path cannot go into GOFLAGS")
+	}
+	if mf.Go == nil {
+		// What the go command assumes of a go.mod without the directive,
+		// and would otherwise write into it.
+		gomod = append(bytes.TrimRight(gomod, "\n"), "\n\ngo 1.16\n"...)
+	}
+	d, err := openHomeDir(home, rel)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	if err := d.writeFile("go.mod", gomod, 0o644); err != nil {
+		return "", err
+	}
+	if err := d.writeFile("go.sum", gosum, 0o644); err != nil {
+		return "", err
+	}
+	return "-mod=mod -modfile=" + abs, nil
 }
 
 // goJobs lists the module versions to fetch: every requirement of go.mod
@@ -127,7 +231,7 @@ func goJobs(mf *modfile.File, sums map[string]string, w *warnings) []goJob {
 		}
 		if !seen[v] {
 			seen[v] = true
-			zips = append(zips, goJob{mod: v, zip: true})
+			zips = append(zips, goJob{mod: v, zip: true, sums: sums})
 		}
 	}
 	for k := range sums {
@@ -140,7 +244,7 @@ func goJobs(mf *modfile.File, sums map[string]string, w *warnings) []goJob {
 			continue
 		}
 		seen[v] = true
-		mods = append(mods, goJob{mod: v})
+		mods = append(mods, goJob{mod: v, sums: sums})
 	}
 	less := func(s []goJob) func(i, j int) bool {
 		return func(i, j int) bool {
@@ -190,8 +294,8 @@ func parseGoSum(data []byte) map[string]string {
 }
 
 // fetchModule puts one module version into the cache, verified.
-func (f *Fetcher) fetchModule(ctx context.Context, modCache string, m *mirror, j goJob, sums map[string]string, w *warnings) {
-	v := j.mod
+func (f *Fetcher) fetchModule(ctx context.Context, modCache string, m *mirror, j goJob, w *warnings) {
+	v, sums := j.mod, j.sums
 	name := v.Path + "@" + v.Version
 	modSum, zipSum := sums[v.Path+" "+v.Version+"/go.mod"], sums[v.Path+" "+v.Version]
 	if modSum == "" || (j.zip && zipSum == "") {

@@ -1,0 +1,164 @@
+package deps
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+)
+
+// Bounds of the walk that finds a tree's Go modules.
+const (
+	maxGoModules = 64
+	maxWalkDirs  = 20000
+	maxWalkDepth = 32
+)
+
+// goIndexFile lists the Go modules the phase prepared for a tree, beside
+// the tree (daemon-owned, published with it in one rename, read-only), so
+// a server started on the tree later finds each module and its flags.
+const goIndexFile = "go-modules.json"
+
+// maxGoIndex bounds reading the index back.
+const maxGoIndex = 1 << 20
+
+// goModule is one entry of the index: a module directory of the tree
+// ("." for the root) and the GOFLAGS its go commands run with.
+type goModule struct {
+	Dir     string `json:"dir"`
+	GoFlags string `json:"goflags"`
+}
+
+// findModules lists the directories of root holding a go.mod, "." first,
+// the way the go command sees modules: vendor, testdata and node_modules
+// directories and names starting with "." or "_" are skipped, links are
+// never followed. The walk is bounded in directories, depth and modules;
+// more reports that a bound cut it short.
+func findModules(root string) (dirs []string, more bool) {
+	visited := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == root {
+				return err
+			}
+			return nil
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if rel != "." {
+			name := d.Name()
+			if name == "vendor" || name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+				return filepath.SkipDir
+			}
+			if strings.Count(rel, "/") >= maxWalkDepth {
+				more = true
+				return filepath.SkipDir
+			}
+		}
+		if visited++; visited > maxWalkDirs {
+			more = true
+			return filepath.SkipAll
+		}
+		if fi, err := os.Lstat(filepath.Join(p, "go.mod")); err == nil && fi.Mode().IsRegular() {
+			if len(dirs) == maxGoModules {
+				more = true
+				return filepath.SkipAll
+			}
+			dirs = append(dirs, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false
+	}
+	return dirs, more
+}
+
+// overlayKey names a module's overlay in the home: the home is shared by
+// every revision of a repository, so the name is the hash of what the
+// overlay is made from.
+func overlayKey(dir string, gomod, gosum []byte) string {
+	h := sha256.New()
+	for _, b := range [][]byte{[]byte(dir), gomod, gosum} {
+		var n [8]byte
+		for i, l := 0, len(b); i < 8; i, l = i+1, l>>8 {
+			n[i] = byte(l)
+		}
+		h.Write(n[:])
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// overlayDir is where the overlay of key lives, relative to the home.
+func overlayDir(key string) string { return "go/overlay/" + key }
+
+func writeGoIndex(root string, mods []goModule) error {
+	data, err := json.Marshal(mods)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(filepath.Dir(root), goIndexFile), append(data, '\n'), 0o444)
+}
+
+// Folders is the workspace-folder hook (runtime.Spec.Folders) of a
+// language's servers, nil for a language without one.
+func Folders(language string) func(runtime.Workspace) []runtime.Folder {
+	if language == "go" {
+		return GoFolders
+	}
+	return nil
+}
+
+// GoFolders makes every Go module the phase prepared for ws a workspace
+// folder of gopls, whose setting env.GOFLAGS gives that module's go
+// commands their flags: its overlay (-mod=mod -modfile=…, so whatever the
+// go command writes goes to the home) or -mod=vendor. gopls asks for a
+// folder's settings with workspace/configuration scoped to it and puts
+// each file in the innermost folder, so nested modules each get their own.
+// Nothing prepared: no folders, and the servers' default (-mod=readonly)
+// applies.
+func GoFolders(ws runtime.Workspace) []runtime.Folder {
+	data, err := readRegular(filepath.Join(filepath.Dir(ws.Root), goIndexFile), maxGoIndex)
+	if err != nil {
+		return nil
+	}
+	var mods []goModule
+	if json.Unmarshal(data, &mods) != nil {
+		return nil
+	}
+	var out []runtime.Folder
+	for _, m := range mods {
+		if !treeDir(m.Dir) || len(out) == maxGoModules {
+			continue
+		}
+		st, err := json.Marshal(map[string]any{"gopls": map[string]any{"env": map[string]string{"GOFLAGS": m.GoFlags}}})
+		if err != nil {
+			continue
+		}
+		out = append(out, runtime.Folder{Dir: filepath.Join(ws.Root, filepath.FromSlash(m.Dir)), Settings: st})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Dir) < len(out[j].Dir) })
+	return out
+}
+
+// treeDir: "." or a clean relative slash path within the tree.
+func treeDir(d string) bool {
+	if d == "." {
+		return true
+	}
+	return d != "" && path.Clean(d) == d && !strings.HasPrefix(d, "/") && d != ".." && !strings.HasPrefix(d, "../")
+}
+
+var errNoModule = errors.New("no go.mod")
