@@ -29,6 +29,8 @@ type Fetcher struct {
 	client *http.Client
 	// npmClient follows redirects only on the npm registry's host.
 	npmClient *http.Client
+	// sumdb verifies what go.sum lacks; nil when off.
+	sumdb *checksumDB
 
 	mu    sync.Mutex
 	homes map[string]*homeLock
@@ -45,6 +47,12 @@ func New(cfg Config, log *slog.Logger) *Fetcher {
 	if cfg.NPMRegistry != nil {
 		f.npmClient = newClient([]*url.URL{cfg.NPMRegistry})
 	}
+	db, err := newChecksumDB(cfg.GoSumDB)
+	if err != nil {
+		// FromEnv checked it; a bad key in code verifies nothing.
+		log.Error("deps: checksum database", "err", err)
+	}
+	f.sumdb = db
 	return f
 }
 

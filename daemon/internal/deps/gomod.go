@@ -35,11 +35,21 @@ const (
 
 // goJob is one module version to put into the cache: its go.mod always,
 // its zip when a package of it may be imported; sums are the go.sum lines
-// of the module that needs it.
+// of the module that needs it. walk: that go.sum lacks lines, so the
+// requirements of this version's go.mod whose go.mod hash it lacks are
+// fetched too (verified by the checksum database), as the go command would
+// want them for the module graph.
 type goJob struct {
 	mod  module.Version
 	zip  bool
+	walk bool
+	zip0 bool // required by the module itself, not found by the walk
 	sums map[string]string
+}
+
+type jobKey struct {
+	mod module.Version
+	zip bool
 }
 
 // fetchGo prepares every Go module of the tree (findModules): its
@@ -55,15 +65,15 @@ func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, modCache st
 		return
 	}
 	var index []goModule
+	var overlays []*overlay
 	var jobs []goJob
-	type jobKey struct {
-		mod module.Version
-		zip bool
-	}
 	seen := map[jobKey]bool{}
 	for _, dir := range dirs {
-		entry, js := f.prepareModule(ws, dir, w)
+		entry, js, ov := f.prepareModule(ws, dir, w)
 		index = append(index, entry)
+		if ov != nil {
+			overlays = append(overlays, ov)
+		}
 		for _, j := range js {
 			k := jobKey{j.mod, j.zip}
 			if seen[k] || (!j.zip && seen[jobKey{j.mod, true}]) {
@@ -83,25 +93,108 @@ func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, modCache st
 	if par <= 0 {
 		par = defaultParallel
 	}
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
+	s := &scheduler{f: f, ctx: ctx, modCache: modCache, m: m, w: w, lk: f.sumdb.forPhase(ctx, m),
+		sem: make(chan struct{}, par), seen: seen, left: f.cfg.MaxModules - len(jobs)}
 	for _, j := range jobs {
-		if ctx.Err() != nil {
-			w.add("the dependency phase ran out of time; some Go modules were not fetched")
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f.fetchModule(ctx, modCache, m, j, w)
-		}()
+		s.start(j)
 	}
-	wg.Wait()
+	s.wg.Wait()
+	if ctx.Err() != nil {
+		w.add("the dependency phase ran out of time; some Go modules were not fetched")
+	}
+	verified := s.lk.verified()
+	for i, ov := range overlays {
+		flags, err := f.writeOverlay(ws.Home, ov, verified)
+		if err != nil {
+			f.log.Warn("deps: Go overlay", "module", ov.dir, "err", err)
+			w.add("%s: its private overlay could not be written; it loads read-only", ov.name)
+			continue
+		}
+		for j := range index {
+			if index[j].Dir == ov.dir {
+				index[j].GoFlags = flags
+			}
+		}
+		_ = i
+	}
 	if err := writeGoIndex(ws.Root, index); err != nil {
 		f.log.Error("deps: Go module index", "err", err)
 		w.add("the Go module index could not be written; modules load with their own files only")
 	}
+}
+
+// scheduler runs the phase's module downloads, at most Parallel at once;
+// a walking job adds the jobs its go.mod calls for, within the bound.
+type scheduler struct {
+	f        *Fetcher
+	ctx      context.Context
+	modCache string
+	m        *mirror
+	w        *warnings
+	lk       *sumLookup
+	sem      chan struct{}
+	wg       sync.WaitGroup
+
+	mu   sync.Mutex
+	seen map[jobKey]bool
+	left int // more jobs a walk may add
+}
+
+func (s *scheduler) start(j goJob) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case s.sem <- struct{}{}:
+		case <-s.ctx.Done():
+			return
+		}
+		defer func() { <-s.sem }()
+		if gomod := s.f.fetchModule(s.ctx, s.modCache, s.m, j, s.lk, s.w); j.walk && gomod != nil {
+			s.walk(j, gomod)
+		}
+	}()
+}
+
+// walk adds a job for each requirement of a fetched go.mod whose go.mod
+// hash the module's go.sum lacks.
+func (s *scheduler) walk(j goJob, gomod []byte) {
+	mf, err := modfile.ParseLax("go.mod", gomod, nil)
+	if err != nil {
+		return
+	}
+	for _, r := range mf.Require {
+		v := r.Mod
+		if module.Check(v.Path, v.Version) != nil || j.sums[v.Path+" "+v.Version+"/go.mod"] != "" {
+			continue
+		}
+		k := jobKey{v, true}
+		s.mu.Lock()
+		if s.seen[k] {
+			s.mu.Unlock()
+			continue
+		}
+		if s.left <= 0 {
+			s.mu.Unlock()
+			s.w.add("the Go module graph needs more module versions than the bound of %d; the rest were not fetched", s.f.cfg.MaxModules)
+			return
+		}
+		s.seen[k] = true
+		s.left--
+		s.mu.Unlock()
+		// Its zip too: in a graph the main module does not prune, a
+		// package of it may be imported.
+		s.start(goJob{mod: v, zip: true, walk: true, sums: j.sums})
+	}
+}
+
+// overlay is what a module's overlay is made from.
+type overlay struct {
+	dir, name string
+	gomod     []byte
+	mf        *modfile.File
+	gosum     []byte
+	sums      map[string]string
 }
 
 // prepareModule reads the module in dir and decides how its go commands
@@ -111,7 +204,7 @@ func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, modCache st
 // so that whatever the go command writes lands there. A module that
 // cannot be prepared keeps the default, -mod=readonly: still nothing
 // writes the tree.
-func (f *Fetcher) prepareModule(ws runtime.Workspace, dir string, w *warnings) (goModule, []goJob) {
+func (f *Fetcher) prepareModule(ws runtime.Workspace, dir string, w *warnings) (goModule, []goJob, *overlay) {
 	entry := goModule{Dir: dir, GoFlags: "-mod=readonly"}
 	name := "go.mod"
 	if dir != "." {
@@ -121,22 +214,22 @@ func (f *Fetcher) prepareModule(ws runtime.Workspace, dir string, w *warnings) (
 	data, err := readRegular(filepath.Join(mdir, "go.mod"), maxGoMod)
 	if err != nil {
 		w.add("%s: %s; its dependencies were not fetched", name, reason(err))
-		return entry, nil
+		return entry, nil, nil
 	}
 	mf, err := modfile.Parse("go.mod", data, nil)
 	if err != nil {
 		w.add("%s does not parse; its dependencies were not fetched", name)
-		return entry, nil
+		return entry, nil, nil
 	}
 	// GOTOOLCHAIN=local: a newer Go is neither downloaded nor pretended.
 	local := f.cfg.goVersion()
 	if mf.Go != nil && newerGo(mf.Go.Version, local) {
 		w.add("%s requires go %s, newer than the local %s; its dependencies were not fetched", name, mf.Go.Version, local)
-		return entry, nil
+		return entry, nil, nil
 	}
 	if mf.Toolchain != nil && mf.Toolchain.Name != "default" && (!strings.HasPrefix(mf.Toolchain.Name, "go") || newerGo(mf.Toolchain.Name, local)) {
 		w.add("%s asks for toolchain %s, newer than the local %s; its dependencies were not fetched", name, mf.Toolchain.Name, local)
-		return entry, nil
+		return entry, nil, nil
 	}
 	// The go command vendors by default from go 1.14 on when vendor/
 	// exists; it then fetches nothing, and checks modules.txt first.
@@ -149,7 +242,7 @@ func (f *Fetcher) prepareModule(ws runtime.Workspace, dir string, w *warnings) (
 		default:
 			if metas, ok := parseModulesTxt(txt); ok && vendorConsistent(mf, metas) {
 				entry.GoFlags = "-mod=vendor"
-				return entry, nil
+				return entry, nil, nil
 			}
 			w.add("%s: vendor/modules.txt does not match it; dependencies are fetched instead", name)
 		}
@@ -157,33 +250,49 @@ func (f *Fetcher) prepareModule(ws runtime.Workspace, dir string, w *warnings) (
 	sumData, err := readRegular(filepath.Join(mdir, "go.sum"), maxGoSum)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		w.add("%s: go.sum: %s; its dependencies were not fetched", name, reason(err))
-		return entry, nil
+		return entry, nil, nil
 	}
 	sums := parseGoSum(sumData)
 	jobs := goJobs(mf, sums, w)
-	if flags, err := f.writeOverlay(ws.Home, dir, data, mf, sumData); err != nil {
-		f.log.Warn("deps: Go overlay", "module", dir, "err", err)
-		w.add("%s: its private overlay could not be written; it loads read-only", name)
-	} else {
-		entry.GoFlags = flags
+	incomplete := false
+	for _, j := range jobs {
+		if j.zip && (sums[j.mod.Path+" "+j.mod.Version] == "" || sums[j.mod.Path+" "+j.mod.Version+"/go.mod"] == "") {
+			incomplete = true
+		}
 	}
-	return entry, jobs
+	for i := range jobs {
+		jobs[i].walk = incomplete && jobs[i].zip
+		jobs[i].zip0 = jobs[i].zip
+	}
+	return entry, jobs, &overlay{dir: dir, name: name, gomod: data, mf: mf, gosum: sumData, sums: sums}
 }
 
-// writeOverlay writes the overlay go.mod and go.sum of the module in dir
-// and returns the module's GOFLAGS.
-func (f *Fetcher) writeOverlay(home, dir string, gomod []byte, mf *modfile.File, gosum []byte) (string, error) {
-	key := overlayKey(dir, gomod, gosum)
+// writeOverlay writes the overlay go.mod and go.sum of a module and
+// returns the module's GOFLAGS. The go.sum is the tree's with every line
+// the checksum database verified in this phase that it lacks.
+func (f *Fetcher) writeOverlay(home string, ov *overlay, verified []string) (string, error) {
+	key := overlayKey(ov.dir, ov.gomod, ov.gosum)
 	rel := overlayDir(key)
 	abs := filepath.Join(home, filepath.FromSlash(rel), "go.mod")
 	if strings.ContainsAny(abs, " \t\n\"'\\") {
 		// GOFLAGS is split on spaces and cannot quote.
 		return "", errors.New("the home's path cannot go into GOFLAGS")
 	}
-	if mf.Go == nil {
+	gomod := ov.gomod
+	if ov.mf.Go == nil {
 		// What the go command assumes of a go.mod without the directive,
 		// and would otherwise write into it.
-		gomod = append(bytes.TrimRight(gomod, "\n"), "\n\ngo 1.16\n"...)
+		gomod = append(bytes.TrimRight(bytes.Clone(gomod), "\n"), "\n\ngo 1.16\n"...)
+	}
+	gosum := bytes.Clone(ov.gosum)
+	if len(gosum) > 0 && gosum[len(gosum)-1] != '\n' {
+		gosum = append(gosum, '\n')
+	}
+	sort.Strings(verified)
+	for _, l := range verified {
+		if f := strings.Fields(l); len(f) == 3 && ov.sums[f[0]+" "+f[1]] == "" {
+			gosum = append(gosum, l+"\n"...)
+		}
 	}
 	d, err := openHomeDir(home, rel)
 	if err != nil {
@@ -293,40 +402,69 @@ func parseGoSum(data []byte) map[string]string {
 	return sums
 }
 
-// fetchModule puts one module version into the cache, verified.
-func (f *Fetcher) fetchModule(ctx context.Context, modCache string, m *mirror, j goJob, w *warnings) {
+// fetchModule puts one module version into the cache, verified by the
+// module's go.sum or, for what go.sum lacks, by the checksum database. It
+// returns the verified go.mod, nil when the version was not fetched.
+func (f *Fetcher) fetchModule(ctx context.Context, modCache string, m *mirror, j goJob, lk *sumLookup, w *warnings) []byte {
 	v, sums := j.mod, j.sums
 	name := v.Path + "@" + v.Version
 	modSum, zipSum := sums[v.Path+" "+v.Version+"/go.mod"], sums[v.Path+" "+v.Version]
-	if modSum == "" || (j.zip && zipSum == "") {
-		w.add("%s: go.sum has no hash for it; it was not fetched (no trust on first use)", name)
-		return
-	}
 	if modSum == "conflict" || zipSum == "conflict" {
 		w.add("%s: go.sum lists two different hashes for it; it was not fetched", name)
-		return
+		return nil
+	}
+	if modSum == "" || (j.zip && zipSum == "") {
+		// No trust on first use: what go.sum lacks, the checksum database
+		// must vouch for.
+		db, err := lk.lookup(v, j.zip)
+		if err != nil {
+			if j.walk && !j.zip0 && !errors.Is(err, errNoSumDB) {
+				// A version only the walk wanted: the go command may not
+				// need it either.
+				f.log.Info("deps: checksum database", "module", name, "err", err)
+				return nil
+			}
+			if errors.Is(err, errNoSumDB) {
+				w.add("%s: go.sum has no hash for it; it was not fetched (no trust on first use)", name)
+			} else {
+				f.log.Warn("deps: checksum database", "module", name, "err", err)
+				w.add("%s: go.sum has no hash for it and the checksum database could not verify it; it was not fetched (no trust on first use)", name)
+			}
+			return nil
+		}
+		if modSum == "" {
+			modSum = db[v.Path+" "+v.Version+"/go.mod"]
+		}
+		if j.zip && zipSum == "" {
+			zipSum = db[v.Path+" "+v.Version]
+		}
+		if modSum == "" || (j.zip && zipSum == "") {
+			w.add("%s: the checksum database has no hash for it; it was not fetched", name)
+			return nil
+		}
 	}
 	ep, err1 := module.EscapePath(v.Path)
 	ev, err2 := module.EscapeVersion(v.Version)
 	if err1 != nil || err2 != nil {
 		w.add("%s: invalid module version; it was not fetched", name)
-		return
+		return nil
 	}
 	dl := filepath.Join(modCache, "cache", "download", filepath.FromSlash(ep), "@v")
 	if err := os.MkdirAll(dl, 0o755); err != nil {
 		f.log.Error("deps: module cache", "err", err)
 		w.add("%s: the module cache could not be written", name)
-		return
+		return nil
 	}
 	rel := ep + "/@v/" + ev
-	if err := f.fetchGoMod(ctx, m, rel, filepath.Join(dl, ev+".mod"), modSum); err != nil {
+	gomod, err := f.fetchGoMod(ctx, m, rel, filepath.Join(dl, ev+".mod"), modSum)
+	if err != nil {
 		w.add("%s: go.mod %s; it was not fetched", name, f.explain(name, err))
-		return
+		return nil
 	}
 	if j.zip {
 		if err := f.fetchZip(ctx, m, v, rel, dl, filepath.Join(modCache, filepath.FromSlash(ep)+"@"+ev), zipSum); err != nil {
 			w.add("%s: %s; it was not fetched", name, f.explain(name, err))
-			return
+			return nil
 		}
 	}
 	if err := f.fetchInfo(ctx, m, v, rel, filepath.Join(dl, ev+".info")); err != nil {
@@ -335,6 +473,7 @@ func (f *Fetcher) fetchModule(ctx context.Context, modCache string, m *mirror, j
 	if err := appendList(filepath.Join(dl, "list"), v.Version); err != nil {
 		f.log.Warn("deps: module list", "module", name, "err", err)
 	}
+	return gomod
 }
 
 // errMismatch: the bytes do not hash to go.sum's line.
@@ -355,19 +494,20 @@ func (f *Fetcher) explain(name string, err error) string {
 	return "could not be fetched from the mirror"
 }
 
-// fetchGoMod writes dst from the mirror unless a verified copy is there.
-func (f *Fetcher) fetchGoMod(ctx context.Context, m *mirror, rel, dst, want string) error {
+// fetchGoMod writes dst from the mirror unless a verified copy is there,
+// and returns the verified bytes.
+func (f *Fetcher) fetchGoMod(ctx context.Context, m *mirror, rel, dst, want string) ([]byte, error) {
 	if data, err := readRegular(dst, maxModFile); err == nil {
-		return checkGoMod(data, want)
+		return data, checkGoMod(data, want)
 	}
 	var buf bytes.Buffer
 	if err := m.get(ctx, rel+".mod", maxModFile, &buf); err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkGoMod(buf.Bytes(), want); err != nil {
-		return err
+		return nil, err
 	}
-	return writeAtomic(dst, buf.Bytes(), 0o444)
+	return buf.Bytes(), writeAtomic(dst, buf.Bytes(), 0o444)
 }
 
 func checkGoMod(data []byte, want string) error {
