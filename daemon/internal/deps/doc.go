@@ -7,16 +7,36 @@
 // Serving stays offline (GOPROXY=off): a server finds exactly what this
 // phase wrote, or nothing.
 //
-// Go: the root go.mod's requirements (after replace directives) are
-// downloaded with the GOPROXY protocol from LSP_DEPS_GO_PROXY, each .mod and
-// .zip checked against the repository's go.sum (the h1: hashes the go
-// command uses) and written into runtime.ModCache in the go command's
-// layout, the zip extracted read-only. A module go.sum does not list is
-// refused, never trusted on first use; one the mirror does not serve
-// (private) is reported, never fetched with a credential; a go or toolchain
-// line newer than the local Go is refused before any request
-// (GOTOOLCHAIN=local). Bounds: module count, bytes per file and in total,
-// and time.
+// Go (gomod.go, gomodules.go, govendor.go, sumdb.go; this is the one place
+// that knows Go): every module of the tree is found by a bounded walk that
+// skips what the go command skips (findModules). A module whose
+// vendor/modules.txt matches its go.mod (the go command's rule) runs with
+// -mod=vendor and needs nothing. For the others, their requirements (after
+// replace directives) are downloaded with the GOPROXY protocol from
+// LSP_DEPS_GO_PROXY, each .mod and .zip checked against the module's go.sum
+// (the h1: hashes the go command uses) and written into runtime.ModCache in
+// the go command's layout, the zip extracted read-only. What go.sum lacks
+// is never trusted on first use: the checksum database (LSP_DEPS_GO_SUMDB,
+// sum.golang.org by default), reached through the same mirror, must vouch
+// for it, and an incomplete go.sum walks the go.mod files it fetches for
+// the rest of the graph. A module nothing vouches for, or one the mirror
+// does not serve (private), is reported, never fetched with a credential;
+// a go or toolchain line newer than the local Go is refused before any
+// request (GOTOOLCHAIN=local). Bounds: modules found, module versions,
+// bytes per file and in total, and time.
+//
+// Nothing writes the published tree. Each module that does not vendor gets
+// a private overlay in the home (go/overlay/<hash>/go.mod and go.sum: its
+// go.mod, with the go directive the go command would add, and its go.sum
+// with the verified lines), written one path component at a time without
+// following a link (homefs_linux.go: a home belongs to the jail's uid, and
+// servers of other revisions may be running in it). An index beside the
+// tree lists each module and its GOFLAGS; GoFolders turns it into gopls
+// workspace folders whose settings (env.GOFLAGS = -mod=mod -modfile=…, or
+// -mod=vendor) gopls asks for per folder, so each nested module loads with
+// its own requirements and whatever the go command writes lands in the
+// overlay. A go.work is not used (GOWORK=off): workspace mode forbids
+// -modfile and ignores per-module vendor directories.
 //
 // TypeScript: the root package-lock.json is validated first (lockfile
 // version 2 or 3, every resolved URL under LSP_DEPS_NPM_REGISTRY, sha512
