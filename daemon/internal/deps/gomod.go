@@ -202,10 +202,10 @@ type overlay struct {
 // fetch), otherwise -mod=mod on an overlay go.mod and go.sum in the home
 // (copies of the tree's, with the go directive the go command would add),
 // so that whatever the go command writes lands there. A module that
-// cannot be prepared keeps the default, -mod=readonly: still nothing
-// writes the tree.
+// cannot be prepared keeps the go command's default (vendor/ where it
+// is, else -mod=readonly): still nothing writes the tree.
 func (f *Fetcher) prepareModule(ws runtime.Workspace, dir string, w *warnings) (goModule, []goJob, *overlay) {
-	entry := goModule{Dir: dir, GoFlags: "-mod=readonly"}
+	entry := goModule{Dir: dir} // the go command's default: never writes
 	name := "go.mod"
 	if dir != "." {
 		name = dir + "/go.mod"

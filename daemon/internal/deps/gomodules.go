@@ -127,8 +127,8 @@ func Folders(language string) func(runtime.Workspace) []runtime.Folder {
 // go command writes goes to the home) or -mod=vendor. gopls asks for a
 // folder's settings with workspace/configuration scoped to it and puts
 // each file in the innermost folder, so nested modules each get their own.
-// Nothing prepared: no folders, and the servers' default (-mod=readonly)
-// applies.
+// Nothing prepared: no folders, and the go command's default applies
+// (vendor/ where it is, else -mod=readonly).
 func GoFolders(ws runtime.Workspace) []runtime.Folder {
 	data, err := readRegular(filepath.Join(filepath.Dir(ws.Root), goIndexFile), maxGoIndex)
 	if err != nil {

@@ -118,8 +118,8 @@ func TestFindModules(t *testing.T) {
 
 // TestOverlayPlantedLink: a jailed server of another revision may have
 // replaced a directory of the home with a link; the phase writes nothing
-// through it, warns, and the module still never writes the tree
-// (-mod=readonly).
+// through it, warns, and the module still never writes the tree (the go
+// command's default mode).
 func TestOverlayPlantedLink(t *testing.T) {
 	dir, sum := mirrorDir(t)
 	ws := repo(t, map[string]string{"go.mod": "module example.com/app\n\nrequire example.com/dep v1.0.0\n", "go.sum": sum, "app.go": "package app\n\nimport _ \"example.com/dep\"\n"})
@@ -139,7 +139,7 @@ func TestOverlayPlantedLink(t *testing.T) {
 		t.Fatalf("the phase wrote through the link: %v", ents)
 	}
 	f := GoFolders(ws)
-	if len(f) != 1 || !strings.Contains(string(f[0].Settings), `"GOFLAGS":"-mod=readonly"`) {
+	if len(f) != 1 || !strings.Contains(string(f[0].Settings), `"GOFLAGS":""`) {
 		t.Fatalf("folders %+v", f)
 	}
 	// A link in place of the overlay's own directory is refused too.

@@ -167,10 +167,14 @@ func Environment(spec Spec, ws Workspace) []string {
 		"GOPATH=" + filepath.Join(ws.Home, "go"),
 		"GOMODCACHE=" + ModCache(ws),
 		"GOTOOLCHAIN=local",
-		// Nothing writes the published tree: a Go module's own flags
-		// (an overlay go.mod through -modfile, or -mod=vendor) come as
-		// settings of its workspace folder (Spec.Folders).
-		"GOFLAGS=-mod=readonly",
+		// Nothing writes the published tree: by default the go command
+		// vendors where vendor/ is, and is otherwise read-only; a Go
+		// module's own flags (an overlay go.mod through -modfile, or
+		// -mod=vendor) come as settings of its workspace folder
+		// (Spec.Folders). No go env file (GOENV=off) sets what the
+		// environment leaves empty.
+		"GOFLAGS=",
+		"GOENV=off",
 		"GOPROXY=off",
 		"CGO_ENABLED=0",
 		"GOTELEMETRY=off",
