@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -233,4 +234,129 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
+}
+
+// proxyMirror is the first mirror of the go command's GOPROXY, when it
+// answers; otherwise the test is skipped.
+func proxyMirror(t *testing.T) *url.URL {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOPROXY").Output()
+	if err != nil {
+		t.Skip("no go command")
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(string(out)), ",")
+	first, _, _ = strings.Cut(first, "|")
+	u, err := parseMirror(first)
+	if err != nil {
+		t.Skipf("GOPROXY %q has no mirror", out)
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(u.String() + "/github.com/google/uuid/@v/v1.6.0.info")
+	if err != nil {
+		t.Skipf("the module proxy is not reachable: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Skipf("the module proxy answers %s", resp.Status)
+	}
+	return u
+}
+
+// TestGoplsUUIDOrdinaryCheckout: github.com/google/uuid v1.6.0 (its go.mod has
+// no go directive), prepared and served as the daemon does, answers
+// exactly as gopls does on an ordinary writable checkout of it, and its
+// tree is never written.
+func TestGoplsUUIDOrdinaryCheckout(t *testing.T) {
+	u := proxyMirror(t)
+	// The module's files, fetched and verified by the phase itself.
+	getter := repo(t, map[string]string{"go.mod": "module example.com/get\n\ngo 1.22\n\nrequire github.com/google/uuid v1.6.0\n"})
+	if w := fetcher(Config{GoProxies: []*url.URL{u}}).Fetch(context.Background(), getter); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	src := filepath.Join(runtime.ModCache(getter), "github.com/google/uuid@v1.6.0")
+	files := map[string]string{}
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(src, p)
+		files[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(files["go.mod"], "\ngo ") {
+		t.Fatalf("uuid's go.mod has a go directive now: %q", files["go.mod"])
+	}
+	ws := repo(t, files)
+	if w := fetcher(Config{GoProxies: []*url.URL{u}}).Fetch(context.Background(), ws); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	before := treeHash(t, ws.Root)
+	served := startGopls(t, ws)
+
+	// The ordinary checkout: writable, no overlay, no folders.
+	plain := repo(t, files)
+	if err := filepath.WalkDir(plain.Root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chmod(p, map[bool]os.FileMode{true: 0o755, false: 0o644}[d.IsDir()])
+	}); err != nil {
+		t.Fatal(err)
+	}
+	log := testLog(t)
+	ordinary, err := runtime.Start(context.Background(), runtime.Unjailed(log), runtime.Spec{
+		ID: "gopls", Language: "go", Extensions: []string{".go"},
+		Executable: goplsPath(t), Args: []string{"serve"}, RequestTimeout: 2 * time.Minute,
+	}, plain, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ordinary.Close(context.Background()) })
+
+	type answer struct {
+		hover, definition string
+		symbols, diags    []string
+	}
+	ask := func(srv *runtime.Server, ws runtime.Workspace) answer {
+		ctx := context.Background()
+		c, _, err := srv.Client(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a answer
+		uri, p := pos(t, srv, ws, "version4.go", "Must(NewRandom())", len("Must("))
+		if h, err := c.Hover(ctx, uri, p); err == nil && h != nil {
+			a.hover = h.Markdown
+		}
+		if l, err := c.Definition(ctx, uri, p); err == nil && len(l.Items) == 1 {
+			a.definition = strings.TrimPrefix(string(l.Items[0].URI), string(lsp.FileURI(ws.Root)))
+		}
+		if s, err := c.DocumentSymbols(ctx, uri); err == nil {
+			for _, x := range s.Items {
+				a.symbols = append(a.symbols, x.Name)
+			}
+		}
+		d, err := c.Diagnostics(ctx, uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range d.Items {
+			a.diags = append(a.diags, x.Message)
+		}
+		return a
+	}
+	got, want := ask(served, ws), ask(ordinary, plain)
+	if !strings.Contains(want.hover, "NewRandom returns a Random") || want.definition != "/version4.go" {
+		t.Fatalf("the ordinary checkout answers %+v", want)
+	}
+	if got.hover != want.hover || got.definition != want.definition || strings.Join(got.symbols, ",") != strings.Join(want.symbols, ",") || strings.Join(got.diags, "|") != strings.Join(want.diags, "|") {
+		t.Errorf("served %+v\nordinary %+v", got, want)
+	}
+	if after := treeHash(t, ws.Root); !equalMaps(before, after) {
+		t.Errorf("the tree changed while serving")
+	}
 }
