@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -61,15 +62,14 @@ func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, modCache st
 	if more {
 		w.add("the tree has more Go modules or directories than the bounds allow (%d modules, %d directories); some modules are not loaded", maxGoModules, maxWalkDirs)
 	}
-	if len(dirs) == 0 {
-		return
-	}
+	gw, workSum := f.readGoWork(ws.Root, w)
 	var index []goModule
 	var overlays []*overlay
 	var jobs []goJob
 	seen := map[jobKey]bool{}
 	for _, dir := range dirs {
 		entry, js, ov := f.prepareModule(ws, dir, w)
+		entry.InWork = gw != nil && slices.Contains(gw.Use, dir)
 		index = append(index, entry)
 		if ov != nil {
 			overlays = append(overlays, ov)
@@ -117,7 +117,15 @@ func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, modCache st
 		}
 		_ = i
 	}
-	if err := writeGoIndex(ws.Root, index); err != nil {
+	idx := goIndex{Modules: index}
+	if gw != nil {
+		gw.Sum = string(appendVerified(workSum, parseGoSum(workSum), verified))
+		idx.Work, idx.WorkKey = gw, overlayKey("go.work", nil, workSum)
+	}
+	if len(dirs) == 0 && gw == nil {
+		return
+	}
+	if err := writeGoIndex(ws.Root, idx); err != nil {
 		f.log.Error("deps: Go module index", "err", err)
 		w.add("the Go module index could not be written; modules load with their own files only")
 	}
@@ -284,16 +292,7 @@ func (f *Fetcher) writeOverlay(home string, ov *overlay, verified []string) (str
 		// and would otherwise write into it.
 		gomod = append(bytes.TrimRight(bytes.Clone(gomod), "\n"), "\n\ngo 1.16\n"...)
 	}
-	gosum := bytes.Clone(ov.gosum)
-	if len(gosum) > 0 && gosum[len(gosum)-1] != '\n' {
-		gosum = append(gosum, '\n')
-	}
-	sort.Strings(verified)
-	for _, l := range verified {
-		if f := strings.Fields(l); len(f) == 3 && ov.sums[f[0]+" "+f[1]] == "" {
-			gosum = append(gosum, l+"\n"...)
-		}
-	}
+	gosum := appendVerified(ov.gosum, ov.sums, verified)
 	d, err := openHomeDir(home, rel)
 	if err != nil {
 		return "", err
@@ -306,6 +305,22 @@ func (f *Fetcher) writeOverlay(home string, ov *overlay, verified []string) (str
 		return "", err
 	}
 	return "-mod=mod -modfile=" + abs, nil
+}
+
+// appendVerified is gosum with each verified line whose key sums lacks.
+func appendVerified(gosum []byte, sums map[string]string, verified []string) []byte {
+	out := bytes.Clone(gosum)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	verified = slices.Clone(verified)
+	sort.Strings(verified)
+	for _, l := range verified {
+		if f := strings.Fields(l); len(f) == 3 && sums[f[0]+" "+f[1]] == "" {
+			out = append(out, l+"\n"...)
+		}
+	}
+	return out
 }
 
 // goJobs lists the module versions to fetch: every requirement of go.mod

@@ -35,6 +35,16 @@ const maxGoIndex = 1 << 20
 type goModule struct {
 	Dir     string `json:"dir"`
 	GoFlags string `json:"goflags"`
+	// InWork: the tree's go.work uses it, so it loads in workspace mode.
+	InWork bool `json:"in_work,omitempty"`
+}
+
+// goIndex is the whole index: the modules, and the tree's go.work.
+type goIndex struct {
+	Modules []goModule `json:"modules"`
+	Work    *goWork    `json:"work,omitempty"`
+	// WorkKey names the go.work's overlay directory in the home.
+	WorkKey string `json:"work_key,omitempty"`
 }
 
 // findModules lists the directories of root holding a go.mod, "." first,
@@ -104,8 +114,8 @@ func overlayKey(dir string, gomod, gosum []byte) string {
 // overlayDir is where the overlay of key lives, relative to the home.
 func overlayDir(key string) string { return "go/overlay/" + key }
 
-func writeGoIndex(root string, mods []goModule) error {
-	data, err := json.Marshal(mods)
+func writeGoIndex(root string, idx goIndex) error {
+	data, err := json.Marshal(idx)
 	if err != nil {
 		return err
 	}
@@ -127,30 +137,71 @@ func Folders(language string) func(runtime.Workspace) []runtime.Folder {
 // go command writes goes to the home) or -mod=vendor. gopls asks for a
 // folder's settings with workspace/configuration scoped to it and puts
 // each file in the innermost folder, so nested modules each get their own.
-// Nothing prepared: no folders, and the go command's default applies
+// A tree with a go.work loads in workspace mode as on an ordinary
+// checkout: GoFolders writes the home's copy of it (the published tree's
+// absolute paths, and a go.work.sum with the verified lines), and the
+// root folder gets env.GOWORK; the modules it uses get no folder of their
+// own. Nothing prepared: no folders, and the go command's default applies
 // (vendor/ where it is, else -mod=readonly).
 func GoFolders(ws runtime.Workspace) []runtime.Folder {
 	data, err := readRegular(filepath.Join(filepath.Dir(ws.Root), goIndexFile), maxGoIndex)
 	if err != nil {
 		return nil
 	}
-	var mods []goModule
-	if json.Unmarshal(data, &mods) != nil {
+	var idx goIndex
+	if json.Unmarshal(data, &idx) != nil {
 		return nil
 	}
+	work := ""
+	if idx.Work != nil {
+		work = writeGoWork(ws, idx)
+	}
 	var out []runtime.Folder
-	for _, m := range mods {
-		if !treeDir(m.Dir) || len(out) == maxGoModules {
+	folder := func(dir string, env map[string]string) {
+		st, err := json.Marshal(map[string]any{"gopls": map[string]any{"env": env}})
+		if err == nil {
+			out = append(out, runtime.Folder{Dir: filepath.Join(ws.Root, filepath.FromSlash(dir)), Settings: st})
+		}
+	}
+	if work != "" {
+		folder(".", map[string]string{"GOWORK": work, "GOFLAGS": ""})
+	}
+	for _, m := range idx.Modules {
+		if !treeDir(m.Dir) || len(out) == maxGoModules || (work != "" && (m.InWork || m.Dir == ".")) {
 			continue
 		}
-		st, err := json.Marshal(map[string]any{"gopls": map[string]any{"env": map[string]string{"GOFLAGS": m.GoFlags}}})
-		if err != nil {
-			continue
-		}
-		out = append(out, runtime.Folder{Dir: filepath.Join(ws.Root, filepath.FromSlash(m.Dir)), Settings: st})
+		folder(m.Dir, map[string]string{"GOFLAGS": m.GoFlags})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Dir) < len(out[j].Dir) })
 	return out
+}
+
+// writeGoWork writes the home's go.work for ws and returns its path, ""
+// when it cannot (then each module loads on its own).
+func writeGoWork(ws runtime.Workspace, idx goIndex) string {
+	if len(idx.WorkKey) != 32 || strings.Trim(idx.WorkKey, "0123456789abcdef") != "" {
+		return ""
+	}
+	for _, u := range idx.Work.Use {
+		if !treeDir(u) {
+			return ""
+		}
+	}
+	for _, r := range idx.Work.Replace {
+		if r.NewDir != "" && !treeDir(r.NewDir) {
+			return ""
+		}
+	}
+	rel := overlayDir(idx.WorkKey)
+	d, err := openHomeDir(ws.Home, rel)
+	if err != nil {
+		return ""
+	}
+	defer d.Close()
+	if d.writeFile("go.work", idx.Work.text(ws.Root), 0o644) != nil || d.writeFile("go.work.sum", []byte(idx.Work.Sum), 0o644) != nil {
+		return ""
+	}
+	return filepath.Join(ws.Home, filepath.FromSlash(rel), "go.work")
 }
 
 // treeDir: "." or a clean relative slash path within the tree.

@@ -189,13 +189,27 @@ func TestOverlayPlantedLink(t *testing.T) {
 // outside the tree never becomes a folder.
 func TestGoFoldersIndex(t *testing.T) {
 	ws := repo(t, map[string]string{"go.mod": "module a\n"})
-	idx := `[{"dir":".","goflags":"-mod=vendor"},{"dir":"../x","goflags":"-mod=mod"},{"dir":"/etc","goflags":""},{"dir":"a/../../b","goflags":""},{"dir":"sub","goflags":"-mod=readonly"}]`
+	idx := `{"modules":[{"dir":".","goflags":"-mod=vendor"},{"dir":"../x","goflags":"-mod=mod"},{"dir":"/etc","goflags":""},{"dir":"a/../../b","goflags":""},{"dir":"sub","goflags":"-mod=readonly"}]}`
 	if err := os.WriteFile(filepath.Join(filepath.Dir(ws.Root), goIndexFile), []byte(idx), 0o444); err != nil {
 		t.Fatal(err)
 	}
 	f := GoFolders(ws)
 	if len(f) != 2 || f[0].Dir != ws.Root || f[1].Dir != filepath.Join(ws.Root, "sub") {
 		t.Fatalf("folders %+v", f)
+	}
+	// A go.work whose paths leave the tree is not written.
+	idx = `{"modules":[{"dir":"sub","goflags":""}],"work":{"use":["../x"]},"work_key":"0123456789abcdef0123456789abcdef"}`
+	if err := os.Chmod(filepath.Join(filepath.Dir(ws.Root), goIndexFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(ws.Root), goIndexFile), []byte(idx), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if f := GoFolders(ws); len(f) != 1 || strings.Contains(string(f[0].Settings), "GOWORK") {
+		t.Fatalf("folders %+v", f)
+	}
+	if _, err := os.Lstat(filepath.Join(ws.Home, "go", "overlay")); err == nil {
+		t.Fatal("a go.work was written")
 	}
 	if Folders("typescript") != nil || Folders("go") == nil {
 		t.Error("Folders: only Go has a hook")

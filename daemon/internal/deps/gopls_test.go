@@ -360,3 +360,64 @@ func TestGoplsUUIDOrdinaryCheckout(t *testing.T) {
 		t.Errorf("the tree changed while serving")
 	}
 }
+
+// TestGoplsGoWork: a tree with a go.work loads in workspace mode, as on an
+// ordinary checkout: a module imports another it does not require, the
+// other's requirement comes from the module cache, and a module the
+// go.work does not use loads on its own; the tree is not written.
+func TestGoplsGoWork(t *testing.T) {
+	dir := t.TempDir()
+	sum1, err := depstest.Write(dir, dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum2, err := depstest.Write(dir, dep2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := repo(t, map[string]string{
+		"go.work":  "go 1.22\n\nuse (\n\t./a\n\t./b\n)\n",
+		"a/go.mod": "module example.com/a\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n",
+		"a/go.sum": sum1,
+		"a/a.go":   "package a\n\nimport \"example.com/dep\"\n\n// A greets through dep.\nfunc A() string { return dep.Hello() }\n",
+		"b/go.mod": "module example.com/b\n\ngo 1.22\n",
+		"b/b.go":   "package b\n\nimport \"example.com/a\"\n\n// B greets through a.\nfunc B() string { return a.A() }\n",
+		"c/go.mod": "module example.com/c\n\ngo 1.22\n\nrequire example.com/dep2 v1.0.0\n",
+		"c/go.sum": sum2,
+		"c/c.go":   "package c\n\nimport \"example.com/dep2\"\n\n// C greets.\nfunc C() string { return dep2.Hello2() }\n",
+	})
+	u, _ := url.Parse("file://" + dir)
+	if w := fetcher(Config{GoProxies: []*url.URL{u}}).Fetch(context.Background(), ws); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	before := treeHash(t, ws.Root)
+	srv := startGopls(t, ws)
+	c, _, err := srv.Client(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	mc := runtime.ModCache(ws)
+	for _, tc := range []struct {
+		file, needle string
+		offset       int
+		want         string
+	}{
+		{"b/b.go", "a.A()", len("a."), filepath.Join(ws.Root, "a/a.go")},
+		{"a/a.go", "dep.Hello()", len("dep."), filepath.Join(mc, "example.com/dep@v1.0.0/dep.go")},
+		{"c/c.go", "dep2.Hello2()", len("dep2."), filepath.Join(mc, "example.com/dep2@v1.0.0/dep2.go")},
+	} {
+		uri, p := pos(t, srv, ws, tc.file, tc.needle, tc.offset)
+		l, err := c.Definition(ctx, uri, p)
+		if err != nil || len(l.Items) != 1 || l.Items[0].URI != lsp.FileURI(tc.want) {
+			t.Errorf("definition of %s in %s = %+v, %v; want %s", tc.needle, tc.file, l.Items, err, tc.want)
+		}
+		d, err := c.Diagnostics(ctx, uri)
+		if err != nil || len(d.Items) != 0 {
+			t.Errorf("diagnostics of %s = %+v, %v; want none", tc.file, d.Items, err)
+		}
+	}
+	if after := treeHash(t, ws.Root); !equalMaps(before, after) {
+		t.Errorf("the tree changed while serving")
+	}
+}
