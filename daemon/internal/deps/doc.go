@@ -7,7 +7,7 @@
 // Serving stays offline (GOPROXY=off): a server finds exactly what this
 // phase wrote, or nothing.
 //
-// Go (gomod.go, gomodules.go, govendor.go, sumdb.go; this is the one place
+// Go (gomod.go, gomodules.go, govendor.go, gowork.go, sumdb.go; the one place
 // that knows Go): every module of the tree is found by a bounded walk that
 // skips what the go command skips (findModules). A module whose
 // vendor/modules.txt matches its go.mod (the go command's rule) runs with
@@ -35,8 +35,11 @@
 // workspace folders whose settings (env.GOFLAGS = -mod=mod -modfile=…, or
 // -mod=vendor) gopls asks for per folder, so each nested module loads with
 // its own requirements and whatever the go command writes lands in the
-// overlay. A go.work is not used (GOWORK=off): workspace mode forbids
-// -modfile and ignores per-module vendor directories.
+// overlay. A root go.work (gowork.go) loads the tree in workspace mode, as
+// on an ordinary checkout: GoFolders writes the home's copy with the
+// published tree's paths and a go.work.sum with the verified lines, and
+// gives the root folder env.GOWORK (workspace mode never writes a go.mod,
+// and forbids -modfile); modules it does not use keep their own folders.
 //
 // TypeScript: the root package-lock.json is validated first (lockfile
 // version 2 or 3, every resolved URL under LSP_DEPS_NPM_REGISTRY, sha512
