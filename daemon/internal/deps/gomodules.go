@@ -192,7 +192,9 @@ func writeGoWork(ws runtime.Workspace, idx goIndex) string {
 			return ""
 		}
 	}
-	rel := overlayDir(idx.WorkKey)
+	// The copy names the published tree's paths, so revisions sharing the
+	// home (and the same go.work) each get their own.
+	rel := overlayDir(overlayKey(ws.Root, []byte(idx.WorkKey), nil))
 	d, err := openHomeDir(ws.Home, rel)
 	if err != nil {
 		return ""

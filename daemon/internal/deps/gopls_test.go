@@ -421,3 +421,34 @@ func TestGoplsGoWork(t *testing.T) {
 		t.Errorf("the tree changed while serving")
 	}
 }
+
+// TestGoWorkPerRevision: two revisions with the same go.work share a home;
+// each gets a copy naming its own tree.
+func TestGoWorkPerRevision(t *testing.T) {
+	files := map[string]string{"go.work": "go 1.22\n\nuse ./a\n", "a/go.mod": "module example.com/a\n\ngo 1.22\n"}
+	u, _ := url.Parse("file://" + t.TempDir())
+	ws1, ws2 := repo(t, files), repo(t, files)
+	ws2.Home = ws1.Home
+	var works []string
+	for _, ws := range []runtime.Workspace{ws1, ws2} {
+		if w := fetcher(Config{GoProxies: []*url.URL{u}}).Fetch(context.Background(), ws); len(w) != 0 {
+			t.Fatalf("warnings %q", w)
+		}
+		f := GoFolders(ws)
+		if len(f) != 1 || f[0].Dir != ws.Root {
+			t.Fatalf("folders %+v", f)
+		}
+		_, rest, _ := strings.Cut(string(f[0].Settings), `"GOWORK":"`)
+		work, _, _ := strings.Cut(rest, `"`)
+		works = append(works, work)
+	}
+	if works[0] == works[1] {
+		t.Fatalf("both revisions use %s", works[0])
+	}
+	for i, ws := range []runtime.Workspace{ws1, ws2} {
+		b, err := os.ReadFile(works[i])
+		if err != nil || !strings.Contains(string(b), "use "+filepath.Join(ws.Root, "a")+"\n") {
+			t.Errorf("go.work of revision %d = %q, %v", i, b, err)
+		}
+	}
+}
