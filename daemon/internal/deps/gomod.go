@@ -324,9 +324,10 @@ func appendVerified(gosum []byte, sums map[string]string, verified []string) []b
 }
 
 // goJobs lists the module versions to fetch: every requirement of go.mod
-// (after replace directives; a directory replacement needs nothing) with
-// its zip, and every other go.mod that go.sum lists, because the go command
-// reads those to build the module graph. Sorted, zips first.
+// (after replace directives; a directory replacement needs nothing) and
+// every other version whose zip go.sum lists, with its zip; and every
+// other go.mod that go.sum lists, because the go command reads those to
+// build the module graph. Sorted, zips first.
 func goJobs(mf *modfile.File, sums map[string]string, w *warnings) []goJob {
 	repl := map[module.Version]module.Version{}
 	for _, r := range mf.Replace {
@@ -357,6 +358,22 @@ func goJobs(mf *modfile.File, sums map[string]string, w *warnings) []goJob {
 			seen[v] = true
 			zips = append(zips, goJob{mod: v, zip: true, sums: sums})
 		}
+	}
+	// A zip go.sum vouches for was needed to build the module (a package
+	// of a dependency's dependency in a graph the module does not prune,
+	// or a requirement an untidy go.mod forgot): fetched too, as go mod
+	// download would.
+	for k := range sums {
+		p, ver, ok := strings.Cut(k, " ")
+		if !ok || strings.HasSuffix(ver, "/go.mod") {
+			continue
+		}
+		v := module.Version{Path: p, Version: ver}
+		if seen[v] || module.Check(v.Path, v.Version) != nil || sums[k+"/go.mod"] == "" {
+			continue
+		}
+		seen[v] = true
+		zips = append(zips, goJob{mod: v, zip: true, sums: sums})
 	}
 	for k := range sums {
 		p, ver, ok := strings.Cut(k, " ")

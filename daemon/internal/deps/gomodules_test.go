@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/mod/modfile"
 
+	"github.com/hanzoai/lsp/daemon/internal/deps/depstest"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 )
 
@@ -216,5 +217,55 @@ func TestGoFoldersIndex(t *testing.T) {
 	}
 	if GoFolders(runtime.Workspace{Root: t.TempDir(), Home: t.TempDir()}) != nil {
 		t.Error("no index: folders")
+	}
+}
+
+// TestFetchGoTransitive: what go.sum vouches for beyond go.mod's
+// requirements is fetched with its zip, as go mod download would: a
+// package of a dependency's dependency in a graph the module does not
+// prune (no go directive), and a requirement an untidy go.mod forgot,
+// which the go command then adds to the overlay (never the tree).
+func TestFetchGoTransitive(t *testing.T) {
+	for _, c := range []struct {
+		name, gomod, goVer string
+	}{
+		{"unpruned", "module example.com/app\n\nrequire example.com/top v1.0.0\n", "1.16"},
+		{"untidy", "module example.com/app\n\ngo 1.22\n\nrequire example.com/top v1.0.0\n", "1.22"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var sum string
+			for _, m := range []depstest.Module{
+				{Path: "example.com/top", Version: "v1.0.0", Files: map[string]string{
+					"go.mod": "module example.com/top\n\ngo " + c.goVer + "\n\nrequire example.com/low v1.0.0\n",
+					"top.go": "package top\n\nimport \"example.com/low\"\n\nfunc Top() string { return low.Low() }\n",
+				}},
+				{Path: "example.com/low", Version: "v1.0.0", Files: map[string]string{
+					"go.mod": "module example.com/low\n\ngo " + c.goVer + "\n",
+					"low.go": "package low\n\nfunc Low() string { return \"low\" }\n",
+				}},
+			} {
+				s, err := depstest.Write(dir, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sum += s
+			}
+			ws := repo(t, map[string]string{
+				"go.mod": c.gomod, "go.sum": sum,
+				"app.go": "package app\n\nimport \"example.com/top\"\n\nvar X = top.Top()\n",
+			})
+			before := treeHash(t, ws.Root)
+			u, _ := url.Parse("file://" + dir)
+			if w := fetcher(Config{GoProxies: []*url.URL{u}, GoSumDB: "off"}).Fetch(context.Background(), ws); len(w) != 0 {
+				t.Fatalf("warnings %q", w)
+			}
+			if out := goListFlags(t, ws, ".", "."); !strings.Contains(out, "example.com/low\n") {
+				t.Errorf("go list = %s", out)
+			}
+			if after := treeHash(t, ws.Root); !equalMaps(before, after) {
+				t.Errorf("the tree changed")
+			}
+		})
 	}
 }
