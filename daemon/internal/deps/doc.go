@@ -12,7 +12,8 @@
 // skips what the go command skips (findModules). A module whose
 // vendor/modules.txt matches its go.mod (the go command's rule) runs with
 // -mod=vendor and needs nothing. For the others, their requirements (after
-// replace directives) are downloaded with the GOPROXY protocol from
+// replace directives) and every other version whose zip go.sum vouches for
+// (as go mod download would) are downloaded with the GOPROXY protocol from
 // LSP_DEPS_GO_PROXY, each .mod and .zip checked against the module's go.sum
 // (the h1: hashes the go command uses) and written into runtime.ModCache in
 // the go command's layout, the zip extracted read-only. What go.sum lacks
