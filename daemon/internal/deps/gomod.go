@@ -57,7 +57,7 @@ type jobKey struct {
 // requirements go into the module cache under the home, and what the go
 // command would write for it goes into its overlay in the home; the index
 // beside the tree tells the servers each module's flags (GoFolders).
-func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, modCache string, m *mirror, w *warnings) {
+func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, c *goCache, m *mirror, w *warnings) {
 	dirs, more := findModules(ws.Root)
 	if more {
 		w.add("the tree has more Go modules or directories than the bounds allow (%d modules, %d directories); some modules are not loaded", maxGoModules, maxWalkDirs)
@@ -93,7 +93,7 @@ func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, modCache st
 	if par <= 0 {
 		par = defaultParallel
 	}
-	s := &scheduler{f: f, ctx: ctx, modCache: modCache, m: m, w: w, lk: f.sumdb.forPhase(ctx, m),
+	s := &scheduler{f: f, ctx: ctx, cache: c, m: m, w: w, lk: f.sumdb.forPhase(ctx, m),
 		sem: make(chan struct{}, par), seen: seen, left: f.cfg.MaxModules - len(jobs)}
 	for _, j := range jobs {
 		s.start(j)
@@ -101,6 +101,10 @@ func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, modCache st
 	s.wg.Wait()
 	if ctx.Err() != nil {
 		w.add("the dependency phase ran out of time; some Go modules were not fetched")
+	}
+	if err := c.install(); err != nil {
+		f.log.Error("deps: install the module cache", "err", err)
+		w.add("the module cache could not be written in the home; some Go modules are missing")
 	}
 	verified := s.lk.verified()
 	for i, ov := range overlays {
@@ -134,14 +138,14 @@ func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, modCache st
 // scheduler runs the phase's module downloads, at most Parallel at once;
 // a walking job adds the jobs its go.mod calls for, within the bound.
 type scheduler struct {
-	f        *Fetcher
-	ctx      context.Context
-	modCache string
-	m        *mirror
-	w        *warnings
-	lk       *sumLookup
-	sem      chan struct{}
-	wg       sync.WaitGroup
+	f     *Fetcher
+	ctx   context.Context
+	cache *goCache
+	m     *mirror
+	w     *warnings
+	lk    *sumLookup
+	sem   chan struct{}
+	wg    sync.WaitGroup
 
 	mu   sync.Mutex
 	seen map[jobKey]bool
@@ -158,7 +162,7 @@ func (s *scheduler) start(j goJob) {
 			return
 		}
 		defer func() { <-s.sem }()
-		if gomod := s.f.fetchModule(s.ctx, s.modCache, s.m, j, s.lk, s.w); j.walk && gomod != nil {
+		if gomod := s.f.fetchModule(s.ctx, s.cache, s.m, j, s.lk, s.w); j.walk && gomod != nil {
 			s.walk(j, gomod)
 		}
 	}()
@@ -437,7 +441,7 @@ func parseGoSum(data []byte) map[string]string {
 // fetchModule puts one module version into the cache, verified by the
 // module's go.sum or, for what go.sum lacks, by the checksum database. It
 // returns the verified go.mod, nil when the version was not fetched.
-func (f *Fetcher) fetchModule(ctx context.Context, modCache string, m *mirror, j goJob, lk *sumLookup, w *warnings) []byte {
+func (f *Fetcher) fetchModule(ctx context.Context, c *goCache, m *mirror, j goJob, lk *sumLookup, w *warnings) []byte {
 	v, sums := j.mod, j.sums
 	name := v.Path + "@" + v.Version
 	modSum, zipSum := sums[v.Path+" "+v.Version+"/go.mod"], sums[v.Path+" "+v.Version]
@@ -481,28 +485,28 @@ func (f *Fetcher) fetchModule(ctx context.Context, modCache string, m *mirror, j
 		w.add("%s: invalid module version; it was not fetched", name)
 		return nil
 	}
-	dl := filepath.Join(modCache, "cache", "download", filepath.FromSlash(ep), "@v")
-	if err := os.MkdirAll(dl, 0o755); err != nil {
+	dl := "cache/download/" + ep + "/@v"
+	if err := os.MkdirAll(c.staged(dl), 0o755); err != nil {
 		f.log.Error("deps: module cache", "err", err)
 		w.add("%s: the module cache could not be written", name)
 		return nil
 	}
 	rel := ep + "/@v/" + ev
-	gomod, err := f.fetchGoMod(ctx, m, rel, filepath.Join(dl, ev+".mod"), modSum)
+	gomod, err := f.fetchGoMod(ctx, m, rel, c, dl+"/"+ev+".mod", modSum)
 	if err != nil {
 		w.add("%s: go.mod %s; it was not fetched", name, f.explain(name, err))
 		return nil
 	}
 	if j.zip {
-		if err := f.fetchZip(ctx, m, v, rel, dl, filepath.Join(modCache, filepath.FromSlash(ep)+"@"+ev), zipSum); err != nil {
+		if err := f.fetchZip(ctx, m, v, rel, c, dl, ep+"@"+ev, zipSum); err != nil {
 			w.add("%s: %s; it was not fetched", name, f.explain(name, err))
 			return nil
 		}
 	}
-	if err := f.fetchInfo(ctx, m, v, rel, filepath.Join(dl, ev+".info")); err != nil {
+	if err := f.fetchInfo(ctx, m, v, rel, c, dl+"/"+ev+".info"); err != nil {
 		f.log.Warn("deps: module info", "module", name, "err", err)
 	}
-	if err := appendList(filepath.Join(dl, "list"), v.Version); err != nil {
+	if err := c.appendList(dl+"/list", v.Version); err != nil {
 		f.log.Warn("deps: module list", "module", name, "err", err)
 	}
 	return gomod
@@ -526,10 +530,10 @@ func (f *Fetcher) explain(name string, err error) string {
 	return "could not be fetched from the mirror"
 }
 
-// fetchGoMod writes dst from the mirror unless a verified copy is there,
-// and returns the verified bytes.
-func (f *Fetcher) fetchGoMod(ctx context.Context, m *mirror, rel, dst, want string) ([]byte, error) {
-	if data, err := readRegular(dst, maxModFile); err == nil {
+// fetchGoMod stages file (a cache-relative path) from the mirror unless a
+// verified copy is in the home's cache, and returns the verified bytes.
+func (f *Fetcher) fetchGoMod(ctx context.Context, m *mirror, rel string, c *goCache, file, want string) ([]byte, error) {
+	if data, err := c.read(file, maxModFile); err == nil {
 		return data, checkGoMod(data, want)
 	}
 	var buf bytes.Buffer
@@ -539,7 +543,7 @@ func (f *Fetcher) fetchGoMod(ctx context.Context, m *mirror, rel, dst, want stri
 	if err := checkGoMod(buf.Bytes(), want); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), writeAtomic(dst, buf.Bytes(), 0o444)
+	return buf.Bytes(), writeAtomic(c.staged(file), buf.Bytes(), 0o444)
 }
 
 func checkGoMod(data []byte, want string) error {
@@ -555,20 +559,20 @@ func checkGoMod(data []byte, want string) error {
 	return nil
 }
 
-// fetchZip downloads, verifies and extracts one module zip. An extracted
-// directory with a ziphash is the go command's mark of a complete module.
-func (f *Fetcher) fetchZip(ctx context.Context, m *mirror, v module.Version, rel, dl, dir, want string) error {
+// fetchZip downloads, verifies and extracts one module zip into the
+// stage (dl and dir cache-relative). An extracted directory with a ziphash
+// is the go command's mark of a complete module: one in the home's cache
+// is kept.
+func (f *Fetcher) fetchZip(ctx context.Context, m *mirror, v module.Version, rel string, c *goCache, dl, dir, want string) error {
 	ev, _ := module.EscapeVersion(v.Version)
-	hashFile := filepath.Join(dl, ev+".ziphash")
-	if h, err := readRegular(hashFile, 1024); err == nil {
-		if _, err := os.Lstat(dir); err == nil {
-			if strings.TrimSpace(string(h)) != want {
-				return errMismatch
-			}
-			return nil
+	hashFile := dl + "/" + ev + ".ziphash"
+	if h, err := c.read(hashFile, 1024); err == nil && c.inHome(dir) {
+		if strings.TrimSpace(string(h)) != want {
+			return errMismatch
 		}
+		return nil
 	}
-	tmp, err := os.CreateTemp(dl, ".zip-*")
+	tmp, err := os.CreateTemp(c.staged(dl), ".zip-*")
 	if err != nil {
 		return err
 	}
@@ -587,16 +591,16 @@ func (f *Fetcher) fetchZip(ctx context.Context, m *mirror, v module.Version, rel
 	if h != want {
 		return errMismatch
 	}
-	if err := extract(v, tmp.Name(), dir); err != nil {
+	if err := extract(v, tmp.Name(), c.staged(dir)); err != nil {
 		return err
 	}
 	if err := os.Chmod(tmp.Name(), 0o444); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dl, ev+".zip")); err != nil {
+	if err := os.Rename(tmp.Name(), c.staged(dl+"/"+ev+".zip")); err != nil {
 		return err
 	}
-	return writeAtomic(hashFile, []byte(h+"\n"), 0o444)
+	return writeAtomic(c.staged(hashFile), []byte(h+"\n"), 0o444)
 }
 
 // extract unzips a verified module zip into dir, read-only, through a
@@ -631,8 +635,8 @@ func extract(v module.Version, zipFile, dir string) error {
 // fetchInfo writes the .info file the go command reads for a version's
 // time. It is metadata go.sum cannot verify, so only a well-formed version
 // and time are kept; a mirror without it gets a bare one.
-func (f *Fetcher) fetchInfo(ctx context.Context, m *mirror, v module.Version, rel, dst string) error {
-	if _, err := os.Lstat(dst); err == nil {
+func (f *Fetcher) fetchInfo(ctx context.Context, m *mirror, v module.Version, rel string, c *goCache, file string) error {
+	if c.inHome(file) {
 		return nil
 	}
 	info := struct {
@@ -655,25 +659,29 @@ func (f *Fetcher) fetchInfo(ctx context.Context, m *mirror, v module.Version, re
 	if err != nil {
 		return err
 	}
-	return writeAtomic(dst, append(data, '\n'), 0o444)
+	return writeAtomic(c.staged(file), append(data, '\n'), 0o444)
 }
 
 var listMu sync.Mutex
 
-// appendList adds version to a module's list file once.
-func appendList(path, version string) error {
+// appendList adds version to a module's list file once: the staged one,
+// or a copy of the home's.
+func (c *goCache) appendList(file, version string) error {
 	listMu.Lock()
 	defer listMu.Unlock()
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	old, err := os.ReadFile(c.staged(file))
+	if errors.Is(err, fs.ErrNotExist) {
+		old, err = c.read(file, maxModFile)
+	}
+	if err != nil {
+		old = nil // none, or not a file: the go command's list is only a hint
 	}
 	for _, l := range strings.Split(string(old), "\n") {
 		if l == version {
 			return nil
 		}
 	}
-	return writeAtomic(path, append(old, version+"\n"...), 0o644)
+	return writeAtomic(c.staged(file), append(old, version+"\n"...), 0o644)
 }
 
 // writeAtomic writes a file through a temporary sibling and a rename.

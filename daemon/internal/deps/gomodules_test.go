@@ -269,3 +269,55 @@ func TestFetchGoTransitive(t *testing.T) {
 		})
 	}
 }
+
+// TestModCachePlantedLink: links a jailed server planted in the home's
+// module cache are never written through nor read through: a link in
+// place of the cache's download directory refuses the move (a warning),
+// and a module's list file linked to a secret is replaced by the phase's
+// own, which never holds the secret.
+func TestModCachePlantedLink(t *testing.T) {
+	dir, sum := mirrorDir(t)
+	u, _ := url.Parse("file://" + dir)
+	files := map[string]string{"go.mod": "module example.com/app\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n", "go.sum": sum, "main.go": mainGo}
+
+	ws := repo(t, files)
+	target := t.TempDir()
+	mc := runtime.ModCache(ws)
+	if err := os.MkdirAll(mc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(mc, "cache")); err != nil {
+		t.Fatal(err)
+	}
+	w := fetcher(Config{GoProxies: []*url.URL{u}}).Fetch(context.Background(), ws)
+	if len(w) != 1 || !strings.Contains(w[0], "the module cache could not be written in the home") {
+		t.Fatalf("warnings %q", w)
+	}
+	if ents, _ := os.ReadDir(target); len(ents) != 0 {
+		t.Fatalf("the phase wrote through the link: %v", ents)
+	}
+
+	ws = repo(t, files)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("s3cr3t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dl := filepath.Join(runtime.ModCache(ws), "cache/download/example.com/dep/@v")
+	if err := os.MkdirAll(dl, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(dl, "list")); err != nil {
+		t.Fatal(err)
+	}
+	if w := fetcher(Config{GoProxies: []*url.URL{u}}).Fetch(context.Background(), ws); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	b, err := os.ReadFile(filepath.Join(dl, "list"))
+	if fi, _ := os.Lstat(filepath.Join(dl, "list")); err != nil || fi == nil || !fi.Mode().IsRegular() || strings.Contains(string(b), "s3cr3t") || string(b) != "v1.0.0\n" {
+		t.Fatalf("list = %q, %v", b, err)
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "s3cr3t\n" {
+		t.Fatalf("the secret changed: %q", b)
+	}
+	goList(t, ws)
+}
