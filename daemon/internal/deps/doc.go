@@ -15,8 +15,10 @@
 // replace directives) and every other version whose zip go.sum vouches for
 // (as go mod download would) are downloaded with the GOPROXY protocol from
 // LSP_DEPS_GO_PROXY, each .mod and .zip checked against the module's go.sum
-// (the h1: hashes the go command uses) and written into runtime.ModCache in
-// the go command's layout, the zip extracted read-only. What go.sum lacks
+// (the h1: hashes the go command uses) and staged in the go command's
+// layout beside the tree, the zip extracted read-only, then moved into
+// runtime.ModCache through descriptors that never follow a link
+// (gocache.go). What go.sum lacks
 // is never trusted on first use: the checksum database (LSP_DEPS_GO_SUMDB,
 // sum.golang.org by default), reached through the same mirror, must vouch
 // for it, and an incomplete go.sum walks the go.mod files it fetches for
