@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -97,6 +98,7 @@ func (f *Fetcher) readGoWork(root string, w *warnings) (*goWork, []byte) {
 		gw.Replace = append(gw.Replace, wr)
 	}
 	sort.Strings(gw.Use)
+	gw.Use = slices.Compact(gw.Use)
 	sum, err := readRegular(filepath.Join(root, "go.work.sum"), maxGoWorkSum)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		w.add("go.work.sum: %s; it is not used", reason(err))
