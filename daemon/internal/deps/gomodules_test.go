@@ -35,7 +35,7 @@ func TestVendorConsistent(t *testing.T) {
 		{"replacement missing in go.mod", gomod, strings.Replace(good, "# github.com/a/b v1.2.3\n", "# github.com/a/b v1.2.3 => ../b\n", 1), false},
 		{"replacement of a version", gomod + "replace github.com/a/b v1.2.3 => github.com/c/b v1.0.0\n", strings.Replace(good, "# github.com/a/b v1.2.3\n", "# github.com/a/b v1.2.3 => github.com/c/b v1.0.0\n", 1), true},
 		{"whole-module replacement line", gomod + "replace github.com/q/r => ./r\n", good + "# github.com/q/r => ./r\n", true},
-		{"workspace header", gomod, "## workspace\n" + good, true},
+		{"vendored for a workspace", gomod, "## workspace\n" + good, false},
 		{"malformed", gomod, "# github.com/a/b\n", false},
 		{"duplicate", gomod, good + "# github.com/a/b v1.2.3\n", false},
 	}

@@ -34,7 +34,12 @@ func parseModulesTxt(data []byte) (map[string]*vendorMeta, bool) {
 		switch {
 		case strings.HasPrefix(line, "## "):
 			if cur == nil {
-				continue // a "## workspace" header, or annotations of nothing
+				if strings.TrimSpace(line) == "## workspace" {
+					// Vendored for a go.work (go work vendor): outside
+					// workspace mode the go command does not use it.
+					return nil, false
+				}
+				continue // annotations of nothing
 			}
 			for _, a := range strings.Split(strings.TrimPrefix(line, "## "), ";") {
 				if strings.TrimSpace(a) == "explicit" {
