@@ -107,7 +107,7 @@ func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, c *goCache,
 		w.add("the module cache could not be written in the home; some Go modules are missing")
 	}
 	verified := s.lk.verified()
-	for i, ov := range overlays {
+	for _, ov := range overlays {
 		flags, err := f.writeOverlay(ws.Home, ov, verified)
 		if err != nil {
 			f.log.Warn("deps: Go overlay", "module", ov.dir, "err", err)
@@ -119,7 +119,6 @@ func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, c *goCache,
 				index[j].GoFlags = flags
 			}
 		}
-		_ = i
 	}
 	idx := goIndex{Modules: index}
 	if gw != nil {

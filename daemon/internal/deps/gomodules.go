@@ -28,7 +28,7 @@ const (
 const goIndexFile = "go-modules.json"
 
 // maxGoIndex bounds reading the index back.
-const maxGoIndex = 1 << 20
+const maxGoIndex = maxGoWorkSum + 4<<20 // it holds a go.work.sum
 
 // goModule is one entry of the index: a module directory of the tree
 // ("." for the root) and the GOFLAGS its go commands run with.
