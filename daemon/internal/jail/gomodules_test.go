@@ -105,8 +105,15 @@ func writeTree(t *testing.T, ws runtime.Workspace, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
-	for _, d := range []string{filepath.Join(ws.Root, "sub"), ws.Root} {
-		if err := os.Chmod(d, 0o555); err != nil {
+	var dirs []string
+	_ = filepath.WalkDir(ws.Root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := os.Chmod(dirs[i], 0o555); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,4 +137,38 @@ func readTree(t *testing.T, root string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestJailedGoWork: a tree with a go.work loads in workspace mode in the
+// jail through the home's copy of it: a module imports another it does
+// not require.
+func TestJailedGoWork(t *testing.T) {
+	t.Parallel()
+	gopls := goplsPath(t)
+	l := newLayout(t)
+	ws := runtime.Workspace{
+		Root: filepath.Join(l.root, "trees", "tenant", "repo", "c0", "tree"),
+		Home: filepath.Join(l.root, "homes", "tenant", "repo"),
+	}
+	files := map[string]string{
+		"go.work":    "go 1.22\n\nuse (\n\t./a\n\t./sub\n)\n",
+		"a/go.mod":   "module example.com/a\n\ngo 1.22\n",
+		"a/a.go":     "package a\n\n// A is in the workspace.\nfunc A() string { return \"a\" }\n",
+		"sub/go.mod": "module example.com/b\n\ngo 1.22\n",
+		"sub/sub.go": "package b\n\nimport \"example.com/a\"\n\n// B calls a.\nfunc B() string { return a.A() }\n",
+	}
+	writeTree(t, ws, files)
+	f := deps.New(deps.Config{GoProxies: []*url.URL{{Scheme: "file", Path: t.TempDir()}}, MaxModules: 10, MaxBytes: 1 << 20, MaxZip: 1 << 20}, slog.New(slog.DiscardHandler))
+	if w := f.Fetch(context.Background(), ws); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	before := readTree(t, ws.Root)
+	srv := start(t, newSpawner(t, Options{}), runtime.Spec{ID: "gopls", Language: "go", Extensions: []string{".go"}, Executable: gopls, Args: []string{"serve"}, Folders: deps.Folders("go")}, ws)
+	h, err := hoverAt(context.Background(), srv, ws, "sub/sub.go", "a.A()", len("a."))
+	if err != nil || h == nil || !strings.Contains(h.Markdown, "A is in the workspace") {
+		t.Fatalf("hover on a.A() = %+v, %v", h, err)
+	}
+	if readTree(t, ws.Root) != before {
+		t.Error("the tree changed")
+	}
 }
