@@ -403,20 +403,9 @@ func goJobs(mf *modfile.File, sums map[string]string, w *warnings) []goJob {
 	return append(zips, mods...)
 }
 
-// readGoSum reads go.sum into "path version[/go.mod]" → "h1:…". Lines of
+// parseGoSum reads go.sum into "path version[/go.mod]" → "h1:…". Lines of
 // other hash kinds are ignored, as the go command ignores them. No go.sum
-// is an empty map: then nothing is trusted.
-func readGoSum(path string) (map[string]string, error) {
-	data, err := readRegular(path, maxGoSum)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]string{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return parseGoSum(data), nil
-}
-
+// is an empty map: then nothing is trusted but the checksum database.
 func parseGoSum(data []byte) map[string]string {
 	sums := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(data))

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io/fs"
 	"os"
 	"path"
@@ -213,5 +212,3 @@ func treeDir(d string) bool {
 	}
 	return d != "" && path.Clean(d) == d && !strings.HasPrefix(d, "/") && d != ".." && !strings.HasPrefix(d, "../")
 }
-
-var errNoModule = errors.New("no go.mod")
