@@ -7,16 +7,42 @@
 // Serving stays offline (GOPROXY=off): a server finds exactly what this
 // phase wrote, or nothing.
 //
-// Go: the root go.mod's requirements (after replace directives) are
-// downloaded with the GOPROXY protocol from LSP_DEPS_GO_PROXY, each .mod and
-// .zip checked against the repository's go.sum (the h1: hashes the go
-// command uses) and written into runtime.ModCache in the go command's
-// layout, the zip extracted read-only. A module go.sum does not list is
-// refused, never trusted on first use; one the mirror does not serve
-// (private) is reported, never fetched with a credential; a go or toolchain
-// line newer than the local Go is refused before any request
-// (GOTOOLCHAIN=local). Bounds: module count, bytes per file and in total,
-// and time.
+// Go (gomod.go, gomodules.go, govendor.go, gowork.go, sumdb.go; the one place
+// that knows Go): every module of the tree is found by a bounded walk that
+// skips what the go command skips (findModules). A module whose
+// vendor/modules.txt matches its go.mod (the go command's rule) runs with
+// -mod=vendor and needs nothing. For the others, their requirements (after
+// replace directives) and every other version whose zip go.sum vouches for
+// (as go mod download would) are downloaded with the GOPROXY protocol from
+// LSP_DEPS_GO_PROXY, each .mod and .zip checked against the module's go.sum
+// (the h1: hashes the go command uses) and staged in the go command's
+// layout beside the tree, the zip extracted read-only, then moved into
+// runtime.ModCache through descriptors that never follow a link
+// (gocache.go). What go.sum lacks
+// is never trusted on first use: the checksum database (LSP_DEPS_GO_SUMDB,
+// sum.golang.org by default), reached through the same mirror, must vouch
+// for it, and an incomplete go.sum walks the go.mod files it fetches for
+// the rest of the graph. A module nothing vouches for, or one the mirror
+// does not serve (private), is reported, never fetched with a credential;
+// a go or toolchain line newer than the local Go is refused before any
+// request (GOTOOLCHAIN=local). Bounds: modules found, module versions,
+// bytes per file and in total, and time.
+//
+// Nothing writes the published tree. Each module that does not vendor gets
+// a private overlay in the home (go/overlay/<hash>/go.mod and go.sum: its
+// go.mod, with the go directive the go command would add, and its go.sum
+// with the verified lines), written one path component at a time without
+// following a link (homefs_linux.go: a home belongs to the jail's uid, and
+// servers of other revisions may be running in it). An index beside the
+// tree lists each module and its GOFLAGS; GoFolders turns it into gopls
+// workspace folders whose settings (env.GOFLAGS = -mod=mod -modfile=…, or
+// -mod=vendor) gopls asks for per folder, so each nested module loads with
+// its own requirements and whatever the go command writes lands in the
+// overlay. A root go.work (gowork.go) loads the tree in workspace mode, as
+// on an ordinary checkout: GoFolders writes the home's copy with the
+// published tree's paths and a go.work.sum with the verified lines, and
+// gives the root folder env.GOWORK (workspace mode never writes a go.mod,
+// and forbids -modfile); modules it does not use keep their own folders.
 //
 // TypeScript: one root lockfile is read (chooseLockfile: pnpm-lock.yaml
 // when pnpm-workspace.yaml or packageManager says pnpm, else the one

@@ -3,16 +3,13 @@ package deps
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 )
@@ -29,6 +26,8 @@ type Fetcher struct {
 	client *http.Client
 	// npmClient follows redirects only on the npm registry's host.
 	npmClient *http.Client
+	// sumdb verifies what go.sum lacks; nil when off.
+	sumdb *checksumDB
 
 	mu    sync.Mutex
 	homes map[string]*homeLock
@@ -45,6 +44,12 @@ func New(cfg Config, log *slog.Logger) *Fetcher {
 	if cfg.NPMRegistry != nil {
 		f.npmClient = newClient([]*url.URL{cfg.NPMRegistry})
 	}
+	db, err := newChecksumDB(cfg.GoSumDB)
+	if err != nil {
+		// FromEnv checked it; a bad key in code verifies nothing.
+		log.Error("deps: checksum database", "err", err)
+	}
+	f.sumdb = db
 	return f
 }
 
@@ -80,15 +85,17 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 		f.installNPM(ctx, ws, left, w)
 	}
 	if len(f.cfg.GoProxies) > 0 {
-		modCache := runtime.ModCache(ws)
-		if err := os.MkdirAll(modCache, 0o755); err != nil {
+		// Staged beside the tree (daemon-owned), moved into the home's
+		// cache at the end without following a link.
+		c, err := newGoCache(ws.Home, filepath.Dir(ws.Root))
+		if err != nil {
 			f.log.Error("deps: module cache", "err", err)
 			w.add("the module cache could not be made; Go dependencies were not fetched")
 		} else {
 			m := &mirror{bases: f.cfg.GoProxies, client: f.client, left: left}
-			f.fetchGo(ctx, ws.Root, modCache, m, w)
-			if err := ownLike(ws.Home, modCache); err != nil {
-				f.log.Warn("deps: give the module cache to the home's owner", "err", err)
+			f.fetchGo(ctx, ws, c, m, w)
+			if err := c.close(); err != nil {
+				f.log.Warn("deps: remove the staged module cache", "err", err)
 			}
 		}
 	}
@@ -113,39 +120,6 @@ func (f *Fetcher) lock(home string) func() {
 		}
 		f.mu.Unlock()
 	}
-}
-
-// ownLike gives what the phase wrote under dir to the owner of home: a
-// jailed server runs as the home's uid and must be able to take the go
-// command's lock files in the cache.
-func ownLike(home, dir string) error {
-	fi, err := os.Lstat(home)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || int(st.Uid) == os.Geteuid() {
-		return nil
-	}
-	uid, gid := int(st.Uid), int(st.Gid)
-	for p := dir; p != home && len(p) > len(home); p = filepath.Dir(p) {
-		if err := os.Lchown(p, uid, gid); err != nil {
-			return err
-		}
-	}
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if s, ok := info.Sys().(*syscall.Stat_t); ok && int(s.Uid) == uid {
-			return nil
-		}
-		return os.Lchown(p, uid, gid)
-	})
 }
 
 // warnings collects a phase's warnings from concurrent downloads.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
@@ -185,6 +186,45 @@ func FuzzParsePNPMLock(f *testing.F) {
 			}
 			if !underRegistry(p.Resolved, reg) || !sha512Integrity(p.Integrity) {
 				t.Fatalf("accepted %q: %+v", k, p)
+			}
+		}
+	})
+}
+
+// FuzzGoWork: any go.work reads without panicking; what it keeps stays
+// inside the tree, and the home's copy written from it parses back to the
+// same directories (nothing a go.work holds can add a directive).
+func FuzzGoWork(f *testing.F) {
+	f.Add([]byte("go 1.22\n\nuse (\n\t./a\n\t./b\n)\n\nreplace example.com/x => ./x\n"))
+	f.Add([]byte("use ../outside\nuse /abs\nuse \"a b\"\nreplace a v1.0.0 => b v1.1.0\n"))
+	f.Add([]byte("go 1.99\n"))
+	f.Add([]byte("use \"a\\nreplace x => /etc\"\n"))
+	root := f.TempDir()
+	fe := &Fetcher{cfg: Config{GoVersion: "go1.26.0"}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(filepath.Join(root, "go.work"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gw, _ := fe.readGoWork(root, &warnings{})
+		if gw == nil {
+			return
+		}
+		for _, u := range gw.Use {
+			if !treeDir(u) {
+				t.Fatalf("kept %q", u)
+			}
+		}
+		text := gw.text("/published/tree")
+		wf, err := modfile.ParseWork("go.work", text, nil)
+		if err != nil {
+			t.Fatalf("the copy does not parse: %v\n%s", err, text)
+		}
+		if len(wf.Use) != len(gw.Use) || len(wf.Replace) != len(gw.Replace) {
+			t.Fatalf("the copy has %d uses and %d replaces, want %d and %d:\n%s", len(wf.Use), len(wf.Replace), len(gw.Use), len(gw.Replace), text)
+		}
+		for _, u := range wf.Use {
+			if u.Path != "/published/tree" && !strings.HasPrefix(u.Path, "/published/tree/") {
+				t.Fatalf("the copy uses %q", u.Path)
 			}
 		}
 	})

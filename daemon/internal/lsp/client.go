@@ -130,6 +130,10 @@ type Options struct {
 	// section path ("a.b"), the whole object for an empty section, null
 	// when absent or when Settings is unset.
 	Settings json.RawMessage
+	// Folders are more workspace folders below Root, each with its own
+	// settings: a request scoped (scopeUri) to a folder, or to a file in
+	// it, is answered from the innermost folder's Settings instead.
+	Folders []Folder
 	// RequestTimeout bounds every request, on top of the caller's context;
 	// zero means only the context bounds it.
 	RequestTimeout time.Duration
@@ -169,6 +173,18 @@ type Problem struct {
 // only counted.
 const maxProblems = 16
 
+// Folder is one more workspace folder. Dir must be Root or below it.
+type Folder struct {
+	Dir      string
+	Settings json.RawMessage
+}
+
+type folder struct {
+	uri      DocumentURI
+	name     string
+	settings any
+}
+
 // Client is an initialized connection to one language server. It is safe
 // for concurrent use.
 type Client struct {
@@ -178,6 +194,8 @@ type Client struct {
 	log      *slog.Logger
 	rootURI  DocumentURI
 	settings any
+	// folders is the root folder first, then Options.Folders.
+	folders []folder
 
 	// Set by initialize, read-only afterwards.
 	info      ServerInfo
@@ -238,13 +256,32 @@ func Connect(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Client
 		changed:       make(chan struct{}),
 		connected:     time.Now(),
 	}
-	if len(opts.Settings) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(opts.Settings))
-		dec.UseNumber()
-		if err := dec.Decode(&c.settings); err != nil {
-			_ = rwc.Close()
-			return nil, fmt.Errorf("initialize: settings: %w", err)
+	var err error
+	if c.settings, err = decodeSettings(opts.Settings); err != nil {
+		_ = rwc.Close()
+		return nil, fmt.Errorf("initialize: settings: %w", err)
+	}
+	c.folders = []folder{{uri: c.rootURI, name: filepath.Base(opts.Root), settings: c.settings}}
+	for _, f := range opts.Folders {
+		u := FileURI(f.Dir)
+		if u == c.rootURI {
+			// The root's own settings.
+			if c.folders[0].settings, err = decodeSettings(f.Settings); err != nil {
+				_ = rwc.Close()
+				return nil, fmt.Errorf("initialize: folder settings: %w", err)
+			}
+			continue
 		}
+		if !strings.HasPrefix(string(u), string(c.rootURI)+"/") {
+			_ = rwc.Close()
+			return nil, errors.New("initialize: a workspace folder is outside the root")
+		}
+		st, err := decodeSettings(f.Settings)
+		if err != nil {
+			_ = rwc.Close()
+			return nil, fmt.Errorf("initialize: folder settings: %w", err)
+		}
+		c.folders = append(c.folders, folder{uri: u, name: filepath.Base(f.Dir), settings: st})
 	}
 	if len(opts.InitializationOptions) > 0 && !json.Valid(opts.InitializationOptions) {
 		_ = rwc.Close()
@@ -262,14 +299,12 @@ func Connect(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Client
 // load) may legitimately take longer than one request.
 func (c *Client) initialize(ctx context.Context) error {
 	params := map[string]any{
-		"processId":  nil,
-		"clientInfo": map[string]string{"name": c.opts.ClientName, "version": c.opts.ClientVersion},
-		"rootUri":    c.rootURI,
-		"workspaceFolders": []map[string]any{
-			{"uri": c.rootURI, "name": filepath.Base(c.opts.Root)},
-		},
-		"capabilities": clientCapabilities(),
-		"trace":        "off",
+		"processId":        nil,
+		"clientInfo":       map[string]string{"name": c.opts.ClientName, "version": c.opts.ClientVersion},
+		"rootUri":          c.rootURI,
+		"workspaceFolders": c.workspaceFolders(),
+		"capabilities":     clientCapabilities(),
+		"trace":            "off",
 	}
 	if len(c.opts.InitializationOptions) > 0 {
 		params["initializationOptions"] = c.opts.InitializationOptions
@@ -604,7 +639,7 @@ func (c *Client) handle(_ context.Context, req *jsonrpc.Request) (any, error) {
 		c.logMessage(req.Method, req.Params)
 		return nil, nil
 	case "workspace/workspaceFolders":
-		return []map[string]any{{"uri": c.rootURI, "name": filepath.Base(c.opts.Root)}}, nil
+		return c.workspaceFolders(), nil
 	case "$/progress":
 		c.onProgress(req.Params)
 		return nil, nil
@@ -626,16 +661,50 @@ func (c *Client) configuration(params json.RawMessage) []any {
 	var out []any
 	_, _ = eachElement(p.Items, 1024, func(e json.RawMessage) bool {
 		var item struct {
-			Section string `json:"section"`
+			ScopeURI DocumentURI `json:"scopeUri"`
+			Section  string      `json:"section"`
 		}
 		_ = json.Unmarshal(e, &item)
-		out = append(out, lookupSection(c.settings, item.Section))
+		out = append(out, lookupSection(c.scopeSettings(item.ScopeURI), item.Section))
 		return true
 	})
 	if out == nil {
 		out = []any{}
 	}
 	return out
+}
+
+func decodeSettings(raw json.RawMessage) (any, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (c *Client) workspaceFolders() []map[string]any {
+	out := make([]map[string]any, len(c.folders))
+	for i, f := range c.folders {
+		out[i] = map[string]any{"uri": f.uri, "name": f.name}
+	}
+	return out
+}
+
+// scopeSettings are the settings of the innermost folder holding scope
+// (no scope: the root's).
+func (c *Client) scopeSettings(scope DocumentURI) any {
+	best := c.folders[0]
+	for _, f := range c.folders[1:] {
+		if (scope == f.uri || strings.HasPrefix(string(scope), string(f.uri)+"/")) && len(f.uri) > len(best.uri) {
+			best = f
+		}
+	}
+	return best.settings
 }
 
 func lookupSection(settings any, section string) any {

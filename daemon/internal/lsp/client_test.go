@@ -166,6 +166,35 @@ func TestInitializeRefusals(t *testing.T) {
 	}
 }
 
+// TestFolderSettings: more workspace folders are announced, and a request
+// scoped to a folder (or a file in it) gets that folder's settings; the
+// innermost folder wins, and anything else gets the root's.
+func TestFolderSettings(t *testing.T) {
+	c, p, err := connectPeer(t, basicInit, Options{
+		Settings: json.RawMessage(`{"s":"root"}`),
+		Folders: []Folder{
+			{Dir: "/work/space/a", Settings: json.RawMessage(`{"s":"a"}`)},
+			{Dir: "/work/space/a/b", Settings: json.RawMessage(`{"s":"b"}`)},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c
+	ctx := context.Background()
+	var got json.RawMessage
+	if err := p.conn.Call(ctx, "workspace/workspaceFolders", nil, &got); err != nil || string(got) != `[{"name":"space","uri":"file:///work/space"},{"name":"a","uri":"file:///work/space/a"},{"name":"b","uri":"file:///work/space/a/b"}]` {
+		t.Errorf("workspaceFolders = %s, %v", got, err)
+	}
+	items := `{"items":[{"section":"s"},{"scopeUri":"file:///work/space/a","section":"s"},{"scopeUri":"file:///work/space/a/b/x.go","section":"s"},{"scopeUri":"file:///work/space/ab","section":"s"},{"scopeUri":"file:///elsewhere","section":"s"}]}`
+	if err := p.conn.Call(ctx, "workspace/configuration", json.RawMessage(items), &got); err != nil || string(got) != `["root","a","b","root","root"]` {
+		t.Errorf("configuration = %s, %v", got, err)
+	}
+	if _, _, err := connectPeer(t, basicInit, Options{Folders: []Folder{{Dir: "/elsewhere"}}}); err == nil {
+		t.Error("a folder outside the root was accepted")
+	}
+}
+
 func TestServerRequests(t *testing.T) {
 	c, p, err := connectPeer(t, basicInit, Options{Settings: json.RawMessage(`{"a":{"b":1}}`)})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,6 +130,10 @@ func (p pipe) Close() error {
 func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
+	folders, err := s.folders()
+	if err != nil {
+		return nil, err
+	}
 	proc, err := s.sp.Spawn(ctx, s.spec, s.ws)
 	if err != nil {
 		return nil, err
@@ -138,6 +143,7 @@ func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 		ClientName:            "hanzo-lsp-daemon",
 		InitializationOptions: s.spec.InitializationOptions,
 		Settings:              s.spec.Settings,
+		Folders:               folders,
 		RequestTimeout:        s.spec.RequestTimeout,
 		Logger:                s.log,
 		LoadSigns:             readiness.For(s.spec.Language),
@@ -156,6 +162,26 @@ func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 	s.wg.Add(1)
 	go s.monitor(inst)
 	return inst, nil
+}
+
+// folders are the spec's workspace folders for the workspace, with their
+// settings merged over the spec's.
+func (s *Server) folders() ([]lsp.Folder, error) {
+	if s.spec.Folders == nil {
+		return nil, nil
+	}
+	var out []lsp.Folder
+	for _, f := range s.spec.Folders(s.ws) {
+		if f.Dir != s.ws.Root && !strings.HasPrefix(f.Dir, s.ws.Root+string(filepath.Separator)) {
+			continue
+		}
+		st, err := mergeSettings(s.spec.Settings, f.Settings)
+		if err != nil {
+			return nil, fmt.Errorf("folder settings: %w", err)
+		}
+		out = append(out, lsp.Folder{Dir: f.Dir, Settings: st})
+	}
+	return out, nil
 }
 
 // monitor reaps the instance when its process dies, and kills the process
