@@ -53,6 +53,7 @@ type lockPackage struct {
 func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *atomic.Int64, w *warnings) {
 	data, err := readRegular(filepath.Join(ws.Root, "package-lock.json"), maxLockfile)
 	if errors.Is(err, fs.ErrNotExist) {
+		f.installYarn(ctx, ws, left, w) // yarn.go: a yarn.lock, if any
 		return
 	}
 	if err != nil {
