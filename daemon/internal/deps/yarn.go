@@ -196,7 +196,7 @@ func hoist(g *yarnGraph) (yarnLayout, error) {
 			continue
 		}
 		if !lockPath(k) {
-			out.refused[k] = "its name is not a package name"
+			out.refused[k] = "not a package name"
 			continue
 		}
 		if p.refused != "" {
@@ -321,7 +321,7 @@ func reportLayout(l yarnLayout, w *warnings) {
 	}
 	for r, ks := range byReason {
 		sort.Strings(ks)
-		w.add("yarn.lock: %s %s; %s", countOf(len(ks), "package"), r, listSome(ks)+" (with what is nested in them) not installed")
+		w.add("yarn.lock: %s not installed (nor what is nested in them), %s: %s", countOf(len(ks), "package"), r, listSome(ks))
 	}
 	if len(l.missing) > 0 {
 		sort.Strings(l.missing)
@@ -813,16 +813,16 @@ func yarnV1Graph(entries []yarnV1Entry, registry *url.URL) (*yarnGraph, error) {
 		}
 		switch {
 		case !npmVersion(e.Version):
-			p.refused = "have no registry version"
+			p.refused = "no registry version"
 		case e.Resolved == "":
-			p.refused = "have no resolved URL"
+			p.refused = "no resolved URL"
 		case specKind(e.Resolved) == "git" || strings.HasPrefix(e.Resolved, "file:"):
-			p.refused = "resolve to git or a file, not the registry"
+			p.refused = "resolved to git or a file"
 		default:
 			if r, ok := yarnV1Tarball(e.Resolved, real, e.Version, registry); ok {
 				p.resolved = r
 			} else {
-				p.refused = "resolve outside the registry"
+				p.refused = "resolved outside the registry"
 			}
 		}
 		if p.refused == "" {
@@ -830,9 +830,9 @@ func yarnV1Graph(entries []yarnV1Entry, registry *url.URL) (*yarnGraph, error) {
 			case sha512Integrity(e.Integrity):
 				p.integrity = e.Integrity
 			case strings.Contains(e.Integrity, "sha1-"):
-				p.refused = "have only a sha1 integrity"
+				p.refused = "only a sha1 integrity"
 			default:
-				p.refused = "have no sha512 integrity"
+				p.refused = "no sha512 integrity"
 			}
 		}
 		for _, s := range e.Selectors {

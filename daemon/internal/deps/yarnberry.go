@@ -308,7 +308,7 @@ func berryPackage(name string, e *symlNode, info *berryInfo) (*yarnPkg, error) {
 		inner, err := url.PathUnescape(base)
 		bname, bref, ok := specName(inner)
 		if err != nil || !ok || bname != rname || !strings.HasPrefix(bref, "npm:") {
-			p.refused = "patch a package that is not from the registry"
+			p.refused = "a patch of a package not from the registry"
 			return p, nil
 		}
 		if !strings.HasPrefix(patch, "optional!builtin<") && !strings.HasPrefix(patch, "builtin<") {
@@ -316,11 +316,11 @@ func berryPackage(name string, e *symlNode, info *berryInfo) (*yarnPkg, error) {
 		}
 		p.version = strings.TrimPrefix(bref, "npm:")
 	default:
-		p.refused = "resolve to git, a file or a URL, not the registry"
+		p.refused = "resolved to git, a file or a URL"
 		return p, nil
 	}
 	if !npmVersion(p.version) {
-		p.refused = "have no registry version"
+		p.refused = "no registry version"
 		return p, nil
 	}
 	p.id = rname + "@" + p.version // a patched copy is its base package
@@ -449,7 +449,7 @@ func (f *Fetcher) resolveBerry(ctx context.Context, l *yarnLayout, left *atomic.
 				l.refused[k] = why
 				delete(l.pkgs, k)
 			} else if _, asked := ids[name+"@"+p.Version]; asked {
-				l.refused[k] = "were not looked up in time"
+				l.refused[k] = "not looked up in time"
 				delete(l.pkgs, k)
 			}
 			continue // another platform's: install skips it
@@ -495,13 +495,13 @@ func (f *Fetcher) versionDist(ctx context.Context, m *mirror, name, version stri
 func (f *Fetcher) explainManifest(id string, err error) string {
 	switch {
 	case errors.Is(err, errNoIntegrity):
-		return "have no sha512 integrity on the registry"
+		return "no sha512 integrity on the registry"
 	case errors.Is(err, errNotServed):
-		return "are not served by the registry (no credential is ever used)"
+		return "not served by the registry (no credential is ever used)"
 	case errors.Is(err, errTooLarge):
-		return "have a manifest over the size bound"
+		return "a registry manifest over the size bound"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return "ran out of time"
+		return "out of time"
 	}
 	f.log.Warn("deps: npm manifest", "package", id, "err", err)
 	return "could not be looked up on the registry"
