@@ -328,7 +328,7 @@ func reportLayout(l yarnLayout, w *warnings) {
 		w.add("yarn.lock: %s not in the lockfile: %s", countOf(len(l.missing), "dependency"), listSome(l.missing))
 	}
 	if len(l.conflicts) > 0 {
-		w.add("yarn.lock: %s of workspaces differ from the root's and share the root's version: %s", countOf(len(l.conflicts), "dependency"), listSome(l.conflicts))
+		w.add("yarn.lock: workspaces see the root's version of %s they pin otherwise: %s", countOf(len(l.conflicts), "package"), listSome(l.conflicts))
 	}
 }
 

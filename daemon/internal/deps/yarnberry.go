@@ -237,6 +237,12 @@ func parseBerry(data []byte, m manifest) (*yarnGraph, berryInfo, error) {
 		}
 		for _, d := range descs {
 			g.bySpec[d] = p
+			// A patch from a file keys its entry with the workspace that
+			// holds it ("…#./x.patch::locator=app%40workspace%3A."); the
+			// dependency spec leaves that out.
+			if i := strings.Index(d, "::"); i > 0 && strings.Contains(d, "@patch:") && g.bySpec[d[:i]] == nil {
+				g.bySpec[d[:i]] = p
+			}
 		}
 		if p.link != "" {
 			if p.link == "." {
@@ -336,11 +342,11 @@ func berryLinker(root string) string {
 	}
 	for _, l := range bytes.Split(data, []byte("\n")) {
 		if v, ok := bytes.CutPrefix(bytes.TrimRight(l, "\r"), []byte("nodeLinker:")); ok {
-			s := strings.Trim(strings.TrimSpace(string(v)), `"'`)
+			s := string(v)
 			if i := strings.Index(s, " #"); i >= 0 {
-				s = strings.TrimSpace(s[:i])
+				s = s[:i]
 			}
-			return s
+			return strings.Trim(strings.TrimSpace(s), `"'`)
 		}
 	}
 	return "pnp"
