@@ -192,7 +192,7 @@ func hoist(g *yarnGraph) (yarnLayout, error) {
 	}
 	for k, p := range placed {
 		if p.link != "" {
-			out.pkgs[k] = lockPackage{Name: p.name, Link: true, Resolved: p.link}
+			out.pkgs[k] = lockPackage{Link: true, Resolved: p.link} // as package-lock.json writes a workspace
 			continue
 		}
 		if !lockPath(k) {
