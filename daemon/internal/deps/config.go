@@ -16,7 +16,7 @@ type Config struct {
 	// 404 or 410 (GOPROXY's comma semantics). Empty: Go dependencies are
 	// not fetched and no warning is given.
 	GoProxies []*url.URL
-	// NPMRegistry is the only registry a package-lock.json may resolve
+	// NPMRegistry is the only registry a package-lock.json or yarn.lock may resolve
 	// to. Nil: lockfiles are not examined.
 	NPMRegistry *url.URL
 	// GoVersion is the local Go toolchain's version ("go1.26.8"); go and
