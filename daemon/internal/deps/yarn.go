@@ -281,21 +281,20 @@ func aliasTarget(name, spec string) string {
 	return name
 }
 
-// installYarn reads the tree's root yarn.lock and installs it as
-// installNPM installs a package-lock.json. It returns false when there is
-// no yarn.lock.
-func (f *Fetcher) installYarn(ctx context.Context, ws runtime.Workspace, left *atomic.Int64, w *warnings) bool {
+// installYarn reads the tree's root yarn.lock, if there is one, and
+// installs it as installNPM installs a package-lock.json.
+func (f *Fetcher) installYarn(ctx context.Context, ws runtime.Workspace, left *atomic.Int64, w *warnings) {
 	data, err := readRegular(filepath.Join(ws.Root, "yarn.lock"), maxLockfile)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false
+		return
 	}
 	if err != nil {
 		w.add("yarn.lock: %s; npm packages were not installed", reason(err))
-		return true
+		return
 	}
 	dst := runtime.NodeModules(ws)
 	if _, err := os.Lstat(dst); err == nil {
-		return true // an earlier prepare of this same tree installed them
+		return // an earlier prepare of this same tree installed them
 	}
 	var layout yarnLayout
 	if yarnBerry(data) {
@@ -305,11 +304,10 @@ func (f *Fetcher) installYarn(ctx context.Context, ws runtime.Workspace, left *a
 	}
 	if err != nil {
 		w.add("%s; npm packages were not installed", err.Error())
-		return true
+		return
 	}
 	reportLayout(layout, w)
 	f.install(ctx, dst, layout.pkgs, left, w)
-	return true
 }
 
 // reportLayout turns what a layout left out into warnings, few of them:
@@ -702,9 +700,9 @@ func yarnV1Line(toks []string) (keys []string, value string, opener bool, err er
 }
 
 // Public registries whose tarballs are the same files at the same paths:
-// registry.yarnpkg.com serves npm's registry (yarn's own documentation
-// says so), so a v1 lockfile naming either is read as naming the
-// configured registry.
+// registry.yarnpkg.com fronts npm's registry, and Yarn v1 writes it into
+// lockfiles by default for packages it fetched from npm, so a v1 lockfile
+// naming either is read as naming the configured registry.
 var publicRegistries = map[string]bool{"registry.yarnpkg.com": true, "registry.npmjs.org": true}
 
 // yarnV1Tarball maps a v1 "resolved" URL to a URL under the registry. The

@@ -254,6 +254,8 @@ func parseBerry(data []byte, m manifest) (*yarnGraph, berryInfo, error) {
 	}
 	if rootWS != nil {
 		g.roots = append(g.roots, rootWS.deps...)
+	} else {
+		g.roots = m.edges() // a lockfile without its root workspace's entry
 	}
 	sort.Slice(others, func(i, j int) bool { return others[i].link < others[j].link })
 	for _, o := range others {
