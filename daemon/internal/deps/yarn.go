@@ -447,8 +447,8 @@ func readManifest(p string) (manifest, error) {
 }
 
 // workspaceDirs expands workspace globs ("packages/*", "tools/cli") below
-// root into directories holding a package.json, relative slash paths in
-// order. Only real directories are walked (never a link), "*" and the
+// root into directories, relative slash paths in order (the caller takes
+// those whose package.json names a package). Only real directories are walked (never a link), "*" and the
 // other path.Match patterns match one level, "**" is not followed, and a
 // "!" pattern excludes.
 func workspaceDirs(root string, globs []string) []string {

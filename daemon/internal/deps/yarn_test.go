@@ -587,3 +587,27 @@ func FuzzParseYarnV1(f *testing.F) {
 		}
 	})
 }
+
+// TestWorkspaceDirs: globs match real directories with a package.json's
+// folder one level per "*", never through a link, "!" excludes, and
+// nothing climbs out of the tree.
+func TestWorkspaceDirs(t *testing.T) {
+	ws := repo(t, map[string]string{
+		"packages/a/package.json":      `{"name":"a"}`,
+		"packages/b/package.json":      `{"name":"b"}`,
+		"packages/skip/package.json":   `{"name":"skip"}`,
+		"tools/cli/package.json":       `{"name":"cli"}`,
+		"packages/a/deep/package.json": `{"name":"deep"}`,
+	})
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "package.json"), []byte(`{"name":"outside"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(ws.Root, "packages", "link")); err != nil {
+		t.Fatal(err)
+	}
+	got := workspaceDirs(ws.Root, []string{"packages/*", "./tools/cli", "!packages/skip", "../*", "/etc", "**/x"})
+	if want := []string{"packages/a", "packages/b", "tools/cli"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q, want %q", got, want)
+	}
+}
