@@ -292,22 +292,35 @@ func (f *Fetcher) installYarn(ctx context.Context, ws runtime.Workspace, left *a
 		w.add("yarn.lock: %s; npm packages were not installed", reason(err))
 		return
 	}
-	dst := runtime.NodeModules(ws)
-	if _, err := os.Lstat(dst); err == nil {
-		return // an earlier prepare of this same tree installed them
+	pkgs, err := f.yarnLockPackages(ctx, ws, data, left, w)
+	if err != nil {
+		w.add("%s; npm packages were not installed", err.Error())
+		return
+	}
+	f.install(ctx, runtime.NodeModules(ws), pkgs, left, w)
+}
+
+// yarnLockPackages reads a yarn.lock, v1 or Berry, into the
+// package-lock-shaped layout install takes, warning for what it leaves
+// out. Berry's packages have their tarball and integrity from the
+// registry by then. Nothing, and no request, when an earlier prepare of
+// this same tree installed them.
+func (f *Fetcher) yarnLockPackages(ctx context.Context, ws runtime.Workspace, data []byte, left *atomic.Int64, w *warnings) (map[string]lockPackage, error) {
+	if _, err := os.Lstat(runtime.NodeModules(ws)); err == nil {
+		return nil, nil
 	}
 	var layout yarnLayout
+	var err error
 	if yarnBerry(data) {
 		layout, err = f.berryLayout(ctx, ws.Root, data, left, w)
 	} else {
 		layout, err = yarnV1Layout(ws.Root, data, f.cfg.NPMRegistry, w)
 	}
 	if err != nil {
-		w.add("%s; npm packages were not installed", err.Error())
-		return
+		return nil, err
 	}
 	reportLayout(layout, w)
-	f.install(ctx, dst, layout.pkgs, left, w)
+	return layout.pkgs, nil
 }
 
 // reportLayout turns what a layout left out into warnings, few of them:

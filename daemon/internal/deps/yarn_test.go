@@ -235,7 +235,7 @@ func TestHoist(t *testing.T) {
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("layout %v, want %v", got, tc.want)
 			}
-			checkLayout(t, g, l)
+			checkYarnLayout(t, g, l)
 		})
 	}
 	// Conflicting cycles that would nest for ever are refused.
@@ -245,10 +245,10 @@ func TestHoist(t *testing.T) {
 	}
 }
 
-// checkLayout: every edge of every placed package, and of the project,
+// checkYarnLayout: every edge of every placed package, and of the project,
 // resolves, walking up node_modules as node does, to the package the
 // lockfile pins.
-func checkLayout(t *testing.T, g *yarnGraph, l yarnLayout) {
+func checkYarnLayout(t *testing.T, g *yarnGraph, l yarnLayout) {
 	t.Helper()
 	conflict := map[string]bool{}
 	for _, c := range l.conflicts {
@@ -369,7 +369,7 @@ func TestYarnV1Immer(t *testing.T) {
 	if r := l.refused["node_modules/alphanum-sort"]; r != "only a sha1 integrity" {
 		t.Errorf("alphanum-sort: refused %q", r)
 	}
-	checkLayout(t, yarnV1GraphOf(t, ws.Root, files["yarn.lock"], reg), l)
+	checkYarnLayout(t, yarnV1GraphOf(t, ws.Root, files["yarn.lock"], reg), l)
 	reportLayout(l, w)
 	if got := w.list(); len(got) != 1 || !strings.Contains(got[0], "442 packages not installed (nor what is nested in them), only a sha1 integrity") {
 		t.Fatalf("warnings %q", got)

@@ -223,7 +223,7 @@ func TestInstallBerry(t *testing.T) {
 	if p := l.pkgs["node_modules/fsevents"]; p.Version != "2.3.3" || !p.Optional || !reflect.DeepEqual(p.OS, []string{"darwin"}) {
 		t.Fatalf("fsevents %+v", p)
 	}
-	checkLayout(t, g, l)
+	checkYarnLayout(t, g, l)
 }
 
 // TestInstallBerryIntegrity: a tarball that does not hash to the
@@ -325,7 +325,7 @@ func TestBerryRedux(t *testing.T) {
 	if l.pkgs["node_modules/string-width-cjs"].Name != "string-width" {
 		t.Errorf("alias %+v", l.pkgs["node_modules/string-width-cjs"])
 	}
-	checkLayout(t, g, l)
+	checkYarnLayout(t, g, l)
 }
 
 // TestInstallBerryReal installs a tiny Berry project from the npm
