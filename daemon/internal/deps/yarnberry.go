@@ -458,9 +458,11 @@ func (f *Fetcher) resolveBerry(ctx context.Context, l *yarnLayout, left *atomic.
 				delete(l.pkgs, k)
 			} else if _, asked := ids[name+"@"+p.Version]; asked {
 				l.refused[k] = "not looked up in time"
-				delete(l.pkgs, k)
 			}
-			continue // another platform's: install skips it
+			// Another platform's is not installed either: without an
+			// integrity, it leaves the layout.
+			delete(l.pkgs, k)
+			continue
 		}
 		p.Resolved, p.Integrity = d.resolved, d.integrity
 		l.pkgs[k] = p
