@@ -32,6 +32,12 @@ const (
 	maxNesting = 32
 )
 
+// maxHoistWork bounds the shadowing checks of one layout; once spent, a
+// package goes right below its dependent, which is always correct
+// (nothing below a package is placed before its own edges are). A
+// variable for tests.
+var maxHoistWork = 50_000_000
+
 // yarnPkg is one resolved package of a Yarn lockfile, v1 or Berry.
 type yarnPkg struct {
 	// id is the package's identity (name@version of the registry
@@ -120,6 +126,7 @@ func hoist(g *yarnGraph) (yarnLayout, error) {
 	}
 	queue := []string{""}
 	missing := map[string]bool{}
+	work := 0
 	for len(queue) > 0 {
 		dir := queue[0]
 		queue = queue[1:]
@@ -159,7 +166,9 @@ func hoist(g *yarnGraph) (yarnLayout, error) {
 					satisfied = q.id == p.id
 					break
 				}
-				if !shadows(lvl, e.name, p.id, placed, needers[e.name], wantOf) {
+				if work += len(needers[e.name]); work > maxHoistWork {
+					target = yarnChild(dir, e.name)
+				} else if !shadows(lvl, e.name, p.id, placed, needers[e.name], wantOf) {
 					target = k
 				}
 				if lvl == "" {
@@ -191,6 +200,9 @@ func hoist(g *yarnGraph) (yarnLayout, error) {
 		}
 	}
 	for k, p := range placed {
+		if refusedAbove(k, placed) {
+			continue // inside a package left out: not fetched either
+		}
 		if p.link != "" {
 			out.pkgs[k] = lockPackage{Link: true, Resolved: p.link} // as package-lock.json writes a workspace
 			continue
@@ -212,6 +224,16 @@ func hoist(g *yarnGraph) (yarnLayout, error) {
 	sort.Strings(out.conflicts)
 	out.placed = placed
 	return out, nil
+}
+
+// refusedAbove: k is nested in a placed package that is left out.
+func refusedAbove(k string, placed map[string]*yarnPkg) bool {
+	for d := yarnParent(k); d != ""; d = yarnParent(d) {
+		if p := placed[d]; p != nil && p.refused != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // shadows: putting id at lvl's node_modules/name would change what a

@@ -326,6 +326,19 @@ func TestBerryRedux(t *testing.T) {
 		t.Errorf("alias %+v", l.pkgs["node_modules/string-width-cjs"])
 	}
 	checkYarnLayout(t, g, l)
+
+	// With the work bound spent at once, every package nests below its
+	// dependent unless an ancestor's copy serves: more copies, as correct.
+	defer func(n int) { maxHoistWork = n }(maxHoistWork)
+	maxHoistWork = 0
+	nested, err := hoist(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nested.pkgs) <= len(l.pkgs) {
+		t.Errorf("%d packages without hoisting, %d with", len(nested.pkgs), len(l.pkgs))
+	}
+	checkYarnLayout(t, g, nested)
 }
 
 // TestInstallBerryReal installs a tiny Berry project from the npm
