@@ -44,7 +44,8 @@
 // dependencies (dev and optional included) and every workspace's, each
 // package at the shallowest node_modules on its dependent's path that
 // holds no other version of it in between and shadows nothing already
-// placed. Workspaces become link entries (node_modules/<name> → its
+// placed (bounded in depth, placements and work; past the work bound a
+// package nests below its dependent, still correct). Workspaces become link entries (node_modules/<name> → its
 // directory); a workspace's dependency the root holds at another
 // version shares the root's, since the workspace's own node_modules
 // would be inside the read-only tree. package.json "resolutions" are
