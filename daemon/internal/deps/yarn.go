@@ -32,11 +32,11 @@ const (
 	maxNesting = 32
 )
 
-// maxHoistWork bounds the shadowing checks of one layout; once spent, a
+// yarnHoistWork bounds the shadowing checks of one layout; once spent, a
 // package goes right below its dependent, which is always correct
 // (nothing below a package is placed before its own edges are). A
 // variable for tests.
-var maxHoistWork = 50_000_000
+var yarnHoistWork = 50_000_000
 
 // yarnPkg is one resolved package of a Yarn lockfile, v1 or Berry.
 type yarnPkg struct {
@@ -166,7 +166,7 @@ func hoist(g *yarnGraph) (yarnLayout, error) {
 					satisfied = q.id == p.id
 					break
 				}
-				if work += len(needers[e.name]); work > maxHoistWork {
+				if work += len(needers[e.name]); work > yarnHoistWork {
 					target = yarnChild(dir, e.name)
 				} else if !shadows(lvl, e.name, p.id, placed, needers[e.name], wantOf) {
 					target = k

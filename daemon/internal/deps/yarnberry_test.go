@@ -329,8 +329,8 @@ func TestBerryRedux(t *testing.T) {
 
 	// With the work bound spent at once, every package nests below its
 	// dependent unless an ancestor's copy serves: more copies, as correct.
-	defer func(n int) { maxHoistWork = n }(maxHoistWork)
-	maxHoistWork = 0
+	defer func(n int) { yarnHoistWork = n }(yarnHoistWork)
+	yarnHoistWork = 0
 	nested, err := hoist(g)
 	if err != nil {
 		t.Fatal(err)
