@@ -21,7 +21,7 @@ type Config struct {
 	// (<proxy>/sumdb/<name>/…). Empty: DefaultGoSumDB; "off": missing lines
 	// stay warnings.
 	GoSumDB string
-	// NPMRegistry is the only registry a package-lock.json may resolve
+	// NPMRegistry is the only registry a package-lock.json or yarn.lock may resolve
 	// to. Nil: lockfiles are not examined.
 	NPMRegistry *url.URL
 	// GoVersion is the local Go toolchain's version ("go1.26.8"); go and

@@ -78,6 +78,39 @@
 // installed package directory an external root, "name@version"; workspace
 // links are not roots: their files are the repository's.
 //
+// Yarn: when chooseLockfile picks yarn.lock, a root yarn.lock is installed the
+// same way (install, the same bounds and checks), after its own parser
+// reads it: Yarn v1's indentation grammar (parseYarnV1) or Berry's YAML
+// subset (parseSyml, parseBerry, told apart by __metadata). Neither lists
+// a layout, so hoist computes npm's: breadth first from package.json's
+// dependencies (dev and optional included) and every workspace's, each
+// package at the shallowest node_modules on its dependent's path that
+// holds no other version of it in between and shadows nothing already
+// placed (bounded in depth, placements and work; past the work bound a
+// package nests below its dependent, still correct). Workspaces become link entries (node_modules/<name> → its
+// directory); a workspace's dependency the root holds at another
+// version shares the root's, since the workspace's own node_modules
+// would be inside the read-only tree. package.json "resolutions" are
+// honoured as the lockfile recorded them. A v1 resolved URL must be under
+// LSP_DEPS_NPM_REGISTRY, or on registry.yarnpkg.com or registry.npmjs.org
+// with exactly the entry's conventional tarball path
+// (/<name>/-/<base>-<version>.tgz), which is then fetched from the
+// configured registry: Yarn's registry serves npm's tarballs, every
+// mirror serves that path, and the sha512 must still match. A v1 entry
+// with only a sha1 integrity, or resolving to git, a file or another host,
+// is left out (with what nests in it) and counted in one warning; the
+// rest installs. Berry's checksum hashes Yarn's zip of a package, not the
+// tarball, so each package's tarball and sha512 come from the registry's
+// version manifest (<registry>/<name>/<version>, through the same bounded
+// client) and the tarball is checked against that. Berry "patch:"
+// resolutions install the package they patch: Yarn's builtin compat
+// patches change nothing a declaration shows, and a repository's own
+// patch is named in a warning; git, file, link, portal and URL
+// resolutions are left out. Every nodeLinker gets the hoisted
+// node_modules: Plug'n'Play writes none, but the pinned tsserver does not
+// read .pnp.cjs, so node_modules beside the tree is how it finds the same
+// packages; an unknown linker refuses the lockfile.
+//
 // Every problem is a warning for the prepare answer, never a failure of the
 // prepare: a workspace without its dependencies still answers for its own
 // code. Warnings name modules and reasons, never host paths or mirror URLs.

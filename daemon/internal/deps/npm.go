@@ -91,6 +91,11 @@ func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *at
 			return // ValidateLockfile parsed it
 		}
 		pkgs = lf.Packages
+	case "yarn.lock":
+		if pkgs, err = f.yarnLockPackages(ctx, ws, data, left, w); err != nil {
+			w.add("%s; npm packages were not installed", err.Error())
+			return
+		}
 	default:
 		w.add("%s is not read yet; npm packages were not installed", name)
 		return
