@@ -19,7 +19,14 @@ import (
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
 
-const goplsPath = "/root/go/bin/gopls"
+// goplsPath is the gopls the real-server tests run: make test's pinned one
+// (LSP_TEST_GOPLS), else a go-installed one.
+var goplsPath = func() string {
+	if p := os.Getenv("LSP_TEST_GOPLS"); p != "" {
+		return p
+	}
+	return "/root/go/bin/gopls"
+}()
 
 // testPool is a pool over a fresh store, running the real gopls unjailed
 // (the budget logic is the same over the jail's Spawner; TreeRSS covers

@@ -15,7 +15,14 @@ import (
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
 )
 
-const goplsPath = "/root/go/bin/gopls"
+// goplsPath is the gopls the real-server tests run: make test's pinned one
+// (LSP_TEST_GOPLS), else a go-installed one.
+var goplsPath = func() string {
+	if p := os.Getenv("LSP_TEST_GOPLS"); p != "" {
+		return p
+	}
+	return "/root/go/bin/gopls"
+}()
 
 // goplsEnv is a real gopls serving a copy of testdata/gomod.
 type goplsEnv struct {
