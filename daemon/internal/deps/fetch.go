@@ -3,7 +3,6 @@ package deps
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/safefs"
 )
 
 // maxWarnings bounds what one prepare reports; the rest are counted.
@@ -80,8 +80,16 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 		f.installNPM(ctx, ws, left, w)
 	}
 	if len(f.cfg.GoProxies) > 0 {
-		modCache := runtime.ModCache(ws)
-		if err := os.MkdirAll(modCache, 0o755); err != nil {
+		// The cache is in the home, which jails write: it is named by
+		// its descriptor from here on (safefs), never by a path a link
+		// could redirect.
+		mc, err := openModCache(ws)
+		modCache := ""
+		if err == nil {
+			defer mc.Close()
+			modCache = mc.Path()
+		}
+		if err != nil {
 			f.log.Error("deps: module cache", "err", err)
 			w.add("the module cache could not be made; Go dependencies were not fetched")
 		} else {
@@ -115,9 +123,34 @@ func (f *Fetcher) lock(home string) func() {
 	}
 }
 
-// ownLike gives what the phase wrote under dir to the owner of home: a
-// jailed server runs as the home's uid and must be able to take the go
-// command's lock files in the cache.
+// openModCache opens (making it) the module cache beneath the home,
+// following no link, and gives the directories on the way to the home's
+// owner.
+func openModCache(ws runtime.Workspace) (*safefs.Dir, error) {
+	home, err := safefs.Open(ws.Home)
+	if err != nil {
+		return nil, err
+	}
+	defer home.Close()
+	st, err := home.Stat()
+	if err != nil {
+		return nil, err
+	}
+	owner := safefs.Keep
+	if int(st.Uid) != os.Geteuid() {
+		owner = safefs.Owner{UID: int(st.Uid), GID: int(st.Gid)}
+	}
+	rel, err := filepath.Rel(ws.Home, runtime.ModCache(ws))
+	if err != nil {
+		return nil, err
+	}
+	return home.MkdirAll(filepath.ToSlash(rel), 0o755, safefs.MkdirOpts{Owner: owner})
+}
+
+// ownLike gives what the phase wrote under dir (a safefs.Dir's Path) to
+// the owner of home: a jailed server runs as the home's uid and must be
+// able to take the go command's lock files in the cache. It follows no
+// link and gives away no file with a second link (safefs.ChownTree).
 func ownLike(home, dir string) error {
 	fi, err := os.Lstat(home)
 	if err != nil {
@@ -127,25 +160,12 @@ func ownLike(home, dir string) error {
 	if !ok || int(st.Uid) == os.Geteuid() {
 		return nil
 	}
-	uid, gid := int(st.Uid), int(st.Gid)
-	for p := dir; p != home && len(p) > len(home); p = filepath.Dir(p) {
-		if err := os.Lchown(p, uid, gid); err != nil {
-			return err
-		}
+	d, err := safefs.Open(dir)
+	if err != nil {
+		return err
 	}
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if s, ok := info.Sys().(*syscall.Stat_t); ok && int(s.Uid) == uid {
-			return nil
-		}
-		return os.Lchown(p, uid, gid)
-	})
+	defer d.Close()
+	return d.ChownTree(int(st.Uid), int(st.Gid))
 }
 
 // warnings collects a phase's warnings from concurrent downloads.

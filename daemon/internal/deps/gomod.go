@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/mod/modfile"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/mod/sumdb/dirhash"
 	modzip "golang.org/x/mod/zip"
 
+	"github.com/hanzoai/lsp/daemon/internal/safefs"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
@@ -209,11 +211,14 @@ func (f *Fetcher) fetchModule(ctx context.Context, modCache string, m *mirror, j
 		return
 	}
 	dl := filepath.Join(modCache, "cache", "download", filepath.FromSlash(ep), "@v")
-	if err := os.MkdirAll(dl, 0o755); err != nil {
+	dlDir, err := safefs.MkdirAllPath(dl, 0o755, safefs.MkdirOpts{ReplaceNonDirs: true})
+	if err != nil {
 		f.log.Error("deps: module cache", "err", err)
 		w.add("%s: the module cache could not be written", name)
 		return
 	}
+	defer dlDir.Close()
+	dl = dlDir.Path() // a jail may replace what the path names
 	rel := ep + "/@v/" + ev
 	if err := f.fetchGoMod(ctx, m, rel, filepath.Join(dl, ev+".mod"), modSum); err != nil {
 		w.add("%s: go.mod %s; it was not fetched", name, f.explain(name, err))
@@ -292,12 +297,31 @@ func (f *Fetcher) fetchZip(ctx context.Context, m *mirror, v module.Version, rel
 			return nil
 		}
 	}
-	tmp, err := os.CreateTemp(dl, ".zip-*")
+	// The zip is downloaded into a directory only the daemon can enter,
+	// so that what is hashed is what is unpacked and renamed into place
+	// (dl is the jail's).
+	dlDir, err := safefs.Open(dl)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer dlDir.Close()
+	stageName := safefs.TempName()
+	stage, err := dlDir.MkdirPrivate(stageName)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stage.Close()
+		_ = dlDir.RemoveAll(stageName)
+	}()
+	tmp, err := os.OpenFile(filepath.Join(stage.Path(), "zip"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
 	err = m.get(ctx, rel+".zip", f.cfg.MaxZip, tmp)
+	if err == nil {
+		err = tmp.Chmod(0o444)
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -314,9 +338,6 @@ func (f *Fetcher) fetchZip(ctx context.Context, m *mirror, v module.Version, rel
 	if err := extract(v, tmp.Name(), dir); err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp.Name(), 0o444); err != nil {
-		return err
-	}
 	if err := os.Rename(tmp.Name(), filepath.Join(dl, ev+".zip")); err != nil {
 		return err
 	}
@@ -327,22 +348,33 @@ func (f *Fetcher) fetchZip(ctx context.Context, m *mirror, v module.Version, rel
 // sibling staging directory so that dir appears whole or not at all. The
 // zip library refuses paths outside the module, absolute paths, case
 // collisions, links and oversized contents.
+//
+// dir's parent is in a jail's home: it is opened with safefs, and the
+// staging directory is one only the daemon can enter, named by its
+// descriptor, so that no link a jail plants redirects a write.
 func extract(v module.Version, zipFile, dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return err
-	}
-	stage, err := os.MkdirTemp(filepath.Dir(dir), ".extract-*")
+	parent, err := safefs.MkdirAllPath(filepath.Dir(dir), 0o755, safefs.MkdirOpts{ReplaceNonDirs: true})
 	if err != nil {
 		return err
 	}
-	defer workspace.RemoveAll(stage)
-	out := filepath.Join(stage, "m")
+	defer parent.Close()
+	stageName := safefs.TempName()
+	stage, err := parent.MkdirPrivate(stageName)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stage.Close()
+		_ = parent.RemoveAll(stageName)
+	}()
+	out := filepath.Join(stage.Path(), "m")
 	if err := modzip.Unzip(out, v, zipFile); err != nil {
 		return fmt.Errorf("unzip: %w", err)
 	}
 	if err := workspace.MakeReadOnly(out); err != nil {
 		return err
 	}
+	dir = filepath.Join(parent.Path(), filepath.Base(dir))
 	if err := os.Rename(out, dir); err != nil {
 		if _, serr := os.Lstat(dir); serr == nil {
 			return nil // another prepare of this home put it there
@@ -384,11 +416,14 @@ func (f *Fetcher) fetchInfo(ctx context.Context, m *mirror, v module.Version, re
 
 var listMu sync.Mutex
 
+// maxListFile bounds a module's list file.
+const maxListFile = 1 << 20
+
 // appendList adds version to a module's list file once.
 func appendList(path, version string) error {
 	listMu.Lock()
 	defer listMu.Unlock()
-	old, err := os.ReadFile(path)
+	old, err := readRegular(path, maxListFile)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -407,14 +442,17 @@ func writeAtomic(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	// By its descriptor: the directory may be a jail's, and a path there
+	// may meanwhile name a link.
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), perm); err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
@@ -433,11 +471,16 @@ func readRegular(path string, max int64) ([]byte, error) {
 	if fi.Size() > max {
 		return nil, errTooLarge
 	}
-	fh, err := os.Open(path)
+	// Never through a link put there since the Lstat (the directory may
+	// be a jail's), and never a fifo that would block.
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
+	if fi, err := fh.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
 	return io.ReadAll(io.LimitReader(fh, max))
 }
 
