@@ -43,6 +43,7 @@ type holes struct {
 	shareNet  bool
 	noLimits  bool
 	bindExtra string
+	anySocket bool // a filter that lets every address family through
 }
 
 var _ runtime.Spawner = (*Spawner)(nil)
@@ -409,7 +410,11 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 	}
 	closeAll := pp.Close
 	var extra []*os.File
-	if s.seccomp != nil {
+	prog := s.seccomp
+	if s.holes.anySocket && prog != nil {
+		prog = buildSeccomp(nil)
+	}
+	if prog != nil {
 		scR, scW, err := os.Pipe()
 		if err != nil {
 			closeAll()
@@ -417,7 +422,7 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 		}
 		// A few hundred bytes: the pipe holds them all, and bwrap reads to
 		// EOF.
-		if _, err := scW.Write(s.seccomp); err != nil {
+		if _, err := scW.Write(prog); err != nil {
 			_ = scR.Close()
 			_ = scW.Close()
 			closeAll()
