@@ -43,7 +43,7 @@ func TestFetchGoPlantedLinks(t *testing.T) {
 		}
 	}
 	plant("cache/download/example.com/dep", hostDir) // where .mod, .zip, list go
-	plant("example.com", hostDir)                     // where the module is extracted
+	plant("example.com", hostDir)                    // where the module is extracted
 	u, _ := url.Parse("file://" + dir)
 	f := fetcher(Config{GoProxies: []*url.URL{u}})
 	if w := f.Fetch(context.Background(), ws); len(w) != 0 {
