@@ -122,13 +122,16 @@ func (d *Dir) Stat() (unix.Stat_t, error) {
 	return st, err
 }
 
+// sysOpenat2 is the system call; a test makes it a kernel without it.
+var sysOpenat2 = unix.Openat2
+
 func openat2(dirfd int, rel string, flags uint64) (int, error) {
 	how := unix.OpenHow{
 		Flags:   flags | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	}
 	for i := 0; ; i++ {
-		fd, err := unix.Openat2(dirfd, rel, &how)
+		fd, err := sysOpenat2(dirfd, rel, &how)
 		// EAGAIN: a rename raced the lookup; the kernel asks for a retry.
 		if errors.Is(err, unix.EAGAIN) && i < 16 {
 			continue

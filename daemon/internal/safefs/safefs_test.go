@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // fixture is a trusted dir holding a jail-writable "home" and, beside it,
@@ -216,6 +218,25 @@ func TestMkdirAllPath(t *testing.T) {
 	sub.Close()
 	if fi, err := os.Stat(filepath.Join(home, "a/b")); err != nil || !fi.IsDir() {
 		t.Fatal(err)
+	}
+	unchanged(t, hostDir, hostFile)
+}
+
+// TestNoOpenat2Refuses: on a kernel without openat2 nothing is done, and
+// nothing falls back to following a link.
+func TestNoOpenat2Refuses(t *testing.T) {
+	home, hostDir, hostFile := fixture(t)
+	if err := os.Symlink(hostFile, filepath.Join(home, "mode")); err != nil {
+		t.Fatal(err)
+	}
+	old := sysOpenat2
+	sysOpenat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
+	defer func() { sysOpenat2 = old }()
+	if _, err := Open(home); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Open = %v, want ErrUnsupported", err)
+	}
+	if err := RemoveAll(filepath.Join(home, "mode")); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("RemoveAll = %v, want ErrUnsupported", err)
 	}
 	unchanged(t, hostDir, hostFile)
 }
