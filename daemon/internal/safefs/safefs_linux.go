@@ -44,7 +44,7 @@ type Dir struct {
 // A Dir.Path (/proc/self/fd/N) opens that same directory again.
 func Open(path string) (*Dir, error) {
 	flags := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	if _, _, ok := fdPath(path); ok {
+	if _, rel, ok := fdPath(path); ok && rel == "" {
 		flags &^= unix.O_NOFOLLOW // the magic link of a descriptor we hold
 	}
 	fd, err := unix.Open(path, flags, 0)

@@ -240,3 +240,21 @@ func TestNoOpenat2Refuses(t *testing.T) {
 	}
 	unchanged(t, hostDir, hostFile)
 }
+
+// TestOpenFdPathBelow: a Dir.Path opens its directory again, but a link
+// below one is not followed.
+func TestOpenFdPathBelow(t *testing.T) {
+	home, hostDir, _ := fixture(t)
+	d := open(t, home)
+	if err := os.Symlink(hostDir, filepath.Join(home, "l")); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(d.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Close()
+	if _, err := Open(d.Path() + "/l"); err == nil {
+		t.Error("Open followed a link below a Dir.Path")
+	}
+}
