@@ -14,7 +14,7 @@ TS_LSP     := $(TS_DIR)/node_modules/typescript-language-server/lib/cli.mjs
 PKGS       := ./proto/... ./migrations/... ./proxy/... ./daemon/... ./deploy/...
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all build run test deps bench soak proto proto-check lint tidy fuzz clean
+.PHONY: all build run test deps bench soak proto proto-check lint tidy tidy-check fuzz clean
 
 all: build
 
@@ -22,7 +22,7 @@ all: build
 ## pinned typescript-language-server + typescript).
 deps: $(GOPLS)
 	@missing=""; \
-	for p in git:git initdb:postgresql protoc:protobuf-compiler bwrap:bubblewrap node:nodejs npm:npm nvim:neovim; do \
+	for p in git:git initdb:postgresql protoc:protobuf-compiler bwrap:bubblewrap node:nodejs npm:npm nvim:neovim chromium:chromium; do \
 	  cmd=$${p%%:*}; pkg=$${p##*:}; \
 	  if ! command -v $$cmd >/dev/null && ! ls /usr/lib/postgresql/*/bin/$$cmd >/dev/null 2>&1; then missing="$$missing $$pkg"; fi; \
 	done; \
@@ -59,7 +59,7 @@ run: deps build
 ## test: everything, with per-package durations.
 test: deps
 	@start=$$(date +%s); \
-	LSP_TEST_GOPLS=$(GOPLS) LSP_TEST_TYPESCRIPT=$(TS_DIR) go test $(TEST_FLAGS) $(PKGS) 2>&1 | tee .test.log; \
+	LSP_TEST_GOPLS=$(GOPLS) LSP_TEST_TYPESCRIPT=$(TS_DIR) LSP_TEST_ARTIFACTS=$(CURDIR)/.artifacts go test $(TEST_FLAGS) $(PKGS) 2>&1 | tee .test.log; \
 	echo "make test: $$(( $$(date +%s) - start ))s in all"
 
 ## bench: the performance table (ratios against baselines measured in the same run).
@@ -108,8 +108,13 @@ lint:
 	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 ## tidy: go mod tidy in every module.
+MODULES := proto migrations proxy daemon deploy
 tidy:
-	for m in proto migrations proxy daemon deploy; do (cd $$m && go mod tidy); done
+	for m in $(MODULES); do (cd $$m && go mod tidy); done
+
+## tidy-check: fail when go mod tidy would change a go.mod or go.sum (CI runs it).
+tidy-check: tidy
+	@git diff --exit-code -- $(foreach m,$(MODULES),$(m)/go.mod $(m)/go.sum) || { echo "tidy: go.mod/go.sum are not tidy; run make tidy and commit"; exit 1; }
 
 clean:
 	rm -rf $(BIN) .test.log

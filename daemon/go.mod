@@ -2,17 +2,19 @@ module github.com/hanzoai/lsp/daemon
 
 go 1.26.8
 
-require github.com/hanzoai/lsp/proto v0.0.0
+require (
+	github.com/hanzoai/lsp/proto v0.0.0
+	go.uber.org/goleak v1.3.0
+	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/mod v0.41.0
+	golang.org/x/sys v0.50.0
+	google.golang.org/grpc v1.85.0
+)
 
 require (
-	github.com/prometheus/client_golang v1.25.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 

@@ -48,6 +48,11 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// A language's workspace folders (Go: one per module, with its flags)
+	// come from what its dependency phase prepared.
+	for i := range specs {
+		specs[i].Folders = deps.Folders(specs[i].Language)
+	}
 	tsLibs, err := qualify.TypeScriptExternals(cf)
 	if err != nil {
 		return err

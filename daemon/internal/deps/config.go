@@ -16,7 +16,12 @@ type Config struct {
 	// 404 or 410 (GOPROXY's comma semantics). Empty: Go dependencies are
 	// not fetched and no warning is given.
 	GoProxies []*url.URL
-	// NPMRegistry is the only registry a package-lock.json may resolve
+	// GoSumDB is the checksum database ("name+hash+key", as GOSUMDB) that
+	// verifies go.sum lines a repository lacks, reached through GoProxies
+	// (<proxy>/sumdb/<name>/…). Empty: DefaultGoSumDB; "off": missing lines
+	// stay warnings.
+	GoSumDB string
+	// NPMRegistry is the only registry a package-lock.json or yarn.lock may resolve
 	// to. Nil: lockfiles are not examined.
 	NPMRegistry *url.URL
 	// GoVersion is the local Go toolchain's version ("go1.26.8"); go and
@@ -44,7 +49,7 @@ const (
 	defaultParallel   = 8
 )
 
-// FromEnv reads LSP_DEPS_GO_PROXY, LSP_DEPS_NPM_REGISTRY, LSP_DEPS_MAX_MODULES,
+// FromEnv reads LSP_DEPS_GO_PROXY, LSP_DEPS_GO_SUMDB, LSP_DEPS_NPM_REGISTRY, LSP_DEPS_MAX_MODULES,
 // LSP_DEPS_MAX_BYTES, LSP_DEPS_MAX_ZIP_BYTES and LSP_DEPS_TIMEOUT.
 func FromEnv(getenv func(string) string) (Config, error) {
 	c := Config{MaxModules: DefaultMaxModules, MaxBytes: DefaultMaxBytes, MaxZip: DefaultMaxZip, Timeout: DefaultTimeout}
@@ -56,6 +61,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			}
 			c.GoProxies = append(c.GoProxies, u)
 		}
+	}
+	if v := strings.TrimSpace(getenv("LSP_DEPS_GO_SUMDB")); v != "" {
+		if _, err := newChecksumDB(v); err != nil {
+			return Config{}, fmt.Errorf("LSP_DEPS_GO_SUMDB: %w", err)
+		}
+		c.GoSumDB = v
 	}
 	if v := strings.TrimSpace(getenv("LSP_DEPS_NPM_REGISTRY")); v != "" {
 		u, err := parseMirror(v)

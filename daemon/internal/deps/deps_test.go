@@ -162,8 +162,10 @@ func TestFetchGoRefusals(t *testing.T) {
 		noCache  bool
 	}{
 		{"go.sum mismatch", map[string]string{"go.mod": req, "go.sum": badZip}, Config{}, "example.com/dep@v1.0.0: does not match its go.sum hash", true, true},
-		{"no go.sum line", map[string]string{"go.mod": req, "go.sum": modOnly}, Config{}, "example.com/dep@v1.0.0: go.sum has no hash for it; it was not fetched (no trust on first use)", false, true},
-		{"no go.sum", map[string]string{"go.mod": req}, Config{}, "no trust on first use", false, true},
+		// The mirror serves no checksum database here: nothing vouches.
+		{"no go.sum line", map[string]string{"go.mod": req, "go.sum": modOnly}, Config{}, "example.com/dep@v1.0.0: go.sum has no hash for it and the checksum database could not verify it; it was not fetched (no trust on first use)", true, true},
+		{"no go.sum", map[string]string{"go.mod": req}, Config{}, "no trust on first use", true, true},
+		{"no go.sum line, no checksum database", map[string]string{"go.mod": req, "go.sum": modOnly}, Config{GoSumDB: "off"}, "example.com/dep@v1.0.0: go.sum has no hash for it; it was not fetched (no trust on first use)", false, true},
 		{"toolchain newer than local", map[string]string{"go.mod": "module example.com/app\n\ngo 1.22\n\ntoolchain go1.99.0\n\nrequire example.com/dep v1.0.0\n", "go.sum": sum}, Config{}, "go.mod asks for toolchain go1.99.0, newer than the local", false, true},
 		{"go line newer than local", map[string]string{"go.mod": "module example.com/app\n\ngo 1.99\n\nrequire example.com/dep v1.0.0\n", "go.sum": sum}, Config{}, "go.mod requires go 1.99, newer than the local", false, true},
 		{"private module", map[string]string{"go.mod": "module example.com/app\n\ngo 1.22\n\nrequire corp.example/private v1.2.3\n", "go.sum": "corp.example/private v1.2.3 h1:x\ncorp.example/private v1.2.3/go.mod h1:y\n"}, Config{}, "corp.example/private@v1.2.3: go.mod is not served by the mirror (a private or missing module; no credential is ever used)", true, true},

@@ -6,15 +6,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
-	"github.com/hanzoai/lsp/daemon/internal/safefs"
 )
 
 // maxWarnings bounds what one prepare reports; the rest are counted.
@@ -29,6 +26,8 @@ type Fetcher struct {
 	client *http.Client
 	// npmClient follows redirects only on the npm registry's host.
 	npmClient *http.Client
+	// sumdb verifies what go.sum lacks; nil when off.
+	sumdb *checksumDB
 
 	mu    sync.Mutex
 	homes map[string]*homeLock
@@ -45,6 +44,12 @@ func New(cfg Config, log *slog.Logger) *Fetcher {
 	if cfg.NPMRegistry != nil {
 		f.npmClient = newClient([]*url.URL{cfg.NPMRegistry})
 	}
+	db, err := newChecksumDB(cfg.GoSumDB)
+	if err != nil {
+		// FromEnv checked it; a bad key in code verifies nothing.
+		log.Error("deps: checksum database", "err", err)
+	}
+	f.sumdb = db
 	return f
 }
 
@@ -80,23 +85,17 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 		f.installNPM(ctx, ws, left, w)
 	}
 	if len(f.cfg.GoProxies) > 0 {
-		// The cache is in the home, which jails write: it is named by
-		// its descriptor from here on (safefs), never by a path a link
-		// could redirect.
-		mc, err := openModCache(ws)
-		modCache := ""
-		if err == nil {
-			defer mc.Close()
-			modCache = mc.Path()
-		}
+		// Staged beside the tree (daemon-owned), moved into the home's
+		// cache at the end without following a link.
+		c, err := newGoCache(ws.Home, filepath.Dir(ws.Root))
 		if err != nil {
 			f.log.Error("deps: module cache", "err", err)
 			w.add("the module cache could not be made; Go dependencies were not fetched")
 		} else {
 			m := &mirror{bases: f.cfg.GoProxies, client: f.client, left: left}
-			f.fetchGo(ctx, ws.Root, modCache, m, w)
-			if err := ownLike(ws.Home, modCache); err != nil {
-				f.log.Warn("deps: give the module cache to the home's owner", "err", err)
+			f.fetchGo(ctx, ws, c, m, w)
+			if err := c.close(); err != nil {
+				f.log.Warn("deps: remove the staged module cache", "err", err)
 			}
 		}
 	}
@@ -121,51 +120,6 @@ func (f *Fetcher) lock(home string) func() {
 		}
 		f.mu.Unlock()
 	}
-}
-
-// openModCache opens (making it) the module cache beneath the home,
-// following no link, and gives the directories on the way to the home's
-// owner.
-func openModCache(ws runtime.Workspace) (*safefs.Dir, error) {
-	home, err := safefs.Open(ws.Home)
-	if err != nil {
-		return nil, err
-	}
-	defer home.Close()
-	st, err := home.Stat()
-	if err != nil {
-		return nil, err
-	}
-	owner := safefs.Keep
-	if int(st.Uid) != os.Geteuid() {
-		owner = safefs.Owner{UID: int(st.Uid), GID: int(st.Gid)}
-	}
-	rel, err := filepath.Rel(ws.Home, runtime.ModCache(ws))
-	if err != nil {
-		return nil, err
-	}
-	return home.MkdirAll(filepath.ToSlash(rel), 0o755, safefs.MkdirOpts{Owner: owner})
-}
-
-// ownLike gives what the phase wrote under dir (a safefs.Dir's Path) to
-// the owner of home: a jailed server runs as the home's uid and must be
-// able to take the go command's lock files in the cache. It follows no
-// link and gives away no file with a second link (safefs.ChownTree).
-func ownLike(home, dir string) error {
-	fi, err := os.Lstat(home)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || int(st.Uid) == os.Geteuid() {
-		return nil
-	}
-	d, err := safefs.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.ChownTree(int(st.Uid), int(st.Gid))
 }
 
 // warnings collects a phase's warnings from concurrent downloads.

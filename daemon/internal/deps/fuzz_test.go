@@ -12,17 +12,21 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
 // FuzzValidateLockfile: never panics, and whatever it accepts resolves
-// every installed package under the registry with a sha512 integrity.
+// every installed package under the registry (install checks the sha512
+// integrity) and links only to relative directories inside the
+// repository.
 func FuzzValidateLockfile(f *testing.F) {
 	f.Add([]byte(lock(map[string]any{"node_modules/a": map[string]any{"version": "1.0.0", "resolved": "https://npm.example/r/a/-/a-1.0.0.tgz", "integrity": integrity}})))
 	f.Add([]byte(`{"lockfileVersion":2,"packages":{"":{"dependencies":{"a":"git://x"}}}}`))
 	f.Add([]byte(`{"lockfileVersion":3,"packages":{"node_modules/@s/a/node_modules/b":{"inBundle":true}}}`))
+	f.Add([]byte(`{"lockfileVersion":3,"packages":{"node_modules/w":{"link":true,"resolved":"packages/w"},"packages/w":{},"packages/w/node_modules/x":{"resolved":"https://npm.example/r/x/-/x-1.0.0.tgz","integrity":"` + integrity + `"}}}`))
 	reg, _ := url.Parse("https://npm.example/r")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if _, err := ValidateLockfile(data, reg); err != nil {
@@ -33,10 +37,20 @@ func FuzzValidateLockfile(f *testing.F) {
 			t.Fatal("accepted what does not parse")
 		}
 		for k, p := range lf.Packages {
-			if k == "" || p.InBundle {
+			_, rest, ok := splitWorkspaceKey(k)
+			if k != "" && !ok {
+				t.Fatalf("accepted key %q", k)
+			}
+			if p.Link {
+				if !repoDir(p.Resolved) || strings.Contains(p.Resolved, "..") || strings.HasPrefix(p.Resolved, "/") {
+					t.Fatalf("accepted link %q: %+v", k, p)
+				}
 				continue
 			}
-			if !strings.HasPrefix(p.Resolved, "https://npm.example/r/") || !strings.Contains(p.Integrity, "sha512-") || p.Link {
+			if k == "" || rest == "" || p.InBundle {
+				continue
+			}
+			if !strings.HasPrefix(p.Resolved, "https://npm.example/r/") {
 				t.Fatalf("accepted package %q: %+v", k, p)
 			}
 		}
@@ -142,6 +156,76 @@ func FuzzExtractTarball(f *testing.F) {
 		})
 		if total > bound {
 			t.Fatalf("%d bytes unpacked, bound %d", total, bound)
+		}
+	})
+}
+
+// FuzzParsePNPMLock: never panics, and whatever it lays out is a
+// node_modules path, resolved under the registry with a sha512 integrity,
+// or a link to a relative directory inside the repository.
+func FuzzParsePNPMLock(f *testing.F) {
+	f.Add([]byte(strings.NewReplacer("@A@", integrity, "@B@", integrity, "@P1@", integrity, "@P2@", integrity, "@REAL@", integrity, "@FAR@", integrity, "@OL@", integrity).Replace(pnpmV9)))
+	f.Add([]byte("lockfileVersion: '6.0'\ndependencies:\n  a:\n    specifier: ^1\n    version: 1.0.0(b@1.0.0)\npackages:\n  /a@1.0.0(b@1.0.0):\n    resolution: {integrity: " + integrity + "}\n    dependencies:\n      a: 1.0.0(b@1.0.0)\n"))
+	f.Add([]byte("lockfileVersion: '9.0'\nimporters:\n  .:\n    dependencies:\n      w:\n        specifier: workspace:*\n        version: link:../x\n"))
+	f.Add([]byte("lockfileVersion: '9.0'\nx: &a [*a, *a]\n"))
+	reg, _ := url.Parse("https://npm.example/r")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out, _, err := ParsePNPMLock(data, reg)
+		if err != nil {
+			return
+		}
+		for k, p := range out {
+			if !lockPath(k) {
+				t.Fatalf("laid out at %q", k)
+			}
+			if p.Link {
+				if !repoDir(p.Resolved) {
+					t.Fatalf("link %q to %q", k, p.Resolved)
+				}
+				continue
+			}
+			if !underRegistry(p.Resolved, reg) || !sha512Integrity(p.Integrity) {
+				t.Fatalf("accepted %q: %+v", k, p)
+			}
+		}
+	})
+}
+
+// FuzzGoWork: any go.work reads without panicking; what it keeps stays
+// inside the tree, and the home's copy written from it parses back to the
+// same directories (nothing a go.work holds can add a directive).
+func FuzzGoWork(f *testing.F) {
+	f.Add([]byte("go 1.22\n\nuse (\n\t./a\n\t./b\n)\n\nreplace example.com/x => ./x\n"))
+	f.Add([]byte("use ../outside\nuse /abs\nuse \"a b\"\nreplace a v1.0.0 => b v1.1.0\n"))
+	f.Add([]byte("go 1.99\n"))
+	f.Add([]byte("use \"a\\nreplace x => /etc\"\n"))
+	root := f.TempDir()
+	fe := &Fetcher{cfg: Config{GoVersion: "go1.26.0"}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(filepath.Join(root, "go.work"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gw, _ := fe.readGoWork(root, &warnings{})
+		if gw == nil {
+			return
+		}
+		for _, u := range gw.Use {
+			if !treeDir(u) {
+				t.Fatalf("kept %q", u)
+			}
+		}
+		text := gw.text("/published/tree")
+		wf, err := modfile.ParseWork("go.work", text, nil)
+		if err != nil {
+			t.Fatalf("the copy does not parse: %v\n%s", err, text)
+		}
+		if len(wf.Use) != len(gw.Use) || len(wf.Replace) != len(gw.Replace) {
+			t.Fatalf("the copy has %d uses and %d replaces, want %d and %d:\n%s", len(wf.Use), len(wf.Replace), len(gw.Use), len(gw.Replace), text)
+		}
+		for _, u := range wf.Use {
+			if u.Path != "/published/tree" && !strings.HasPrefix(u.Path, "/published/tree/") {
+				t.Fatalf("the copy uses %q", u.Path)
+			}
 		}
 	})
 }

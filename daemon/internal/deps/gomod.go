@@ -11,10 +11,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/mod/modfile"
@@ -22,7 +22,7 @@ import (
 	"golang.org/x/mod/sumdb/dirhash"
 	modzip "golang.org/x/mod/zip"
 
-	"github.com/hanzoai/lsp/daemon/internal/safefs"
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
@@ -35,43 +35,56 @@ const (
 )
 
 // goJob is one module version to put into the cache: its go.mod always,
-// its zip when a package of it may be imported.
+// its zip when a package of it may be imported; sums are the go.sum lines
+// of the module that needs it. walk: that go.sum lacks lines, so the
+// requirements of this version's go.mod whose go.mod hash it lacks are
+// fetched too (verified by the checksum database), as the go command would
+// want them for the module graph.
 type goJob struct {
+	mod  module.Version
+	zip  bool
+	walk bool
+	zip0 bool // required by the module itself, not found by the walk
+	sums map[string]string
+}
+
+type jobKey struct {
 	mod module.Version
 	zip bool
 }
 
-// fetchGo fills the module cache under home from root's go.mod and go.sum.
-func (f *Fetcher) fetchGo(ctx context.Context, root, modCache string, m *mirror, w *warnings) {
-	data, err := readRegular(filepath.Join(root, "go.mod"), maxGoMod)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
+// fetchGo prepares every Go module of the tree (findModules): its
+// requirements go into the module cache under the home, and what the go
+// command would write for it goes into its overlay in the home; the index
+// beside the tree tells the servers each module's flags (GoFolders).
+func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, c *goCache, m *mirror, w *warnings) {
+	dirs, more := findModules(ws.Root)
+	if more {
+		w.add("the tree has more Go modules or directories than the bounds allow (%d modules, %d directories); some modules are not loaded", maxGoModules, maxWalkDirs)
 	}
-	if err != nil {
-		w.add("go.mod: %s; Go dependencies were not fetched", reason(err))
-		return
+	gw, workSum := f.readGoWork(ws.Root, w)
+	var index []goModule
+	var overlays []*overlay
+	var jobs []goJob
+	seen := map[jobKey]bool{}
+	for _, dir := range dirs {
+		entry, js, ov := f.prepareModule(ws, dir, w)
+		entry.InWork = gw != nil && slices.Contains(gw.Use, dir)
+		index = append(index, entry)
+		if ov != nil {
+			overlays = append(overlays, ov)
+		}
+		for _, j := range js {
+			k := jobKey{j.mod, j.zip}
+			if seen[k] || (!j.zip && seen[jobKey{j.mod, true}]) {
+				continue
+			}
+			seen[k] = true
+			jobs = append(jobs, j)
+		}
 	}
-	mf, err := modfile.Parse("go.mod", data, nil)
-	if err != nil {
-		w.add("go.mod does not parse; Go dependencies were not fetched")
-		return
-	}
-	// GOTOOLCHAIN=local: a newer Go is neither downloaded nor pretended.
-	local := f.cfg.goVersion()
-	if mf.Go != nil && newerGo(mf.Go.Version, local) {
-		w.add("go.mod requires go %s, newer than the local %s; Go dependencies were not fetched", mf.Go.Version, local)
-		return
-	}
-	if mf.Toolchain != nil && mf.Toolchain.Name != "default" && (!strings.HasPrefix(mf.Toolchain.Name, "go") || newerGo(mf.Toolchain.Name, local)) {
-		w.add("go.mod asks for toolchain %s, newer than the local %s; Go dependencies were not fetched", mf.Toolchain.Name, local)
-		return
-	}
-	sums, err := readGoSum(filepath.Join(root, "go.sum"))
-	if err != nil {
-		w.add("go.sum: %s; Go dependencies were not fetched", reason(err))
-		return
-	}
-	jobs := goJobs(mf, sums, w)
+	// Zips first, then the go.mod files only the graph needs.
+	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].zip && !jobs[j].zip })
 	if len(jobs) > f.cfg.MaxModules {
 		w.add("%d Go module versions are needed, over the bound of %d; the rest were not fetched", len(jobs), f.cfg.MaxModules)
 		jobs = jobs[:f.cfg.MaxModules]
@@ -80,27 +93,244 @@ func (f *Fetcher) fetchGo(ctx context.Context, root, modCache string, m *mirror,
 	if par <= 0 {
 		par = defaultParallel
 	}
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
+	s := &scheduler{f: f, ctx: ctx, cache: c, m: m, w: w, lk: f.sumdb.forPhase(ctx, m),
+		sem: make(chan struct{}, par), seen: seen, left: f.cfg.MaxModules - len(jobs)}
 	for _, j := range jobs {
-		if ctx.Err() != nil {
-			w.add("the dependency phase ran out of time; some Go modules were not fetched")
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f.fetchModule(ctx, modCache, m, j, sums, w)
-		}()
+		s.start(j)
 	}
-	wg.Wait()
+	s.wg.Wait()
+	if ctx.Err() != nil {
+		w.add("the dependency phase ran out of time; some Go modules were not fetched")
+	}
+	if err := c.install(); err != nil {
+		f.log.Error("deps: install the module cache", "err", err)
+		w.add("the module cache could not be written in the home; some Go modules are missing")
+	}
+	verified := s.lk.verified()
+	for _, ov := range overlays {
+		flags, err := f.writeOverlay(ws.Home, ov, verified)
+		if err != nil {
+			f.log.Warn("deps: Go overlay", "module", ov.dir, "err", err)
+			w.add("%s: its private overlay could not be written; it loads read-only", ov.name)
+			continue
+		}
+		for j := range index {
+			if index[j].Dir == ov.dir {
+				index[j].GoFlags = flags
+			}
+		}
+	}
+	idx := goIndex{Modules: index}
+	if gw != nil {
+		gw.Sum = string(appendVerified(workSum, parseGoSum(workSum), verified))
+		idx.Work, idx.WorkKey = gw, overlayKey("go.work", nil, workSum)
+	}
+	if len(dirs) == 0 && gw == nil {
+		return
+	}
+	if err := writeGoIndex(ws.Root, idx); err != nil {
+		f.log.Error("deps: Go module index", "err", err)
+		w.add("the Go module index could not be written; modules load with their own files only")
+	}
+}
+
+// scheduler runs the phase's module downloads, at most Parallel at once;
+// a walking job adds the jobs its go.mod calls for, within the bound.
+type scheduler struct {
+	f     *Fetcher
+	ctx   context.Context
+	cache *goCache
+	m     *mirror
+	w     *warnings
+	lk    *sumLookup
+	sem   chan struct{}
+	wg    sync.WaitGroup
+
+	mu   sync.Mutex
+	seen map[jobKey]bool
+	left int // more jobs a walk may add
+}
+
+func (s *scheduler) start(j goJob) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case s.sem <- struct{}{}:
+		case <-s.ctx.Done():
+			return
+		}
+		defer func() { <-s.sem }()
+		if gomod := s.f.fetchModule(s.ctx, s.cache, s.m, j, s.lk, s.w); j.walk && gomod != nil {
+			s.walk(j, gomod)
+		}
+	}()
+}
+
+// walk adds a job for each requirement of a fetched go.mod whose go.mod
+// hash the module's go.sum lacks.
+func (s *scheduler) walk(j goJob, gomod []byte) {
+	mf, err := modfile.ParseLax("go.mod", gomod, nil)
+	if err != nil {
+		return
+	}
+	for _, r := range mf.Require {
+		v := r.Mod
+		if module.Check(v.Path, v.Version) != nil || j.sums[v.Path+" "+v.Version+"/go.mod"] != "" {
+			continue
+		}
+		k := jobKey{v, true}
+		s.mu.Lock()
+		if s.seen[k] {
+			s.mu.Unlock()
+			continue
+		}
+		if s.left <= 0 {
+			s.mu.Unlock()
+			s.w.add("the Go module graph needs more module versions than the bound of %d; the rest were not fetched", s.f.cfg.MaxModules)
+			return
+		}
+		s.seen[k] = true
+		s.left--
+		s.mu.Unlock()
+		// Its zip too: in a graph the main module does not prune, a
+		// package of it may be imported.
+		s.start(goJob{mod: v, zip: true, walk: true, sums: j.sums})
+	}
+}
+
+// overlay is what a module's overlay is made from.
+type overlay struct {
+	dir, name string
+	gomod     []byte
+	mf        *modfile.File
+	gosum     []byte
+	sums      map[string]string
+}
+
+// prepareModule reads the module in dir and decides how its go commands
+// run: -mod=vendor when vendor/modules.txt matches go.mod (nothing to
+// fetch), otherwise -mod=mod on an overlay go.mod and go.sum in the home
+// (copies of the tree's, with the go directive the go command would add),
+// so that whatever the go command writes lands there. A module that
+// cannot be prepared keeps the go command's default (vendor/ where it
+// is, else -mod=readonly): still nothing writes the tree.
+func (f *Fetcher) prepareModule(ws runtime.Workspace, dir string, w *warnings) (goModule, []goJob, *overlay) {
+	entry := goModule{Dir: dir} // the go command's default: never writes
+	name := "go.mod"
+	if dir != "." {
+		name = dir + "/go.mod"
+	}
+	mdir := filepath.Join(ws.Root, filepath.FromSlash(dir))
+	data, err := readRegular(filepath.Join(mdir, "go.mod"), maxGoMod)
+	if err != nil {
+		w.add("%s: %s; its dependencies were not fetched", name, reason(err))
+		return entry, nil, nil
+	}
+	mf, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		w.add("%s does not parse; its dependencies were not fetched", name)
+		return entry, nil, nil
+	}
+	// GOTOOLCHAIN=local: a newer Go is neither downloaded nor pretended.
+	local := f.cfg.goVersion()
+	if mf.Go != nil && newerGo(mf.Go.Version, local) {
+		w.add("%s requires go %s, newer than the local %s; its dependencies were not fetched", name, mf.Go.Version, local)
+		return entry, nil, nil
+	}
+	if mf.Toolchain != nil && mf.Toolchain.Name != "default" && (!strings.HasPrefix(mf.Toolchain.Name, "go") || newerGo(mf.Toolchain.Name, local)) {
+		w.add("%s asks for toolchain %s, newer than the local %s; its dependencies were not fetched", name, mf.Toolchain.Name, local)
+		return entry, nil, nil
+	}
+	// The go command vendors by default from go 1.14 on when vendor/
+	// exists; it then fetches nothing, and checks modules.txt first.
+	if mf.Go != nil && !newerGo("1.14", mf.Go.Version) {
+		txt, err := readRegular(filepath.Join(mdir, "vendor", "modules.txt"), maxModulesTxt)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			w.add("%s: vendor/modules.txt: %s; dependencies are fetched instead", name, reason(err))
+		default:
+			if metas, ok := parseModulesTxt(txt); ok && vendorConsistent(mf, metas) {
+				entry.GoFlags = "-mod=vendor"
+				return entry, nil, nil
+			}
+			w.add("%s: vendor/modules.txt does not match it; dependencies are fetched instead", name)
+		}
+	}
+	sumData, err := readRegular(filepath.Join(mdir, "go.sum"), maxGoSum)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		w.add("%s: go.sum: %s; its dependencies were not fetched", name, reason(err))
+		return entry, nil, nil
+	}
+	sums := parseGoSum(sumData)
+	jobs := goJobs(mf, sums, w)
+	incomplete := false
+	for _, j := range jobs {
+		if j.zip && (sums[j.mod.Path+" "+j.mod.Version] == "" || sums[j.mod.Path+" "+j.mod.Version+"/go.mod"] == "") {
+			incomplete = true
+		}
+	}
+	for i := range jobs {
+		jobs[i].walk = incomplete && jobs[i].zip
+		jobs[i].zip0 = jobs[i].zip
+	}
+	return entry, jobs, &overlay{dir: dir, name: name, gomod: data, mf: mf, gosum: sumData, sums: sums}
+}
+
+// writeOverlay writes the overlay go.mod and go.sum of a module and
+// returns the module's GOFLAGS. The go.sum is the tree's with every line
+// the checksum database verified in this phase that it lacks.
+func (f *Fetcher) writeOverlay(home string, ov *overlay, verified []string) (string, error) {
+	key := overlayKey(ov.dir, ov.gomod, ov.gosum)
+	rel := overlayDir(key)
+	abs := filepath.Join(home, filepath.FromSlash(rel), "go.mod")
+	if strings.ContainsAny(abs, " \t\n\"'\\") {
+		// GOFLAGS is split on spaces and cannot quote.
+		return "", errors.New("the home's path cannot go into GOFLAGS")
+	}
+	gomod := ov.gomod
+	if ov.mf.Go == nil {
+		// What the go command assumes of a go.mod without the directive,
+		// and would otherwise write into it.
+		gomod = append(bytes.TrimRight(bytes.Clone(gomod), "\n"), "\n\ngo 1.16\n"...)
+	}
+	gosum := appendVerified(ov.gosum, ov.sums, verified)
+	d, err := openHomeDir(home, rel)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	if err := d.writeFile("go.mod", gomod, 0o644); err != nil {
+		return "", err
+	}
+	if err := d.writeFile("go.sum", gosum, 0o644); err != nil {
+		return "", err
+	}
+	return "-mod=mod -modfile=" + abs, nil
+}
+
+// appendVerified is gosum with each verified line whose key sums lacks.
+func appendVerified(gosum []byte, sums map[string]string, verified []string) []byte {
+	out := bytes.Clone(gosum)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	verified = slices.Clone(verified)
+	sort.Strings(verified)
+	for _, l := range verified {
+		if f := strings.Fields(l); len(f) == 3 && sums[f[0]+" "+f[1]] == "" {
+			out = append(out, l+"\n"...)
+		}
+	}
+	return out
 }
 
 // goJobs lists the module versions to fetch: every requirement of go.mod
-// (after replace directives; a directory replacement needs nothing) with
-// its zip, and every other go.mod that go.sum lists, because the go command
-// reads those to build the module graph. Sorted, zips first.
+// (after replace directives; a directory replacement needs nothing) and
+// every other version whose zip go.sum lists, with its zip; and every
+// other go.mod that go.sum lists, because the go command reads those to
+// build the module graph. Sorted, zips first.
 func goJobs(mf *modfile.File, sums map[string]string, w *warnings) []goJob {
 	repl := map[module.Version]module.Version{}
 	for _, r := range mf.Replace {
@@ -129,8 +359,24 @@ func goJobs(mf *modfile.File, sums map[string]string, w *warnings) []goJob {
 		}
 		if !seen[v] {
 			seen[v] = true
-			zips = append(zips, goJob{mod: v, zip: true})
+			zips = append(zips, goJob{mod: v, zip: true, sums: sums})
 		}
+	}
+	// A zip go.sum vouches for was needed to build the module (a package
+	// of a dependency's dependency in a graph the module does not prune,
+	// or a requirement an untidy go.mod forgot): fetched too, as go mod
+	// download would.
+	for k := range sums {
+		p, ver, ok := strings.Cut(k, " ")
+		if !ok || strings.HasSuffix(ver, "/go.mod") {
+			continue
+		}
+		v := module.Version{Path: p, Version: ver}
+		if seen[v] || module.Check(v.Path, v.Version) != nil || sums[k+"/go.mod"] == "" {
+			continue
+		}
+		seen[v] = true
+		zips = append(zips, goJob{mod: v, zip: true, sums: sums})
 	}
 	for k := range sums {
 		p, ver, ok := strings.Cut(k, " ")
@@ -142,7 +388,7 @@ func goJobs(mf *modfile.File, sums map[string]string, w *warnings) []goJob {
 			continue
 		}
 		seen[v] = true
-		mods = append(mods, goJob{mod: v})
+		mods = append(mods, goJob{mod: v, sums: sums})
 	}
 	less := func(s []goJob) func(i, j int) bool {
 		return func(i, j int) bool {
@@ -157,20 +403,9 @@ func goJobs(mf *modfile.File, sums map[string]string, w *warnings) []goJob {
 	return append(zips, mods...)
 }
 
-// readGoSum reads go.sum into "path version[/go.mod]" → "h1:…". Lines of
+// parseGoSum reads go.sum into "path version[/go.mod]" → "h1:…". Lines of
 // other hash kinds are ignored, as the go command ignores them. No go.sum
-// is an empty map: then nothing is trusted.
-func readGoSum(path string) (map[string]string, error) {
-	data, err := readRegular(path, maxGoSum)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]string{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return parseGoSum(data), nil
-}
-
+// is an empty map: then nothing is trusted but the checksum database.
 func parseGoSum(data []byte) map[string]string {
 	sums := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -191,51 +426,78 @@ func parseGoSum(data []byte) map[string]string {
 	return sums
 }
 
-// fetchModule puts one module version into the cache, verified.
-func (f *Fetcher) fetchModule(ctx context.Context, modCache string, m *mirror, j goJob, sums map[string]string, w *warnings) {
-	v := j.mod
+// fetchModule puts one module version into the cache, verified by the
+// module's go.sum or, for what go.sum lacks, by the checksum database. It
+// returns the verified go.mod, nil when the version was not fetched.
+func (f *Fetcher) fetchModule(ctx context.Context, c *goCache, m *mirror, j goJob, lk *sumLookup, w *warnings) []byte {
+	v, sums := j.mod, j.sums
 	name := v.Path + "@" + v.Version
 	modSum, zipSum := sums[v.Path+" "+v.Version+"/go.mod"], sums[v.Path+" "+v.Version]
-	if modSum == "" || (j.zip && zipSum == "") {
-		w.add("%s: go.sum has no hash for it; it was not fetched (no trust on first use)", name)
-		return
-	}
 	if modSum == "conflict" || zipSum == "conflict" {
 		w.add("%s: go.sum lists two different hashes for it; it was not fetched", name)
-		return
+		return nil
+	}
+	if modSum == "" || (j.zip && zipSum == "") {
+		// No trust on first use: what go.sum lacks, the checksum database
+		// must vouch for.
+		db, err := lk.lookup(v, j.zip)
+		if err != nil {
+			if j.walk && !j.zip0 && !errors.Is(err, errNoSumDB) {
+				// A version only the walk wanted: the go command may not
+				// need it either.
+				f.log.Info("deps: checksum database", "module", name, "err", err)
+				return nil
+			}
+			if errors.Is(err, errNoSumDB) {
+				w.add("%s: go.sum has no hash for it; it was not fetched (no trust on first use)", name)
+			} else {
+				f.log.Warn("deps: checksum database", "module", name, "err", err)
+				w.add("%s: go.sum has no hash for it and the checksum database could not verify it; it was not fetched (no trust on first use)", name)
+			}
+			return nil
+		}
+		if modSum == "" {
+			modSum = db[v.Path+" "+v.Version+"/go.mod"]
+		}
+		if j.zip && zipSum == "" {
+			zipSum = db[v.Path+" "+v.Version]
+		}
+		if modSum == "" || (j.zip && zipSum == "") {
+			w.add("%s: the checksum database has no hash for it; it was not fetched", name)
+			return nil
+		}
 	}
 	ep, err1 := module.EscapePath(v.Path)
 	ev, err2 := module.EscapeVersion(v.Version)
 	if err1 != nil || err2 != nil {
 		w.add("%s: invalid module version; it was not fetched", name)
-		return
+		return nil
 	}
-	dl := filepath.Join(modCache, "cache", "download", filepath.FromSlash(ep), "@v")
-	dlDir, err := safefs.MkdirAllPath(dl, 0o755, safefs.MkdirOpts{ReplaceNonDirs: true})
-	if err != nil {
+	dl := "cache/download/" + ep + "/@v"
+	if err := os.MkdirAll(c.staged(dl), 0o755); err != nil {
 		f.log.Error("deps: module cache", "err", err)
 		w.add("%s: the module cache could not be written", name)
-		return
+		return nil
 	}
-	defer dlDir.Close()
-	dl = dlDir.Path() // a jail may replace what the path names
 	rel := ep + "/@v/" + ev
-	if err := f.fetchGoMod(ctx, m, rel, filepath.Join(dl, ev+".mod"), modSum); err != nil {
+	gomod, err := f.fetchGoMod(ctx, m, rel, c, dl+"/"+ev+".mod", modSum)
+	if err != nil {
 		w.add("%s: go.mod %s; it was not fetched", name, f.explain(name, err))
-		return
+		return nil
 	}
 	if j.zip {
-		if err := f.fetchZip(ctx, m, v, rel, dl, filepath.Join(modCache, filepath.FromSlash(ep)+"@"+ev), zipSum); err != nil {
+		if err := f.fetchZip(ctx, m, v, rel, c, dl, ep+"@"+ev, zipSum); err != nil {
 			w.add("%s: %s; it was not fetched", name, f.explain(name, err))
-			return
+			return nil
 		}
 	}
-	if err := f.fetchInfo(ctx, m, v, rel, filepath.Join(dl, ev+".info")); err != nil {
+	if err := f.fetchInfo(ctx, m, v, rel, c, dl+"/"+ev+".info"); err != nil {
 		f.log.Warn("deps: module info", "module", name, "err", err)
 	}
-	if err := appendList(filepath.Join(dl, "list"), v.Version); err != nil {
+	if err := c.appendList(dl+"/list", v.Version); err != nil {
 		f.log.Warn("deps: module list", "module", name, "err", err)
 	}
+	return gomod
 }
 
 // errMismatch: the bytes do not hash to go.sum's line.
@@ -256,19 +518,20 @@ func (f *Fetcher) explain(name string, err error) string {
 	return "could not be fetched from the mirror"
 }
 
-// fetchGoMod writes dst from the mirror unless a verified copy is there.
-func (f *Fetcher) fetchGoMod(ctx context.Context, m *mirror, rel, dst, want string) error {
-	if data, err := readRegular(dst, maxModFile); err == nil {
-		return checkGoMod(data, want)
+// fetchGoMod stages file (a cache-relative path) from the mirror unless a
+// verified copy is in the home's cache, and returns the verified bytes.
+func (f *Fetcher) fetchGoMod(ctx context.Context, m *mirror, rel string, c *goCache, file, want string) ([]byte, error) {
+	if data, err := c.read(file, maxModFile); err == nil {
+		return data, checkGoMod(data, want)
 	}
 	var buf bytes.Buffer
 	if err := m.get(ctx, rel+".mod", maxModFile, &buf); err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkGoMod(buf.Bytes(), want); err != nil {
-		return err
+		return nil, err
 	}
-	return writeAtomic(dst, buf.Bytes(), 0o444)
+	return buf.Bytes(), writeAtomic(c.staged(file), buf.Bytes(), 0o444)
 }
 
 func checkGoMod(data []byte, want string) error {
@@ -284,44 +547,25 @@ func checkGoMod(data []byte, want string) error {
 	return nil
 }
 
-// fetchZip downloads, verifies and extracts one module zip. An extracted
-// directory with a ziphash is the go command's mark of a complete module.
-func (f *Fetcher) fetchZip(ctx context.Context, m *mirror, v module.Version, rel, dl, dir, want string) error {
+// fetchZip downloads, verifies and extracts one module zip into the
+// stage (dl and dir cache-relative). An extracted directory with a ziphash
+// is the go command's mark of a complete module: one in the home's cache
+// is kept.
+func (f *Fetcher) fetchZip(ctx context.Context, m *mirror, v module.Version, rel string, c *goCache, dl, dir, want string) error {
 	ev, _ := module.EscapeVersion(v.Version)
-	hashFile := filepath.Join(dl, ev+".ziphash")
-	if h, err := readRegular(hashFile, 1024); err == nil {
-		if _, err := os.Lstat(dir); err == nil {
-			if strings.TrimSpace(string(h)) != want {
-				return errMismatch
-			}
-			return nil
+	hashFile := dl + "/" + ev + ".ziphash"
+	if h, err := c.read(hashFile, 1024); err == nil && c.inHome(dir) {
+		if strings.TrimSpace(string(h)) != want {
+			return errMismatch
 		}
+		return nil
 	}
-	// The zip is downloaded into a directory only the daemon can enter,
-	// so that what is hashed is what is unpacked and renamed into place
-	// (dl is the jail's).
-	dlDir, err := safefs.Open(dl)
+	tmp, err := os.CreateTemp(c.staged(dl), ".zip-*")
 	if err != nil {
 		return err
 	}
-	defer dlDir.Close()
-	stageName := safefs.TempName()
-	stage, err := dlDir.MkdirPrivate(stageName)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		stage.Close()
-		_ = dlDir.RemoveAll(stageName)
-	}()
-	tmp, err := os.OpenFile(filepath.Join(stage.Path(), "zip"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
+	defer os.Remove(tmp.Name())
 	err = m.get(ctx, rel+".zip", f.cfg.MaxZip, tmp)
-	if err == nil {
-		err = tmp.Chmod(0o444)
-	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -335,46 +579,38 @@ func (f *Fetcher) fetchZip(ctx context.Context, m *mirror, v module.Version, rel
 	if h != want {
 		return errMismatch
 	}
-	if err := extract(v, tmp.Name(), dir); err != nil {
+	if err := extract(v, tmp.Name(), c.staged(dir)); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dl, ev+".zip")); err != nil {
+	if err := os.Chmod(tmp.Name(), 0o444); err != nil {
 		return err
 	}
-	return writeAtomic(hashFile, []byte(h+"\n"), 0o444)
+	if err := os.Rename(tmp.Name(), c.staged(dl+"/"+ev+".zip")); err != nil {
+		return err
+	}
+	return writeAtomic(c.staged(hashFile), []byte(h+"\n"), 0o444)
 }
 
 // extract unzips a verified module zip into dir, read-only, through a
 // sibling staging directory so that dir appears whole or not at all. The
 // zip library refuses paths outside the module, absolute paths, case
 // collisions, links and oversized contents.
-//
-// dir's parent is in a jail's home: it is opened with safefs, and the
-// staging directory is one only the daemon can enter, named by its
-// descriptor, so that no link a jail plants redirects a write.
 func extract(v module.Version, zipFile, dir string) error {
-	parent, err := safefs.MkdirAllPath(filepath.Dir(dir), 0o755, safefs.MkdirOpts{ReplaceNonDirs: true})
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	stage, err := os.MkdirTemp(filepath.Dir(dir), ".extract-*")
 	if err != nil {
 		return err
 	}
-	defer parent.Close()
-	stageName := safefs.TempName()
-	stage, err := parent.MkdirPrivate(stageName)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		stage.Close()
-		_ = parent.RemoveAll(stageName)
-	}()
-	out := filepath.Join(stage.Path(), "m")
+	defer workspace.RemoveAll(stage)
+	out := filepath.Join(stage, "m")
 	if err := modzip.Unzip(out, v, zipFile); err != nil {
 		return fmt.Errorf("unzip: %w", err)
 	}
 	if err := workspace.MakeReadOnly(out); err != nil {
 		return err
 	}
-	dir = filepath.Join(parent.Path(), filepath.Base(dir))
 	if err := os.Rename(out, dir); err != nil {
 		if _, serr := os.Lstat(dir); serr == nil {
 			return nil // another prepare of this home put it there
@@ -387,8 +623,8 @@ func extract(v module.Version, zipFile, dir string) error {
 // fetchInfo writes the .info file the go command reads for a version's
 // time. It is metadata go.sum cannot verify, so only a well-formed version
 // and time are kept; a mirror without it gets a bare one.
-func (f *Fetcher) fetchInfo(ctx context.Context, m *mirror, v module.Version, rel, dst string) error {
-	if _, err := os.Lstat(dst); err == nil {
+func (f *Fetcher) fetchInfo(ctx context.Context, m *mirror, v module.Version, rel string, c *goCache, file string) error {
+	if c.inHome(file) {
 		return nil
 	}
 	info := struct {
@@ -411,28 +647,29 @@ func (f *Fetcher) fetchInfo(ctx context.Context, m *mirror, v module.Version, re
 	if err != nil {
 		return err
 	}
-	return writeAtomic(dst, append(data, '\n'), 0o444)
+	return writeAtomic(c.staged(file), append(data, '\n'), 0o444)
 }
 
 var listMu sync.Mutex
 
-// maxListFile bounds a module's list file.
-const maxListFile = 1 << 20
-
-// appendList adds version to a module's list file once.
-func appendList(path, version string) error {
+// appendList adds version to a module's list file once: the staged one,
+// or a copy of the home's.
+func (c *goCache) appendList(file, version string) error {
 	listMu.Lock()
 	defer listMu.Unlock()
-	old, err := readRegular(path, maxListFile)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	old, err := os.ReadFile(c.staged(file))
+	if errors.Is(err, fs.ErrNotExist) {
+		old, err = c.read(file, maxModFile)
+	}
+	if err != nil {
+		old = nil // none, or not a file: the go command's list is only a hint
 	}
 	for _, l := range strings.Split(string(old), "\n") {
 		if l == version {
 			return nil
 		}
 	}
-	return writeAtomic(path, append(old, version+"\n"...), 0o644)
+	return writeAtomic(c.staged(file), append(old, version+"\n"...), 0o644)
 }
 
 // writeAtomic writes a file through a temporary sibling and a rename.
@@ -442,17 +679,14 @@ func writeAtomic(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	// By its descriptor: the directory may be a jail's, and a path there
-	// may meanwhile name a link.
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), perm); err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
@@ -471,16 +705,11 @@ func readRegular(path string, max int64) ([]byte, error) {
 	if fi.Size() > max {
 		return nil, errTooLarge
 	}
-	// Never through a link put there since the Lstat (the directory may
-	// be a jail's), and never a fifo that would block.
-	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
-	if fi, err := fh.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
 	return io.ReadAll(io.LimitReader(fh, max))
 }
 

@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
+	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -42,42 +43,125 @@ type lockPackage struct {
 	Optional             bool              `json:"optional"`
 	OS                   []string          `json:"os"`
 	CPU                  []string          `json:"cpu"`
+	Libc                 []string          `json:"libc"`
 	Dependencies         map[string]string `json:"dependencies"`
 	DevDependencies      map[string]string `json:"devDependencies"`
 	OptionalDependencies map[string]string `json:"optionalDependencies"`
 	PeerDependencies     map[string]string `json:"peerDependencies"`
 }
 
-// installNPM validates the tree's root package-lock.json against the
-// registry and, when it holds, installs its packages beside the tree.
+// installNPM reads the tree's root lockfile (chooseLockfile says which)
+// and, when it holds, installs its packages beside the tree.
 func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *atomic.Int64, w *warnings) {
-	data, err := readRegular(filepath.Join(ws.Root, "package-lock.json"), maxLockfile)
-	if errors.Is(err, fs.ErrNotExist) {
+	name, pkgJSON := chooseLockfile(ws.Root)
+	if name == "" {
+		if declaresDeps(pkgJSON) {
+			w.add("package.json has no lockfile (package-lock.json, pnpm-lock.yaml or yarn.lock); its npm dependencies were not installed (answers about the repository's own code still work)")
+		}
 		return
 	}
+	data, err := readRegular(filepath.Join(ws.Root, name), maxLockfile)
 	if err != nil {
-		w.add("package-lock.json: %s; npm packages were not installed", reason(err))
+		w.add("%s: %s; npm packages were not installed", name, reason(err))
 		return
 	}
-	n, err := ValidateLockfile(data, f.cfg.NPMRegistry)
-	if err != nil {
-		w.add("%s; npm packages were not installed", err.Error())
+	var pkgs map[string]lockPackage
+	switch name {
+	case "pnpm-lock.yaml":
+		var warn []string
+		pkgs, warn, err = ParsePNPMLock(data, f.cfg.NPMRegistry)
+		if err != nil {
+			w.add("%s; npm packages were not installed", err.Error())
+			return
+		}
+		for _, s := range warn {
+			w.add("%s", s)
+		}
+	case "package-lock.json":
+		n, err := ValidateLockfile(data, f.cfg.NPMRegistry)
+		if err != nil {
+			w.add("%s; npm packages were not installed", err.Error())
+			return
+		}
+		if n == 0 {
+			return
+		}
+		var lf lockfile
+		if err := json.Unmarshal(data, &lf); err != nil {
+			return // ValidateLockfile parsed it
+		}
+		pkgs = lf.Packages
+	case "yarn.lock":
+		if pkgs, err = f.yarnLockPackages(ctx, ws, data, left, w); err != nil {
+			w.add("%s; npm packages were not installed", err.Error())
+			return
+		}
+	default:
+		w.add("%s is not read yet; npm packages were not installed", name)
 		return
 	}
-	if n == 0 {
-		return
+	f.install(ctx, runtime.NodeModules(ws), pkgs, left, w)
+}
+
+// chooseLockfile names the root lockfile the phase reads, "" for none,
+// and returns the root package.json (nil when absent or unreadable). When
+// several are present: pnpm-lock.yaml if a pnpm-workspace.yaml or
+// package.json's packageManager (pnpm@…) says pnpm; else the lockfile of
+// the manager packageManager names (npm@… package-lock.json, yarn@…
+// yarn.lock); else package-lock.json; else pnpm-lock.yaml, then
+// yarn.lock, whichever is there.
+func chooseLockfile(root string) (string, []byte) {
+	pkgJSON, _ := readRegular(filepath.Join(root, "package.json"), maxLockfile)
+	var pj struct {
+		PackageManager string `json:"packageManager"`
 	}
-	var lf lockfile
-	if err := json.Unmarshal(data, &lf); err != nil {
-		return // ValidateLockfile parsed it
+	_ = json.Unmarshal(pkgJSON, &pj)
+	manager, _, _ := strings.Cut(strings.TrimSpace(pj.PackageManager), "@")
+	has := func(name string) bool {
+		_, err := os.Lstat(filepath.Join(root, name))
+		return err == nil
 	}
-	f.install(ctx, runtime.NodeModules(ws), lf.Packages, left, w)
+	if has("pnpm-lock.yaml") && (manager == "pnpm" || has("pnpm-workspace.yaml")) {
+		return "pnpm-lock.yaml", pkgJSON
+	}
+	byManager := map[string]string{"npm": "package-lock.json", "pnpm": "pnpm-lock.yaml", "yarn": "yarn.lock"}
+	if l, ok := byManager[manager]; ok && has(l) {
+		return l, pkgJSON
+	}
+	for _, l := range []string{"package-lock.json", "pnpm-lock.yaml", "yarn.lock"} {
+		if has(l) {
+			return l, pkgJSON
+		}
+	}
+	return "", pkgJSON
+}
+
+// declaresDeps: a package.json that names dependencies of any kind.
+func declaresDeps(pkgJSON []byte) bool {
+	var pj struct {
+		Dependencies         map[string]json.RawMessage `json:"dependencies"`
+		DevDependencies      map[string]json.RawMessage `json:"devDependencies"`
+		OptionalDependencies map[string]json.RawMessage `json:"optionalDependencies"`
+		PeerDependencies     map[string]json.RawMessage `json:"peerDependencies"`
+	}
+	if json.Unmarshal(pkgJSON, &pj) != nil {
+		return false
+	}
+	return len(pj.Dependencies)+len(pj.DevDependencies)+len(pj.OptionalDependencies)+len(pj.PeerDependencies) > 0
 }
 
 // ValidateLockfile checks a package-lock.json (lockfile version 2 or 3):
-// every package resolves to a tarball under registry with a sha512
-// integrity, and no spec names git, a file, a link or a plain URL. It
-// returns how many packages the lockfile installs. It makes no request.
+// every package resolves to a tarball under registry, and no spec names
+// git, a file, a link or a plain URL, except a file: directory inside the
+// repository that the project or a workspace declares, which npm links
+// like a workspace (a package with no sha512 integrity is install's to
+// leave out, with a warning, not a refusal). npm
+// workspaces are accepted: a link entry (node_modules/foo, link: true)
+// whose resolved is a relative directory inside the repository, that
+// directory's own entry (packages/foo) and the packages nested below it
+// (packages/foo/node_modules/bar); install checks each link's directory
+// in the tree itself. It returns how many packages and links the lockfile
+// installs. It makes no request.
 func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 	var lf lockfile
 	if err := json.Unmarshal(data, &lf); err != nil {
@@ -90,8 +174,13 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 		return 0, fmt.Errorf("%w: %d packages, over the bound of %d", errLockfile, len(lf.Packages), maxLockPackages)
 	}
 	keys := make([]string, 0, len(lf.Packages))
-	for k := range lf.Packages {
+	// The workspaces: in-repo directories that link entries point to.
+	workspaces := map[string]bool{}
+	for k, p := range lf.Packages {
 		keys = append(keys, k)
+		if p.Link {
+			workspaces[p.Resolved] = true
+		}
 	}
 	// The first refusal in key order, so that the warning is stable.
 	sort.Strings(keys)
@@ -99,8 +188,13 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 	for _, k := range keys {
 		p := lf.Packages[k]
 		for _, deps := range []map[string]string{p.Dependencies, p.DevDependencies, p.OptionalDependencies, p.PeerDependencies} {
-			for name, spec := range deps {
-				if kind := specKind(spec); kind != "" {
+			for _, name := range sortedKeys(deps) {
+				kind := specKind(deps[name])
+				if kind == "file" && inRepoFileSpec(k, deps[name]) {
+					// npm links it like a workspace: its entry is checked below.
+					continue
+				}
+				if kind != "" {
 					return 0, fmt.Errorf("%w: package %s has a %s dependency (%s)", errLockfile, quote(k), kind, quote(name))
 				}
 			}
@@ -108,11 +202,21 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 		if k == "" {
 			continue // the project itself
 		}
-		if !lockPath(k) {
+		ws, rest, ok := splitWorkspaceKey(k)
+		if !ok || ws != "" && !workspaces[ws] {
 			return 0, fmt.Errorf("%w: package path %s is not under node_modules", errLockfile, quote(k))
 		}
 		if p.Link {
-			return 0, fmt.Errorf("%w: package %s is a link", errLockfile, quote(k))
+			// A workspace package, linked from node_modules to its
+			// directory in the tree (which install checks on disk).
+			if !repoDir(p.Resolved) {
+				return 0, fmt.Errorf("%w: package %s links outside the repository", errLockfile, quote(k))
+			}
+			n++
+			continue
+		}
+		if rest == "" {
+			continue // a workspace package's own entry: its files are in the tree
 		}
 		if kind := specKind(p.Version); kind != "" {
 			return 0, fmt.Errorf("%w: package %s has a %s version", errLockfile, quote(k), kind)
@@ -126,37 +230,92 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 		if !underRegistry(p.Resolved, registry) {
 			return 0, fmt.Errorf("%w: package %s resolves outside the registry", errLockfile, quote(k))
 		}
-		if !sha512Integrity(p.Integrity) {
-			return 0, fmt.Errorf("%w: package %s has no sha512 integrity", errLockfile, quote(k))
-		}
+		// A package without a sha512 integrity (old lockfiles carry sha1
+		// alone) is left out by install, with a warning, not the lockfile.
 		n++
 	}
 	return n, nil
 }
 
-// specKind names a dependency spec that does not come from the registry:
-// git, a file or directory, a link, a tarball URL, a GitHub shorthand.
-func specKind(spec string) string {
-	s := strings.ToLower(strings.TrimSpace(spec))
-	s = strings.TrimPrefix(s, "npm:") // an alias; its target is checked below
-	if i := strings.LastIndex(s, "@"); i > 0 && strings.HasPrefix(spec, "npm:") {
-		s = s[i+1:]
+// inRepoFileSpec: a file: (or path) spec that the project itself, or one
+// of its workspace packages, declares for a directory inside the
+// repository, which npm installs as a link to it. A registry package's
+// path specs, and paths that climb out, are not.
+func inRepoFileSpec(key, spec string) bool {
+	dir := "."
+	if key != "" {
+		ws, rest, ok := splitWorkspaceKey(key)
+		if !ok || ws == "" || rest != "" {
+			return false
+		}
+		dir = ws
 	}
+	p, _ := cutPrefixFold(strings.TrimSpace(spec), "file:")
+	if strings.HasPrefix(p, "/") || strings.HasPrefix(p, "~") || strings.Contains(p, "\\") {
+		return false
+	}
+	return repoDir(path.Join(dir, p))
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// specKind names a dependency spec that does not come from the registry,
+// by npm's own grammar (npm-package-arg): "git" (git+…, git://,
+// github:, gitlab:, bitbucket:, gist:, and user/repo GitHub shorthand),
+// "file" (file:, and paths: ./, ../, /, ~/, a leading dot, a drive
+// letter), "link" (link:, and the workspace:, portal: and patch:
+// protocols of pnpm and Yarn) and "URL" (a tarball URL). Everything else is
+// the registry's and gives "": a version, a range (~1.0.2, ^1, 1.x, *,
+// ">=1 <2", "1 - 2", "a || b"), a dist-tag, or an npm: alias of one. A
+// tilde is a path only before a slash: "~1.0.2" is a range, "~/x" a path.
+func specKind(spec string) string {
+	s := strings.TrimSpace(spec)
+	if rest, ok := cutPrefixFold(s, "npm:"); ok {
+		// An alias, npm:name@range: its target is classified. A name may
+		// be scoped (@s/name@range), so the range follows the last @.
+		s = ""
+		if i := strings.LastIndex(rest, "@"); i > 0 {
+			s = rest[i+1:]
+		}
+		return specKind(s)
+	}
+	l := strings.ToLower(s)
 	switch {
-	case strings.HasPrefix(s, "git") || strings.Contains(s, "://") && strings.Contains(s, ".git"):
+	case strings.HasPrefix(l, "git+") || strings.HasPrefix(l, "git://") || strings.HasPrefix(l, "git@"):
 		return "git"
-	case strings.HasPrefix(s, "github:") || strings.HasPrefix(s, "gitlab:") || strings.HasPrefix(s, "bitbucket:") || strings.HasPrefix(s, "gist:"):
+	case strings.HasPrefix(l, "github:") || strings.HasPrefix(l, "gitlab:") || strings.HasPrefix(l, "bitbucket:") || strings.HasPrefix(l, "gist:"):
 		return "git"
-	case strings.HasPrefix(s, "file:") || strings.HasPrefix(s, ".") || strings.HasPrefix(s, "/") || strings.HasPrefix(s, "~"):
+	case strings.HasPrefix(l, "file:") || strings.HasPrefix(l, ".") || strings.HasPrefix(l, "/") || strings.HasPrefix(l, "~/") || strings.HasPrefix(l, "\\"):
 		return "file"
-	case strings.HasPrefix(s, "link:") || strings.HasPrefix(s, "workspace:") || strings.HasPrefix(s, "portal:"):
+	case len(l) >= 2 && l[1] == ':' && l[0] >= 'a' && l[0] <= 'z':
+		return "file" // C:\x, as npm reads it on every platform
+	case strings.HasPrefix(l, "link:") || strings.HasPrefix(l, "workspace:") || strings.HasPrefix(l, "portal:") || strings.HasPrefix(l, "patch:"):
 		return "link"
-	case strings.HasPrefix(s, "http:") || strings.HasPrefix(s, "https:") || strings.Contains(s, "://"):
+	case strings.Contains(l, "://"):
+		if strings.Contains(l, ".git") || strings.Contains(l, "#") && !strings.HasPrefix(l, "http") {
+			return "git"
+		}
 		return "URL"
-	case !strings.HasPrefix(s, "@") && strings.Contains(s, "/") && !strings.ContainsAny(s, " <>=^~|"):
-		return "git" // user/repo is GitHub shorthand
+	case strings.HasPrefix(l, "http:") || strings.HasPrefix(l, "https:"):
+		return "URL"
+	case !strings.HasPrefix(l, "@") && strings.Contains(l, "/") && !strings.ContainsAny(l, " <>=^~|*"):
+		return "git" // user/repo is GitHub shorthand; no range or tag has a slash
 	}
 	return ""
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
 }
 
 // lockPath: node_modules/a, node_modules/@s/a, node_modules/a/node_modules/b …

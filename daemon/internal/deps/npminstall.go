@@ -57,7 +57,7 @@ func npmJobs(pkgs map[string]lockPackage) []npmJob {
 		if k == "" || p.InBundle || p.Link {
 			continue
 		}
-		if p.Optional && !(platformMatch(p.OS, npmPlatform()) && platformMatch(p.CPU, npmArch())) {
+		if p.Optional && !(platformMatch(p.OS, npmPlatform()) && platformMatch(p.CPU, npmArch()) && (len(p.Libc) == 0 || platformMatch(p.Libc, npmLibc()))) {
 			continue
 		}
 		rel := strings.TrimPrefix(k, "node_modules/")
@@ -65,6 +65,19 @@ func npmJobs(pkgs map[string]lockPackage) []npmJob {
 			rel: rel, module: npmModule(k, p), resolved: p.Resolved, integrity: p.Integrity, optional: p.Optional,
 		})
 	}
+	// A package nested in one that is not installed would be left out
+	// anyway: it is not fetched.
+	rels := map[string]bool{}
+	for _, j := range jobs {
+		rels[j.rel] = true
+	}
+	kept := jobs[:0]
+	for _, j := range jobs {
+		if ancestorsPlaced(j.rel, rels) {
+			kept = append(kept, j)
+		}
+	}
+	jobs = kept
 	sort.Slice(jobs, func(i, j int) bool {
 		di, dj := strings.Count(jobs[i].rel, "/node_modules/"), strings.Count(jobs[j].rel, "/node_modules/")
 		if di != dj {
@@ -131,6 +144,15 @@ func npmPlatform() string {
 	return goruntime.GOOS
 }
 
+// npmLibc is the C library node reports on linux: musl where its loader
+// is installed, else glibc.
+func npmLibc() string {
+	if m, _ := filepath.Glob("/lib/ld-musl-*"); len(m) > 0 {
+		return "musl"
+	}
+	return "glibc"
+}
+
 func npmArch() string {
 	switch goruntime.GOARCH {
 	case "amd64":
@@ -144,16 +166,38 @@ func npmArch() string {
 }
 
 // install puts the lockfile's packages into dst (the workspace's
-// node_modules beside its tree). Each tarball comes only from the
-// registry, is checked against its sha512 integrity before a byte of it is
-// unpacked, and is extracted under a staging directory that becomes dst by
-// one rename: dst appears whole or not at all. No package script runs.
+// node_modules beside its tree). pkgs is in package-lock.json's shape,
+// which every lockfile parser produces: keys node_modules/…, workspace
+// packages as link entries to their in-repo directory plus their own
+// entries and nested packages (see hoistWorkspaces). Each tarball comes
+// only from the registry, is checked against its sha512 integrity before
+// a byte of it is unpacked, and is extracted under a staging directory
+// that becomes dst by one rename: dst appears whole or not at all. No
+// package script runs.
 func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockPackage, left *atomic.Int64, w *warnings) {
 	if _, err := os.Lstat(dst); err == nil {
 		return // an earlier prepare of this same tree installed them
 	}
-	jobs := npmJobs(pkgs)
-	if len(jobs) == 0 {
+	pkgs = hoistWorkspaces(pkgs, w)
+	// sha1 alone is not trusted: such a package is never fetched. Old
+	// lockfiles have hundreds: one warning names a few and counts them.
+	var weak []string
+	for k, p := range pkgs {
+		if k != "" && !p.Link && !p.InBundle && !sha512Integrity(p.Integrity) {
+			weak = append(weak, npmModule(k, p))
+			delete(pkgs, k)
+		}
+	}
+	if len(weak) > 0 {
+		sort.Strings(weak)
+		shown := strings.Join(weak[:min(len(weak), 3)], ", ")
+		if len(weak) > 3 {
+			shown += fmt.Sprintf(" and %d more", len(weak)-3)
+		}
+		w.add("%s: no sha512 integrity in the lockfile (sha1 alone is not trusted); not installed", shown)
+	}
+	jobs, links := npmJobs(pkgs), npmLinks(pkgs)
+	if len(jobs) == 0 && len(links) == 0 {
 		return
 	}
 	parent := filepath.Dir(dst)
@@ -230,8 +274,8 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 		placed[j.rel] = true
 		index = append(index, indexEntry{Dir: j.rel, Module: j.module})
 	}
-	if len(index) == 0 {
-		return
+	if index == nil {
+		index = []indexEntry{}
 	}
 	data, err := json.Marshal(index)
 	if err == nil {
@@ -239,6 +283,10 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 	}
 	if err == nil {
 		err = workspace.MakeReadOnly(stage)
+	}
+	// Links last: MakeReadOnly takes regular files and directories only.
+	if err == nil && len(index)+placeLinks(stage, treeBeside(dst), links, placed, w) == 0 {
+		return
 	}
 	if err == nil {
 		err = os.Rename(stage, dst)

@@ -358,3 +358,30 @@ func TestExtractChargesEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestInstallSHA1Only: a package the lockfile pins by sha1 alone (old
+// lockfiles, as axios's) is never fetched; the others are installed.
+func TestInstallSHA1Only(t *testing.T) {
+	r := newRegistry(t)
+	good := r.add("good", "1.0.0", tgz(t, tarEntry{name: "package/index.d.ts", body: "export {};\n"}))
+	old := r.add("old", "1.0.0", tgz(t, tarEntry{name: "package/index.d.ts", body: "export {};\n"}))
+	old["integrity"] = "sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk="
+	child := r.add("child", "1.0.0", tgz(t, tarEntry{name: "package/index.d.ts", body: "export {};\n"}))
+	ws := repo(t, map[string]string{"package-lock.json": lock(map[string]any{
+		"node_modules/good": good, "node_modules/old": old, "node_modules/old/node_modules/child": child,
+	})})
+	w := fetcher(Config{NPMRegistry: r.url}).Fetch(context.Background(), ws)
+	if len(w) != 1 || !strings.Contains(w[0], "old@1.0.0: no sha512 integrity in the lockfile (sha1 alone is not trusted); not installed") {
+		t.Fatalf("warnings %q", w)
+	}
+	if n := r.n.Load(); n != 1 {
+		t.Fatalf("%d requests, want 1 (child, nested in old, is left out with it)", n)
+	}
+	nm := runtime.NodeModules(ws)
+	if _, err := os.Stat(filepath.Join(nm, "good/index.d.ts")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(nm, "old")); err == nil {
+		t.Fatal("the sha1-only package was installed")
+	}
+}

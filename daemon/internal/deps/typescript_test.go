@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanzoai/lsp/daemon/internal/deps/depstest"
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 	"github.com/hanzoai/lsp/daemon/internal/uri"
@@ -122,4 +124,115 @@ func position(t *testing.T, text, needle string) lsp.Position {
 		t.Fatalf("%q not in the file", needle)
 	}
 	return lsp.Position{Line: uint32(strings.Count(text[:i], "\n")), Character: uint32(i - (strings.LastIndex(text[:i], "\n") + 1))}
+}
+
+// zustandRepo is zustand's snapshot (sources, tests, package.json,
+// tsconfig.json, both lockfiles), its pnpm-lock.yaml pruned to the root's
+// @types/react so that the test downloads two small real tarballs
+// (@types/react and csstype) from the npm registry.
+func zustandRepo(t *testing.T) map[string]string {
+	t.Helper()
+	files := corpusFiles(t, "pmndrs__zustand", func(n string) bool {
+		return strings.HasPrefix(n, "src/") || strings.HasPrefix(n, "tests/") ||
+			n == "package.json" || n == "tsconfig.json" || n == "pnpm-lock.yaml" || n == "pnpm-workspace.yaml" || n == "package-lock.json"
+	})
+	pruned, err := depstest.PrunePNPM(files["pnpm-lock.yaml"], "@types/react")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["pnpm-lock.yaml"] = pruned
+	return files
+}
+
+// zustandNeedles: where to ask for definitions in zustand's tree, and
+// where they must land.
+var zustandNeedles = []struct {
+	File, Needle string
+	Want         uri.Location
+}{
+	// React's hook, declared by the installed @types/react.
+	{"src/react.ts", "useDebugValue(slice)", uri.Location{Path: "index.d.ts", External: true, Module: "@types/react@19.2.18"}},
+	// The tests import the package by its name; tsconfig paths map it
+	// into the tree.
+	{"tests/basic.test.tsx", "create } from 'zustand'", uri.Location{Path: "src/react.ts"}},
+}
+
+// TestTypeScriptZustand: on zustand's real snapshot, the phase reads its
+// pnpm-lock.yaml (pnpm's packageManager wins over the package-lock.json
+// beside it), installs from the real registry, and the real TypeScript
+// server resolves a definition into a dependency as external
+// "@types/react@19.2.18" and the repository's own import into its tree.
+func TestTypeScriptZustand(t *testing.T) {
+	node, dir := tsServer(t)
+	ws := repo(t, zustandRepo(t))
+	reg, _ := url.Parse("https://registry.npmjs.org")
+	if w := fetcher(Config{NPMRegistry: reg}).Fetch(context.Background(), ws); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	mods := map[string]bool{}
+	for _, e := range NPMExternals(ws) {
+		mods[e.Module] = true
+	}
+	if len(mods) != 2 || !mods["@types/react@19.2.18"] || !mods["csstype@3.2.3"] {
+		t.Fatalf("installed %v", mods)
+	}
+	srv := startTS(t, node, dir, ws)
+	checkDefinitions(t, srv, ws, uri.Policy{Root: ws.Root, Externals: NPMExternals(ws)})
+}
+
+func startTS(t *testing.T, node, dir string, ws runtime.Workspace) *runtime.Server {
+	t.Helper()
+	initOpts, _ := json.Marshal(map[string]any{
+		"tsserver":                          map[string]any{"path": filepath.Join(dir, "node_modules/typescript/lib/tsserver.js"), "useSyntaxServer": "never"},
+		"disableAutomaticTypingAcquisition": true,
+	})
+	spec := runtime.Spec{
+		ID: "typescript", Language: "typescript", Extensions: []string{".ts", ".tsx"},
+		Executable: node, Args: []string{filepath.Join(dir, "node_modules/typescript-language-server/lib/cli.mjs"), "--stdio"},
+		InitializationOptions: initOpts,
+		RequestTimeout:        2 * time.Minute,
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := runtime.Start(context.Background(), runtime.Unjailed(log), spec, ws, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	return srv
+}
+
+func checkDefinitions(t *testing.T, srv *runtime.Server, ws runtime.Workspace, pol uri.Policy) {
+	t.Helper()
+	ctx := context.Background()
+	c, _, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range zustandNeedles {
+		b, err := os.ReadFile(filepath.Join(ws.Root, n.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := srv.URI(n.File)
+		lang := "typescript"
+		if strings.HasSuffix(n.File, ".tsx") {
+			lang = "typescriptreact"
+		}
+		if err := c.DidOpen(ctx, u, lang, string(b)); err != nil {
+			t.Fatal(err)
+		}
+		locs, err := c.Definition(ctx, u, position(t, string(b), n.Needle))
+		if err != nil {
+			t.Fatalf("%s: definition of %s: %v", n.File, n.Needle, err)
+		}
+		if len(locs.Items) == 0 {
+			t.Fatalf("%s: definition of %s: none", n.File, n.Needle)
+		}
+		for _, l := range locs.Items {
+			got, err := pol.Map(string(l.URI))
+			if err != nil || got != n.Want {
+				t.Fatalf("%s: definition of %s at %s maps to %+v, %v; want %+v", n.File, n.Needle, l.URI, got, err, n.Want)
+			}
+		}
+	}
 }

@@ -82,6 +82,14 @@ type Limits struct {
 	MaxRegistrations     int           // dynamic registrations tracked: 256
 	MaxProgressTokens    int           // concurrent $/progress tokens tracked: 256
 	DiagnosticsWait      time.Duration // publish fallback wait: 10s
+	// DiagnosticsQuiet is how long a server must have been silent on a
+	// document (no publication, no work-done progress) before its last
+	// publication counts as settled: servers publish in passes (gopls a
+	// type-check pass, then its analyzers a diagnosticsDelay later;
+	// typescript-language-server syntax, semantic, then suggestion
+	// diagnostics), each under the same version. 1.5s, and at most half of
+	// the wait.
+	DiagnosticsQuiet time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -102,6 +110,9 @@ func (l Limits) withDefaults() Limits {
 	if l.DiagnosticsWait <= 0 {
 		l.DiagnosticsWait = 10 * time.Second
 	}
+	if l.DiagnosticsQuiet <= 0 {
+		l.DiagnosticsQuiet = 1500 * time.Millisecond
+	}
 	return l
 }
 
@@ -119,6 +130,10 @@ type Options struct {
 	// section path ("a.b"), the whole object for an empty section, null
 	// when absent or when Settings is unset.
 	Settings json.RawMessage
+	// Folders are more workspace folders below Root, each with its own
+	// settings: a request scoped (scopeUri) to a folder, or to a file in
+	// it, is answered from the innermost folder's Settings instead.
+	Folders []Folder
 	// RequestTimeout bounds every request, on top of the caller's context;
 	// zero means only the context bounds it.
 	RequestTimeout time.Duration
@@ -126,6 +141,48 @@ type Options struct {
 	MaxFrameSize int
 	Limits       Limits
 	Logger       *slog.Logger
+	// LoadSigns say which of the server's words mean it could not load
+	// the project; window/showMessage errors always do.
+	LoadSigns LoadSigns
+}
+
+// LoadSigns recognise, in what a server says, that it could not load the
+// project (a build-system or project error): each returns the problem's
+// message and true. A language's signs live with its other knowledge
+// (package readiness); the client itself knows only that a server that
+// shows the user an error is telling it something is wrong.
+type LoadSigns struct {
+	// Diagnostic is asked about every published or pulled diagnostic.
+	Diagnostic func(Diagnostic) (string, bool)
+	// Log is asked about every window/logMessage (type 1 error … 4 log).
+	Log func(typ int, message string) (string, bool)
+	// Progress is asked about every work-done progress begin (title and
+	// message). A report it recognises is a problem, not work in flight:
+	// it never counts as busy.
+	Progress func(title, message string) (string, bool)
+}
+
+// Problem is one load problem a server reported.
+type Problem struct {
+	Message string
+	// URI is the document a diagnostic was about; empty for messages.
+	URI DocumentURI
+}
+
+// maxProblems bounds the load problems kept per client; further ones are
+// only counted.
+const maxProblems = 16
+
+// Folder is one more workspace folder. Dir must be Root or below it.
+type Folder struct {
+	Dir      string
+	Settings json.RawMessage
+}
+
+type folder struct {
+	uri      DocumentURI
+	name     string
+	settings any
 }
 
 // Client is an initialized connection to one language server. It is safe
@@ -137,6 +194,8 @@ type Client struct {
 	log      *slog.Logger
 	rootURI  DocumentURI
 	settings any
+	// folders is the root folder first, then Options.Folders.
+	folders []folder
 
 	// Set by initialize, read-only afterwards.
 	info      ServerInfo
@@ -149,7 +208,12 @@ type Client struct {
 	registrations map[string]string // registration id → method
 	fingerprint   string            // CapabilityFingerprint, cached; "" after a change
 	progress      map[string]struct{}
+	progressEnd   time.Time // when the last work-done progress ended
 	logs          []LogMessage
+	problems      []Problem
+	moreProblems  int
+	lastPub       time.Time // when anything was last published
+	connected     time.Time
 	diags         map[DocumentURI]*published
 	pubSeq        uint64
 	docs          map[DocumentURI]*document
@@ -161,6 +225,7 @@ type published struct {
 	diags   List[Diagnostic]
 	version *int32
 	seq     uint64
+	at      time.Time
 }
 
 type document struct {
@@ -189,14 +254,34 @@ func Connect(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Client
 		diags:         map[DocumentURI]*published{},
 		docs:          map[DocumentURI]*document{},
 		changed:       make(chan struct{}),
+		connected:     time.Now(),
 	}
-	if len(opts.Settings) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(opts.Settings))
-		dec.UseNumber()
-		if err := dec.Decode(&c.settings); err != nil {
-			_ = rwc.Close()
-			return nil, fmt.Errorf("initialize: settings: %w", err)
+	var err error
+	if c.settings, err = decodeSettings(opts.Settings); err != nil {
+		_ = rwc.Close()
+		return nil, fmt.Errorf("initialize: settings: %w", err)
+	}
+	c.folders = []folder{{uri: c.rootURI, name: filepath.Base(opts.Root), settings: c.settings}}
+	for _, f := range opts.Folders {
+		u := FileURI(f.Dir)
+		if u == c.rootURI {
+			// The root's own settings.
+			if c.folders[0].settings, err = decodeSettings(f.Settings); err != nil {
+				_ = rwc.Close()
+				return nil, fmt.Errorf("initialize: folder settings: %w", err)
+			}
+			continue
 		}
+		if !strings.HasPrefix(string(u), string(c.rootURI)+"/") {
+			_ = rwc.Close()
+			return nil, errors.New("initialize: a workspace folder is outside the root")
+		}
+		st, err := decodeSettings(f.Settings)
+		if err != nil {
+			_ = rwc.Close()
+			return nil, fmt.Errorf("initialize: folder settings: %w", err)
+		}
+		c.folders = append(c.folders, folder{uri: u, name: filepath.Base(f.Dir), settings: st})
 	}
 	if len(opts.InitializationOptions) > 0 && !json.Valid(opts.InitializationOptions) {
 		_ = rwc.Close()
@@ -214,14 +299,12 @@ func Connect(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Client
 // load) may legitimately take longer than one request.
 func (c *Client) initialize(ctx context.Context) error {
 	params := map[string]any{
-		"processId":  nil,
-		"clientInfo": map[string]string{"name": c.opts.ClientName, "version": c.opts.ClientVersion},
-		"rootUri":    c.rootURI,
-		"workspaceFolders": []map[string]any{
-			{"uri": c.rootURI, "name": filepath.Base(c.opts.Root)},
-		},
-		"capabilities": clientCapabilities(),
-		"trace":        "off",
+		"processId":        nil,
+		"clientInfo":       map[string]string{"name": c.opts.ClientName, "version": c.opts.ClientVersion},
+		"rootUri":          c.rootURI,
+		"workspaceFolders": c.workspaceFolders(),
+		"capabilities":     clientCapabilities(),
+		"trace":            "off",
 	}
 	if len(c.opts.InitializationOptions) > 0 {
 		params["initializationOptions"] = c.opts.InitializationOptions
@@ -553,10 +636,10 @@ func (c *Client) handle(_ context.Context, req *jsonrpc.Request) (any, error) {
 		c.unregister(req.Params)
 		return nil, nil
 	case "window/showMessageRequest", "window/showMessage", "window/logMessage":
-		c.logMessage(req.Params)
+		c.logMessage(req.Method, req.Params)
 		return nil, nil
 	case "workspace/workspaceFolders":
-		return []map[string]any{{"uri": c.rootURI, "name": filepath.Base(c.opts.Root)}}, nil
+		return c.workspaceFolders(), nil
 	case "$/progress":
 		c.onProgress(req.Params)
 		return nil, nil
@@ -578,16 +661,50 @@ func (c *Client) configuration(params json.RawMessage) []any {
 	var out []any
 	_, _ = eachElement(p.Items, 1024, func(e json.RawMessage) bool {
 		var item struct {
-			Section string `json:"section"`
+			ScopeURI DocumentURI `json:"scopeUri"`
+			Section  string      `json:"section"`
 		}
 		_ = json.Unmarshal(e, &item)
-		out = append(out, lookupSection(c.settings, item.Section))
+		out = append(out, lookupSection(c.scopeSettings(item.ScopeURI), item.Section))
 		return true
 	})
 	if out == nil {
 		out = []any{}
 	}
 	return out
+}
+
+func decodeSettings(raw json.RawMessage) (any, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (c *Client) workspaceFolders() []map[string]any {
+	out := make([]map[string]any, len(c.folders))
+	for i, f := range c.folders {
+		out[i] = map[string]any{"uri": f.uri, "name": f.name}
+	}
+	return out
+}
+
+// scopeSettings are the settings of the innermost folder holding scope
+// (no scope: the root's).
+func (c *Client) scopeSettings(scope DocumentURI) any {
+	best := c.folders[0]
+	for _, f := range c.folders[1:] {
+		if (scope == f.uri || strings.HasPrefix(string(scope), string(f.uri)+"/")) && len(f.uri) > len(best.uri) {
+			best = f
+		}
+	}
+	return best.settings
 }
 
 func lookupSection(settings any, section string) any {
@@ -652,7 +769,7 @@ func (c *Client) unregister(params json.RawMessage) {
 	})
 }
 
-func (c *Client) logMessage(params json.RawMessage) {
+func (c *Client) logMessage(method string, params json.RawMessage) {
 	var p struct {
 		Type    int    `json:"type"`
 		Message string `json:"message"`
@@ -668,13 +785,110 @@ func (c *Client) logMessage(params json.RawMessage) {
 		c.logs = c.logs[:n]
 	}
 	c.logs = append(c.logs, LogMessage{Type: p.Type, Message: msg})
+	if problem, ok := c.logProblem(method, p.Type, msg); ok {
+		c.addProblemLocked(Problem{Message: problem})
+	}
+}
+
+// logProblem says whether a window message reports a load problem: a
+// shown error always does (LSP MessageType 1), a log line when the
+// language's signs say so.
+func (c *Client) logProblem(method string, typ int, msg string) (string, bool) {
+	if c.opts.LoadSigns.Log != nil {
+		if m, ok := c.opts.LoadSigns.Log(typ, msg); ok {
+			return m, true
+		}
+	}
+	if (method == "window/showMessage" || method == "window/showMessageRequest") && typ == 1 {
+		return strings.TrimSpace(msg), strings.TrimSpace(msg) != ""
+	}
+	return "", false
+}
+
+// addProblemLocked keeps p unless a problem with its message is known;
+// c.mu must be held.
+func (c *Client) addProblemLocked(p Problem) {
+	p.Message, _ = clipText(p.Message, 1<<10)
+	for _, q := range c.problems {
+		if q.Message == p.Message {
+			return
+		}
+	}
+	if len(c.problems) >= maxProblems {
+		c.moreProblems++
+		return
+	}
+	c.problems = append(c.problems, p)
+	c.signal()
+}
+
+// diagnosticProblemsLocked records the load problems among diagnostics;
+// c.mu must be held.
+func (c *Client) diagnosticProblemsLocked(u DocumentURI, items []Diagnostic) {
+	if c.opts.LoadSigns.Diagnostic == nil {
+		return
+	}
+	for _, d := range items {
+		if m, ok := c.opts.LoadSigns.Diagnostic(d); ok {
+			c.addProblemLocked(Problem{Message: m, URI: u})
+		}
+	}
+}
+
+// LoadProblems returns the load problems the server reported, oldest
+// first, and how many more there were beyond the bound. They stay for the
+// server's life: a tree never changes under its commit, so what failed to
+// load keeps failing.
+func (c *Client) LoadProblems() ([]Problem, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.problems), c.moreProblems
+}
+
+// WaitQuiet waits until the server has had no work-done progress in flight
+// and has published nothing for quiet (counted from the connection, the
+// last publication and the last progress end): its first load is done and
+// its first diagnostics are out.
+func (c *Client) WaitQuiet(ctx context.Context, quiet time.Duration) error {
+	for {
+		c.mu.Lock()
+		since := c.connected
+		for _, t := range []time.Time{c.lastPub, c.progressEnd} {
+			if t.After(since) {
+				since = t
+			}
+		}
+		rest := quiet - time.Since(since)
+		if len(c.progress) > 0 {
+			rest = quiet
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		if rest <= 0 {
+			return nil
+		}
+		t := time.NewTimer(rest)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-c.conn.Done():
+			t.Stop()
+			return c.conn.Err()
+		}
+		t.Stop()
+	}
 }
 
 func (c *Client) onProgress(params json.RawMessage) {
 	var p struct {
 		Token json.RawMessage `json:"token"`
 		Value struct {
-			Kind string `json:"kind"`
+			Kind    string `json:"kind"`
+			Title   string `json:"title"`
+			Message string `json:"message"`
 		} `json:"value"`
 	}
 	if json.Unmarshal(params, &p) != nil || isNull(p.Token) {
@@ -688,12 +902,23 @@ func (c *Client) onProgress(params json.RawMessage) {
 	defer c.mu.Unlock()
 	switch p.Value.Kind {
 	case "begin":
+		if sign := c.opts.LoadSigns.Progress; sign != nil {
+			title, _ := clipText(p.Value.Title, 1<<10)
+			msg, _ := clipText(p.Value.Message, 4<<10)
+			if problem, ok := sign(title, msg); ok {
+				// A report that stays open to show a failure (gopls's
+				// "Error loading workspace") is no work in flight.
+				c.addProblemLocked(Problem{Message: problem})
+				return
+			}
+		}
 		if len(c.progress) >= c.lim.MaxProgressTokens {
 			return
 		}
 		c.progress[key] = struct{}{}
 	case "end":
 		delete(c.progress, key)
+		c.progressEnd = time.Now()
 	default:
 		return
 	}
@@ -728,6 +953,8 @@ func (c *Client) onPublish(params json.RawMessage) {
 		delete(c.diags, oldest)
 	}
 	c.pubSeq++
-	c.diags[key] = &published{diags: list, version: p.Version, seq: c.pubSeq}
+	c.diags[key] = &published{diags: list, version: p.Version, seq: c.pubSeq, at: time.Now()}
+	c.lastPub = time.Now()
+	c.diagnosticProblemsLocked(key, list.Items)
 	c.signal()
 }

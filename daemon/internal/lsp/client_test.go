@@ -166,6 +166,35 @@ func TestInitializeRefusals(t *testing.T) {
 	}
 }
 
+// TestFolderSettings: more workspace folders are announced, and a request
+// scoped to a folder (or a file in it) gets that folder's settings; the
+// innermost folder wins, and anything else gets the root's.
+func TestFolderSettings(t *testing.T) {
+	c, p, err := connectPeer(t, basicInit, Options{
+		Settings: json.RawMessage(`{"s":"root"}`),
+		Folders: []Folder{
+			{Dir: "/work/space/a", Settings: json.RawMessage(`{"s":"a"}`)},
+			{Dir: "/work/space/a/b", Settings: json.RawMessage(`{"s":"b"}`)},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c
+	ctx := context.Background()
+	var got json.RawMessage
+	if err := p.conn.Call(ctx, "workspace/workspaceFolders", nil, &got); err != nil || string(got) != `[{"name":"space","uri":"file:///work/space"},{"name":"a","uri":"file:///work/space/a"},{"name":"b","uri":"file:///work/space/a/b"}]` {
+		t.Errorf("workspaceFolders = %s, %v", got, err)
+	}
+	items := `{"items":[{"section":"s"},{"scopeUri":"file:///work/space/a","section":"s"},{"scopeUri":"file:///work/space/a/b/x.go","section":"s"},{"scopeUri":"file:///work/space/ab","section":"s"},{"scopeUri":"file:///elsewhere","section":"s"}]}`
+	if err := p.conn.Call(ctx, "workspace/configuration", json.RawMessage(items), &got); err != nil || string(got) != `["root","a","b","root","root"]` {
+		t.Errorf("configuration = %s, %v", got, err)
+	}
+	if _, _, err := connectPeer(t, basicInit, Options{Folders: []Folder{{Dir: "/elsewhere"}}}); err == nil {
+		t.Error("a folder outside the root was accepted")
+	}
+}
+
 func TestServerRequests(t *testing.T) {
 	c, p, err := connectPeer(t, basicInit, Options{Settings: json.RawMessage(`{"a":{"b":1}}`)})
 	if err != nil {
@@ -361,5 +390,59 @@ func TestDocuments(t *testing.T) {
 	}
 	if err := c.Shutdown(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLoadProblems: a shown error is a load problem for any server; log
+// lines, diagnostics and progress reports only when the language's signs
+// say so, each message once, bounded. A progress report that is a problem
+// is no work in flight.
+func TestLoadProblems(t *testing.T) {
+	signs := LoadSigns{
+		Diagnostic: func(d Diagnostic) (string, bool) { return d.Message, d.Code == "Broken" },
+		Log:        func(typ int, m string) (string, bool) { return "log: " + m, typ == 1 && strings.HasPrefix(m, "load") },
+		Progress:   func(title, m string) (string, bool) { return m, title == "Error loading" },
+	}
+	c, p, err := connectPeer(t, basicInit, Options{LoadSigns: signs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	notify := func(method, params string) {
+		t.Helper()
+		if err := p.conn.Notify(ctx, method, json.RawMessage(params)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notify("window/showMessage", `{"type":2,"message":"just a warning"}`)
+	notify("window/showMessage", `{"type":1,"message":"Error loading workspace: boom"}`)
+	notify("window/showMessage", `{"type":1,"message":"Error loading workspace: boom"}`)
+	notify("window/logMessage", `{"type":1,"message":"request failed"}`)
+	notify("window/logMessage", `{"type":1,"message":"load failed"}`)
+	notify("window/logMessage", `{"type":3,"message":"load ok"}`)
+	notify("textDocument/publishDiagnostics", `{"uri":"file:///w/a.go","diagnostics":[
+		{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"code":"Broken","message":"could not import x"},
+		{"range":{"start":{"line":1,"character":0},"end":{"line":1,"character":1}},"code":"Other","message":"a type error"}]}`)
+	notify("$/progress", `{"token":7,"value":{"kind":"begin","title":"Error loading","message":"go list failed"}}`)
+	p.sync(t)
+	got, more := c.LoadProblems()
+	want := []Problem{{Message: "Error loading workspace: boom"}, {Message: "log: load failed"}, {Message: "could not import x", URI: "file:///w/a.go"}, {Message: "go list failed"}}
+	if !slices.Equal(got, want) || more != 0 {
+		t.Fatalf("load problems %+v (+%d); want %+v", got, more, want)
+	}
+	if c.Busy() {
+		t.Fatal("a progress report of a problem counts as work in flight")
+	}
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.WaitQuiet(qctx, 20*time.Millisecond); err != nil {
+		t.Fatalf("WaitQuiet: %v", err)
+	}
+	for i := range maxProblems + 3 {
+		notify("window/showMessage", fmt.Sprintf(`{"type":1,"message":"error %d"}`, i))
+	}
+	p.sync(t)
+	if got, more := c.LoadProblems(); len(got) != maxProblems || more != 7 {
+		t.Fatalf("%d load problems kept, %d more; want %d and 7", len(got), more, maxProblems)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
 )
@@ -338,9 +339,12 @@ func (c *Client) types(ctx context.Context, uri DocumentURI, pos Position, metho
 // the pull is refused, it falls back to what the server published: it waits
 // — at most Limits.DiagnosticsWait, the request timeout and ctx — until the
 // server has published for the document as currently open (by version, or
-// any publication after the open when the server sends no version), then
-// answers at once. A server that publishes an empty list for a clean file
-// therefore gets a prompt, settled, empty answer. When the wait runs out
+// any publication after the open when the server sends no version) and
+// then stayed quiet on it for Limits.DiagnosticsQuiet with no work-done
+// progress in flight: servers publish in passes under one version (gopls's
+// analyzers come a second after its type check), and the first pass is not
+// the answer. A server that publishes an empty list for a clean file gets a
+// settled, empty answer once it stays quiet. When the wait runs out
 // the answer is what is known, with Settled false. Open the document first.
 func (c *Client) Diagnostics(ctx context.Context, uri DocumentURI) (DiagnosticsResult, error) {
 	key := canonicalURI(uri)
@@ -349,6 +353,9 @@ func (c *Client) Diagnostics(ctx context.Context, uri DocumentURI) (DiagnosticsR
 		if err == nil {
 			res, derr := decodePullReport(raw, c.lim)
 			if derr == nil {
+				c.mu.Lock()
+				c.diagnosticProblemsLocked(key, res.Items)
+				c.mu.Unlock()
 				return res, nil
 			}
 			c.log.Warn("lsp: malformed pull diagnostics; using published", "err", derr)
@@ -403,15 +410,33 @@ func (c *Client) awaitPublished(ctx context.Context, key DocumentURI) (Diagnosti
 	if c.opts.RequestTimeout > 0 {
 		wait = min(wait, c.opts.RequestTimeout)
 	}
+	quiet := min(c.lim.DiagnosticsQuiet, wait/2)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
 		c.mu.Lock()
 		p := c.diags[key]
 		doc := c.docs[key]
-		settled := p != nil && (doc == nil ||
+		// A publication for the document as open (by version, or any
+		// after the open when the server sends no version) ...
+		current := p != nil && (doc == nil ||
 			(p.version != nil && *p.version >= doc.version) ||
 			(p.version == nil && p.seq > doc.openSeq))
+		// ... that is the server's last word: no progress in flight, and
+		// quiet on the document since its last publication and since the
+		// last progress ended.
+		var rest time.Duration
+		if current {
+			since := p.at
+			if c.progressEnd.After(since) {
+				since = c.progressEnd
+			}
+			rest = quiet - time.Since(since)
+			if len(c.progress) > 0 {
+				rest = quiet
+			}
+		}
+		settled := current && rest <= 0
 		ch := c.changed
 		c.mu.Unlock()
 		res := DiagnosticsResult{Mode: DiagnosticsPublish, Settled: settled}
@@ -421,14 +446,29 @@ func (c *Client) awaitPublished(ctx context.Context, key DocumentURI) (Diagnosti
 		if settled {
 			return res, nil
 		}
+		var tick <-chan time.Time
+		var timer *time.Timer
+		if current {
+			timer = time.NewTimer(rest)
+			tick = timer.C
+		}
+		stop := func() {
+			if timer != nil {
+				timer.Stop()
+			}
+		}
 		select {
 		case <-ch:
+			stop()
+		case <-tick:
 		case <-wctx.Done():
+			stop()
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return DiagnosticsResult{}, fmt.Errorf("diagnostics: %w", ctx.Err())
 			}
 			return res, nil
 		case <-c.conn.Done():
+			stop()
 			return DiagnosticsResult{}, fmt.Errorf("diagnostics: %w", c.conn.Err())
 		}
 	}

@@ -16,11 +16,15 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/sanitize"
+	"github.com/hanzoai/lsp/daemon/internal/uri"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
@@ -119,6 +123,14 @@ type Workspace struct {
 	docs sync.Map // repo-relative path → *Document
 	// derived caches what other packages compute from the tree (Derived).
 	derived sync.Map
+	// reported holds the load problems already logged, per server.
+	reported sync.Map // spec ID + "\x00" + message → struct{}
+	// known are the load warnings every instance of each server reported
+	// here: the tree never changes under its commit, so what one
+	// generation could not load the next cannot either, also before it
+	// has said so again.
+	knownMu sync.Mutex
+	known   map[string][]string // spec ID → warnings, first seen first
 }
 
 // Document is one file of a workspace's tree, as servers see it.
@@ -188,6 +200,9 @@ type LanguageInfo struct {
 	Server      runtime.Info
 	Tools       []string
 	Fingerprint string
+	// Warnings are the load problems the server reported for this
+	// workspace (LoadWarnings); never set on what Negotiated remembers.
+	Warnings []string
 }
 
 // Specs returns the configured servers.
@@ -365,6 +380,131 @@ func (w *Workspace) Warm(ctx context.Context, files []*daemonv1.FileEntry) ([]La
 	return infos, warnings
 }
 
+// LoadQuiet is how long a server must stay quiet (no progress, no
+// publication) after it starts before its first load counts as done:
+// gopls publishes its workspace's diagnostics about two seconds after
+// its load ends. LoadWait bounds the whole wait.
+const (
+	LoadQuiet = 2500 * time.Millisecond
+	LoadWait  = 20 * time.Second
+)
+
+// AwaitLoad waits, at most LoadWait, until every running server of w has
+// finished its first load and published what it found (lsp WaitQuiet),
+// so that what follows — the prepare answer — knows whether the
+// project loaded. It never fails: what is not known by then is reported
+// by later answers.
+func (w *Workspace) AwaitLoad(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, LoadWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, r := range w.Running() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c, _, err := r.Server.Client(ctx); err == nil {
+				_ = c.WaitQuiet(ctx, LoadQuiet)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Running is one started server of a workspace.
+type Running struct {
+	Spec   *Spec
+	Server *runtime.Server
+}
+
+// Running are w's started servers, in spec order.
+func (w *Workspace) Running() []Running {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []Running
+	for i := range w.pool.specs {
+		s := &w.pool.specs[i]
+		if sl, ok := w.servers[s.ID]; ok && isDone(sl.ready) && sl.err == nil {
+			out = append(out, Running{Spec: s, Server: sl.srv})
+		}
+	}
+	return out
+}
+
+// Scrubber replaces the daemon's host paths in a server's text: the tree
+// becomes repo-relative, its npm packages "node_modules", the home
+// "$HOME" and anything else under the daemon's root "$LSP_DAEMON_ROOT".
+// extra roots (GOROOT, a module cache) are named by module first.
+func (w *Workspace) Scrubber(extra []uri.External) *strings.Replacer {
+	pol := uri.Policy{Root: w.Dir, Externals: extra}
+	return pol.Scrubber(
+		uri.Host{Dir: runtime.NodeModules(runtime.Workspace{Root: w.Dir, Home: w.Home}), Name: "node_modules"},
+		uri.Host{Dir: w.Home, Name: "$HOME"},
+		uri.Host{Dir: w.pool.store.Root(), Name: "$LSP_DAEMON_ROOT"},
+	)
+}
+
+// LoadWarnings are the load problems srv (the server of s) reported for
+// w — and those earlier instances of it reported — scrubbed of host
+// paths, as warnings: "gopls could not load the project: main.go: could
+// not import …". Each is logged once per workspace and server, at warning
+// level.
+func (w *Workspace) LoadWarnings(s *Spec, srv *runtime.Server) []string {
+	problems, more := srv.LoadProblems()
+	scrub := w.Derived(scrubKey{}, func() any { return w.Scrubber(nil) }).(*strings.Replacer)
+	var fresh []string
+	for _, p := range problems {
+		msg := scrub.Replace(p.Message)
+		if p.URI != "" {
+			msg = scrub.Replace(string(p.URI)) + ": " + msg
+		}
+		// Server text, like every other that leaves the daemon.
+		msg = sanitize.Line(msg, 1<<10)
+		if _, seen := w.reported.LoadOrStore(s.ID+"\x00"+msg, struct{}{}); !seen {
+			w.pool.log.Warn("language server could not load the project", "workspace", w.Key.String(), "server", s.ID, "message", msg)
+		}
+		fresh = append(fresh, fmt.Sprintf("%s could not load the project: %s", s.ID, msg))
+	}
+	if more > 0 {
+		fresh = append(fresh, fmt.Sprintf("%s reported %d more load problem(s)", s.ID, more))
+	}
+	w.knownMu.Lock()
+	defer w.knownMu.Unlock()
+	if w.known == nil {
+		w.known = map[string][]string{}
+	}
+	list := w.known[s.ID]
+	for _, f := range fresh {
+		if !slices.Contains(list, f) && len(list) < 2*maxLoadWarnings {
+			list = append(list, f)
+		}
+	}
+	w.known[s.ID] = list
+	return slices.Clone(list)
+}
+
+// maxLoadWarnings bounds the warnings of one server kept per workspace
+// (twice it, across generations).
+const maxLoadWarnings = 17
+
+// KnownLoadWarnings fills in the load warnings w's servers reported, by
+// server id, on infos that lack them (what Negotiated remembers, for a
+// workspace whose servers are not running now).
+func (w *Workspace) KnownLoadWarnings(infos []LanguageInfo) []LanguageInfo {
+	w.knownMu.Lock()
+	defer w.knownMu.Unlock()
+	out := slices.Clone(infos)
+	for i := range out {
+		if len(out[i].Warnings) == 0 {
+			out[i].Warnings = slices.Clone(w.known[out[i].Server.ID])
+		}
+	}
+	return out
+}
+
+type scrubKey struct{}
+
+// remember keeps what s negotiated, for cold workspaces' probes: tools,
+// never a workspace's warnings.
 func (p *Pool) remember(s *Spec, srv *runtime.Server) LanguageInfo {
 	info := LanguageInfo{Language: s.Language, Server: srv.Info(), Tools: srv.Tools(), Fingerprint: srv.CapabilityFingerprint()}
 	p.negotiated.Store(s.ID, &info)
@@ -375,13 +515,20 @@ func (p *Pool) remember(s *Spec, srv *runtime.Server) LanguageInfo {
 // running, what they negotiated last anywhere (tools only, no tenant data).
 func (w *Workspace) Languages() []LanguageInfo {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	var out []LanguageInfo
+	var srvs []*runtime.Server
+	var specs []*Spec
 	for i := range w.pool.specs {
 		s := &w.pool.specs[i]
 		if sl, ok := w.servers[s.ID]; ok && isDone(sl.ready) && sl.err == nil {
 			out = append(out, LanguageInfo{Language: s.Language, Server: sl.srv.Info(), Tools: sl.srv.Tools(), Fingerprint: sl.srv.CapabilityFingerprint()})
+			srvs = append(srvs, sl.srv)
+			specs = append(specs, s)
 		}
+	}
+	w.mu.Unlock()
+	for i := range out {
+		out[i].Warnings = w.LoadWarnings(specs[i], srvs[i])
 	}
 	return out
 }

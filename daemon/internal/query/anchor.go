@@ -40,6 +40,21 @@ func (r *Runner) anchorDocument(ctx context.Context, w *pool.Workspace, spec *po
 	return client.DidOpen(ctx, u, spec.LanguageID(rel), string(doc.Text))
 }
 
+// AwaitLoad opens an anchor document on each running server of w and
+// waits until each has finished loading the project (pool.AwaitLoad): a
+// server that builds projects only around open documents (tsserver) loads
+// now, and the prepare answer can say whether the project loaded. Failures
+// are left to the answers that follow.
+func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace) {
+	pol := uri.Policy{Root: w.Dir}
+	for _, run := range w.Running() {
+		if c, _, err := run.Server.Client(ctx); err == nil {
+			_ = r.anchorDocument(ctx, w, run.Spec, c, pol)
+		}
+	}
+	w.AwaitLoad(ctx)
+}
+
 // findAnchor is the first file under root, in path order, whose extension
 // is one of exts, "" when there is none within the scan bound.
 func findAnchor(root string, exts []string) string {

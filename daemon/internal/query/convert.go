@@ -2,6 +2,7 @@ package query
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
 	"github.com/hanzoai/lsp/daemon/internal/sanitize"
@@ -27,8 +28,11 @@ func pbRange(r lsp.Range) *daemonv1.Range {
 // to drop so that the answer can say partial.
 type converter struct {
 	pol      uri.Policy
+	scrub    *strings.Replacer // host paths → repo-relative or placeholders
 	dropped  int
 	warnings []string
+	load     []string // the server's load problems (pool.LoadWarnings)
+	empty    bool     // the answer carries nothing
 }
 
 func (c *converter) location(u lsp.DocumentURI) (uri.Location, bool) {
@@ -77,7 +81,7 @@ func (c *converter) hover(h *lsp.Hover) *daemonv1.Hover {
 	if h == nil {
 		return &daemonv1.Hover{}
 	}
-	out := &daemonv1.Hover{Present: true, Markdown: sanitize.Markdown(h.Markdown, maxMarkdown)}
+	out := &daemonv1.Hover{Present: true, Markdown: sanitize.Markdown(c.scrub.Replace(h.Markdown), maxMarkdown)}
 	if h.Range != nil {
 		out.Range = pbRange(*h.Range)
 	}
@@ -112,7 +116,7 @@ func (c *converter) diagnostics(in []lsp.Diagnostic) []*daemonv1.Diagnostic {
 	for _, d := range in {
 		out = append(out, &daemonv1.Diagnostic{
 			Range: pbRange(d.Range), Severity: d.Severity.String(), Code: sanitize.Line(d.Code, maxName),
-			Source: sanitize.Line(d.Source, maxName), Message: sanitize.Text(d.Message, maxText),
+			Source: sanitize.Line(c.scrub.Replace(d.Source), maxName), Message: sanitize.Text(c.scrub.Replace(d.Message), maxText),
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return lessPos(out[i].Range.Start, out[j].Range.Start) })
@@ -136,7 +140,7 @@ func (c *converter) signatures(h *lsp.SignatureHelp) *daemonv1.Signatures {
 		return out
 	}
 	for _, s := range h.Signatures {
-		sig := &daemonv1.Signature{Label: sanitize.Line(s.Label, maxText), Documentation: sanitize.Markdown(s.Documentation, maxMarkdown)}
+		sig := &daemonv1.Signature{Label: sanitize.Line(s.Label, maxText), Documentation: sanitize.Markdown(c.scrub.Replace(s.Documentation), maxMarkdown)}
 		for _, p := range s.Parameters {
 			sig.Parameters = append(sig.Parameters, &daemonv1.Parameter{Label: sanitize.Line(p.Label, maxName), Documentation: sanitize.Markdown(p.Documentation, maxText)})
 		}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
@@ -39,7 +40,14 @@ type Runner struct {
 type (
 	externalsKey struct{}
 	anchorKey    struct{ spec string }
+	scrubKey     struct{}
 )
+
+// scrubber replaces w's host paths in server text, computed once per
+// workspace.
+func (r *Runner) scrubber(w *pool.Workspace) *strings.Replacer {
+	return w.Derived(scrubKey{}, func() any { return w.Scrubber(r.externals(w)) }).(*strings.Replacer)
+}
 
 // externals are w's external roots, computed once per workspace: the npm
 // index behind them is read and parsed only then.
@@ -127,7 +135,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	}
 
 	pol := uri.Policy{Root: w.Dir, Externals: r.externals(w)}
-	c := &converter{pol: pol}
+	c := &converter{pol: pol, scrub: r.scrubber(w)}
 	resp := &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_OK}
 	u := lsp.DocumentURI(pol.FileURI(rel))
 	pos := lsp.Position{Line: req.GetPosition().GetLine(), Character: req.GetPosition().GetCharacter()}
@@ -245,8 +253,25 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	if err != nil {
 		return serverFailure(ctx, err)
 	}
+	// A server that could not load the project answers without it: say
+	// so, in its own words, on every answer of the workspace.
+	c.load = w.LoadWarnings(spec, srv)
+	c.empty = emptyAnswer(resp)
 	resp.Evidence = evidence(srv.Info(), srv.CapabilityFingerprint(), gen, doc, req, c)
 	return resp
+}
+
+// emptyAnswer reports whether resp carries nothing.
+func emptyAnswer(resp *daemonv1.QueryResponse) bool {
+	switch r := resp.GetResult().(type) {
+	case *daemonv1.QueryResponse_Hover:
+		return !r.Hover.GetPresent()
+	case *daemonv1.QueryResponse_Signatures:
+		return len(r.Signatures.GetItems()) == 0
+	case nil:
+		return true
+	}
+	return resp.GetTotal() == 0
 }
 
 func (c *converter) truncated(t bool, dropped int) {
@@ -347,6 +372,15 @@ func evidence(info runtime.Info, fingerprint string, gen uint64, doc *pool.Docum
 		e.State = daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL
 		if len(c.warnings) == 0 {
 			e.Warnings = append(e.Warnings, fmt.Sprintf("%d result(s) outside the workspace or malformed were dropped", c.dropped))
+		}
+	}
+	if len(c.load) > 0 {
+		// An empty answer from a server that could not load the project
+		// is not "nothing to say": nothing could be answered.
+		e.Warnings = append(e.Warnings, c.load...)
+		e.State = daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL
+		if c.empty {
+			e.State = daemonv1.EvidenceState_EVIDENCE_STATE_UNAVAILABLE
 		}
 	}
 	return e

@@ -41,6 +41,7 @@ func depsDaemon(t *testing.T, mirror string) daemonv1.DaemonClient {
 		Spec: runtime.Spec{
 			ID: "gopls", Language: "go", Extensions: []string{".go"},
 			Executable: fx.gopls, Args: []string{"serve"}, RequestTimeout: 60 * time.Second,
+			Folders: deps.Folders("go"), // as the daemon wires it
 		},
 		Extensions: []string{".go"},
 	}}, runtime.Unjailed(log), log)
@@ -131,6 +132,26 @@ func TestDependencyDefinition(t *testing.T) {
 	locs := resp.GetLocations().GetItems()
 	if resp.GetStatus() != daemonv1.Status_STATUS_OK || len(locs) != 1 || !locs[0].GetExternal() || locs[0].GetModule() != "example.com/dep@v1.0.0" || locs[0].GetPath() != "dep.go" {
 		t.Fatalf("definition of dep.Hello: %v", resp)
+	}
+
+	// A root go.mod without a go directive, and a nested module (replace
+	// ../) requiring what the root does not: through the publishing
+	// rename, the nested module loads with its own requirement.
+	subGo := []byte("package sub\n\nimport \"example.com/dep\"\n\nfunc S() string { return dep.Hello() }\n")
+	k = keyFor(t, "nested")
+	if w := pushTo(t, c, k, file{"go.mod", []byte("module example.com/app\n")}, file{"app.go", []byte("package app\n")},
+		file{"sub/go.mod", []byte("module example.com/app/sub\n\ngo 1.22\n\nrequire (\n\texample.com/app v0.0.0\n\texample.com/dep v1.0.0\n)\n\nreplace example.com/app => ../\n")},
+		file{"sub/go.sum", []byte(sum)}, file{"sub/sub.go", subGo}).GetWarnings(); len(w) != 0 {
+		t.Fatalf("prepare warnings %q", w)
+	}
+	resp, err = c.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DEFINITION, Path: "sub/sub.go",
+		Position: &daemonv1.Position{Line: 4, Character: uint32(strings.Index("func S() string { return dep.Hello() }", "Hello") + 1)}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	locs = resp.GetLocations().GetItems()
+	if resp.GetStatus() != daemonv1.Status_STATUS_OK || len(locs) != 1 || locs[0].GetModule() != "example.com/dep@v1.0.0" {
+		t.Fatalf("definition of dep.Hello in the nested module: %v", resp)
 	}
 
 	bad := strings.Replace(sum, "example.com/dep v1.0.0 h1:", "example.com/dep v1.0.0 h1:AAAA", 1)

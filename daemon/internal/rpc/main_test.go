@@ -33,6 +33,26 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
+// daemonLog keeps what the daemon logged (warnings and up).
+var daemonLog lockedBuffer
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // The whole test binary shares one daemon: a real gRPC server on a unix
 // socket in a temporary directory, over a real pool and store, starting the
 // pinned gopls with the unjailed spawner. Tests isolate themselves by
@@ -47,7 +67,9 @@ type fixture struct {
 	conn   *grpc.ClientConn
 	client daemonv1.DaemonClient
 	gopls  string // "" when no gopls is available
-	served chan error
+	// typescript is set when the reviewed TypeScript server runs too.
+	typescript bool
+	served     chan error
 }
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -88,7 +110,7 @@ func run(m *testing.M) int {
 }
 
 func startFixture(root string) (*fixture, error) {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(os.Stderr, &daemonLog), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	store, err := workspace.NewStore(filepath.Join(root, "daemon"), workspace.DefaultLimits())
 	if err != nil {
 		return nil, err
@@ -104,6 +126,22 @@ func startFixture(root string) (*fixture, error) {
 			},
 			Extensions: []string{".go"},
 		})
+	}
+	if ts := findTypeScript(); ts != "" {
+		// As the reviewed entry runs it: the pinned tsserver, one
+		// semantic server, no type acquisition.
+		opts := fmt.Sprintf(`{"tsserver":{"path":%q,"useSyntaxServer":"never"},"disableAutomaticTypingAcquisition":true}`,
+			filepath.Join(ts, "node_modules", "typescript", "lib", "tsserver.js"))
+		node, _ := exec.LookPath("node")
+		specs = append(specs, pool.Spec{
+			Spec: runtime.Spec{
+				ID: "typescript-language-server", Language: "typescript", Extensions: []string{".ts"},
+				Executable: node, Args: []string{filepath.Join(ts, "node_modules", "typescript-language-server", "lib", "cli.mjs"), "--stdio"},
+				InitializationOptions: []byte(opts), RequestTimeout: 60 * time.Second,
+			},
+			Extensions: []string{".ts"},
+		})
+		f.typescript = true
 	}
 	f.pool = pool.New(store, specs, runtime.Unjailed(log), log)
 	goroot := strings.TrimSpace(goEnv("GOROOT"))
@@ -142,6 +180,26 @@ func (f *fixture) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f.pool.Close(ctx)
+}
+
+// findTypeScript is $LSP_TEST_TYPESCRIPT (the directory make deps installs
+// typescript-language-server and typescript into) when it and node exist.
+func findTypeScript() string {
+	dir := os.Getenv("LSP_TEST_TYPESCRIPT")
+	if dir == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(abs, "node_modules", "typescript-language-server", "lib", "cli.mjs")); err != nil {
+		return ""
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return ""
+	}
+	return abs
 }
 
 // findGopls prefers $LSP_TEST_GOPLS, then the pinned install.

@@ -146,12 +146,15 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		var infos []pool.LanguageInfo
 		if prepared {
 			resp.Warnings = warnings
-			var warm []string
-			infos, warm = w.Warm(ctx, hdr.GetFiles())
+			_, warm := w.Warm(ctx, hdr.GetFiles())
 			resp.Warnings = append(resp.Warnings, warm...)
-		} else {
-			infos = w.Languages()
+			// The answer says whether each server could load the project,
+			// so it waits for their first load (bounded).
+			if s.Runner != nil {
+				s.Runner.AwaitLoad(ctx, w)
+			}
 		}
+		infos = w.Languages()
 		resp.Languages = languages(infos)
 	}
 	s.Log.Info("prepare", "workspace", k.String(), "prepared", prepared, "files", len(hdr.GetFiles()))
@@ -172,7 +175,9 @@ func (s *Server) Capabilities(_ context.Context, req *daemonv1.CapabilitiesReque
 	defer release()
 	infos := w.Languages()
 	if len(infos) == 0 {
-		infos = s.Pool.Negotiated()
+		// Its servers are not running now (evicted under pressure): what
+		// they negotiated anywhere, with what they reported here.
+		infos = w.KnownLoadWarnings(s.Pool.Negotiated())
 	}
 	return &daemonv1.CapabilitiesResponse{Warm: true, PrepareId: w.PrepareID, Languages: languages(infos)}, nil
 }
@@ -199,6 +204,7 @@ func languages(infos []pool.LanguageInfo) []*daemonv1.LanguageTools {
 			Server:                &daemonv1.ServerInfo{Id: i.Server.ID, Version: i.Server.Version, Generation: i.Server.Generation},
 			Tools:                 i.Tools,
 			CapabilityFingerprint: i.Fingerprint,
+			Warnings:              i.Warnings,
 		})
 	}
 	return out

@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
+	"github.com/hanzoai/lsp/daemon/internal/readiness"
 )
 
 const (
@@ -128,6 +130,10 @@ func (p pipe) Close() error {
 func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
+	folders, err := s.folders()
+	if err != nil {
+		return nil, err
+	}
 	proc, err := s.sp.Spawn(ctx, s.spec, s.ws)
 	if err != nil {
 		return nil, err
@@ -137,8 +143,10 @@ func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 		ClientName:            "hanzo-lsp-daemon",
 		InitializationOptions: s.spec.InitializationOptions,
 		Settings:              s.spec.Settings,
+		Folders:               folders,
 		RequestTimeout:        s.spec.RequestTimeout,
 		Logger:                s.log,
+		LoadSigns:             readiness.For(s.spec.Language),
 	})
 	if err != nil {
 		_ = proc.Kill()
@@ -154,6 +162,26 @@ func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 	s.wg.Add(1)
 	go s.monitor(inst)
 	return inst, nil
+}
+
+// folders are the spec's workspace folders for the workspace, with their
+// settings merged over the spec's.
+func (s *Server) folders() ([]lsp.Folder, error) {
+	if s.spec.Folders == nil {
+		return nil, nil
+	}
+	var out []lsp.Folder
+	for _, f := range s.spec.Folders(s.ws) {
+		if f.Dir != s.ws.Root && !strings.HasPrefix(f.Dir, s.ws.Root+string(filepath.Separator)) {
+			continue
+		}
+		st, err := mergeSettings(s.spec.Settings, f.Settings)
+		if err != nil {
+			return nil, fmt.Errorf("folder settings: %w", err)
+		}
+		out = append(out, lsp.Folder{Dir: f.Dir, Settings: st})
+	}
+	return out, nil
 }
 
 // monitor reaps the instance when its process dies, and kills the process
@@ -339,6 +367,15 @@ func (s *Server) CapabilityFingerprint() string {
 	inst := s.last
 	s.mu.Unlock()
 	return inst.client.CapabilityFingerprint()
+}
+
+// LoadProblems are the load problems the current (or last) instance
+// reported (lsp.Client.LoadProblems).
+func (s *Server) LoadProblems() ([]lsp.Problem, int) {
+	s.mu.Lock()
+	inst := s.last
+	s.mu.Unlock()
+	return inst.client.LoadProblems()
 }
 
 // Alive reports whether an instance is running now.

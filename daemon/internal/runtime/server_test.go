@@ -111,7 +111,7 @@ func TestFakeEnvironment(t *testing.T) {
 	for _, want := range []string{
 		"HOME=" + srv.ws.Home, "TMPDIR=" + filepath.Join(srv.ws.Home, "tmp"),
 		"GOCACHE=" + filepath.Join(srv.ws.Home, ".cache", "go-build"), "GOMODCACHE=" + ModCache(srv.ws),
-		"GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOPROXY=off", "CGO_ENABLED=0", "GOTELEMETRY=off",
+		"GOTOOLCHAIN=local", "GOFLAGS=", "GOENV=off", "GOPROXY=off", "CGO_ENABLED=0", "GOTELEMETRY=off",
 		fakeServerEnv + "=1",
 	} {
 		if !slices.Contains(env, want) {

@@ -30,6 +30,54 @@ type Spec struct {
 	// RequestTimeout bounds every request on top of the caller's context;
 	// DefaultRequestTimeout when zero.
 	RequestTimeout time.Duration
+	// Folders, when set, names the workspace folders a server gets for a
+	// workspace besides its root, each with settings of its own: a
+	// language's unit (deps.Folders) supplies it from what its dependency
+	// phase prepared, such as the Go modules of a tree and their flags. It
+	// is called at every (re)start and must be cheap and bounded.
+	Folders func(ws Workspace) []Folder
+}
+
+// Folder is a workspace folder (ws.Root or a directory below it) and the
+// settings it answers workspace/configuration with: Settings is merged over
+// Spec.Settings, objects key by key, anything else replaced.
+type Folder struct {
+	Dir      string
+	Settings json.RawMessage
+}
+
+// mergeSettings returns patch merged over base (both JSON; either may be
+// empty).
+func mergeSettings(base, patch json.RawMessage) (json.RawMessage, error) {
+	if len(patch) == 0 {
+		return base, nil
+	}
+	var b, p any
+	if len(base) > 0 {
+		if err := json.Unmarshal(base, &b); err != nil {
+			return nil, err
+		}
+	}
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, err
+	}
+	return json.Marshal(mergeJSON(b, p))
+}
+
+func mergeJSON(base, patch any) any {
+	bm, ok1 := base.(map[string]any)
+	pm, ok2 := patch.(map[string]any)
+	if !ok1 || !ok2 {
+		return patch
+	}
+	out := make(map[string]any, len(bm)+len(pm))
+	for k, v := range bm {
+		out[k] = v
+	}
+	for k, v := range pm {
+		out[k] = mergeJSON(bm[k], v)
+	}
+	return out
 }
 
 // DefaultRequestTimeout applies when Spec.RequestTimeout is zero.
@@ -122,7 +170,14 @@ func Environment(spec Spec, ws Workspace) []string {
 		"GOPATH=" + filepath.Join(ws.Home, "go"),
 		"GOMODCACHE=" + ModCache(ws),
 		"GOTOOLCHAIN=local",
-		"GOFLAGS=-mod=mod",
+		// Nothing writes the published tree: by default the go command
+		// vendors where vendor/ is, and is otherwise read-only; a Go
+		// module's own flags (an overlay go.mod through -modfile, or
+		// -mod=vendor) come as settings of its workspace folder
+		// (Spec.Folders). No go env file (GOENV=off) sets what the
+		// environment leaves empty.
+		"GOFLAGS=",
+		"GOENV=off",
 		"GOPROXY=off",
 		"CGO_ENABLED=0",
 		"GOTELEMETRY=off",

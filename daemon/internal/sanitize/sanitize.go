@@ -2,6 +2,12 @@
 // leaves the daemon: control characters are removed, links keep their text
 // but lose their targets (a remote link never reaches evidence), secret-shaped
 // strings are redacted, and everything is bounded.
+//
+// A scheme is recognised only where it really is a URL: "https://…",
+// "ftp://…", "file://…", "data:" followed by a media type or a comma, and any
+// scheme as the target of a markdown link or autolink. An identifier
+// followed by a colon — "data: unknown", "file: string", "{ http: Agent }"
+// in a signature — is code, and is kept as it is.
 package sanitize
 
 import (
@@ -15,13 +21,21 @@ import (
 const Redacted = "[redacted]"
 
 var (
-	// [text](target) and [text]: target reference definitions.
+	// [text](target) and [text]: target reference definitions, outside code.
 	inlineLink = regexp.MustCompile(`\[([^\]\n]{0,512})\]\(([^)\s]{0,1000})(?:\s+"[^"\n]{0,256}")?\)`)
-	refLink    = regexp.MustCompile(`(?m)^\s{0,3}\[[^\]\n]{1,256}\]:\s*\S+.*$`)
-	autoLink   = regexp.MustCompile(`<((?:https?|ftp|file|mailto|data|javascript):[^>\s]{0,1000})>`)
-	// No word boundary before the scheme: "00http://x" must lose its link
-	// too, and the scheme may be the last thing in the text.
-	bareURL = regexp.MustCompile(`(?i)(?:https?|ftp|file|data|javascript):(?://)?[^\s<>()\[\]"'` + "`" + `]{0,1000}`)
+	refLink    = regexp.MustCompile(`(?m)^[ \t]{0,3}\[[^\]\n]{1,256}\]:[ \t]*\S+.*$\n?`)
+	// A CommonMark autolink: <scheme:target>, any scheme (javascript:,
+	// vbscript:, data: …), outside code.
+	autoLink = regexp.MustCompile(`<[A-Za-z][A-Za-z0-9+.-]{1,31}:[^<>\s]{0,1000}>`)
+	// A script scheme glued to what follows ("javascript:alert(1)", as in
+	// raw HTML's href="…") outside code: the scheme goes, the rest stays.
+	// "javascript: boolean" is a signature and stays whole.
+	scriptScheme = regexp.MustCompile(`(?i)(?:java|vb)script:(\S)`)
+	// URLs in text and code alike. No word boundary before the scheme:
+	// "00http://x" must lose its link too, and the scheme may be the last
+	// thing in the text. data: counts only with its media type or comma
+	// (RFC 2397), so "data: unknown" stays.
+	bareURL = regexp.MustCompile(`(?i)(?:(?:https?|ftp|file)://|data:(?:[a-z]+/[a-z0-9.+-]+|;base64|,))[^\s<>()\[\]"'` + "`" + `]{0,1000}`)
 	secrets = []*regexp.Regexp{
 		regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)`),
 		regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`),
@@ -34,14 +48,158 @@ var (
 	}
 )
 
-// Markdown cleans markdown from a server and bounds it to max bytes.
+// Markdown cleans markdown from a server and bounds it to max bytes. Link
+// syntax is rewritten only outside code: inside a fence or a code span
+// "handlers[name](req)" and "[key: string]: unknown" are code. URLs are
+// removed everywhere.
 func Markdown(s string, max int) string {
 	s = Text(s, 4*max)
-	s = inlineLink.ReplaceAllString(s, "$1")
-	s = refLink.ReplaceAllString(s, "")
-	s = autoLink.ReplaceAllString(s, "")
+	for _, re := range []struct {
+		re   *regexp.Regexp
+		repl string
+	}{{inlineLink, "$1"}, {refLink, ""}, {autoLink, ""}, {scriptScheme, "$1"}} {
+		s = replaceOutsideCode(s, re.re, re.repl)
+	}
 	s = bareURL.ReplaceAllString(s, "")
 	return truncate(strings.TrimRight(s, "\n "), max)
+}
+
+// replaceOutsideCode replaces the matches of re that start outside code
+// (a link's text may hold a code span: [`pkg.Add` on pkg.go.dev](…)).
+func replaceOutsideCode(s string, re *regexp.Regexp, repl string) string {
+	var code [][2]int
+	off := 0
+	for _, seg := range segments(s) {
+		if seg.code {
+			code = append(code, [2]int{off, off + len(seg.text)})
+		}
+		off += len(seg.text)
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
+		if inside(code, m[0]) {
+			continue
+		}
+		b.WriteString(s[last:m[0]])
+		b.Write(re.ExpandString(nil, repl, s, m))
+		last = m[1]
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func inside(ranges [][2]int, i int) bool {
+	for _, r := range ranges {
+		if i >= r[0] && i < r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// segment is a run of markdown that is code (a fenced block or a code
+// span, delimiters included) or prose.
+type segment struct {
+	text string
+	code bool
+}
+
+// segments splits markdown into code and prose: fenced blocks (``` or ~~~
+// at the start of a line, up to a closing fence of the same character and
+// at least the same length, or the end) and, in prose, code spans (a run of
+// backticks up to the next run of the same length; an unmatched run is
+// prose).
+func segments(s string) []segment {
+	var out []segment
+	prose := func(t string) {
+		for t != "" {
+			i := strings.IndexByte(t, '`')
+			if i < 0 {
+				out = append(out, segment{text: t})
+				return
+			}
+			n := runLen(t[i:], '`')
+			end := closingRun(t[i+n:], n)
+			if end < 0 {
+				out = append(out, segment{text: t[:i+n]})
+				t = t[i+n:]
+				continue
+			}
+			out = append(out, segment{text: t[:i]}, segment{text: t[i : i+n+end+n], code: true})
+			t = t[i+n+end+n:]
+		}
+	}
+	start := 0 // of the prose not yet emitted
+	for pos := 0; pos < len(s); {
+		eol := strings.IndexByte(s[pos:], '\n')
+		line := s[pos:]
+		if eol >= 0 {
+			line = s[pos : pos+eol+1]
+		}
+		if ch, n := fence(line); n > 0 {
+			prose(s[start:pos])
+			end := len(s)
+			for q := pos + len(line); q < len(s); {
+				e := strings.IndexByte(s[q:], '\n')
+				l := s[q:]
+				if e >= 0 {
+					l = s[q : q+e+1]
+				}
+				if c, m := fence(l); c == ch && m >= n && strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(l), string(ch))) == "" {
+					end = q + len(l)
+					break
+				}
+				q += len(l)
+			}
+			out = append(out, segment{text: s[pos:end], code: true})
+			pos, start = end, end
+			continue
+		}
+		pos += len(line)
+	}
+	prose(s[start:])
+	return out
+}
+
+// fence reports the fence character and length opening line, if any.
+func fence(line string) (byte, int) {
+	t := strings.TrimLeft(line, " ")
+	if len(line)-len(t) > 3 || t == "" || (t[0] != '`' && t[0] != '~') {
+		return 0, 0
+	}
+	if n := runLen(t, t[0]); n >= 3 {
+		return t[0], n
+	}
+	return 0, 0
+}
+
+func runLen(s string, c byte) int {
+	n := 0
+	for n < len(s) && s[n] == c {
+		n++
+	}
+	return n
+}
+
+// closingRun finds, in s, a run of exactly n backticks and returns its
+// offset, or -1.
+func closingRun(s string, n int) int {
+	for i := 0; i < len(s); {
+		j := strings.IndexByte(s[i:], '`')
+		if j < 0 {
+			return -1
+		}
+		k := runLen(s[i+j:], '`')
+		if k == n {
+			return i + j
+		}
+		i += j + k
+	}
+	return -1
 }
 
 // Text removes control characters (keeping newline and tab), replaces

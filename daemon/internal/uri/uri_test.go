@@ -69,3 +69,25 @@ func FuzzMap(f *testing.F) {
 		}
 	})
 }
+
+func TestScrubber(t *testing.T) {
+	p := Policy{Root: "/srv/lsp/trees/t/r/c/tree", Externals: []External{
+		{Dir: "/srv/lsp/homes/t/r/go/pkg/mod"},
+		{Dir: "/usr/local/go/src", Module: "std@go1.26.8"},
+	}}
+	s := p.Scrubber(Host{Dir: "/srv/lsp/homes/t/r", Name: "$HOME"}, Host{Dir: "/srv/lsp", Name: "$LSP_DAEMON_ROOT"})
+	for _, tc := range []struct{ in, want string }{
+		{"stat /srv/lsp/trees/t/r/c/tree/pkg/a.go: no such file", "stat pkg/a.go: no such file"},
+		{"directory=/srv/lsp/trees/t/r/c/tree", "directory=."},
+		{"file:///srv/lsp/trees/t/r/c/tree/main.go:3:1: x", "main.go:3:1: x"},
+		{"open /srv/lsp/homes/t/r/go/pkg/mod/example.com/dep@v1.0.0/x.go", "open example.com/dep@v1.0.0/x.go"},
+		{"GOCACHE=/srv/lsp/homes/t/r/.cache/go-build", "GOCACHE=$HOME/.cache/go-build"},
+		{"/usr/local/go/src/fmt/print.go:10", "std@go1.26.8/fmt/print.go:10"},
+		{"/srv/lsp/trees/t/r/c/node_modules/zod", "$LSP_DAEMON_ROOT/trees/t/r/c/node_modules/zod"},
+		{"no path here: data: unknown", "no path here: data: unknown"},
+	} {
+		if got := s.Replace(tc.in); got != tc.want {
+			t.Errorf("Scrub(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -52,6 +52,9 @@ func NewStore(root string, lim Limits) (*Store, error) {
 	return &Store{root: root, limits: lim}, nil
 }
 
+// Root is the directory the store lives in (LSP_DAEMON_ROOT).
+func (s *Store) Root() string { return s.root }
+
 // Limits returns the store's bounds.
 func (s *Store) Limits() Limits { return s.limits }
 

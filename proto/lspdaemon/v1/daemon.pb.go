@@ -2244,8 +2244,13 @@ type LanguageTools struct {
 	Server                *ServerInfo            `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
 	Tools                 []string               `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
 	CapabilityFingerprint string                 `protobuf:"bytes,4,opt,name=capability_fingerprint,json=capabilityFingerprint,proto3" json:"capability_fingerprint,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// warnings are the load problems this workspace's server reported (a
+	// build-system or project error, in the server's own words with host
+	// paths scrubbed): while there are any, answers from it are partial or
+	// unavailable. Empty for a cold workspace.
+	Warnings      []string `protobuf:"bytes,5,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LanguageTools) Reset() {
@@ -2304,6 +2309,13 @@ func (x *LanguageTools) GetCapabilityFingerprint() string {
 		return x.CapabilityFingerprint
 	}
 	return ""
+}
+
+func (x *LanguageTools) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 type PrepareResponse struct {
@@ -2729,12 +2741,13 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x0ePrepareRequest\x126\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.lsp.daemon.v1.PrepareHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
-	"\x04part\"\xab\x01\n" +
+	"\x04part\"\xc7\x01\n" +
 	"\rLanguageTools\x12\x1a\n" +
 	"\blanguage\x18\x01 \x01(\tR\blanguage\x121\n" +
 	"\x06server\x18\x02 \x01(\v2\x19.lsp.daemon.v1.ServerInfoR\x06server\x12\x14\n" +
 	"\x05tools\x18\x03 \x03(\tR\x05tools\x125\n" +
-	"\x16capability_fingerprint\x18\x04 \x01(\tR\x15capabilityFingerprint\"\xa4\x01\n" +
+	"\x16capability_fingerprint\x18\x04 \x01(\tR\x15capabilityFingerprint\x12\x1a\n" +
+	"\bwarnings\x18\x05 \x03(\tR\bwarnings\"\xa4\x01\n" +
 	"\x0fPrepareResponse\x12\x1a\n" +
 	"\bprepared\x18\x01 \x01(\bR\bprepared\x12\x1d\n" +
 	"\n" +

@@ -96,7 +96,8 @@ func New(d Deps) *Server {
 		return c.Blob(http.StatusOK, "application/json", OpenAPI)
 	})
 
-	s.registerMCP(e) // its own checks: 401 there names the OAuth metadata
+	s.registerDashboard(e) // a static page: its script reads the billing routes with the caller's token
+	s.registerMCP(e)       // its own checks: 401 there names the OAuth metadata
 	g := e.Group("/v1/lsp", s.authenticate)
 	g.POST("/prepare", s.prepare, s.idempotency)
 	for _, r := range opRoutes {

@@ -91,6 +91,7 @@ func (s *Server) runPrepare(ctx context.Context, caller operation.Caller, repo s
 			"language":               l.GetLanguage(),
 			"server":                 serverJSON(l.GetServer()),
 			"capability_fingerprint": l.GetCapabilityFingerprint(),
+			"warnings":               nonNil(l.GetWarnings()),
 		})
 	}
 	return map[string]any{

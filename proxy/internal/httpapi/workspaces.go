@@ -85,6 +85,7 @@ func (s *Server) capabilities(c echo.Context) error {
 			"tools":                  nonNil(l.GetTools()),
 			"capability_fingerprint": l.GetCapabilityFingerprint(),
 			"warm":                   p.Warm,
+			"warnings":               nonNil(l.GetWarnings()),
 		})
 	}
 	return c.JSON(http.StatusOK, map[string]any{

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
@@ -240,6 +241,9 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 		}
 	}
 	res.Prepare = &daemonv1.PrepareResponse{Prepared: res.Prepared, PrepareId: caps.GetPrepareId(), Languages: caps.GetLanguages()}
+	// A server that could not load the project says so in the prepare
+	// answer too, also when the revision was already warm.
+	res.Warnings = withLoadWarnings(res.Warnings, caps.GetLanguages())
 	if opErr == nil {
 		c.report(Progress{Stage: StageReady})
 	}
@@ -248,6 +252,25 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 		return res, rerr
 	}
 	return res, opErr
+}
+
+// withLoadWarnings appends each language's load problems to warnings,
+// once each.
+func withLoadWarnings(warnings []string, langs []*daemonv1.LanguageTools) []string {
+	warnings = slices.Clone(warnings) // a single flight's followers share the slice
+	seen := map[string]bool{}
+	for _, w := range warnings {
+		seen[w] = true
+	}
+	for _, l := range langs {
+		for _, w := range l.GetWarnings() {
+			if !seen[w] {
+				seen[w] = true
+				warnings = append(warnings, w)
+			}
+		}
+	}
+	return warnings
 }
 
 func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemonv1.QueryRequest) (*daemonv1.QueryResponse, error) {

@@ -1,0 +1,214 @@
+package deps
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+)
+
+// Bounds of the walk that finds a tree's Go modules.
+const (
+	maxGoModules = 64
+	maxWalkDirs  = 20000
+	maxWalkDepth = 32
+)
+
+// goIndexFile lists the Go modules the phase prepared for a tree, beside
+// the tree (daemon-owned, published with it in one rename, read-only), so
+// a server started on the tree later finds each module and its flags.
+const goIndexFile = "go-modules.json"
+
+// maxGoIndex bounds reading the index back.
+const maxGoIndex = maxGoWorkSum + 4<<20 // it holds a go.work.sum
+
+// goModule is one entry of the index: a module directory of the tree
+// ("." for the root) and the GOFLAGS its go commands run with.
+type goModule struct {
+	Dir     string `json:"dir"`
+	GoFlags string `json:"goflags"`
+	// InWork: the tree's go.work uses it, so it loads in workspace mode.
+	InWork bool `json:"in_work,omitempty"`
+}
+
+// goIndex is the whole index: the modules, and the tree's go.work.
+type goIndex struct {
+	Modules []goModule `json:"modules"`
+	Work    *goWork    `json:"work,omitempty"`
+	// WorkKey names the go.work's overlay directory in the home.
+	WorkKey string `json:"work_key,omitempty"`
+}
+
+// findModules lists the directories of root holding a go.mod, "." first,
+// the way the go command sees modules: vendor, testdata and node_modules
+// directories and names starting with "." or "_" are skipped, links are
+// never followed. The walk is bounded in directories, depth and modules;
+// more reports that a bound cut it short.
+func findModules(root string) (dirs []string, more bool) {
+	visited := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == root {
+				return err
+			}
+			return nil
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if rel != "." {
+			name := d.Name()
+			if name == "vendor" || name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+				return filepath.SkipDir
+			}
+			if strings.Count(rel, "/") >= maxWalkDepth {
+				more = true
+				return filepath.SkipDir
+			}
+		}
+		if visited++; visited > maxWalkDirs {
+			more = true
+			return filepath.SkipAll
+		}
+		if fi, err := os.Lstat(filepath.Join(p, "go.mod")); err == nil && fi.Mode().IsRegular() {
+			if len(dirs) == maxGoModules {
+				more = true
+				return filepath.SkipAll
+			}
+			dirs = append(dirs, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false
+	}
+	return dirs, more
+}
+
+// overlayKey names a module's overlay in the home: the home is shared by
+// every revision of a repository, so the name is the hash of what the
+// overlay is made from.
+func overlayKey(dir string, gomod, gosum []byte) string {
+	h := sha256.New()
+	for _, b := range [][]byte{[]byte(dir), gomod, gosum} {
+		var n [8]byte
+		for i, l := 0, len(b); i < 8; i, l = i+1, l>>8 {
+			n[i] = byte(l)
+		}
+		h.Write(n[:])
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// overlayDir is where the overlay of key lives, relative to the home.
+func overlayDir(key string) string { return "go/overlay/" + key }
+
+func writeGoIndex(root string, idx goIndex) error {
+	data, err := json.Marshal(idx)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(filepath.Dir(root), goIndexFile), append(data, '\n'), 0o444)
+}
+
+// Folders is the workspace-folder hook (runtime.Spec.Folders) of a
+// language's servers, nil for a language without one.
+func Folders(language string) func(runtime.Workspace) []runtime.Folder {
+	if language == "go" {
+		return GoFolders
+	}
+	return nil
+}
+
+// GoFolders makes every Go module the phase prepared for ws a workspace
+// folder of gopls, whose setting env.GOFLAGS gives that module's go
+// commands their flags: its overlay (-mod=mod -modfile=…, so whatever the
+// go command writes goes to the home) or -mod=vendor. gopls asks for a
+// folder's settings with workspace/configuration scoped to it and puts
+// each file in the innermost folder, so nested modules each get their own.
+// A tree with a go.work loads in workspace mode as on an ordinary
+// checkout: GoFolders writes the home's copy of it (the published tree's
+// absolute paths, and a go.work.sum with the verified lines), and the
+// root folder gets env.GOWORK; the modules it uses get no folder of their
+// own. Nothing prepared: no folders, and the go command's default applies
+// (vendor/ where it is, else -mod=readonly).
+func GoFolders(ws runtime.Workspace) []runtime.Folder {
+	data, err := readRegular(filepath.Join(filepath.Dir(ws.Root), goIndexFile), maxGoIndex)
+	if err != nil {
+		return nil
+	}
+	var idx goIndex
+	if json.Unmarshal(data, &idx) != nil {
+		return nil
+	}
+	work := ""
+	if idx.Work != nil {
+		work = writeGoWork(ws, idx)
+	}
+	var out []runtime.Folder
+	folder := func(dir string, env map[string]string) {
+		st, err := json.Marshal(map[string]any{"gopls": map[string]any{"env": env}})
+		if err == nil {
+			out = append(out, runtime.Folder{Dir: filepath.Join(ws.Root, filepath.FromSlash(dir)), Settings: st})
+		}
+	}
+	if work != "" {
+		folder(".", map[string]string{"GOWORK": work, "GOFLAGS": ""})
+	}
+	for _, m := range idx.Modules {
+		if !treeDir(m.Dir) || len(out) == maxGoModules || (work != "" && (m.InWork || m.Dir == ".")) {
+			continue
+		}
+		folder(m.Dir, map[string]string{"GOFLAGS": m.GoFlags})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Dir) < len(out[j].Dir) })
+	return out
+}
+
+// writeGoWork writes the home's go.work for ws and returns its path, ""
+// when it cannot (then each module loads on its own).
+func writeGoWork(ws runtime.Workspace, idx goIndex) string {
+	if len(idx.WorkKey) != 32 || strings.Trim(idx.WorkKey, "0123456789abcdef") != "" {
+		return ""
+	}
+	for _, u := range idx.Work.Use {
+		if !treeDir(u) {
+			return ""
+		}
+	}
+	for _, r := range idx.Work.Replace {
+		if r.NewDir != "" && !treeDir(r.NewDir) {
+			return ""
+		}
+	}
+	// The copy names the published tree's paths, so revisions sharing the
+	// home (and the same go.work) each get their own.
+	rel := overlayDir(overlayKey(ws.Root, []byte(idx.WorkKey), nil))
+	d, err := openHomeDir(ws.Home, rel)
+	if err != nil {
+		return ""
+	}
+	defer d.Close()
+	if d.writeFile("go.work", idx.Work.text(ws.Root), 0o644) != nil || d.writeFile("go.work.sum", []byte(idx.Work.Sum), 0o644) != nil {
+		return ""
+	}
+	return filepath.Join(ws.Home, filepath.FromSlash(rel), "go.work")
+}
+
+// treeDir: "." or a clean relative slash path within the tree.
+func treeDir(d string) bool {
+	if d == "." {
+		return true
+	}
+	return d != "" && path.Clean(d) == d && !strings.HasPrefix(d, "/") && d != ".." && !strings.HasPrefix(d, "../")
+}

@@ -1,0 +1,554 @@
+package deps
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+)
+
+// checkLayout: from every installed package, each of its dependencies
+// resolves, by node's walk up the node_modules directories, to the
+// version the lockfile resolved it to; the root importer's direct
+// dependencies are at the top in theirs.
+func checkLayout(t *testing.T, g *pnpmGraph, out map[string]lockPackage) {
+	t.Helper()
+	h := &hoister{out: out}
+	for k, p := range out {
+		if !lockPath(k) {
+			t.Fatalf("key %q is not a node_modules path", k)
+		}
+		if p.Link {
+			if !repoDir(p.Resolved) {
+				t.Fatalf("link %q to %q", k, p.Resolved)
+			}
+			continue
+		}
+	}
+	for dn, key := range g.roots {
+		n := g.nodes[key]
+		if n == nil || n.refused != "" {
+			continue
+		}
+		if p, ok := out["node_modules/"+dn]; !ok || p.Version != n.version || p.Name != n.name {
+			t.Errorf("direct dependency %s: %+v, want %s@%s at the top", dn, p, n.name, n.version)
+		}
+	}
+	for k, p := range out {
+		if p.Link {
+			continue
+		}
+		var n *pnpmNode
+		for _, c := range g.nodes {
+			if c.name == p.Name && c.version == p.Version && c.refused == "" {
+				// Any node of this name@version: its peer variants have
+				// the same dependencies in every lockfile we read, or the
+				// layout check below reports the difference.
+				n = c
+				if ok := depsResolve(h, g, k, c); ok {
+					break
+				}
+			}
+		}
+		if n == nil {
+			t.Fatalf("%s: %s@%s is not in the graph", k, p.Name, p.Version)
+		}
+		if !depsResolve(h, g, k, n) {
+			for dn, dk := range n.deps {
+				d := g.nodes[dk]
+				r, ok := h.visible(k, dn)
+				t.Errorf("%s (%s@%s) needs %s@%s, resolves to %s %v (%s)", k, n.name, n.version, dn, d.version, r, ok, out[r].Version)
+			}
+		}
+	}
+}
+
+func depsResolve(h *hoister, g *pnpmGraph, k string, n *pnpmNode) bool {
+	for dn, dk := range n.deps {
+		d := g.nodes[dk]
+		if d == nil || d.refused != "" {
+			continue
+		}
+		r, ok := h.visible(k, dn)
+		if !ok || h.out[r].Version != d.version || h.out[r].Name != d.name {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPNPMZustand: zustand's real pnpm-lock.yaml (v9) lays out whole, as
+// npm would, with real entries as golden values.
+func TestPNPMZustand(t *testing.T) {
+	reg, _ := url.Parse("https://registry.npmjs.org")
+	out, warn, g, err := parsePNPM(corpusFile(t, "pmndrs__zustand", "pnpm-lock.yaml"), reg)
+	if err != nil || len(warn) != 0 {
+		t.Fatalf("%v, warnings %q", err, warn)
+	}
+	if len(out) < 500 {
+		t.Fatalf("%d packages", len(out))
+	}
+	for k, want := range map[string]lockPackage{
+		"node_modules/@types/react": {Name: "@types/react", Version: "19.2.18",
+			Resolved:  "https://registry.npmjs.org/@types/react/-/react-19.2.18.tgz",
+			Integrity: "sha512-AnzbBERsrLKtk2XSfTbYRLjQPdy116Sty4q+T+Bp3IC4l6jNBvreVPAHmpq9qhXQM7CXZPjLVmGMw9sy+hxQ3w=="},
+		"node_modules/@types/node": {Name: "@types/node", Version: "25.9.5",
+			Resolved:  "https://registry.npmjs.org/@types/node/-/node-25.9.5.tgz",
+			Integrity: "sha512-OScDchr2fwuUmWdf4kZ9h7PcJiYDVInhJizG/biAq3cAvqwYktuy/TYGGdZNMtNTFUP7rnb0NU4TUdm82kt4Rg=="},
+		"node_modules/csstype":                   {Name: "csstype", Version: "3.2.3"},                 // @types/react's, hoisted
+		"node_modules/undici-types":              {Name: "undici-types", Version: "7.24.6"},           // @types/node's
+		"node_modules/use-sync-external-store":   {Name: "use-sync-external-store", Version: "1.6.0"}, // 1.6.0(react@19.2.8)
+		"node_modules/@redux-devtools/extension": {Name: "@redux-devtools/extension", Version: "4.0.0"},
+		"node_modules/immer":                     {Name: "immer", Version: "11.1.16"},
+		"node_modules/@esbuild/linux-x64":        {Name: "@esbuild/linux-x64", Version: "0.28.2", Optional: true},
+	} {
+		got, ok := out[k]
+		if !ok {
+			t.Errorf("%s: not laid out", k)
+			continue
+		}
+		if got.Name != want.Name || got.Version != want.Version || got.Optional != want.Optional ||
+			want.Resolved != "" && got.Resolved != want.Resolved || want.Integrity != "" && got.Integrity != want.Integrity {
+			t.Errorf("%s: %+v, want %+v", k, got, want)
+		}
+	}
+	if p := out["node_modules/@esbuild/linux-x64"]; strings.Join(p.OS, ",") != "linux" || strings.Join(p.CPU, ",") != "x64" {
+		t.Errorf("platform of @esbuild/linux-x64: %v %v", p.OS, p.CPU)
+	}
+	checkLayout(t, g, out)
+}
+
+// pnpmV9 is a v9 workspace lockfile in pnpm's own layout: a root
+// importer, a workspace package linked by the root, peers in the keys,
+// an alias, a package two dependents need in two versions, and the kinds
+// a registry install cannot take.
+const pnpmV9 = `lockfileVersion: '9.0'
+
+settings:
+  autoInstallPeers: true
+  excludeLinksFromLockfile: false
+
+importers:
+
+  .:
+    dependencies:
+      a:
+        specifier: ^1.0.0
+        version: 1.0.0(p@2.0.0)
+      p:
+        specifier: ^2.0.0
+        version: 2.0.0
+      '@ws/lib':
+        specifier: workspace:*
+        version: link:packages/lib
+      alias:
+        specifier: npm:real@^3.0.0
+        version: real@3.0.0
+      gitdep:
+        specifier: github:u/r
+        version: https://codeload.github.com/u/r/tar.gz/abc
+    devDependencies:
+      far:
+        specifier: ^1.0.0
+        version: 1.0.0
+      nosum:
+        specifier: ^1.0.0
+        version: 1.0.0
+
+  packages/lib:
+    dependencies:
+      p:
+        specifier: ^1.0.0
+        version: 1.0.0
+      only-lib:
+        specifier: ^1.0.0
+        version: 1.0.0
+      escape:
+        specifier: link:../../../outside
+        version: link:../../../outside
+
+packages:
+
+  a@1.0.0:
+    resolution: {integrity: @A@}
+    peerDependencies:
+      p: '>=1'
+
+  b@1.0.0:
+    resolution: {integrity: @B@}
+
+  p@1.0.0:
+    resolution: {integrity: @P1@}
+
+  p@2.0.0:
+    resolution: {integrity: @P2@}
+
+  real@3.0.0:
+    resolution: {integrity: @REAL@}
+
+  far@1.0.0:
+    resolution: {integrity: @FAR@, tarball: https://elsewhere.example/far-1.0.0.tgz}
+
+  nosum@1.0.0:
+    resolution: {integrity: sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=}
+
+  only-lib@1.0.0:
+    resolution: {integrity: @OL@}
+
+  r@https://codeload.github.com/u/r/tar.gz/abc:
+    resolution: {tarball: https://codeload.github.com/u/r/tar.gz/abc}
+    version: 1.0.0
+
+snapshots:
+
+  a@1.0.0(p@2.0.0):
+    dependencies:
+      b: 1.0.0
+      p: 2.0.0
+
+  b@1.0.0:
+    dependencies:
+      p: 1.0.0
+
+  p@1.0.0: {}
+
+  p@2.0.0: {}
+
+  real@3.0.0: {}
+
+  far@1.0.0: {}
+
+  nosum@1.0.0: {}
+
+  only-lib@1.0.0: {}
+`
+
+func TestParsePNPMV9(t *testing.T) {
+	reg, _ := url.Parse("https://npm.example/registry")
+	data := strings.NewReplacer("@A@", integrity, "@B@", integrity, "@P1@", integrity, "@P2@", integrity, "@REAL@", integrity, "@FAR@", integrity, "@OL@", integrity).Replace(pnpmV9)
+	out, warn, g, err := parsePNPM([]byte(data), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(warn, "\n")
+	for _, w := range []string{
+		`"gitdep": "https://codeload.github.com/u/r/tar.gz/abc" is not a registry version; it was not installed`,
+		`far@1.0.0: it resolves outside the registry; it was not installed`,
+		`nosum@1.0.0: it has no sha512 integrity; it was not installed`,
+		`"packages/lib" needs p@1.0.0, which another version holds at the top of node_modules; it was not installed`,
+		`"escape": it links outside the repository; it was not linked`,
+	} {
+		if !strings.Contains(all, w) {
+			t.Errorf("warnings %q: want %q", warn, w)
+		}
+	}
+	if len(warn) != 5 {
+		t.Errorf("%d warnings: %q", len(warn), warn)
+	}
+	want := map[string]string{
+		"node_modules/a":                "a@1.0.0",
+		"node_modules/b":                "b@1.0.0",
+		"node_modules/b/node_modules/p": "p@1.0.0", // p@2.0.0 holds the top
+		"node_modules/p":                "p@2.0.0",
+		"node_modules/alias":            "real@3.0.0",
+		"node_modules/only-lib":         "only-lib@1.0.0", // packages/lib's, hoisted
+		"node_modules/@ws/lib":          "link:packages/lib",
+	}
+	if len(out) != len(want) {
+		t.Errorf("%d packages laid out: %v", len(out), out)
+	}
+	for k, w := range want {
+		p, ok := out[k]
+		got := p.Name + "@" + p.Version
+		if p.Link {
+			got = "link:" + p.Resolved
+		}
+		if !ok || got != w {
+			t.Errorf("%s: %q, want %q", k, got, w)
+		}
+	}
+	if r := out["node_modules/a"].Resolved; r != "https://npm.example/registry/a/-/a-1.0.0.tgz" {
+		t.Errorf("a resolves to %s", r)
+	}
+	checkLayout(t, g, out)
+}
+
+// TestParsePNPMV6: a v6 lockfile keeps the graph in packages, keys with a
+// leading slash and peers in parentheses.
+func TestParsePNPMV6(t *testing.T) {
+	reg, _ := url.Parse("https://registry.npmjs.org")
+	data := `lockfileVersion: '6.0'
+
+settings:
+  autoInstallPeers: true
+  excludeLinksFromLockfile: false
+
+dependencies:
+  '@scope/a':
+    specifier: ^1.0.0
+    version: 1.0.0(react@18.2.0)
+  react:
+    specifier: ^18.2.0
+    version: 18.2.0
+  wrap:
+    specifier: npm:wrap-ansi@^7.0.0
+    version: /wrap-ansi@7.0.0
+
+packages:
+
+  /@scope/a@1.0.0(react@18.2.0):
+    resolution: {integrity: ` + integrity + `}
+    peerDependencies:
+      react: '>=16'
+    dependencies:
+      loose-envify: 1.4.0
+      react: 18.2.0
+    dev: false
+
+  /loose-envify@1.4.0:
+    resolution: {integrity: ` + integrity + `}
+    dev: false
+
+  /react@18.2.0:
+    resolution: {integrity: ` + integrity + `}
+    dependencies:
+      loose-envify: 1.4.0
+    dev: false
+
+  /wrap-ansi@7.0.0:
+    resolution: {integrity: ` + integrity + `, tarball: https://registry.npmjs.org/wrap-ansi/-/wrap-ansi-7.0.0.tgz}
+    dev: false
+
+  /fsevents@2.3.3:
+    resolution: {integrity: ` + integrity + `}
+    os: [darwin]
+    requiresBuild: true
+    optional: true
+`
+	out, warn, g, err := parsePNPM([]byte(data), reg)
+	if err != nil || len(warn) != 0 {
+		t.Fatalf("%v, %q", err, warn)
+	}
+	for k, w := range map[string]string{
+		"node_modules/@scope/a":     "@scope/a@1.0.0",
+		"node_modules/react":        "react@18.2.0",
+		"node_modules/loose-envify": "loose-envify@1.4.0",
+		"node_modules/wrap":         "wrap-ansi@7.0.0",
+	} {
+		if p := out[k]; p.Name+"@"+p.Version != w {
+			t.Errorf("%s: %+v, want %s", k, p, w)
+		}
+	}
+	if len(out) != 4 {
+		t.Errorf("%d packages: %v (fsevents is no importer's)", len(out), out)
+	}
+	if r := out["node_modules/@scope/a"].Resolved; r != "https://registry.npmjs.org/@scope/a/-/a-1.0.0.tgz" {
+		t.Errorf("@scope/a resolves to %s", r)
+	}
+	checkLayout(t, g, out)
+}
+
+// TestParsePNPMRefused: what is refused whole.
+func TestParsePNPMRefused(t *testing.T) {
+	reg, _ := url.Parse("https://npm.example/registry")
+	for data, want := range map[string]string{
+		"lockfileVersion: 5.4\ndependencies:\n  a: 1.0.0\n": "lockfileVersion \"5.4\" is not 6 to 9",
+		"lockfileVersion: 5.4\n":                            "lockfileVersion \"5.4\" is not 6 to 9",
+		"lockfileVersion: '10.0'\n":                         "is not 6 to 9",
+		"importers: {}\n":                                   "no lockfileVersion",
+		"{":                                                 "not YAML",
+		"lockfileVersion: '9.0'\n#" + strings.Repeat("x", maxPNPMLockfile): "over the size bound",
+		"- a\n":                                 "not YAML",
+		"":                                      "not YAML",
+		"lockfileVersion: [1]\n":                "no lockfileVersion",
+		"lockfileVersion: '9.0'\npackages: 3\n": "not YAML",
+	} {
+		if _, _, err := ParsePNPMLock([]byte(data), reg); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", data, err, want)
+		}
+	}
+}
+
+// TestHoistNoShadow: a dependency is not hoisted to a level where it would
+// hide another version from a package already resolved through it.
+func TestHoistNoShadow(t *testing.T) {
+	n := func(name, version string, deps map[string]string) *pnpmNode {
+		return &pnpmNode{name: name, version: version, pkg: lockPackage{Name: name, Version: version}, deps: deps}
+	}
+	// root → a, x@1, and y@0, c@0 (holding the top); a → c@1, y@1;
+	// c → x@1; y → x@2. c, resolved first, sees x@1 at the top through
+	// a's level: y's x@2 may not go there, so it nests under y.
+	g := &pnpmGraph{nodes: map[string]*pnpmNode{
+		"a@1": n("a", "1", map[string]string{"c": "c@1", "y": "y@1"}),
+		"y@1": n("y", "1", map[string]string{"x": "x@2"}),
+		"c@1": n("c", "1", map[string]string{"x": "x@1"}),
+		"x@1": n("x", "1", nil),
+		"x@2": n("x", "2", nil),
+		"y@0": n("y", "0", nil),
+		"c@0": n("c", "0", nil),
+	}, roots: map[string]string{"a": "a@1", "x": "x@1", "y": "y@0", "c": "c@0"}}
+	out, warn := hoistPNPM(g)
+	if len(warn) != 0 {
+		t.Fatalf("warnings %q", warn)
+	}
+	for k, v := range map[string]string{
+		"node_modules/a/node_modules/y":                "1",
+		"node_modules/a/node_modules/c":                "1",
+		"node_modules/a/node_modules/y/node_modules/x": "2",
+	} {
+		if out[k].Version != v {
+			t.Errorf("%s: %q, want %s (layout %v)", k, out[k].Version, v, out)
+		}
+	}
+	if _, ok := out["node_modules/a/node_modules/x"]; ok {
+		t.Error("x@2 hides x@1 from c")
+	}
+	checkLayout(t, g, out)
+}
+
+// TestInstallPNPM: a pnpm repository's packages are installed from the
+// registry, checked against their integrity, in the hoisted layout, with
+// its workspace package linked into the tree.
+func TestInstallPNPM(t *testing.T) {
+	r := newRegistry(t)
+	ints := map[string]string{}
+	for _, p := range []struct{ name, version string }{{"a", "1.0.0"}, {"b", "1.0.0"}, {"p", "1.0.0"}, {"p", "2.0.0"}, {"real", "3.0.0"}, {"only-lib", "1.0.0"}} {
+		e := r.add(p.name, p.version, tgz(t, tarEntry{name: "package/package.json", body: `{"name":"` + p.name + `","version":"` + p.version + `"}`}))
+		ints[p.name+"@"+p.version] = e["integrity"].(string)
+	}
+	data := strings.NewReplacer("@A@", ints["a@1.0.0"], "@B@", ints["b@1.0.0"], "@P1@", ints["p@1.0.0"], "@P2@", ints["p@2.0.0"], "@REAL@", ints["real@3.0.0"], "@FAR@", integrity, "@OL@", ints["only-lib@1.0.0"]).Replace(pnpmV9)
+	ws := repo(t, map[string]string{
+		"pnpm-lock.yaml":            data,
+		"pnpm-workspace.yaml":       "packages:\n  - packages/*\n",
+		"package.json":              `{"name":"root","packageManager":"pnpm@9.0.0"}`,
+		"package-lock.json":         `{"lockfileVersion":3,"packages":{"node_modules/x":{"resolved":"https://evil.example/x.tgz"}}}`,
+		"packages/lib/package.json": `{"name":"@ws/lib"}`,
+	})
+	w := fetcher(Config{NPMRegistry: r.url}).Fetch(context.Background(), ws)
+	if len(w) != 5 {
+		t.Errorf("warnings %q, want the parser's five", w)
+	}
+	nm := runtime.NodeModules(ws)
+	for p, want := range map[string]string{
+		"a/package.json":                "1.0.0",
+		"b/node_modules/p/package.json": "1.0.0",
+		"p/package.json":                "2.0.0",
+		"alias/package.json":            `"real"`,
+		"only-lib/package.json":         "only-lib",
+		"@ws/lib/package.json":          "@ws/lib", // through the link into the tree
+	} {
+		if b, err := os.ReadFile(filepath.Join(nm, p)); err != nil || !strings.Contains(string(b), want) {
+			t.Errorf("%s: %q, %v", p, b, err)
+		}
+	}
+	if got, _ := os.Readlink(filepath.Join(nm, "@ws/lib")); got != "../../tree/packages/lib" {
+		t.Errorf("@ws/lib links to %q", got)
+	}
+	mods := map[string]bool{}
+	for _, e := range NPMExternals(ws) {
+		mods[e.Module] = true
+	}
+	if !mods["real@3.0.0"] || !mods["p@1.0.0"] || len(mods) != 6 {
+		t.Errorf("externals %v", mods)
+	}
+}
+
+// TestChooseLockfile: which lockfile the phase reads when several are
+// there, and the warning for a package.json with none.
+func TestChooseLockfile(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		files []string
+		pm    string
+		want  string
+	}{
+		{"pnpm workspace", []string{"pnpm-lock.yaml", "pnpm-workspace.yaml", "package-lock.json"}, "", "pnpm-lock.yaml"},
+		{"packageManager pnpm", []string{"pnpm-lock.yaml", "package-lock.json"}, "pnpm@11.3.0+sha512.2c40", "pnpm-lock.yaml"},
+		{"packageManager npm", []string{"pnpm-lock.yaml", "package-lock.json"}, "npm@10.0.0", "package-lock.json"},
+		{"packageManager yarn", []string{"yarn.lock", "package-lock.json"}, "yarn@4.1.0", "yarn.lock"},
+		{"packageManager names a missing lockfile", []string{"package-lock.json"}, "pnpm@9.0.0", "package-lock.json"},
+		{"no word: package-lock.json", []string{"pnpm-lock.yaml", "package-lock.json", "yarn.lock"}, "", "package-lock.json"},
+		{"pnpm alone", []string{"pnpm-lock.yaml"}, "", "pnpm-lock.yaml"},
+		{"none", nil, "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files := map[string]string{"package.json": `{"packageManager":"` + c.pm + `"}`}
+			for _, f := range c.files {
+				files[f] = "x"
+			}
+			ws := repo(t, files)
+			if got, _ := chooseLockfile(ws.Root); got != c.want {
+				t.Fatalf("%s, want %s", got, c.want)
+			}
+		})
+	}
+	// zustand's own files: pnpm-lock.yaml wins over its package-lock.json.
+	if b := corpusFiles(t, "pmndrs__zustand", func(n string) bool {
+		return n == "package.json" || n == "pnpm-workspace.yaml" || n == "pnpm-lock.yaml" || n == "package-lock.json"
+	}); len(b) == 4 {
+		if got, _ := chooseLockfile(repo(t, b).Root); got != "pnpm-lock.yaml" {
+			t.Fatalf("zustand: %s", got)
+		}
+	}
+}
+
+func TestNoLockfileWarning(t *testing.T) {
+	reg, _ := url.Parse("https://npm.example/registry")
+	ws := repo(t, map[string]string{"package.json": `{"name":"x","dependencies":{"react":"^19.0.0"}}`})
+	w := fetcher(Config{NPMRegistry: reg}).Fetch(context.Background(), ws)
+	if len(w) != 1 || !strings.Contains(w[0], "package.json has no lockfile") || !strings.Contains(w[0], "were not installed") {
+		t.Fatalf("warnings %q", w)
+	}
+	// A package.json that depends on nothing needs no lockfile.
+	ws = repo(t, map[string]string{"package.json": `{"name":"x","scripts":{"t":"x"}}`})
+	if w := fetcher(Config{NPMRegistry: reg}).Fetch(context.Background(), ws); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+}
+
+// TestHoistBudgetSpent: once hoisting's budget is spent, packages nest
+// below their dependents, and every dependency still resolves.
+func TestHoistBudgetSpent(t *testing.T) {
+	reg, _ := url.Parse("https://registry.npmjs.org")
+	_, _, g, err := parsePNPM(corpusFile(t, "pmndrs__zustand", "pnpm-lock.yaml"), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, warn := hoistWithin(g, 0)
+	for _, w := range warn {
+		if !strings.Contains(w, "would nest too deep") {
+			t.Fatalf("warning %q", w)
+		}
+	}
+	t.Logf("%d packages nested, %d warnings", len(out), len(warn))
+	if len(warn) == 0 {
+		checkLayout(t, g, out)
+	}
+}
+
+// TestPNPMZustandGolden: the whole layout of zustand's pnpm-lock.yaml,
+// one "path name@version" line per package, against
+// testdata/zustand-pnpm-layout.golden (go test -run Golden -update
+// rewrites it).
+func TestPNPMZustandGolden(t *testing.T) {
+	reg, _ := url.Parse("https://registry.npmjs.org")
+	out, _, err := ParsePNPMLock(corpusFile(t, "pmndrs__zustand", "pnpm-lock.yaml"), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make([]string, 0, len(out))
+	for k, p := range out {
+		l := k + " " + p.Name + "@" + p.Version
+		if p.Optional {
+			l += " optional"
+		}
+		lines = append(lines, l)
+	}
+	sort.Strings(lines)
+	checkGolden(t, "zustand-pnpm-layout.golden", strings.Join(lines, "\n")+"\n")
+}

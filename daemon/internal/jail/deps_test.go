@@ -1,0 +1,215 @@
+//go:build linux
+
+package jail
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/hanzoai/lsp/daemon/internal/deps"
+	"github.com/hanzoai/lsp/daemon/internal/deps/depstest"
+	"github.com/hanzoai/lsp/daemon/internal/lsp"
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/uri"
+)
+
+// The dependency phase's output, served by the real TypeScript server in
+// a real jail: packages installed beside the tree, and npm workspace
+// links (relative symbolic links from node_modules into the tree), resolve
+// through the jail's binds of the tree and node_modules at their own
+// paths.
+
+// tsForJail finds node and the reviewed TypeScript server, or skips.
+func tsForJail(t *testing.T) (node, ts string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	node, _ = filepath.EvalSymlinks(node)
+	for _, c := range []string{os.Getenv("LSP_TEST_TYPESCRIPT"), "../../../.bin/ts"} {
+		if c == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(c); err == nil {
+			if real, err := filepath.EvalSymlinks(abs); err == nil {
+				return node, real
+			}
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("the TypeScript server is not installed; make deps installs it")
+	}
+	t.Skip("the TypeScript server is not installed (make deps installs it)")
+	return "", ""
+}
+
+// treeWorkspace writes files as a published tree (<c>/tree, read-only)
+// with its home, in the store's layout, so that the phase installs into
+// <c>/node_modules beside it.
+func treeWorkspace(t *testing.T, files map[string]string) runtime.Workspace {
+	t.Helper()
+	l := newLayout(t)
+	t.Cleanup(func() { _ = removeTree(l.root) })
+	c := filepath.Join(l.root, "trees", "tenant", "repo", "c0")
+	ws := runtime.Workspace{Root: filepath.Join(c, "tree"), Home: filepath.Join(l.root, "homes", "tenant", "repo")}
+	for name, body := range files {
+		p := filepath.Join(ws.Root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dirs []string
+	_ = filepath.WalkDir(ws.Root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
+	for _, d := range dirs {
+		if err := os.Chmod(d, 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(ws.Home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// fetchDeps runs the real dependency phase against registry.
+func fetchDeps(t *testing.T, ws runtime.Workspace, registry string) {
+	t.Helper()
+	reg, _ := url.Parse(registry)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	f := deps.New(deps.Config{NPMRegistry: reg, MaxModules: deps.DefaultMaxModules, MaxBytes: deps.DefaultMaxBytes, MaxZip: deps.DefaultMaxZip}, log)
+	w := f.Fetch(context.Background(), ws)
+	// The phase's keep-alive connections end here, not after goleak looks.
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	if len(w) != 0 {
+		t.Fatalf("dependency phase warnings %q", w)
+	}
+}
+
+type needle struct {
+	file, text string
+	want       uri.Location
+}
+
+// jailedDefinitions starts the real TypeScript server in a real jail on
+// ws and checks where each needle's definition lands.
+func jailedDefinitions(t *testing.T, ws runtime.Workspace, needles []needle) {
+	t.Helper()
+	node, ts := tsForJail(t)
+	initOpts, _ := json.Marshal(map[string]any{
+		"tsserver":                          map[string]any{"path": filepath.Join(ts, "node_modules/typescript/lib/tsserver.js"), "useSyntaxServer": "never"},
+		"disableAutomaticTypingAcquisition": true,
+	})
+	srv := start(t, newSpawner(t, Options{}), runtime.Spec{
+		ID: "typescript", Language: "typescript", Extensions: []string{".ts", ".tsx"},
+		Executable: node, Args: []string{filepath.Join(ts, "node_modules/typescript-language-server/lib/cli.mjs"), "--stdio"},
+		InitializationOptions: initOpts,
+	}, ws)
+	ctx := context.Background()
+	cl, _, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := uri.Policy{Root: ws.Root, Externals: deps.NPMExternals(ws)}
+	for _, n := range needles {
+		b, err := os.ReadFile(filepath.Join(ws.Root, n.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		u := srv.URI(n.file)
+		lang := "typescript"
+		if strings.HasSuffix(n.file, ".tsx") {
+			lang = "typescriptreact"
+		}
+		if err := cl.DidOpen(ctx, u, lang, text); err != nil {
+			t.Fatal(err)
+		}
+		i := strings.Index(text, n.text)
+		if i < 0 {
+			t.Fatalf("%q not in %s", n.text, n.file)
+		}
+		pos := lsp.Position{Line: uint32(strings.Count(text[:i], "\n")), Character: uint32(i - (strings.LastIndex(text[:i], "\n") + 1))}
+		locs, err := cl.Definition(ctx, u, pos)
+		if err != nil {
+			t.Fatalf("%s: definition of %s: %v", n.file, n.text, err)
+		}
+		if len(locs.Items) == 0 {
+			t.Fatalf("%s: definition of %s: none (the jail does not show it)", n.file, n.text)
+		}
+		for _, l := range locs.Items {
+			if got, err := pol.Map(string(l.URI)); err != nil || got != n.want {
+				t.Fatalf("%s: definition of %s at %s maps to %+v, %v; want %+v", n.file, n.text, l.URI, got, err, n.want)
+			}
+		}
+	}
+}
+
+// TestJailedWorkspaceLink: an npm workspace package, linked by the phase
+// from node_modules into the tree, resolves in the jail to its files in
+// the tree.
+func TestJailedWorkspaceLink(t *testing.T) {
+	t.Parallel()
+	ws := treeWorkspace(t, map[string]string{
+		"package.json":              `{"name":"mono","private":true,"workspaces":["packages/*"]}`,
+		"package-lock.json":         `{"name":"mono","lockfileVersion":3,"packages":{"":{"name":"mono","workspaces":["packages/*"]},"node_modules/@ws/lib":{"resolved":"packages/lib","link":true},"packages/lib":{"name":"@ws/lib","version":"1.0.0"}}}`,
+		"tsconfig.json":             `{"compilerOptions":{"module":"esnext","moduleResolution":"bundler","strict":true,"noEmit":true},"include":["src","packages"]}`,
+		"packages/lib/package.json": `{"name":"@ws/lib","version":"1.0.0","types":"index.ts"}`,
+		"packages/lib/index.ts":     "/** Adds. */\nexport function add(a: number, b: number): number {\n  return a + b;\n}\n",
+		"src/main.ts":               "import { add } from \"@ws/lib\";\n\nexport const x = add(1, 2);\n",
+	})
+	fetchDeps(t, ws, "https://npm.example/registry") // links only: no request
+	if got, err := os.Readlink(filepath.Join(runtime.NodeModules(ws), "@ws", "lib")); err != nil || got != "../../tree/packages/lib" {
+		t.Fatalf("link %q, %v", got, err)
+	}
+	jailedDefinitions(t, ws, []needle{{"src/main.ts", "add(1, 2)", uri.Location{Path: "packages/lib/index.ts"}}})
+}
+
+// TestJailedTypeScriptZustand: zustand's real snapshot, its pnpm-lock.yaml
+// (pruned to @types/react) installed from the real registry by the phase:
+// in the jail, a definition into React's types is external
+// "@types/react@19.2.18" and the tests' import of zustand lands in the
+// tree.
+func TestJailedTypeScriptZustand(t *testing.T) {
+	t.Parallel()
+	tsForJail(t)
+	files, err := depstest.CorpusFiles("pmndrs__zustand", func(n string) bool {
+		return strings.HasPrefix(n, "src/") || strings.HasPrefix(n, "tests/") ||
+			n == "package.json" || n == "tsconfig.json" || n == "pnpm-lock.yaml" || n == "pnpm-workspace.yaml" || n == "package-lock.json"
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skip("the corpus is not beside the clone")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files["pnpm-lock.yaml"], err = depstest.PrunePNPM(files["pnpm-lock.yaml"], "@types/react"); err != nil {
+		t.Fatal(err)
+	}
+	ws := treeWorkspace(t, files)
+	fetchDeps(t, ws, "https://registry.npmjs.org")
+	jailedDefinitions(t, ws, []needle{
+		{"src/react.ts", "useDebugValue(slice)", uri.Location{Path: "index.d.ts", External: true, Module: "@types/react@19.2.18"}},
+		{"tests/basic.test.tsx", "create } from 'zustand'", uri.Location{Path: "src/react.ts"}},
+	})
+}

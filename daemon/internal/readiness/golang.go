@@ -1,0 +1,88 @@
+package readiness
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/hanzoai/lsp/daemon/internal/lsp"
+)
+
+// gopls v0.21.1, run on a module whose imports cannot be resolved
+// (GOPROXY=off, an empty module cache) or whose go list fails, says so in
+// three ways (seen with the real server; readiness_test.go keeps them):
+//
+//   - window/logMessage, type 1: "2026/12/01 19:45:04 go/packages.Load #1:
+//     err: exit status 1: stderr: go: go.mod requires go >= 1.99 …\n\n\tview_id=…"
+//     and "… initial workspace load failed: packages.Load error: …";
+//   - a diagnostic on go.mod, source "go list": "packages.Load error: err:
+//     exit status 1: stderr: go: …";
+//   - a diagnostic on each importing file, code "BrokenImport": "could not
+//     import github.com/missing/dep (no required module provides package
+//     \"github.com/missing/dep\")";
+//   - once a document is open, a work-done progress that begins and never
+//     ends, titled "Error loading workspace", whose message is the error.
+var (
+	goLogTime = regexp.MustCompile(`^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} `)
+	// What the go command says when a dependency is not where gopls may
+	// look; a diagnostic carrying it is a load problem whatever its code.
+	goUnresolved = []string{
+		"no required module provides package",
+		"module lookup disabled by GOPROXY=off",
+		"cannot find module providing package",
+		"missing go.sum entry",
+		"go: updates to go.mod needed",
+		"packages.Load error",
+	}
+)
+
+func init() {
+	register(lsp.LoadSigns{Diagnostic: goDiagnostic, Log: goLog, Progress: goProgress}, "go")
+}
+
+func goProgress(title, msg string) (string, bool) {
+	if !strings.HasPrefix(title, "Error loading workspace") {
+		return "", false
+	}
+	if strings.TrimSpace(msg) == "" {
+		return title, true
+	}
+	return goMessage(msg), true
+}
+
+func goDiagnostic(d lsp.Diagnostic) (string, bool) {
+	switch {
+	case d.Code == "BrokenImport", d.Source == "go list":
+		return goMessage(d.Message), true
+	}
+	for _, s := range goUnresolved {
+		if strings.Contains(d.Message, s) {
+			return goMessage(d.Message), true
+		}
+	}
+	return "", false
+}
+
+func goLog(typ int, msg string) (string, bool) {
+	if typ != 1 {
+		return "", false
+	}
+	m := goLogTime.ReplaceAllString(strings.TrimSpace(msg), "")
+	if !strings.Contains(m, "packages.Load") && !strings.Contains(m, "workspace load failed") && !strings.Contains(m, "go list") {
+		return "", false
+	}
+	return goMessage(m), true
+}
+
+// goMessage keeps the go command's own words: the text after the last
+// "stderr: " when gopls wraps them, its first line, no timestamp. The three
+// reports of one failed load then read the same and count once.
+func goMessage(m string) string {
+	m = goLogTime.ReplaceAllString(strings.TrimSpace(m), "")
+	if i := strings.LastIndex(m, "stderr: "); i >= 0 {
+		m = m[i+len("stderr: "):]
+	}
+	if i := strings.IndexByte(m, '\n'); i >= 0 {
+		m = m[:i]
+	}
+	return strings.TrimSpace(m)
+}

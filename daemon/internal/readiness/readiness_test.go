@@ -1,0 +1,83 @@
+package readiness
+
+import (
+	"testing"
+
+	"github.com/hanzoai/lsp/daemon/internal/lsp"
+)
+
+// What the real servers said (gopls v0.21.1; typescript-language-server
+// 6.0.0 with TypeScript 5.9.3), and what each sign makes of it.
+func TestGoSigns(t *testing.T) {
+	s := For("go")
+	for _, tc := range []struct {
+		name string
+		d    lsp.Diagnostic
+		want string // "" when it is not a load problem
+	}{
+		{"broken import", lsp.Diagnostic{Code: "BrokenImport", Source: "compiler", Message: `could not import github.com/missing/dep (no required module provides package "github.com/missing/dep")`},
+			`could not import github.com/missing/dep (no required module provides package "github.com/missing/dep")`},
+		{"go list on go.mod", lsp.Diagnostic{Source: "go list", Message: "packages.Load error: err: exit status 1: stderr: go: go.mod requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)"},
+			"go: go.mod requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)"},
+		{"module lookup", lsp.Diagnostic{Source: "go list", Message: "err: exit status 1: stderr: go: github.com/a/b@v1.0.0: module lookup disabled by GOPROXY=off"},
+			"go: github.com/a/b@v1.0.0: module lookup disabled by GOPROXY=off"},
+		{"a type error", lsp.Diagnostic{Code: "UndeclaredName", Source: "compiler", Message: "undefined: x"}, ""},
+		{"an analyzer", lsp.Diagnostic{Code: "unusedparams", Source: "unusedparams", Message: "unused parameter: unused"}, ""},
+	} {
+		got, ok := s.Diagnostic(tc.d)
+		if ok != (tc.want != "") || got != tc.want {
+			t.Errorf("%s: %q, %v; want %q", tc.name, got, ok, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		typ       int
+		msg, want string
+	}{
+		{1, "2026/12/01 19:45:04 go/packages.Load #1: err: exit status 1: stderr: go: go.mod requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)\n\n\tview_id=\"1\"\n\tsnapshot=0\n", "go: go.mod requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)"},
+		{1, "2026/12/01 19:45:04 initial workspace load failed: packages.Load error: err: exit status 1: stderr: go: go.mod requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)\n\n", "go: go.mod requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)"},
+		{3, "2026/12/01 19:40:32 go/packages.Load #1\n\tview_id=\"1\"\n\tpackages=2\n", ""},
+		{1, "2026/12/01 19:40:32 hover: no package metadata for file", ""},
+	} {
+		got, ok := s.Log(tc.typ, tc.msg)
+		if ok != (tc.want != "") || got != tc.want {
+			t.Errorf("log %q: %q, %v; want %q", tc.msg, got, ok, tc.want)
+		}
+	}
+	if got, ok := s.Progress("Error loading workspace", "packages.Load error: err: exit status 1: stderr: go: go.mod requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)"); !ok || got != "go: go.mod requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)" {
+		t.Errorf("progress: %q, %v", got, ok)
+	}
+	if _, ok := s.Progress("Setting up workspace", "Loading packages..."); ok {
+		t.Error("loading progress taken for a problem")
+	}
+}
+
+func TestTypeScriptSigns(t *testing.T) {
+	s := For("typescript")
+	for _, tc := range []struct {
+		name string
+		d    lsp.Diagnostic
+		want string
+	}{
+		{"missing dependency", lsp.Diagnostic{Code: "2307", Source: "typescript", Message: "Cannot find module 'zod' or its corresponding type declarations."},
+			"Cannot find module 'zod' or its corresponding type declarations."},
+		{"scoped dependency", lsp.Diagnostic{Code: "2307", Source: "typescript", Message: "Cannot find module '@acme/core' or its corresponding type declarations."},
+			"Cannot find module '@acme/core' or its corresponding type declarations."},
+		{"untyped dependency", lsp.Diagnostic{Code: "7016", Source: "typescript", Message: "Could not find a declaration file for module 'left-pad'. '/w/node_modules/left-pad/index.js' implicitly has an 'any' type."},
+			"Could not find a declaration file for module 'left-pad'. '/w/node_modules/left-pad/index.js' implicitly has an 'any' type."},
+		{"missing relative file", lsp.Diagnostic{Code: "2307", Source: "typescript", Message: "Cannot find module './nope' or its corresponding type declarations."}, ""},
+		{"type error", lsp.Diagnostic{Code: "2322", Source: "typescript", Message: "Type 'number' is not assignable to type 'string'."}, ""},
+		{"unused local", lsp.Diagnostic{Code: "6133", Source: "typescript", Message: "'unusedLocal' is declared but its value is never read."}, ""},
+		{"tsconfig option", lsp.Diagnostic{Code: "5023", Source: "typescript", Message: "Unknown compiler option 'strictest'."}, "Unknown compiler option 'strictest'."},
+	} {
+		got, ok := s.Diagnostic(tc.d)
+		if ok != (tc.want != "") || got != tc.want {
+			t.Errorf("%s: %q, %v; want %q", tc.name, got, ok, tc.want)
+		}
+	}
+	if For("typescriptreact").Diagnostic == nil || For("javascript").Diagnostic == nil {
+		t.Error("the TypeScript server's other languages have no signs")
+	}
+	if s := For("python"); s.Diagnostic != nil || s.Log != nil || s.Progress != nil {
+		t.Error("a language without signs got some")
+	}
+}

@@ -1,0 +1,296 @@
+package rpc
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+)
+
+// TestLoadProblemsGo: a module whose imports cannot be resolved (the
+// serving environment's GOPROXY=off, an empty module cache) is loaded by
+// the real gopls with broken imports. The prepare answer, the capability
+// probe and every answer from the workspace say so in gopls's own words,
+// without a host path; an empty answer is unavailable, not current.
+func TestLoadProblemsGo(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS")
+	}
+	k := keyFor(t, "unresolved")
+	resp := prepareTree(t, k, newID(),
+		file{"go.mod", []byte("module example.com/unresolved\n\ngo 1.22\n\nrequire github.com/missing/dep v1.2.3\n")},
+		file{"main.go", []byte("package main\n\nimport \"github.com/missing/dep\"\n\n// Run runs.\nfunc Run() string { return dep.Name() }\n\nfunc main() { _ = Run() }\n")},
+	)
+	const want = `gopls could not load the project: main.go: could not import github.com/missing/dep (no required module provides package "github.com/missing/dep")`
+	langs := resp.GetLanguages()
+	if len(langs) != 1 || !contains(langs[0].GetWarnings(), want) {
+		t.Fatalf("prepare languages %v, want the warning %q", langs, want)
+	}
+	noHostPaths(t, langs[0].GetWarnings())
+
+	caps, err := fx.client.Capabilities(ctxT(t), &daemonv1.CapabilitiesRequest{Workspace: k})
+	if err != nil || len(caps.GetLanguages()) != 1 || !contains(caps.GetLanguages()[0].GetWarnings(), want) {
+		t.Fatalf("capabilities %v, %v", caps, err)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		req   *daemonv1.QueryRequest
+		state daemonv1.EvidenceState
+	}{
+		// dep.Name is unresolved: gopls has nothing to say about it.
+		{"hover on the unresolved call", &daemonv1.QueryRequest{Op: daemonv1.Op_OP_HOVER, Path: "main.go", Position: &daemonv1.Position{Line: 5, Character: 32}},
+			daemonv1.EvidenceState_EVIDENCE_STATE_UNAVAILABLE},
+		{"document symbols", &daemonv1.QueryRequest{Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "main.go"},
+			daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL},
+		{"diagnostics", &daemonv1.QueryRequest{Op: daemonv1.Op_OP_DIAGNOSTICS, Path: "main.go"},
+			daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.Workspace = k
+			q, err := fx.client.Query(ctxT(t), tc.req)
+			if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+				t.Fatalf("query: %v %v", q, err)
+			}
+			e := q.GetEvidence()
+			if e.GetState() != tc.state || !contains(e.GetWarnings(), want) {
+				t.Fatalf("evidence %v, want %v with %q", e, tc.state, want)
+			}
+			noHostPaths(t, e.GetWarnings())
+			for _, d := range q.GetDiagnostics().GetItems() {
+				noHostPaths(t, []string{d.GetMessage()})
+			}
+		})
+	}
+	// Logged once for the workspace and server, however often answered.
+	ws := parseKey(t, k).String()
+	var lines []string
+	for _, l := range strings.Split(daemonLog.String(), "\n") {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, `msg="language server could not load the project"`) && strings.Contains(l, "workspace="+ws) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "server=gopls") || !strings.Contains(lines[0], "no required module provides package") {
+		t.Fatalf("log lines for the workspace: %q", lines)
+	}
+	noHostPaths(t, lines)
+}
+
+// TestLoadProblemsGoList: a go.mod the local go command refuses
+// (GOTOOLCHAIN=local) fails gopls's go list; its words come back, once,
+// from the log line and the go.mod diagnostic alike.
+func TestLoadProblemsGoList(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS")
+	}
+	k := keyFor(t, "golist")
+	resp := prepareTree(t, k, newID(),
+		file{"go.mod", []byte("module example.com/golist\n\ngo 1.99\n")},
+		file{"main.go", []byte("package main\n\nfunc main() {}\n")},
+	)
+	langs := resp.GetLanguages()
+	if len(langs) != 1 {
+		t.Fatalf("prepare languages %v", langs)
+	}
+	var found int
+	for _, w := range langs[0].GetWarnings() {
+		if strings.HasPrefix(w, "gopls could not load the project: ") && strings.Contains(w, "go: go.mod requires go >= 1.99") {
+			found++
+		}
+	}
+	if found == 0 {
+		t.Fatalf("prepare warnings %q, want go list's refusal", langs[0].GetWarnings())
+	}
+	noHostPaths(t, langs[0].GetWarnings())
+	q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "main.go"})
+	if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+		t.Fatalf("query: %v %v", q, err)
+	}
+	if s := q.GetEvidence().GetState(); s == daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT {
+		t.Fatalf("an answer from a project go list refused is current: %v", q.GetEvidence())
+	}
+}
+
+// TestNoLoadProblems: a module that loads has no warnings anywhere and
+// its answers are current.
+func TestNoLoadProblems(t *testing.T) {
+	k, _ := goWorkspace(t)
+	for _, l := range goModule.prepare.GetLanguages() {
+		if len(l.GetWarnings()) != 0 {
+			t.Fatalf("warnings for a module that loads: %q", l.GetWarnings())
+		}
+	}
+	q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "main.go"})
+	if err != nil || q.GetEvidence().GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT || len(q.GetEvidence().GetWarnings()) != 0 {
+		t.Fatalf("query: %v %v", q, err)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// noHostPaths: no text names the daemon's root (trees, homes) or a
+// file:// URI.
+func noHostPaths(t *testing.T, texts []string) {
+	t.Helper()
+	for _, s := range texts {
+		if strings.Contains(s, fx.root) || strings.Contains(s, "file://") || strings.Contains(s, "/trees/") || strings.Contains(s, "/homes/") {
+			t.Fatalf("a host path in %q", s)
+		}
+	}
+}
+
+// TestLoadProblemsTypeScript: a project whose declared dependency is not
+// installed. The real tsserver cannot resolve the import, and the prepare
+// answer and the answers say so; a signature keeps its "data: unknown".
+func TestLoadProblemsTypeScript(t *testing.T) {
+	if !fx.typescript {
+		t.Skip("no TypeScript server: set LSP_TEST_TYPESCRIPT")
+	}
+	k := keyFor(t, "ts-missing")
+	index := "import { z } from \"zod\";\n\nexport function parsedType(data: unknown): string {\n  return z.string().parse(data);\n}\n\nexport const n = parsedType(1);\n"
+	resp := prepareTree(t, k, newID(),
+		file{"package.json", []byte(`{"name":"t","version":"1.0.0","dependencies":{"zod":"^3.22.0"}}`)},
+		file{"tsconfig.json", []byte(`{"compilerOptions":{"strict":true,"module":"nodenext","moduleResolution":"nodenext","target":"es2022"},"include":["src"]}`)},
+		file{"src/index.ts", []byte(index)},
+	)
+	const want = "typescript-language-server could not load the project: src/index.ts: Cannot find module 'zod' or its corresponding type declarations."
+	var warnings []string
+	for _, l := range resp.GetLanguages() {
+		warnings = append(warnings, l.GetWarnings()...)
+	}
+	if !contains(warnings, want) {
+		t.Fatalf("prepare languages %v, want the warning %q", resp.GetLanguages(), want)
+	}
+	noHostPaths(t, warnings)
+	q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "src/index.ts", Position: &daemonv1.Position{Line: 2, Character: 18}})
+	if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+		t.Fatalf("hover: %v %v", q, err)
+	}
+	if md := q.GetHover().GetMarkdown(); !strings.Contains(md, "parsedType(data: unknown): string") {
+		t.Fatalf("hover markdown %q lost the signature", md)
+	}
+	if e := q.GetEvidence(); e.GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL || !contains(e.GetWarnings(), want) {
+		t.Fatalf("hover evidence %v", e)
+	}
+}
+
+// TestDiagnosticsScrubbed: go list's "found packages a (a.go) and b (b.go)
+// in DIR" names the package's host directory; it comes back repo-relative,
+// in the diagnostic and in the load warning alike.
+func TestDiagnosticsScrubbed(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS")
+	}
+	k := keyFor(t, "twopkgs")
+	resp := prepareTree(t, k, newID(),
+		file{"go.mod", []byte("module example.com/twopkgs\n\ngo 1.22\n")},
+		file{"main.go", []byte("package main\n\nimport _ \"example.com/twopkgs/two\"\n\nfunc main() {}\n")},
+		file{"two/a.go", []byte("package a\n")},
+		file{"two/b.go", []byte("package b\n")},
+	)
+	var all []string
+	for _, l := range resp.GetLanguages() {
+		all = append(all, l.GetWarnings()...)
+	}
+	for _, p := range []string{"main.go", "two/a.go"} {
+		q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DIAGNOSTICS, Path: p})
+		if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+			t.Fatalf("diagnostics of %s: %v %v", p, q, err)
+		}
+		all = append(all, q.GetEvidence().GetWarnings()...)
+		for _, d := range q.GetDiagnostics().GetItems() {
+			all = append(all, d.GetMessage())
+		}
+	}
+	t.Logf("texts: %q", all)
+	noHostPaths(t, all)
+	found := false
+	for _, s := range all {
+		found = found || strings.Contains(s, "found packages a (a.go) and b (b.go) in two")
+	}
+	if !found {
+		t.Fatalf("no diagnostic or warning names the package directory repo-relative: %q", all)
+	}
+}
+
+// TestLoadProblemsAfterRestart: a killed server comes back as a new
+// generation whose answers still say the project did not load (the
+// workspace also keeps what earlier generations reported, for the moment
+// before the new one says so again; this test does not isolate that
+// moment).
+func TestLoadProblemsAfterRestart(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS")
+	}
+	k := keyFor(t, "restart-unresolved")
+	prepareTree(t, k, newID(),
+		file{"go.mod", []byte("module example.com/restart\n\ngo 1.22\n\nrequire github.com/missing/dep v1.2.3\n")},
+		file{"main.go", []byte("package main\n\nimport \"github.com/missing/dep\"\n\nfunc main() { _ = dep.Name() }\n")},
+	)
+	const want = `gopls could not load the project: main.go: could not import github.com/missing/dep (no required module provides package "github.com/missing/dep")`
+	w, release, ok := fx.pool.Acquire(parseKey(t, k))
+	if !ok {
+		t.Fatal("the workspace is not live")
+	}
+	home := w.Home
+	release()
+	pids := processesWithEnv("HOME=" + home)
+	if len(pids) == 0 {
+		t.Fatal("no server process runs with the workspace's home")
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "main.go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.GetStatus() == daemonv1.Status_STATUS_OK && q.GetEvidence().GetServer().GetGeneration() >= 2 {
+			if e := q.GetEvidence(); e.GetState() == daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT || !contains(e.GetWarnings(), want) {
+				t.Fatalf("the restarted server's answer: %v", e)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer from a restarted server: %v", q)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// processesWithEnv are the pids whose environment holds entry.
+func processesWithEnv(entry string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if kv == entry {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,121 @@
+package forge
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/giteatest"
+)
+
+// TestRealGitea drives both forge kinds against a real Gitea (the pinned
+// release `make deps` builds; LSP_TEST_GITEA): resolving every rev form,
+// fetching a tree (the same through the API's archive and through git),
+// the bearer, basic and sudo modes, an administrator never acted as, a
+// private repository invisible to a user without access (the same 404 as
+// a missing one), and a revoked token losing access within the cache's
+// TTL.
+func TestRealGitea(t *testing.T) {
+	bin := giteatest.Binary()
+	if bin == "" {
+		t.Skip(giteatest.Env + " is not set (make test sets it)")
+	}
+	g := giteatest.Start(t, bin)
+	owner := g.CreateUser(t, "acme", false)
+	alice := g.CreateUser(t, "alice", false)
+	bob := g.CreateUser(t, "bob", false)
+	g.CreateUser(t, "admin2", true)
+	g.CreateRepo(t, owner.Login, "app", true)
+	g.AddCollaborator(t, owner.Login, "app", alice.Login)
+	files := map[string]string{"go.mod": "module example.com/app\n\ngo 1.22\n", "main.go": "package main\n\nfunc main() {}\n", "sub/x.go": "package sub\n"}
+	c1 := g.Push(t, owner.Login, "app", "main", files, "v1")
+	hex := g.Push(t, owner.Login, "app", "cafe", map[string]string{"cafe.go": "package main\n"})
+	c2 := g.Push(t, owner.Login, "app", "main", map[string]string{"main.go": "package main\n\nfunc main() { println() }\n"})
+
+	aliceTok, aliceID := g.Token(t, alice, "lsp")
+	bobTok, _ := g.Token(t, bob, "lsp")
+	adminTok := g.AdminToken(t)
+
+	client := &http.Client{Timeout: 30 * time.Second}
+	api := NewGitea(g.URL, client, slog.New(slog.DiscardHandler))
+	viaGit := NewGit(g.URL, client, "", slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+
+	for _, kind := range []struct {
+		name string
+		f    Forge
+	}{{"gitea", api}, {"git", viaGit}} {
+		t.Run(kind.name, func(t *testing.T) {
+			for _, tc := range []struct{ rev, want string }{
+				{"", c2}, {"HEAD", c2}, {"main", c2}, {"refs/heads/main", c2},
+				{"v1", c1}, {"refs/tags/v1", c1}, {"cafe", hex}, {c1, c1},
+			} {
+				got, err := kind.f.Resolve(ctx, bearer(aliceTok), "acme", "app", mustRev(t, tc.rev))
+				if err != nil || got != tc.want {
+					t.Errorf("Resolve(%q) = %q, %v; want %q", tc.rev, got, err, tc.want)
+				}
+			}
+			if _, err := kind.f.Resolve(ctx, bearer(aliceTok), "acme", "app", mustRev(t, c2[:9])); !errors.Is(err, ErrBadRev) {
+				t.Errorf("Resolve(short sha) = %v, want ErrBadRev", err)
+			}
+			// Private: bob sees the same 404 for it as for a repository
+			// that does not exist.
+			_, hidden := kind.f.Resolve(ctx, bearer(bobTok), "acme", "app", Rev{})
+			_, missing := kind.f.Resolve(ctx, bearer(bobTok), "acme", "nope", Rev{})
+			if !errors.Is(hidden, ErrNotFound) || !errors.Is(missing, ErrNotFound) || hidden.Error() != missing.Error() {
+				t.Errorf("bob: private %v, missing %v; want the same not found", hidden, missing)
+			}
+			// Basic: the token as the password.
+			if got, err := kind.f.Resolve(ctx, Credential{Mode: "basic", Token: aliceTok, User: alice.Login}, "acme", "app", Rev{}); err != nil || got != c2 {
+				t.Errorf("basic: %q, %v", got, err)
+			}
+		})
+	}
+
+	// The archive and git give the same tree.
+	viaAPI, err := api.Fetch(ctx, bearer(aliceTok), "acme", "app", c1, Limits{})
+	if err != nil {
+		t.Fatalf("gitea Fetch: %v", err)
+	}
+	viaClone, err := viaGit.Fetch(ctx, bearer(aliceTok), "acme", "app", c1, Limits{})
+	if err != nil {
+		t.Fatalf("git Fetch: %v", err)
+	}
+	got := map[string]string{}
+	for _, f := range viaAPI.Files {
+		got[f.Path] = string(f.Data)
+	}
+	if !reflect.DeepEqual(got, files) || !reflect.DeepEqual(viaAPI.Files, viaClone.Files) {
+		t.Errorf("trees: archive %v, git %d files; want %v", got, len(viaClone.Files), files)
+	}
+
+	// Sudo: the admin token acts as a user, never as an administrator.
+	sudo := func(login string) Credential { return Credential{Mode: "sudo", Token: adminTok, User: login} }
+	if got, err := api.Resolve(ctx, sudo("alice"), "acme", "app", Rev{}); err != nil || got != c2 {
+		t.Errorf("sudo alice: %q, %v", got, err)
+	}
+	if _, err := api.Resolve(ctx, sudo("bob"), "acme", "app", Rev{}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("sudo bob: %v, want ErrNotFound", err)
+	}
+	for _, login := range []string{g.AdminUser, "admin2"} {
+		if _, err := api.Resolve(ctx, sudo(login), "acme", "app", Rev{}); !errors.Is(err, ErrForbidden) {
+			t.Errorf("sudo %s: %v, want ErrForbidden", login, err)
+		}
+	}
+
+	// Revocation takes effect within the cache's TTL.
+	const ttl = time.Second
+	cached := NewCache(api, ttl, nil)
+	if _, err := cached.Resolve(ctx, bearer(aliceTok), "acme", "app", Rev{}); err != nil {
+		t.Fatalf("cached resolve: %v", err)
+	}
+	g.DeleteToken(t, alice, aliceID)
+	time.Sleep(ttl + 100*time.Millisecond)
+	if _, err := cached.Resolve(ctx, bearer(aliceTok), "acme", "app", Rev{}); err == nil {
+		t.Error("a revoked token still resolves after the cache's TTL")
+	}
+}
