@@ -41,6 +41,9 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := cf.CheckDaemonRoot(env.Root); err != nil {
+		return err
+	}
 	specs, err := qualify.Specs(cf, filepath.Join(env.Root, "bin"))
 	if err != nil {
 		return err

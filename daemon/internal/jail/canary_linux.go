@@ -37,7 +37,8 @@ type canaryProbe struct {
 // the attempt succeeded. The self-test judges it outside the jail.
 type canaryReport struct {
 	UID          int               `json:"uid"`
-	Interfaces   []string          `json:"interfaces"`
+	Interfaces   []string          `json:"interfaces"` // of the jail's network namespace (/proc/self/net/dev)
+	Sockets      map[string]string `json:"sockets"`    // family -> socket(2) error, "" when one was made
 	Connect      map[string]string `json:"connect"`
 	Abstract     string            `json:"abstract"`
 	Hidden       map[string]string `json:"hidden"`
@@ -105,11 +106,10 @@ func probe(pr canaryProbe) canaryReport {
 	r := canaryReport{UID: os.Getuid(), Connect: map[string]string{}, Hidden: map[string]string{}}
 	// Before anything else opens a descriptor.
 	r.FDs = openFDs()
-	if ifs, err := net.Interfaces(); err == nil {
-		for _, i := range ifs {
-			r.Interfaces = append(r.Interfaces, i.Name)
-		}
-	}
+	// Not net.Interfaces: that needs a netlink socket, which the filter
+	// refuses.
+	r.Interfaces = netDevs()
+	r.Sockets = socketProbe()
 	for _, a := range pr.Connect {
 		c, err := net.DialTimeout("tcp", a, 2*time.Second)
 		if err == nil {
@@ -167,6 +167,59 @@ func probe(pr canaryProbe) canaryReport {
 	r.UserNS = userNS()
 	forkBomb(pr.ForkLimit, &r)
 	return r
+}
+
+// probeSockets are the families the canary tries: only unix may work.
+var probeSockets = []struct {
+	name           string
+	family, typ, p int
+}{
+	{"unix", unix.AF_UNIX, unix.SOCK_STREAM, 0},
+	{"inet", unix.AF_INET, unix.SOCK_STREAM, 0},
+	{"inet6", unix.AF_INET6, unix.SOCK_DGRAM, 0},
+	{"vsock", unix.AF_VSOCK, unix.SOCK_STREAM, 0},
+	{"netlink", unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE},
+	{"packet", unix.AF_PACKET, unix.SOCK_DGRAM, 0},
+}
+
+func socketProbe() map[string]string {
+	out := map[string]string{}
+	for _, p := range probeSockets {
+		fd, err := unix.Socket(p.family, p.typ|unix.SOCK_CLOEXEC, p.p)
+		if err == nil {
+			unix.Close(fd)
+		}
+		out[p.name] = errString(err)
+	}
+	fds, err := unix.Socketpair(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+	}
+	out["socketpair inet"] = errString(err)
+	fds, err = unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+	}
+	out["socketpair unix"] = errString(err)
+	return out
+}
+
+// netDevs are the interfaces of the caller's network namespace.
+func netDevs() []string {
+	b, err := os.ReadFile("/proc/self/net/dev")
+	if err != nil {
+		return []string{"unreadable: " + err.Error()}
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if name, _, ok := strings.Cut(l, ":"); ok && !strings.Contains(name, "|") {
+			out = append(out, strings.TrimSpace(name))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // visible is "" when p can be seen, else why not.

@@ -25,7 +25,9 @@
 // 65534 of its own user namespace with no capability, no_new_privs, no way
 // to make another user namespace (--disable-userns), no controlling
 // terminal (the launcher starts a new session), and a seccomp deny list
-// (see seccomp_linux.go).
+// that also lets sockets be made only in AF_UNIX (see seccomp_linux.go).
+// The home is the jail's to write: the daemon prepares it before every
+// spawn through package safefs, never following a link planted there.
 //
 // A root daemon never lets a jail be host uid 0: each server home gets an
 // unprivileged host uid of its own (uid_linux.go), so bwrap itself runs

@@ -16,7 +16,11 @@ import (
 // other processes, kernel keyrings, BPF, perf, userfaultfd, module and
 // kexec loading, (un)mounting and namespace changes, file handles
 // (open_by_handle_at escapes a bind mount), io_uring, clock setting — and
-// the terminal ioctls that inject input (TIOCSTI, TIOCLINUX). A system call
+// the terminal ioctls that inject input (TIOCSTI, TIOCLINUX). Sockets may be
+// made (socket, socketpair) only in the families of allowedFamilies: the
+// network namespace already leaves nothing to reach over IP, but VSOCK
+// reaches the host or hypervisor from any namespace, and netlink and
+// packet sockets are kernel attack surface no server needs. A system call
 // of another ABI (32-bit, x32) kills the process, so the numbers below mean
 // what they say.
 
@@ -40,6 +44,13 @@ var denied = []uintptr{
 // them (libuv and io_uring) fall back quietly.
 var enosys = []uintptr{unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER}
 
+// allowedFamilies are the address families a jail may make sockets in.
+// AF_UNIX is all the reviewed servers use: node's IPC with its tsserver
+// child (socketpair), libuv's and Go's own plumbing. Any other family
+// fails with EAFNOSUPPORT, as on a kernel built without it, so programs
+// that probe (IPv6 support, network interfaces) carry on.
+var allowedFamilies = []uint32{unix.AF_UNIX}
+
 // deniedIoctls are refused with EPERM.
 var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
 
@@ -53,7 +64,8 @@ type sockFilter struct {
 const (
 	offNr   = 0
 	offArch = 4
-	offArg1 = 16 + 8 // low 32 bits on little-endian machines
+	offArg0 = 16 // low 32 bits on little-endian machines
+	offArg1 = 16 + 8
 )
 
 func stmt(code uint16, k uint32) sockFilter { return sockFilter{Code: code, K: k} }
@@ -63,7 +75,11 @@ func jeq(k uint32, jt, jf uint8) sockFilter {
 
 // seccompProgram returns the filter as bwrap reads it (an array of struct
 // sock_filter), or nil where this architecture has no filter.
-func seccompProgram() []byte {
+func seccompProgram() []byte { return buildSeccomp(allowedFamilies) }
+
+// buildSeccomp builds the filter; families nil leaves sockets unchecked
+// (only for the test that proves the self-test notices).
+func buildSeccomp(families []uint32) []byte {
 	if auditArch == 0 {
 		return nil
 	}
@@ -87,6 +103,17 @@ func seccompProgram() []byte {
 	}
 	for _, nr := range enosys {
 		p = append(p, jeq(uint32(nr), 0, 1), errno(unix.ENOSYS))
+	}
+	if families != nil {
+		// socket(domain, …) and socketpair(domain, …): domain is an int,
+		// so its low 32 bits are all the kernel reads.
+		fam := []sockFilter{ld(offArg0)}
+		for _, f := range families {
+			fam = append(fam, jeq(f, 0, 1), ret(unix.SECCOMP_RET_ALLOW))
+		}
+		fam = append(fam, errno(unix.EAFNOSUPPORT))
+		p = append(p, jeq(unix.SYS_SOCKET, 1, 0), jeq(unix.SYS_SOCKETPAIR, 0, uint8(len(fam))))
+		p = append(p, fam...)
 	}
 	block := []sockFilter{ld(offArg1)}
 	for _, req := range deniedIoctls {

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,7 +18,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/safefs"
 )
 
 // SelfTestParams say where the self-test may write and what else the
@@ -200,7 +202,7 @@ func SelfTest(ctx context.Context, s *Spawner, p SelfTestParams) (err error) {
 	}
 	s.log.Info("jail self-test passed", "interfaces", rep.Interfaces, "connect", rep.Connect,
 		"fork_bomb", fmt.Sprintf("%d started, then %q (%d tasks, bound %d)", rep.Forked, rep.ForkErr, rep.Tasks, selfTestPids),
-		"userns", rep.UserNS, "keyctl", rep.Keyctl, "ptrace", rep.Ptrace, "tree_write", rep.TreeCreate, "proc_sys", rep.ProcSysWrite,
+		"sockets", rep.Sockets, "userns", rep.UserNS, "keyctl", rep.Keyctl, "ptrace", rep.Ptrace, "tree_write", rep.TreeCreate, "proc_sys", rep.ProcSysWrite,
 		"limits", rep.Limits, "cgroup_members", len(inCgroup))
 	return nil
 }
@@ -284,6 +286,20 @@ func (s *Spawner) judge(r canaryReport, in judgeInput) []string {
 		if r.Keyctl == "" || r.Ptrace == "" {
 			fail("seccomp: keyctl (%q) or ptrace (%q) allowed", r.Keyctl, r.Ptrace)
 		}
+		for _, p := range probeSockets {
+			e, ok := r.Sockets[p.name]
+			switch {
+			case !ok:
+				fail("sockets: %s not probed", p.name)
+			case p.family == unix.AF_UNIX && e != "":
+				fail("sockets: unix refused (%s), which the servers need", e)
+			case p.family != unix.AF_UNIX && e == "":
+				fail("sockets: socket(%s) succeeded", p.name)
+			}
+		}
+		if r.Sockets["socketpair inet"] == "" || r.Sockets["socketpair unix"] != "" {
+			fail("sockets: socketpair inet %q, unix %q", r.Sockets["socketpair inet"], r.Sockets["socketpair unix"])
+		}
 	}
 	if len(r.FDs) != 3 || !strings.HasPrefix(r.FDs[0], "0 ") || !strings.HasPrefix(r.FDs[1], "1 ") || !strings.HasPrefix(r.FDs[2], "2 ") {
 		fail("descriptors: %q open, want only 0, 1 and 2", r.FDs)
@@ -327,15 +343,10 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// removeTree removes a directory that holds read-only trees.
+// removeTree removes a directory that holds read-only trees and the
+// canary's home, never following a link the canary left (safefs).
 func removeTree(dir string) error {
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	if err := os.RemoveAll(dir); err != nil {
+	if err := safefs.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	return nil

@@ -46,6 +46,7 @@ func TestSelfTestCatchesHoles(t *testing.T) {
 		{name: "network", holes: holes{shareNet: true}, want: "network:"},
 		{name: "no limits", holes: holes{noLimits: true}, want: "processes:"},
 		{name: "extra path", holes: holes{bindExtra: "/etc"}, want: "paths: /etc/passwd is visible"},
+		{name: "any socket family", holes: holes{anySocket: true}, want: "sockets: socket(inet) succeeded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/safefs"
 )
 
 // Spawner runs every language server in its own bubblewrap jail. It
@@ -42,6 +43,7 @@ type holes struct {
 	shareNet  bool
 	noLimits  bool
 	bindExtra string
+	anySocket bool // a filter that lets every address family through
 }
 
 var _ runtime.Spawner = (*Spawner)(nil)
@@ -375,17 +377,17 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 			return nil, fmt.Errorf("spawn %s: workspace root and home must be clean absolute paths, not %q", spec.ID, p)
 		}
 	}
-	if err := prepareHome(ws); err != nil {
-		return nil, fmt.Errorf("spawn %s: home: %w", spec.ID, err)
-	}
-	uid := -1
+	uid, owner := -1, safefs.Keep
 	if s.uids != nil {
 		if uid, err = s.uids.forHome(ws.Home); err != nil {
 			return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
 		}
-		if err := ownHomeDirs(ws.Home, uid); err != nil {
-			return nil, fmt.Errorf("spawn %s: home: %w", spec.ID, err)
-		}
+		owner = safefs.Owner{UID: uid, GID: uid}
+	}
+	// The home is the jail's: the previous server may have planted links
+	// in it, which PrepareHome never follows.
+	if err := runtime.PrepareHome(ws, owner); err != nil {
+		return nil, fmt.Errorf("spawn %s: home: %w", spec.ID, err)
 	}
 	js.initLimits = s.initLimits(js.pids)
 
@@ -408,7 +410,11 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 	}
 	closeAll := pp.Close
 	var extra []*os.File
-	if s.seccomp != nil {
+	prog := s.seccomp
+	if s.holes.anySocket && prog != nil {
+		prog = buildSeccomp(nil)
+	}
+	if prog != nil {
 		scR, scW, err := os.Pipe()
 		if err != nil {
 			closeAll()
@@ -416,7 +422,7 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 		}
 		// A few hundred bytes: the pipe holds them all, and bwrap reads to
 		// EOF.
-		if _, err := scW.Write(s.seccomp); err != nil {
+		if _, err := scW.Write(prog); err != nil {
 			_ = scR.Close()
 			_ = scW.Close()
 			closeAll()
@@ -505,19 +511,4 @@ func (s *Spawner) initLimits(pids int) []string {
 		}
 	}
 	return l
-}
-
-// homeDirs and the telemetry mode file mirror what runtime prepares for an
-// unjailed server: the layout runtime.Environment points into.
-var homeDirs = []string{".cache/go-build", ".config", ".local/share", "tmp", "go/pkg/mod", ".config/go/telemetry"}
-
-const telemetryModeFile = ".config/go/telemetry/mode"
-
-func prepareHome(ws runtime.Workspace) error {
-	for _, d := range homeDirs {
-		if err := os.MkdirAll(filepath.Join(ws.Home, filepath.FromSlash(d)), 0o700); err != nil {
-			return err
-		}
-	}
-	return os.WriteFile(filepath.Join(ws.Home, filepath.FromSlash(telemetryModeFile)), []byte("off\n"), 0o600)
 }

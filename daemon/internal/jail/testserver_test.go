@@ -32,6 +32,7 @@ import (
 //	alloc      allocates and touches JAILTEST_ALLOC bytes, then says so
 //	hold       as alloc, then holds the memory until stdin closes
 //	uidlease   leases a uid range as a daemon does (see uidlease_test.go)
+//	planter    plants links in its home (JAILTEST_PLANT), then exits
 const serverEnv = "JAILTEST_SERVER"
 
 // The adversary's attacks, by hover line.
@@ -77,6 +78,8 @@ func testServerMain() (int, bool) {
 		return 0, true
 	case "uidlease":
 		return uidLeaseMain(os.Args[1:]), true
+	case "planter":
+		return planterMain(), true
 	case "alloc", "hold":
 		n, _ := strconv.ParseInt(os.Getenv("JAILTEST_ALLOC"), 10, 64)
 		var chunks [][]byte

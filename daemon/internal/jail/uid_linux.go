@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/hanzoai/lsp/daemon/internal/safefs"
 )
 
 // A root daemon never lets a jail run as host uid 0, even without
@@ -107,26 +109,14 @@ func (u *uids) next() (uint32, error) {
 }
 
 // chownTree gives dir and everything under it to uid (and the same gid),
-// never following a symbolic link.
+// never following a link and never giving away a file with a second link
+// (safefs.ChownTree): a home that changes range may hold what an earlier
+// jail planted.
 func chownTree(dir string, uid int) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, uid)
-	})
-}
-
-// ownHomeDirs gives the directories prepareHome may just have created to
-// the home's uid.
-func ownHomeDirs(home string, uid int) error {
-	for _, d := range append(homeDirs, telemetryModeFile) {
-		p := filepath.Join(home, filepath.FromSlash(d))
-		for ; p != home && strings.HasPrefix(p, home+"/"); p = filepath.Dir(p) {
-			if err := os.Lchown(p, uid, uid); err != nil {
-				return err
-			}
-		}
+	d, err := safefs.Open(dir)
+	if err != nil {
+		return err
 	}
-	return nil
+	defer d.Close()
+	return d.ChownTree(uid, uid)
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hanzoai/lsp/daemon/internal/safefs"
 )
 
 // BecomeSubreaper makes this process the reaper of its orphaned
@@ -51,7 +53,7 @@ func (u *unjailed) Spawn(ctx context.Context, spec Spec, ws Workspace) (Process,
 	if !filepath.IsAbs(ws.Root) || !filepath.IsAbs(ws.Home) {
 		return nil, fmt.Errorf("spawn %s: workspace root and home must be absolute", spec.ID)
 	}
-	if err := prepareHome(ws); err != nil {
+	if err := PrepareHome(ws, safefs.Keep); err != nil {
 		return nil, fmt.Errorf("spawn %s: home: %w", spec.ID, err)
 	}
 

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/safefs"
 )
 
 // Spec is one reviewed language server. Nothing in it comes from a
@@ -195,13 +198,31 @@ var homeDirs = []string{".cache/go-build", ".config", ".local/share", "tmp", "go
 // group; "off" keeps that child from ever starting.
 const telemetryModeFile = ".config/go/telemetry/mode"
 
-func prepareHome(ws Workspace) error {
-	for _, d := range append(homeDirs, filepath.Dir(telemetryModeFile)) {
-		if err := os.MkdirAll(filepath.Join(ws.Home, filepath.FromSlash(d)), 0o700); err != nil {
+// PrepareHome makes the layout Environment points into and writes the
+// telemetry mode, giving every directory on the way and the file to owner
+// (safefs.Keep: the daemon's own). The home is writable by the server that
+// ran there last, which may have planted links: nothing here follows one
+// (safefs), and a link or file where a directory belongs is replaced.
+func PrepareHome(ws Workspace, owner safefs.Owner) error {
+	home, err := safefs.Open(ws.Home)
+	if err != nil {
+		return err
+	}
+	defer home.Close()
+	opts := safefs.MkdirOpts{Owner: owner, ReplaceNonDirs: true}
+	for _, d := range homeDirs {
+		sub, err := home.MkdirAll(d, 0o700, opts)
+		if err != nil {
 			return err
 		}
+		sub.Close()
 	}
-	return os.WriteFile(filepath.Join(ws.Home, filepath.FromSlash(telemetryModeFile)), []byte("off\n"), 0o600)
+	dir, err := home.MkdirAll(path.Dir(telemetryModeFile), 0o700, opts)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.WriteFile(path.Base(telemetryModeFile), []byte("off\n"), 0o600, owner)
 }
 
 // Errors of a Server.

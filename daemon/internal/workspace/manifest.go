@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
@@ -36,7 +35,7 @@ func DefaultLimits() Limits {
 		MaxTotalBytes: 1 << 30,
 		MaxFileBytes:  64 << 20,
 		MaxDepth:      64,
-		MaxPathBytes:  1024,
+		MaxPathBytes:  daemonv1.MaxTreePathBytes,
 	}
 }
 
@@ -77,33 +76,17 @@ func ParseKey(w *daemonv1.WorkspaceKey) (Key, error) {
 	return k, nil
 }
 
-// CheckPath validates one repo-relative path: '/'-separated, relative, no
-// empty, '.' or '..' segment, no NUL or control character, valid UTF-8.
+// CheckPath validates one repo-relative path by the tree path rule both
+// sides share (daemonv1.CheckTreePath: '/'-separated, relative, no empty,
+// '.' or '..' segment, no NUL, control character or backslash, valid
+// UTF-8, bounded), and maxBytes on top. The proxy drops what the rule
+// refuses before it sends a tree, so a tree it sends is never refused
+// here for a path.
 func CheckPath(p string, maxBytes int) error {
-	switch {
-	case p == "":
-		return errors.New("empty path")
-	case len(p) > maxBytes:
+	if len(p) > maxBytes {
 		return fmt.Errorf("path longer than %d bytes", maxBytes)
-	case !utf8.ValidString(p):
-		return errors.New("path is not valid UTF-8")
-	case strings.HasPrefix(p, "/"):
-		return errors.New("absolute path")
 	}
-	for _, r := range p {
-		if r < 0x20 || r == 0x7f || r == '\\' {
-			return errors.New("path has a control character or backslash")
-		}
-	}
-	for _, seg := range strings.Split(p, "/") {
-		switch seg {
-		case "":
-			return errors.New("path has an empty segment")
-		case ".", "..":
-			return errors.New("path has a '.' or '..' segment")
-		}
-	}
-	return nil
+	return daemonv1.CheckTreePath(p)
 }
 
 // CheckManifest validates a manifest against the limits: every path valid,

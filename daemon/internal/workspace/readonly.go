@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/hanzoai/lsp/daemon/internal/safefs"
 )
 
 // MakeReadOnly drops write permission on every file and directory under
@@ -43,13 +45,7 @@ func MakeReadOnly(root string) error {
 	return nil
 }
 
-// RemoveAll removes a tree MakeReadOnly may have locked.
-func RemoveAll(root string) error {
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(root)
-}
+// RemoveAll removes a tree MakeReadOnly may have locked, or a home a jail
+// wrote, never following a link (safefs.RemoveAll: the old walk chmodded
+// by path, which follows one). root's parent must be the daemon's.
+func RemoveAll(root string) error { return safefs.RemoveAll(root) }

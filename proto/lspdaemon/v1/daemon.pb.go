@@ -571,7 +571,8 @@ type QueryRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Workspace *WorkspaceKey          `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	Op        Op                     `protobuf:"varint,2,opt,name=op,proto3,enum=lsp.daemon.v1.Op" json:"op,omitempty"`
-	// path is repo-relative and '/'-separated; empty for workspace symbols.
+	// path is repo-relative and '/'-separated, and keeps the tree path rule
+	// (CheckTreePath in paths.go); empty for workspace symbols.
 	Path     string    `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
 	Position *Position `protobuf:"bytes,4,opt,name=position,proto3" json:"position,omitempty"`
 	// query is the workspace-symbol query.
@@ -2020,8 +2021,14 @@ func (*QueryResponse_Types) isQueryResponse_Result() {}
 
 type FileEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Size  uint64                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// path keeps the tree path rule both sides apply, CheckTreePath in this
+	// package's paths.go: a non-empty, valid UTF-8, '/'-separated relative
+	// path of at most 1,024 bytes (255 per segment), no empty, "." or ".."
+	// segment, no control character and no backslash. The daemon refuses a
+	// tree holding any other path; the proxy drops such a file before it
+	// sends the tree and names it in the prepare answer's warnings.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Size uint64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
 	// sha256 is the lowercase hex digest of the file's bytes.
 	Sha256        string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	Executable    bool   `protobuf:"varint,4,opt,name=executable,proto3" json:"executable,omitempty"`

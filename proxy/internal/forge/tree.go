@@ -14,7 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
 
 // Limits bound a fetched tree. A zero or negative field takes the default.
@@ -255,9 +256,6 @@ func (tr *treeReader) record(rec []byte) error {
 	return nil
 }
 
-// validPath refuses what a checkout would refuse or could be tricked by:
-// empty, "." or ".." segments, a ".git" segment, control characters and
-// invalid UTF-8. Such entries are dropped with a warning.
 // admit counts one entry of a listing or an archive against the bounds and
 // says whether to keep it: a bound passed is an error (the whole tree is
 // refused), a path that cannot be served is dropped with a warning.
@@ -273,6 +271,10 @@ func (tr *treeReader) admit(p string) (bool, error) {
 	if depth := strings.Count(p, "/") + 1; depth > tr.lim.MaxDepth {
 		return false, &TooLargeError{Bound: "depth", Limit: int64(tr.lim.MaxDepth)}
 	}
+	if len(p) > daemonv1.MaxTreePathBytes {
+		tr.warn("dropped invalid path: (over %d bytes)", daemonv1.MaxTreePathBytes)
+		return false, nil
+	}
 	if !validPath(p) {
 		tr.warn("dropped invalid path: %q", p)
 		return false, nil
@@ -284,17 +286,18 @@ func (tr *treeReader) admit(p string) (bool, error) {
 	return true, nil
 }
 
+// validPath is the tree path rule the daemon applies to every tree
+// (daemonv1.CheckTreePath: no empty, "." or ".." segment, no control
+// character or backslash, valid UTF-8, at most 1,024 bytes and 255 per
+// segment), so that no tree sent is refused for a path, plus no ".git"
+// segment, which a checkout would refuse. Entries it refuses are dropped
+// with a warning in the prepare answer.
 func validPath(p string) bool {
-	if p == "" || !utf8.ValidString(p) {
+	if !daemonv1.ValidTreePath(p) {
 		return false
 	}
-	for _, r := range p {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
-	}
 	for _, seg := range strings.Split(p, "/") {
-		if seg == "" || seg == "." || seg == ".." || strings.EqualFold(seg, ".git") {
+		if strings.EqualFold(seg, ".git") {
 			return false
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
 	"github.com/labstack/echo/v4"
 )
@@ -150,6 +151,11 @@ func checkPath(p *string) (string, error) {
 		if seg == ".." || seg == "." || seg == "" {
 			return "", apierr.BadRequest("path must not contain empty, '.' or '..' segments")
 		}
+	}
+	// The rest of the tree path rule the daemon applies (invalid UTF-8, a
+	// segment over 255 bytes): the same 400 before the forge round trip.
+	if err := daemonv1.CheckTreePath(s); err != nil {
+		return "", apierr.BadRequest("path: %s", err)
 	}
 	return s, nil
 }

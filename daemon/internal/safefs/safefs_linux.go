@@ -1,0 +1,530 @@
+//go:build linux
+
+package safefs
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrUnsupported: the kernel has no openat2; nothing is done rather than
+// follow a link.
+var ErrUnsupported = errors.New("safefs: openat2 is unavailable (Linux 5.6 or later needed); refusing to resolve paths in a jail-writable directory")
+
+// ErrNotPlain: a path given to a Dir method is not a relative path of
+// plain names.
+var ErrNotPlain = errors.New("safefs: not a relative path of plain names")
+
+// Owner is who gets what a Dir method creates; -1 keeps the daemon's.
+type Owner struct{ UID, GID int }
+
+// Keep is the daemon's own ownership.
+var Keep = Owner{-1, -1}
+
+func (o Owner) set() bool { return o.UID >= 0 || o.GID >= 0 }
+
+// Dir is an open directory. Close it.
+type Dir struct {
+	fd   int
+	name string // for errors only
+}
+
+// Open opens the directory at path, which the caller trusts: no jail can
+// change any of its components. Its last component must not be a link.
+//
+// A Dir.Path (/proc/self/fd/N) opens that same directory again.
+func Open(path string) (*Dir, error) {
+	flags := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if _, rel, ok := fdPath(path); ok && rel == "" {
+		flags &^= unix.O_NOFOLLOW // the magic link of a descriptor we hold
+	}
+	fd, err := unix.Open(path, flags, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	if err := probe(fd); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &Dir{fd: fd, name: path}, nil
+}
+
+// probe fails with ErrUnsupported where openat2 is missing.
+func probe(fd int) error {
+	nfd, err := openat2(fd, ".", unix.O_PATH)
+	if err != nil {
+		if errors.Is(err, unix.ENOSYS) {
+			return ErrUnsupported
+		}
+		return err
+	}
+	unix.Close(nfd)
+	return nil
+}
+
+const fdPrefix = "/proc/self/fd/"
+
+// fdPath splits p into a Dir.Path and the rest below it.
+func fdPath(p string) (base, rel string, ok bool) {
+	rest, ok := strings.CutPrefix(p, fdPrefix)
+	if !ok {
+		return "", "", false
+	}
+	n, rel, _ := strings.Cut(rest, "/")
+	if _, err := strconv.Atoi(n); err != nil {
+		return "", "", false
+	}
+	return fdPrefix + n, rel, true
+}
+
+// MkdirAllPath is MkdirAll for code that holds paths: p is a Dir.Path
+// with a relative path below it (only that directory is trusted), or an
+// absolute path resolved from / with no link anywhere on the way.
+func MkdirAllPath(p string, perm os.FileMode, o MkdirOpts) (*Dir, error) {
+	base, rel, ok := fdPath(p)
+	if !ok {
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("%q: %w", p, ErrNotPlain)
+		}
+		base, rel = "/", strings.TrimPrefix(filepath.Clean(p), "/")
+	}
+	d, err := Open(base)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.MkdirAll(strings.TrimSuffix(rel, "/"), perm, o)
+}
+
+// Close closes d.
+func (d *Dir) Close() error { return unix.Close(d.fd) }
+
+// Fd is d's descriptor, valid until Close.
+func (d *Dir) Fd() int { return d.fd }
+
+// Path names d as /proc/self/fd/N (see the package doc for what it may be
+// used for).
+func (d *Dir) Path() string { return "/proc/self/fd/" + strconv.Itoa(d.fd) }
+
+// Stat is d's own status.
+func (d *Dir) Stat() (unix.Stat_t, error) {
+	var st unix.Stat_t
+	err := unix.Fstat(d.fd, &st)
+	return st, err
+}
+
+// sysOpenat2 is the system call; a test makes it a kernel without it.
+var sysOpenat2 = unix.Openat2
+
+func openat2(dirfd int, rel string, flags uint64) (int, error) {
+	how := unix.OpenHow{
+		Flags:   flags | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	for i := 0; ; i++ {
+		fd, err := sysOpenat2(dirfd, rel, &how)
+		// EAGAIN: a rename raced the lookup; the kernel asks for a retry.
+		if errors.Is(err, unix.EAGAIN) && i < 16 {
+			continue
+		}
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return fd, err
+	}
+}
+
+func split(rel string) ([]string, error) {
+	if rel == "" || rel == "." {
+		return nil, nil
+	}
+	parts := strings.Split(rel, "/")
+	for _, p := range parts {
+		if p == "" || p == "." || p == ".." || strings.ContainsRune(p, 0) {
+			return nil, fmt.Errorf("%q: %w", rel, ErrNotPlain)
+		}
+	}
+	return parts, nil
+}
+
+func checkName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("%q: %w", name, ErrNotPlain)
+	}
+	return nil
+}
+
+func (d *Dir) child(rel string) string { return filepath.Join(d.name, rel) }
+
+// OpenDir opens the directory rel beneath d; a link anywhere on the way is
+// refused (ELOOP), and so is a path that leaves d.
+func (d *Dir) OpenDir(rel string) (*Dir, error) {
+	if _, err := split(rel); err != nil {
+		return nil, err
+	}
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := openat2(d.fd, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, &os.PathError{Op: "openat2", Path: d.child(rel), Err: err}
+	}
+	return &Dir{fd: fd, name: d.child(rel)}, nil
+}
+
+// MkdirPrivate makes a new directory name in d that only the daemon can
+// enter (0700, its own uid) and opens it, checking that what it opened is
+// the one it made: a jail may rename it away and put its own there, but
+// cannot make one owned by another uid.
+func (d *Dir) MkdirPrivate(name string) (*Dir, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if err := unix.Mkdirat(d.fd, name, 0o700); err != nil {
+		return nil, &os.PathError{Op: "mkdir", Path: d.child(name), Err: err}
+	}
+	sub, err := d.OpenDir(name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := sub.Stat()
+	if err == nil && (int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0) {
+		err = &os.PathError{Op: "mkdir", Path: d.child(name), Err: errors.New("replaced while it was made")}
+	}
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	return sub, nil
+}
+
+// MkdirOpts say how MkdirAll treats what it finds and makes.
+type MkdirOpts struct {
+	// Owner gets every directory on the way (created or found), when set.
+	Owner Owner
+	// ReplaceNonDirs removes a link or file found where a directory
+	// belongs (it removes the entry, never what a link points at) and
+	// makes the directory; otherwise such an entry is an error.
+	ReplaceNonDirs bool
+}
+
+// MkdirAll opens the directory rel beneath d, making what is missing
+// (perm before the umask), and returns it.
+func (d *Dir) MkdirAll(rel string, perm os.FileMode, o MkdirOpts) (*Dir, error) {
+	parts, err := split(rel)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Dup(d.fd)
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(fd)
+	name := d.name
+	for _, c := range parts {
+		name = filepath.Join(name, c)
+		next, err := mkdirOne(fd, c, perm, o)
+		unix.Close(fd)
+		if err != nil {
+			return nil, &os.PathError{Op: "mkdir", Path: name, Err: err}
+		}
+		fd = next
+	}
+	return &Dir{fd: fd, name: name}, nil
+}
+
+func mkdirOne(fd int, c string, perm os.FileMode, o MkdirOpts) (int, error) {
+	for attempt := 0; ; attempt++ {
+		err := unix.Mkdirat(fd, c, uint32(perm.Perm()))
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return -1, err
+		}
+		next, err := openat2(fd, c, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err == nil {
+			if o.Owner.set() {
+				if err := unix.Fchown(next, o.Owner.UID, o.Owner.GID); err != nil {
+					unix.Close(next)
+					return -1, err
+				}
+			}
+			return next, nil
+		}
+		if !(errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EXDEV)) || !o.ReplaceNonDirs || attempt > 2 {
+			return -1, err
+		}
+		// A link or a file where the directory belongs: remove the entry
+		// itself (unlinkat never follows) and make the directory.
+		if err := unix.Unlinkat(fd, c, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return -1, err
+		}
+	}
+}
+
+// WriteFile replaces name in d with a regular file holding data: written
+// under a fresh name, given to o and perm through its own descriptor,
+// then renamed over name. A link or file at name is replaced, never
+// written through; a directory there is an error.
+func (d *Dir) WriteFile(name string, data []byte, perm os.FileMode, o Owner) error {
+	return d.writeFrom(name, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	}, perm, o)
+}
+
+// CreateFrom is WriteFile with the content copied from r.
+func (d *Dir) CreateFrom(name string, r io.Reader, perm os.FileMode, o Owner) error {
+	return d.writeFrom(name, func(f *os.File) error {
+		_, err := io.Copy(f, r)
+		return err
+	}, perm, o)
+}
+
+func (d *Dir) writeFrom(name string, fill func(*os.File) error, perm os.FileMode, o Owner) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	tmp := TempName()
+	fd, err := unix.Openat(d.fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return &os.PathError{Op: "create", Path: d.child(name), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.child(tmp))
+	fail := func(err error) error {
+		f.Close()
+		_ = unix.Unlinkat(d.fd, tmp, 0)
+		return &os.PathError{Op: "write", Path: d.child(name), Err: err}
+	}
+	if err := fill(f); err != nil {
+		return fail(err)
+	}
+	if o.set() {
+		if err := unix.Fchown(fd, o.UID, o.GID); err != nil {
+			return fail(err)
+		}
+	}
+	if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		_ = unix.Unlinkat(d.fd, tmp, 0)
+		return &os.PathError{Op: "write", Path: d.child(name), Err: err}
+	}
+	if err := unix.Renameat(d.fd, tmp, d.fd, name); err != nil {
+		_ = unix.Unlinkat(d.fd, tmp, 0)
+		return &os.PathError{Op: "rename", Path: d.child(name), Err: err}
+	}
+	return nil
+}
+
+// TempName is a fresh name for a file about to be renamed into place.
+func TempName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return ".tmp-" + hex.EncodeToString(b[:])
+}
+
+// ReadFile reads the regular file name in d, never through a link, at
+// most max bytes (more is an error).
+func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	fd, err := openat2(d.fd, name, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: d.child(name), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.child(name))
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &os.PathError{Op: "read", Path: d.child(name), Err: errors.New("not a regular file")}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, &os.PathError{Op: "read", Path: d.child(name), Err: errors.New("too large")}
+	}
+	return b, nil
+}
+
+// Lstat is the status of name in d, not following a link.
+func (d *Dir) Lstat(name string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := checkName(name); err != nil {
+		return st, err
+	}
+	err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return st, &os.PathError{Op: "lstat", Path: d.child(name), Err: err}
+	}
+	return st, nil
+}
+
+// maxDepth bounds the walks: a jail can make a tree far deeper than any
+// cache the daemon writes.
+const maxDepth = 512
+
+// ChownTree gives d and everything beneath it to uid and gid, never
+// following a link (a link itself is given, harmlessly) and never giving
+// a non-directory with more than one link (a hard link the jail could
+// have made to a file outside). Entries already owned by uid and gid are
+// left alone, but directories are still walked.
+func (d *Dir) ChownTree(uid, gid int) error {
+	return chownTree(d.fd, d.name, uid, gid, 0)
+}
+
+func chownTree(fd int, name string, uid, gid, depth int) error {
+	if depth > maxDepth {
+		return &os.PathError{Op: "chown", Path: name, Err: errors.New("too deep")}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if int(st.Uid) != uid || int(st.Gid) != gid {
+		if err := unix.Fchown(fd, uid, gid); err != nil {
+			return &os.PathError{Op: "chown", Path: name, Err: err}
+		}
+	}
+	names, err := readNames(fd)
+	if err != nil {
+		return &os.PathError{Op: "readdir", Path: name, Err: err}
+	}
+	for _, n := range names {
+		var cs unix.Stat_t
+		if err := unix.Fstatat(fd, n, &cs, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // removed meanwhile
+			}
+			return &os.PathError{Op: "lstat", Path: filepath.Join(name, n), Err: err}
+		}
+		switch cs.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			cfd, err := openat2(fd, n, unix.O_RDONLY|unix.O_DIRECTORY)
+			if err != nil {
+				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+					continue // replaced meanwhile: not ours to give
+				}
+				return &os.PathError{Op: "open", Path: filepath.Join(name, n), Err: err}
+			}
+			err = chownTree(cfd, filepath.Join(name, n), uid, gid, depth+1)
+			unix.Close(cfd)
+			if err != nil {
+				return err
+			}
+		default:
+			if int(cs.Uid) == uid && int(cs.Gid) == gid {
+				continue
+			}
+			if cs.Nlink > 1 && cs.Mode&unix.S_IFMT != unix.S_IFLNK {
+				continue
+			}
+			if err := unix.Fchownat(fd, n, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil && !errors.Is(err, unix.ENOENT) {
+				return &os.PathError{Op: "chown", Path: filepath.Join(name, n), Err: err}
+			}
+		}
+	}
+	return nil
+}
+
+func readNames(fd int) ([]string, error) {
+	// A second descriptor for reading: getdents moves the offset.
+	rfd, err := openat2(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(rfd), "")
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// RemoveAll removes path and everything beneath it without following a
+// link, making directories writable on the way (trees are read-only).
+// path's parent must be trusted (see Open); a missing path is not an
+// error.
+func RemoveAll(path string) error {
+	path = filepath.Clean(path)
+	parent, base := filepath.Dir(path), filepath.Base(path)
+	if base == "/" || base == "." || base == ".." {
+		return fmt.Errorf("safefs: refusing to remove %q", path)
+	}
+	p, err := Open(parent)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	return p.RemoveAll(base)
+}
+
+// RemoveAll removes name in d and everything beneath it, never following
+// a link; a missing name is not an error.
+func (d *Dir) RemoveAll(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	return removeAt(d.fd, d.name, name, 0)
+}
+
+func removeAt(pfd int, pname, n string, depth int) error {
+	full := filepath.Join(pname, n)
+	err := unix.Unlinkat(pfd, n, 0)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
+		return &os.PathError{Op: "unlink", Path: full, Err: err}
+	}
+	if depth > maxDepth {
+		return &os.PathError{Op: "remove", Path: full, Err: errors.New("too deep")}
+	}
+	fd, err := openat2(pfd, n, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			// Replaced by a link or file meanwhile: remove that entry.
+			return removeAt(pfd, pname, n, depth+1)
+		}
+		return &os.PathError{Op: "open", Path: full, Err: err}
+	}
+	_ = unix.Fchmod(fd, 0o700)
+	for round := 0; round < 4; round++ {
+		names, err := readNames(fd)
+		if err != nil {
+			unix.Close(fd)
+			return &os.PathError{Op: "readdir", Path: full, Err: err}
+		}
+		if len(names) == 0 {
+			break
+		}
+		for _, c := range names {
+			if err := removeAt(fd, full, c, depth+1); err != nil {
+				unix.Close(fd)
+				return err
+			}
+		}
+	}
+	unix.Close(fd)
+	if err := unix.Unlinkat(pfd, n, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "rmdir", Path: full, Err: err}
+	}
+	return nil
+}

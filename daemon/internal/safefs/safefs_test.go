@@ -1,0 +1,260 @@
+//go:build linux
+
+package safefs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// fixture is a trusted dir holding a jail-writable "home" and, beside it,
+// a host directory with a file that links planted in the home point at.
+func fixture(t *testing.T) (home, hostDir, hostFile string) {
+	t.Helper()
+	root := t.TempDir()
+	home, hostDir = filepath.Join(root, "home"), filepath.Join(root, "host")
+	hostFile = filepath.Join(hostDir, "f")
+	for _, d := range []string{home, hostDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(hostFile, []byte("host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return home, hostDir, hostFile
+}
+
+func open(t *testing.T, p string) *Dir {
+	t.Helper()
+	d, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func unchanged(t *testing.T, hostDir, hostFile string) {
+	t.Helper()
+	if b, _ := os.ReadFile(hostFile); string(b) != "host\n" {
+		t.Errorf("host file = %q", b)
+	}
+	if es, _ := os.ReadDir(hostDir); len(es) != 1 {
+		t.Errorf("host dir holds %d entries", len(es))
+	}
+}
+
+func TestWriteFileReplacesLink(t *testing.T) {
+	home, hostDir, hostFile := fixture(t)
+	if err := os.Symlink(hostFile, filepath.Join(home, "mode")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(hostFile, filepath.Join(home, "hard")); err != nil {
+		t.Fatal(err)
+	}
+	d := open(t, home)
+	for _, n := range []string{"mode", "hard"} {
+		if err := d.WriteFile(n, []byte("off\n"), 0o600, Keep); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Lstat(filepath.Join(home, n))
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v", n, fi, err)
+		}
+	}
+	unchanged(t, hostDir, hostFile)
+	for _, bad := range []string{"", ".", "..", "a/b"} {
+		if err := d.WriteFile(bad, nil, 0o600, Keep); !errors.Is(err, ErrNotPlain) {
+			t.Errorf("WriteFile(%q) = %v", bad, err)
+		}
+	}
+}
+
+func TestMkdirAllLinks(t *testing.T) {
+	home, hostDir, hostFile := fixture(t)
+	if err := os.Symlink(hostDir, filepath.Join(home, "cache")); err != nil {
+		t.Fatal(err)
+	}
+	d := open(t, home)
+	// A link as the last component is ENOTDIR (O_DIRECTORY|O_NOFOLLOW),
+	// one on the way ELOOP (RESOLVE_NO_SYMLINKS).
+	if _, err := d.MkdirAll("cache/go-build", 0o700, MkdirOpts{}); !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("through a link: %v, want ENOTDIR", err)
+	}
+	if _, err := d.OpenDir("cache"); !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("OpenDir of a link: %v, want ENOTDIR", err)
+	}
+	if _, err := d.OpenDir("cache/x"); !errors.Is(err, syscall.ELOOP) {
+		t.Errorf("OpenDir through a link: %v, want ELOOP", err)
+	}
+	if _, err := d.OpenDir("../host"); err == nil {
+		t.Error("OpenDir left the directory")
+	}
+	sub, err := d.MkdirAll("cache/go-build", 0o700, MkdirOpts{ReplaceNonDirs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := sub.WriteFile("x", []byte("1"), 0o644, Keep); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(home, "cache/go-build/x")); err != nil || string(b) != "1" {
+		t.Errorf("x = %q, %v", b, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(home, "cache")); err != nil || !fi.IsDir() {
+		t.Errorf("cache: %v %v", fi, err)
+	}
+	unchanged(t, hostDir, hostFile)
+}
+
+func TestChownTreeSkipsLinks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	home, hostDir, hostFile := fixture(t)
+	if err := os.MkdirAll(filepath.Join(home, "a/b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "a/b/f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"a/link", "a/b/dirlink"} {
+		if err := os.Symlink(hostDir, filepath.Join(home, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Link(hostFile, filepath.Join(home, "a/hard")); err != nil {
+		t.Fatal(err)
+	}
+	const uid = 4321
+	if err := open(t, home).ChownTree(uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"", "a", "a/b", "a/b/f", "a/link"} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(home, p), &st); err != nil || st.Uid != uid {
+			t.Errorf("%q: uid %d, %v", p, st.Uid, err)
+		}
+	}
+	for _, p := range []string{hostDir, hostFile} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil || st.Uid != 0 {
+			t.Errorf("host %s given to %d, %v", p, st.Uid, err)
+		}
+	}
+}
+
+func TestRemoveAllDoesNotFollow(t *testing.T) {
+	home, hostDir, hostFile := fixture(t)
+	if err := os.MkdirAll(filepath.Join(home, "ro/sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hostDir, filepath.Join(home, "ro/sub/link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"ro/sub", "ro"} {
+		if err := os.Chmod(filepath.Join(home, d), 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemoveAll(home); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(home); !os.IsNotExist(err) {
+		t.Errorf("home still there: %v", err)
+	}
+	unchanged(t, hostDir, hostFile)
+	if err := RemoveAll(home); err != nil {
+		t.Errorf("a missing path: %v", err)
+	}
+	if err := RemoveAll("/"); err == nil {
+		t.Error("removed /")
+	}
+}
+
+func TestPath(t *testing.T) {
+	home, _, _ := fixture(t)
+	d := open(t, home)
+	if err := os.WriteFile(filepath.Join(d.Path(), "x"), []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(home, "x")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMkdirAllPath(t *testing.T) {
+	home, hostDir, hostFile := fixture(t)
+	d := open(t, home)
+	if err := os.Symlink(hostDir, filepath.Join(home, "l")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := MkdirAllPath(d.Path()+"/l/x", 0o755, MkdirOpts{}); err == nil {
+		t.Error("MkdirAllPath followed a link below a Dir.Path")
+	}
+	sub, err := MkdirAllPath(d.Path()+"/a/b", 0o755, MkdirOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Close()
+	if _, err := MkdirAllPath(filepath.Join(home, "l", "y"), 0o755, MkdirOpts{}); err == nil {
+		t.Error("MkdirAllPath followed a link in an absolute path")
+	}
+	sub, err = MkdirAllPath(filepath.Join(home, "c"), 0o755, MkdirOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, err := sub.MkdirPrivate("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv.Close()
+	sub.Close()
+	if fi, err := os.Stat(filepath.Join(home, "a/b")); err != nil || !fi.IsDir() {
+		t.Fatal(err)
+	}
+	unchanged(t, hostDir, hostFile)
+}
+
+// TestNoOpenat2Refuses: on a kernel without openat2 nothing is done, and
+// nothing falls back to following a link.
+func TestNoOpenat2Refuses(t *testing.T) {
+	home, hostDir, hostFile := fixture(t)
+	if err := os.Symlink(hostFile, filepath.Join(home, "mode")); err != nil {
+		t.Fatal(err)
+	}
+	old := sysOpenat2
+	sysOpenat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
+	defer func() { sysOpenat2 = old }()
+	if _, err := Open(home); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Open = %v, want ErrUnsupported", err)
+	}
+	if err := RemoveAll(filepath.Join(home, "mode")); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("RemoveAll = %v, want ErrUnsupported", err)
+	}
+	unchanged(t, hostDir, hostFile)
+}
+
+// TestOpenFdPathBelow: a Dir.Path opens its directory again, but a link
+// below one is not followed.
+func TestOpenFdPathBelow(t *testing.T) {
+	home, hostDir, _ := fixture(t)
+	d := open(t, home)
+	if err := os.Symlink(hostDir, filepath.Join(home, "l")); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(d.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Close()
+	if _, err := Open(d.Path() + "/l"); err == nil {
+		t.Error("Open followed a link below a Dir.Path")
+	}
+}

@@ -1,0 +1,61 @@
+package lspdaemonv1
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// The tree path rule: which repository paths the daemon writes, and so
+// which the proxy may send in a PrepareHeader (FileEntry.path) or name in a
+// QueryRequest (path). Both sides call CheckTreePath, so a path the proxy
+// keeps is never one that makes the daemon refuse the whole tree (before,
+// a file named `a\b.go`, or one over 1,024 bytes, passed the proxy and
+// failed every prepare of its repository). The proxy drops a file whose
+// path fails it, with a warning in the prepare answer, and may drop more
+// (`.git` segments); the daemon refuses a tree that holds one.
+const (
+	// MaxTreePathBytes bounds a whole path.
+	MaxTreePathBytes = 1024
+	// MaxTreeNameBytes bounds one segment: NAME_MAX, the longest name a
+	// Linux file system stores.
+	MaxTreeNameBytes = 255
+)
+
+// CheckTreePath says why p breaks the rule, nil when it keeps it: a
+// non-empty, valid UTF-8, '/'-separated relative path of at most
+// MaxTreePathBytes bytes; no control character (below 0x20, or 0x7f) and
+// no backslash (a separator on Windows clients, and ambiguous in URIs);
+// no empty, "." or ".." segment, and none longer than MaxTreeNameBytes.
+func CheckTreePath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty path")
+	case len(p) > MaxTreePathBytes:
+		return fmt.Errorf("path longer than %d bytes", MaxTreePathBytes)
+	case !utf8.ValidString(p):
+		return errors.New("path is not valid UTF-8")
+	case strings.HasPrefix(p, "/"):
+		return errors.New("absolute path")
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c == 0x7f || c == '\\' {
+			return errors.New("path has a control character or backslash")
+		}
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		switch {
+		case seg == "":
+			return errors.New("path has an empty segment")
+		case seg == "." || seg == "..":
+			return errors.New("path has a '.' or '..' segment")
+		case len(seg) > MaxTreeNameBytes:
+			return fmt.Errorf("path has a segment longer than %d bytes", MaxTreeNameBytes)
+		}
+	}
+	return nil
+}
+
+// ValidTreePath reports whether p keeps the tree path rule (CheckTreePath).
+func ValidTreePath(p string) bool { return CheckTreePath(p) == nil }
