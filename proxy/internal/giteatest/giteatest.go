@@ -1,6 +1,7 @@
 // Package giteatest runs a real Gitea for tests: the pinned release that
 // `make deps` builds from the Go module proxy (LSP_TEST_GITEA names the
-// binary), on SQLite in a throwaway directory, listening on loopback only,
+// binary, which sits beside the release's options/ and templates/: a build
+// without bindata reads them from there), on SQLite in a throwaway directory, listening on loopback only,
 // with an administrator made through Gitea's own CLI and everything else —
 // users, tokens, repositories, pushes — through its public API and git, as
 // a real installation would be driven.
@@ -20,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -40,6 +42,8 @@ type Server struct {
 	AdminPass string
 
 	bin, dir, config string
+	runUser          string
+	cred             *syscall.Credential // nil: as the test's own user
 	cmd              *exec.Cmd
 	done             chan struct{}
 	client           *http.Client
@@ -48,7 +52,13 @@ type Server struct {
 // Start runs Gitea for the duration of t.
 func Start(t testing.TB, bin string) *Server {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "giteatest-")
+	// As root Gitea runs as nobody, who must reach its directory: under
+	// /tmp itself, not a TMPDIR a test made private.
+	parent := ""
+	if os.Geteuid() == 0 {
+		parent = "/tmp"
+	}
+	dir, err := os.MkdirTemp(parent, "giteatest-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +77,21 @@ func Start(t testing.TB, bin string) *Server {
 		done:      make(chan struct{}),
 		client:    &http.Client{Timeout: 30 * time.Second},
 	}
+	// Gitea refuses to run as root, rightly: as root the tests run it as
+	// nobody, owning its directory.
+	s.runUser = currentUser()
+	if os.Geteuid() == 0 {
+		s.runUser, s.cred = "nobody", &syscall.Credential{Uid: 65534, Gid: 65534}
+	}
 	if err := os.WriteFile(s.config, []byte(s.appINI(port)), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if s.cred != nil {
+		for _, p := range []string{dir, s.config} {
+			if err := os.Chown(p, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	if out, err := s.cli(context.Background(), "migrate"); err != nil {
 		t.Fatalf("gitea migrate: %v\n%s", err, out)
@@ -77,15 +100,16 @@ func Start(t testing.TB, bin string) *Server {
 		"--password", s.AdminPass, "--email", "admin@example.test", "--must-change-password=false"); err != nil {
 		t.Fatalf("gitea admin user create: %v\n%s", err, out)
 	}
-	log, err := os.Create(filepath.Join(dir, "gitea.log"))
+	log, err := os.Create(filepath.Join(t.TempDir(), "gitea.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	logPath := log.Name()
 	s.cmd = exec.Command(bin, "web", "--config", s.config)
 	s.cmd.Dir = dir
 	s.cmd.Env = s.env()
 	s.cmd.Stdout, s.cmd.Stderr = log, log
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.cred}
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +117,9 @@ func Start(t testing.TB, bin string) *Server {
 	t.Cleanup(s.stop)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		resp, err := s.client.Get(s.URL + "/api/v1/version")
+		req, _ := http.NewRequest(http.MethodGet, s.URL+"/api/v1/version", nil)
+		req.Header.Set("Authorization", s.adminAuth())
+		resp, err := s.client.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -102,12 +128,12 @@ func Start(t testing.TB, bin string) *Server {
 		}
 		select {
 		case <-s.done:
-			b, _ := os.ReadFile(filepath.Join(dir, "gitea.log"))
+			b, _ := os.ReadFile(logPath)
 			t.Fatalf("gitea exited at start:\n%s", tail(b))
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "gitea.log"))
+			b, _ := os.ReadFile(logPath)
 			t.Fatalf("gitea did not answer within 90s:\n%s", tail(b))
 		}
 	}
@@ -117,9 +143,11 @@ func Start(t testing.TB, bin string) *Server {
 func (s *Server) appINI(port int) string {
 	return fmt.Sprintf(`APP_NAME = giteatest
 RUN_MODE = prod
+RUN_USER = %[5]s
 WORK_PATH = %[1]s
 
 [server]
+STATIC_ROOT_PATH = %[6]s
 PROTOCOL = http
 HTTP_ADDR = 127.0.0.1
 HTTP_PORT = %[2]d
@@ -175,17 +203,15 @@ ADAPTER = memory
 [queue]
 TYPE = level
 DATADIR = %[1]s/queues
-`, s.dir, port, randomHex(32), "giteatest-internal-"+randomHex(24))
+`, s.dir, port, randomHex(32), "giteatest-internal-"+randomHex(24), s.runUser, filepath.Dir(s.bin))
 }
 
-// env is Gitea's environment: nothing of the test's own, and root allowed
-// (these machines run tests as root).
+// env is Gitea's environment: nothing of the test's own.
 func (s *Server) env() []string {
 	return []string{
 		"HOME=" + s.dir,
 		"PATH=" + os.Getenv("PATH"),
 		"GITEA_WORK_DIR=" + s.dir,
-		"I_AM_BEING_UNSAFE_RUNNING_AS_ROOT=true",
 		"GIT_CONFIG_NOSYSTEM=1",
 	}
 }
@@ -196,6 +222,7 @@ func (s *Server) cli(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, s.bin, append(args, "--config", s.config)...)
 	cmd.Dir = s.dir
 	cmd.Env = s.env()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	return cmd.CombinedOutput()
 }
 
@@ -365,6 +392,13 @@ func (s *Server) api(t testing.TB, auth, method, path string, body any, want int
 			t.Fatalf("gitea %s %s: %v", method, path, err)
 		}
 	}
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return os.Getenv("USER")
 }
 
 func freePort() (int, error) {
