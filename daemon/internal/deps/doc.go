@@ -52,8 +52,9 @@
 // one installer. package-lock.json is validated first (lockfile version 2
 // or 3, every resolved URL under LSP_DEPS_NPM_REGISTRY, no git, file or
 // http specs by npm's grammar, specKind); a refused lockfile makes no
-// request. A package with no sha512 integrity (sha1 alone) is left out
-// by install, with a warning. npm workspaces (npmworkspace.go) link each
+// request. Integrity is checked by the strongest hash present (sha512,
+// else sha1, as npm ci checks it; integrity.go); a package pinned by
+// neither is left out by install, with a warning. npm workspaces (npmworkspace.go) link each
 // workspace package from node_modules into its directory in the tree by a
 // relative link, once that directory is checked to be a real one inside
 // the repository, and hoist the workspaces' own nested packages to the
@@ -97,7 +98,8 @@
 // (/<name>/-/<base>-<version>.tgz), which is then fetched from the
 // configured registry: Yarn's registry serves npm's tarballs, every
 // mirror serves that path, and the sha512 must still match. A v1 entry
-// with only a sha1 integrity, or resolving to git, a file or another host,
+// pinned by no sha512 or sha1 (its integrity, else its resolved URL's
+// #sha1 fragment), or resolving to git, a file or another host,
 // is left out (with what nests in it) and counted in one warning; the
 // rest installs. Berry's checksum hashes Yarn's zip of a package, not the
 // tarball, so each package's tarball and sha512 come from the registry's

@@ -2,7 +2,6 @@ package deps
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -230,8 +229,8 @@ func ValidateLockfile(data []byte, registry *url.URL) (int, error) {
 		if !underRegistry(p.Resolved, registry) {
 			return 0, fmt.Errorf("%w: package %s resolves outside the registry", errLockfile, quote(k))
 		}
-		// A package without a sha512 integrity (old lockfiles carry sha1
-		// alone) is left out by install, with a warning, not the lockfile.
+		// A package whose integrity pins nothing (integrity.go) is left
+		// out by install, with a warning, not the lockfile.
 		n++
 	}
 	return n, nil
@@ -371,22 +370,6 @@ func underRegistry(resolved string, registry *url.URL) bool {
 		return false
 	}
 	return strings.HasPrefix(p, registry.EscapedPath()+"/")
-}
-
-// sha512Integrity: an SRI string with a well-formed sha512 hash. Other
-// hashes may accompany it; sha1 alone is refused.
-func sha512Integrity(s string) bool {
-	for _, f := range strings.Fields(s) {
-		if b64, ok := strings.CutPrefix(f, "sha512-"); ok {
-			if i := strings.IndexByte(b64, '?'); i >= 0 {
-				b64 = b64[:i]
-			}
-			if b, err := base64.StdEncoding.DecodeString(b64); err == nil && len(b) == 64 {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // quote bounds and quotes tenant text for a warning.

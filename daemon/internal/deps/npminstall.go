@@ -1,10 +1,7 @@
 package deps
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha512"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,11 +176,12 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 		return // an earlier prepare of this same tree installed them
 	}
 	pkgs = hoistWorkspaces(pkgs, w)
-	// sha1 alone is not trusted: such a package is never fetched. Old
-	// lockfiles have hundreds: one warning names a few and counts them.
+	// A package whose integrity pins nothing (no sha512 or sha1 hash;
+	// integrity.go) is never fetched: one warning names a few and counts
+	// them.
 	var weak []string
 	for k, p := range pkgs {
-		if k != "" && !p.Link && !p.InBundle && !sha512Integrity(p.Integrity) {
+		if k != "" && !p.Link && !p.InBundle && !pinnedIntegrity(p.Integrity) {
 			weak = append(weak, npmModule(k, p))
 			delete(pkgs, k)
 		}
@@ -194,7 +192,7 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 		if len(weak) > 3 {
 			shown += fmt.Sprintf(" and %d more", len(weak)-3)
 		}
-		w.add("%s: no sha512 integrity in the lockfile (sha1 alone is not trusted); not installed", shown)
+		w.add("%s: no sha512 or sha1 integrity in the lockfile; not installed", shown)
 	}
 	jobs, links := npmJobs(pkgs), npmLinks(pkgs)
 	if len(jobs) == 0 && len(links) == 0 {
@@ -361,7 +359,11 @@ func (f *Fetcher) fetchTarball(ctx context.Context, m *mirror, j npmJob, dir str
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	h := sha512.New()
+	h := integrityHasher(j.integrity)
+	if h == nil {
+		tmp.Close()
+		return errIntegrity // install left such packages out already
+	}
 	err = m.get(ctx, rel, f.cfg.MaxZip, io.MultiWriter(tmp, h))
 	if err != nil {
 		tmp.Close()
@@ -396,23 +398,6 @@ func registryRel(resolved string, registry *url.URL) (string, bool) {
 		return "", false
 	}
 	return strings.TrimPrefix(u.EscapedPath(), registry.EscapedPath()+"/"), true
-}
-
-// integrityMatch: one of the SRI string's sha512 hashes is sum.
-func integrityMatch(sri string, sum []byte) bool {
-	for _, f := range strings.Fields(sri) {
-		b64, ok := strings.CutPrefix(f, "sha512-")
-		if !ok {
-			continue
-		}
-		if i := strings.IndexByte(b64, '?'); i >= 0 {
-			b64 = b64[:i]
-		}
-		if want, err := base64.StdEncoding.DecodeString(b64); err == nil && bytes.Equal(want, sum) {
-			return true
-		}
-	}
-	return false
 }
 
 func (f *Fetcher) explainNPM(name string, err error) string {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha1"
 	"crypto/sha512"
 	"encoding/base64"
 	"fmt"
@@ -359,29 +360,43 @@ func TestExtractChargesEntries(t *testing.T) {
 	}
 }
 
-// TestInstallSHA1Only: a package the lockfile pins by sha1 alone (old
-// lockfiles, as axios's) is never fetched; the others are installed.
-func TestInstallSHA1Only(t *testing.T) {
+// TestInstallSHA1Pinned: a package the lockfile pins by sha1 alone (old
+// lockfiles, as axios's) is installed when its tarball matches that sha1,
+// as npm ci installs it; a wrong sha1 is an integrity failure, and an
+// integrity of no accepted algorithm is never fetched.
+func TestInstallSHA1Pinned(t *testing.T) {
 	r := newRegistry(t)
 	good := r.add("good", "1.0.0", tgz(t, tarEntry{name: "package/index.d.ts", body: "export {};\n"}))
-	old := r.add("old", "1.0.0", tgz(t, tarEntry{name: "package/index.d.ts", body: "export {};\n"}))
-	old["integrity"] = "sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk="
+	oldTar := tgz(t, tarEntry{name: "package/index.d.ts", body: "export const old = 1;\n"})
+	old := r.add("old", "1.0.0", oldTar)
+	sum := sha1.Sum(oldTar)
+	old["integrity"] = "sha1-" + base64.StdEncoding.EncodeToString(sum[:])
 	child := r.add("child", "1.0.0", tgz(t, tarEntry{name: "package/index.d.ts", body: "export {};\n"}))
+	wrong := r.add("wrong", "1.0.0", tgz(t, tarEntry{name: "package/index.d.ts", body: "export {};\n"}))
+	wrong["integrity"] = "sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=" // the empty file's
+	weak := r.add("weak", "1.0.0", tgz(t, tarEntry{name: "package/index.d.ts", body: "export {};\n"}))
+	weak["integrity"] = "md5-1B2M2Y8AsgTpgAmY7PhCfg=="
 	ws := repo(t, map[string]string{"package-lock.json": lock(map[string]any{
 		"node_modules/good": good, "node_modules/old": old, "node_modules/old/node_modules/child": child,
+		"node_modules/wrong": wrong, "node_modules/weak": weak,
 	})})
 	w := fetcher(Config{NPMRegistry: r.url}).Fetch(context.Background(), ws)
-	if len(w) != 1 || !strings.Contains(w[0], "old@1.0.0: no sha512 integrity in the lockfile (sha1 alone is not trusted); not installed") {
+	joined := strings.Join(w, "\n")
+	if len(w) != 2 || !strings.Contains(joined, "weak@1.0.0: no sha512 or sha1 integrity in the lockfile; not installed") || !strings.Contains(joined, "wrong@1.0.0") {
 		t.Fatalf("warnings %q", w)
 	}
-	if n := r.n.Load(); n != 1 {
-		t.Fatalf("%d requests, want 1 (child, nested in old, is left out with it)", n)
+	if n := r.n.Load(); n != 4 {
+		t.Fatalf("%d requests, want 4 (weak is never fetched)", n)
 	}
 	nm := runtime.NodeModules(ws)
-	if _, err := os.Stat(filepath.Join(nm, "good/index.d.ts")); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{"good/index.d.ts", "old/index.d.ts", "old/node_modules/child/index.d.ts"} {
+		if _, err := os.Stat(filepath.Join(nm, p)); err != nil {
+			t.Error(err)
+		}
 	}
-	if _, err := os.Lstat(filepath.Join(nm, "old")); err == nil {
-		t.Fatal("the sha1-only package was installed")
+	for _, p := range []string{"wrong", "weak"} {
+		if _, err := os.Lstat(filepath.Join(nm, p)); err == nil {
+			t.Errorf("%s was installed", p)
+		}
 	}
 }

@@ -231,8 +231,8 @@ func buildPNPM(lf *pnpmLock, major int, registry *url.URL) (*pnpmGraph, []string
 		case n.refused != "":
 		case !underRegistry(resolved, registry):
 			n.refused = "it resolves outside the registry"
-		case !sha512Integrity(pkg.Resolution.Integrity):
-			n.refused = "it has no sha512 integrity"
+		case !pinnedIntegrity(pkg.Resolution.Integrity):
+			n.refused = "it has no sha512 or sha1 integrity"
 		}
 		n.pkg = lockPackage{
 			Name: name, Version: version, Resolved: resolved, Integrity: pkg.Resolution.Integrity,

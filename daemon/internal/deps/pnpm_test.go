@@ -195,7 +195,7 @@ packages:
     resolution: {integrity: @FAR@, tarball: https://elsewhere.example/far-1.0.0.tgz}
 
   nosum@1.0.0:
-    resolution: {integrity: sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=}
+    resolution: {integrity: md5-1B2M2Y8AsgTpgAmY7PhCfg==}
 
   only-lib@1.0.0:
     resolution: {integrity: @OL@}
@@ -239,7 +239,7 @@ func TestParsePNPMV9(t *testing.T) {
 	for _, w := range []string{
 		`"gitdep": "https://codeload.github.com/u/r/tar.gz/abc" is not a registry version; it was not installed`,
 		`far@1.0.0: it resolves outside the registry; it was not installed`,
-		`nosum@1.0.0: it has no sha512 integrity; it was not installed`,
+		`nosum@1.0.0: it has no sha512 or sha1 integrity; it was not installed`,
 		`"packages/lib" needs p@1.0.0, which another version holds at the top of node_modules; it was not installed`,
 		`"escape": it links outside the repository; it was not linked`,
 	} {

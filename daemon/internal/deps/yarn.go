@@ -722,7 +722,8 @@ func yarnV1Line(toks []string) (keys []string, value string, opener bool, err er
 var publicRegistries = map[string]bool{"registry.yarnpkg.com": true, "registry.npmjs.org": true}
 
 // yarnV1Tarball maps a v1 "resolved" URL to a URL under the registry. The
-// "#sha1" fragment is dropped (the integrity field is what is checked). A
+// "#sha1" fragment is dropped (the integrity field is what is checked, or
+// the fragment itself when there is none; see sha1Fragment). A
 // URL under the configured registry is taken as it is; one on a public
 // registry is rewritten to the configured registry only when its path is
 // exactly the conventional tarball path of the entry's own name and
@@ -841,12 +842,12 @@ func yarnV1Graph(entries []yarnV1Entry, registry *url.URL) (*yarnGraph, error) {
 		}
 		if p.refused == "" {
 			switch {
-			case sha512Integrity(e.Integrity):
+			case pinnedIntegrity(e.Integrity):
 				p.integrity = e.Integrity
-			case strings.Contains(e.Integrity, "sha1-"):
-				p.refused = "only a sha1 integrity"
+			case e.Integrity == "" && sha1Fragment(e.Resolved) != "":
+				p.integrity = sha1Fragment(e.Resolved) // Yarn < 1.10: the pin is the URL's fragment
 			default:
-				p.refused = "no sha512 integrity"
+				p.refused = "no sha512 or sha1 integrity"
 			}
 		}
 		for _, s := range e.Selectors {

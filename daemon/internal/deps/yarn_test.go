@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -304,7 +306,7 @@ func TestYarnV1Immer(t *testing.T) {
 	}
 	sha1Only := 0
 	for _, e := range entries {
-		if !sha512Integrity(e.Integrity) {
+		if alg, _ := integrityDigests(e.Integrity); alg == 1 { // pinned by sha1 alone
 			sha1Only++
 		}
 	}
@@ -344,7 +346,7 @@ func TestYarnV1Immer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.placed) != 1951 || len(l.pkgs) != 1355 || len(l.refused) != 236 || len(l.missing) != 0 {
+	if len(l.placed) != 1951 || len(l.pkgs) != 1951 || len(l.refused) != 0 || len(l.missing) != 0 {
 		t.Fatalf("%d placed, %d installed, %d refused, missing %v", len(l.placed), len(l.pkgs), len(l.refused), l.missing)
 	}
 	for k, want := range map[string]lockPackage{
@@ -366,12 +368,13 @@ func TestYarnV1Immer(t *testing.T) {
 			t.Errorf("%s: %q, want %s", k, l.pkgs[k].Version, v)
 		}
 	}
-	if r := l.refused["node_modules/alphanum-sort"]; r != "only a sha1 integrity" {
-		t.Errorf("alphanum-sort: refused %q", r)
+	// Pinned by sha1 alone, as npm ci and yarn accept it.
+	if r, ok := l.refused["node_modules/alphanum-sort"]; ok || !strings.HasPrefix(l.pkgs["node_modules/alphanum-sort"].Integrity, "sha1-") {
+		t.Errorf("alphanum-sort: refused %q, integrity %q", r, l.pkgs["node_modules/alphanum-sort"].Integrity)
 	}
 	checkYarnLayout(t, yarnV1GraphOf(t, ws.Root, files["yarn.lock"], reg), l)
 	reportLayout(l, w)
-	if got := w.list(); len(got) != 1 || !strings.Contains(got[0], "236 packages not installed (nor what is nested in them), only a sha1 integrity") {
+	if got := w.list(); len(got) != 0 {
 		t.Fatalf("warnings %q", got)
 	}
 }
@@ -408,7 +411,9 @@ func TestInstallYarnV1(t *testing.T) {
 	))
 	inner1 := r.add("inner", "0.1.0", tgz(t, tarEntry{name: "package/index.d.ts", body: "export declare const inner: 1;\n"}))
 	inner2 := r.add("inner", "0.2.0", tgz(t, tarEntry{name: "package/index.d.ts", body: "export declare const inner: 2;\n"}))
-	old := r.add("old", "1.0.0", tgz(t, tarEntry{name: "package/index.js", body: ""}))
+	oldTGZ := tgz(t, tarEntry{name: "package/index.js", body: ""})
+	old := r.add("old", "1.0.0", oldTGZ)
+	oldSum := sha1.Sum(oldTGZ)
 	lockfile := `# yarn lockfile v1
 
 "@types/shout@^2.0.0":
@@ -435,23 +440,29 @@ inner@^0.2.0:
 
 old@^1.0.0:
   version "1.0.0"
-  resolved "` + old["resolved"].(string) + `"
-  integrity sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=
+  resolved "` + old["resolved"].(string) + `#` + hex.EncodeToString(oldSum[:]) + `"
+
+stale@^1.0.0:
+  version "1.0.0"
+  resolved "` + r.url.String() + `/stale/-/stale-1.0.0.tgz"
+  integrity md5-1B2M2Y8AsgTpgAmY7PhCfg==
 `
 	ws := repo(t, map[string]string{
 		"yarn.lock":                   lockfile,
 		"package.json":                `{"name":"app","private":true,"workspaces":["packages/*"],"devDependencies":{"greet":"^1.0.0","@types/shout":"^2.0.0","util":"1.0.0"}}`,
-		"packages/util/package.json":  `{"name":"util","version":"1.0.0","dependencies":{"inner":"^0.2.0","old":"^1.0.0"}}`,
+		"packages/util/package.json":  `{"name":"util","version":"1.0.0","dependencies":{"inner":"^0.2.0","old":"^1.0.0","stale":"^1.0.0"}}`,
 		"packages/notapkg/readme.txt": "no package.json: not a workspace",
 		"src/main.ts":                 "import { greet } from 'greet';\n",
 	})
 	f := fetcher(Config{NPMRegistry: r.url})
 	w := f.Fetch(context.Background(), ws)
-	if len(w) != 1 || !strings.Contains(w[0], `1 package not installed (nor what is nested in them), only a sha1 integrity: "old"`) {
+	// old is pinned by its resolved URL's sha1 fragment (Yarn < 1.10
+	// wrote no integrity field); stale by nothing accepted.
+	if len(w) != 1 || !strings.Contains(w[0], `1 package not installed (nor what is nested in them), no sha512 or sha1 integrity: "stale"`) {
 		t.Fatalf("warnings %q", w)
 	}
-	if got := r.n.Load(); got != 4 {
-		t.Fatalf("%d requests, want 4", got)
+	if got := r.n.Load(); got != 5 {
+		t.Fatalf("%d requests, want 5", got)
 	}
 	nm := runtime.NodeModules(ws)
 	for p, want := range map[string]string{
@@ -459,6 +470,7 @@ old@^1.0.0:
 		"@types/shout/index.d.ts":             "export declare function shout(s: string): string;\n",
 		"inner/index.d.ts":                    "export declare const inner: 2;\n",
 		"greet/node_modules/inner/index.d.ts": "export declare const inner: 1;\n",
+		"old/index.js":                        "",
 	} {
 		b, err := os.ReadFile(filepath.Join(nm, p))
 		if err != nil || string(b) != want {
@@ -581,7 +593,7 @@ func FuzzParseYarnV1(f *testing.F) {
 			return
 		}
 		for k, p := range l.pkgs {
-			if !lockPath(k) || !strings.HasPrefix(p.Resolved, "https://npm.example/r/") || !sha512Integrity(p.Integrity) {
+			if !lockPath(k) || !strings.HasPrefix(p.Resolved, "https://npm.example/r/") || !pinnedIntegrity(p.Integrity) {
 				t.Fatalf("installs %q: %+v", k, p)
 			}
 		}

@@ -489,7 +489,7 @@ func (f *Fetcher) versionDist(ctx context.Context, m *mirror, name, version stri
 	if err := json.Unmarshal(buf.Bytes(), &man); err != nil || man.Name != name || man.Version != version {
 		return out, errors.New("not the version's manifest")
 	}
-	if !sha512Integrity(man.Dist.Integrity) {
+	if !pinnedIntegrity(man.Dist.Integrity) {
 		return out, errNoIntegrity
 	}
 	out.integrity = man.Dist.Integrity
