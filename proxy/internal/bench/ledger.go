@@ -19,6 +19,7 @@ type noLedger struct{}
 func (noLedger) Hold(_ context.Context, h ledger.HoldRequest) (int64, error) { return h.Price, nil }
 func (noLedger) Capture(context.Context, ledger.Row) (bool, error)           { return true, nil }
 func (noLedger) Release(context.Context, string) error                       { return nil }
+func (noLedger) EndGrace(context.Context, string, string, string) error      { return nil }
 func (noLedger) SetStatus(context.Context, string, int) error                { return nil }
 func (noLedger) RecordQuery(context.Context, ledger.Row) error               { return nil }
 

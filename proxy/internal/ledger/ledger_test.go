@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -172,9 +173,6 @@ func TestHoldCaptureRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustBalance(t, l, org, 8, 0)
-	if _, err := l.Capture(ctx, capture("p2", org, "c2")); !errors.Is(err, ledger.ErrHoldReleased) {
-		t.Fatalf("capture after release: %v", err)
-	}
 
 	for name, r := range map[string]ledger.Row{
 		"unknown id":    capture("nope", org, "c1"),
@@ -825,5 +823,127 @@ func TestMigrateWithoutCreateRolePrivilege(t *testing.T) {
 	}
 	if n != 3 {
 		t.Fatalf("lsp_readonly has SELECT on %d views, want 3", n)
+	}
+}
+
+// A hold released because the daemon said nothing was written or in flight, whose tree was published
+// after all (a race the daemon cannot rule out): the first answer naming its id captures it, and the
+// shortfall rule bounds the charge by what the org can still pay.
+func TestReleasedHoldCapturedByALaterAnswer(t *testing.T) {
+	t.Parallel()
+	l, _ := open(t)
+	const org = "acme"
+	if err := l.Credit(ctx, org, 4, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Hold(ctx, hold("p1", org, "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	mustBalance(t, l, org, 4, 0)
+	if err := l.RecordQuery(ctx, query(org, "c1", "p1")); err != nil {
+		t.Fatal(err)
+	}
+	mustBalance(t, l, org, 2, 0)
+	// Captured once: the next answer naming it, and a late Capture, write nothing.
+	if err := l.RecordQuery(ctx, query(org, "c1", "p1")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.Capture(ctx, capture("p1", org, "c1")); ok || err != nil {
+		t.Fatalf("capture after recovery = %v, %v", ok, err)
+	}
+	mustBalance(t, l, org, 2, 0)
+
+	// Released, then the funds went to another live hold: the late capture charges what is left (0¢).
+	if _, err := l.Hold(ctx, hold("p2", org, "c2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, "p2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Hold(ctx, hold("p3", org, "c3")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.Capture(ctx, capture("p2", org, "c2")); !ok || err != nil {
+		t.Fatalf("capture of a released hold = %v, %v", ok, err)
+	}
+	mustBalance(t, l, org, 2, 2)
+	var reasons []string
+	for _, r := range allRows(t, l, org) {
+		if r.Model == "prepare" {
+			reasons = append(reasons, fmt.Sprintf("%s:%d:%s", r.PrepareID, r.AmountCents, r.Reason))
+		}
+	}
+	if got, want := strings.Join(reasons, " "), "p1:-2:recovered p2:0:shortfall"; got != want {
+		t.Fatalf("prepare rows %q, want %q", got, want)
+	}
+}
+
+// The grace is keyed by (org, repo, commit): a rotated LSP_TENANT_KEY_SECRET gives the org a new
+// tenant key, and its revisions prepared within the window stay free.
+func TestGraceSurvivesATenantKeyRotation(t *testing.T) {
+	t.Parallel()
+	l, _ := open(t)
+	const org = "acme"
+	if err := l.Credit(ctx, org, 2, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Hold(ctx, hold("p1", org, "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Capture(ctx, capture("p1", org, "c1")); err != nil {
+		t.Fatal(err)
+	}
+	rotated := hold("p2", org, "c1")
+	rotated.TenantKey = "tk-rotated"
+	if amount, err := l.Hold(ctx, rotated); amount != 0 || err != nil {
+		t.Fatalf("hold under a rotated tenant key = %d, %v; want a free re-prepare", amount, err)
+	}
+	// Another org's charge of the same repo and commit makes nothing free.
+	if err := l.Credit(ctx, "other", 1, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Hold(ctx, hold("p3", "other", "c1")); !errors.Is(err, ledger.ErrInsufficientFunds) {
+		t.Fatalf("another org's hold: %v", err)
+	}
+}
+
+// The tenant's own DELETE /workspaces ends the revision's grace: the next prepare is charged, so one
+// charge does not buy unlimited delete-and-prepare cycles.
+func TestEndGraceChargesTheNextPrepare(t *testing.T) {
+	t.Parallel()
+	l, _ := open(t)
+	const org = "acme"
+	if err := l.Credit(ctx, org, 4, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Hold(ctx, hold("p1", org, "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Capture(ctx, capture("p1", org, "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.EndGrace(ctx, org, "repo", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if amount, err := l.Hold(ctx, hold("p2", org, "c1")); amount != 2 || err != nil {
+		t.Fatalf("hold after the grace ended = %d, %v; want 2", amount, err)
+	}
+	if _, err := l.Capture(ctx, capture("p2", org, "c1")); err != nil {
+		t.Fatal(err)
+	}
+	mustBalance(t, l, org, 0, 0)
+	// That charge opens a new window.
+	if amount, err := l.Hold(ctx, hold("p3", org, "c1")); amount != 0 || err != nil {
+		t.Fatalf("re-prepare after the new charge = %d, %v; want 0", amount, err)
+	}
+	// Other revisions keep their grace.
+	if err := l.EndGrace(ctx, org, "repo", "c9"); err != nil {
+		t.Fatal(err)
+	}
+	if amount, err := l.Hold(ctx, hold("p4", org, "c1")); amount != 0 || err != nil {
+		t.Fatalf("re-prepare of c1 after ending c9's grace = %d, %v", amount, err)
 	}
 }

@@ -18,7 +18,7 @@ type HoldRequest struct {
 	RequestID string
 	Price     int64         // cents, ≥ 0
 	TTL       time.Duration // the hold stops counting against available funds after this
-	Grace     time.Duration // a charge of the same (TenantKey, Repo, Commit) within this makes the hold 0¢
+	Grace     time.Duration // a charge of the same (Org, Repo, Commit) within this makes the hold 0¢ (until a DELETE /workspaces ends it)
 }
 
 func (r HoldRequest) validate() error {
@@ -38,8 +38,8 @@ func (r HoldRequest) validate() error {
 }
 
 // Hold atomically reserves r.Price against the org's available funds (balance − live, unexpired
-// holds) and returns the amount held. If a charged prepare row for (TenantKey, Repo, Commit) exists
-// within r.Grace, the hold is 0¢: a re-prepare needs no funds and always succeeds. Otherwise it fails
+// holds) and returns the amount held. If a charged prepare row for (Org, Repo, Commit) exists
+// within r.Grace (and after the revision's last EndGrace), the hold is 0¢: a re-prepare needs no funds and always succeeds. Otherwise it fails
 // with ErrInsufficientFunds when available < price, or ErrSpendCapExceeded when the org's daily cap
 // would be passed. Repeating a hold with the same prepare id and workspace returns the existing hold.
 // One statement.
@@ -87,11 +87,11 @@ func validStatus(s int) bool { return s == 0 || s >= 100 && s <= 599 }
 // Capture turns the hold row.PrepareID into exactly one prepare row (amount −held; 0¢ with reason
 // 'reprepare' for a re-prepare), updates the balance and marks the hold captured, in one statement.
 // It reports captured=false, writing nothing, when the hold was captured before (by an earlier call
-// or by RecordQuery's recovery). An expired hold that nobody released is still captured: a prepare
-// that did run is charged — at most what the org can pay without eating other live holds, so the
+// or by RecordQuery's recovery). An expired or released hold is still captured: a prepare that did
+// run is charged — at most what the org can pay without eating other live holds, so the
 // balance never goes negative (reason 'shortfall' when that is less than the hold).
 // row.Org must be the hold's org; non-empty TenantKey, Repo and Commit must match the hold's.
-// Errors: ErrUnknownHold, ErrHoldReleased.
+// Errors: ErrUnknownHold.
 func (l *Ledger) Capture(ctx context.Context, row Row) (bool, error) {
 	if row.PrepareID == "" || row.Org == "" {
 		return false, errors.New("capture: prepare id and org are required")
@@ -121,13 +121,26 @@ func (l *Ledger) Capture(ctx context.Context, row Row) (bool, error) {
 	return false, fmt.Errorf("capture %s: unexpected status %q", row.PrepareID, status)
 }
 
-// Release gives a live (or expired) hold's funds back: its push did not prepare. Releasing a hold
-// that is unknown, captured or already released does nothing.
+// Release gives a live (or expired) hold's funds back: its push did not prepare. Call it only when
+// the daemon said the workspace key is neither written under this prepare id nor in flight; should a
+// tree still be published under a released hold's id, the first answer naming the id captures it
+// (RecordQuery, Capture). Releasing a hold that is unknown, captured or already released does
+// nothing.
 func (l *Ledger) Release(ctx context.Context, prepareID string) error {
 	_, err := l.pool.Exec(ctx,
 		`UPDATE holds SET state = 'released', settled_at = now()
 		  WHERE prepare_id = $1 AND state IN ('live', 'expired')`, prepareID)
 	return wrap("release "+prepareID, err)
+}
+
+// EndGrace ends the re-prepare grace of (org, repo, commit) now: the tenant deleted that revision's
+// workspace, so its next prepare is charged.
+func (l *Ledger) EndGrace(ctx context.Context, org, repo, commit string) error {
+	if org == "" || repo == "" || commit == "" {
+		return errors.New("end grace: org, repo and commit are required")
+	}
+	_, err := l.pool.Exec(ctx, `SELECT lsp_end_grace($1, $2, $3)`, org, repo, commit)
+	return wrap("end grace", err)
 }
 
 // Extend pushes a live hold's expiry to at least now + ttl, for a push that runs longer than its hold.

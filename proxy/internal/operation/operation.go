@@ -35,6 +35,7 @@ type Ledger interface {
 	Release(ctx context.Context, prepareID string) error
 	SetStatus(ctx context.Context, prepareID string, status int) error
 	RecordQuery(ctx context.Context, r ledger.Row) error
+	EndGrace(ctx context.Context, org, repo, commit string) error
 }
 
 // Daemons picks the shard of a workspace.
@@ -395,12 +396,16 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (
 	shard := s.daemons.Pick(key)
 	resp, err := shard.Push(pctx, key, prepareID, files)
 	if err != nil {
-		// The daemon may have written the tree and lost the reply. If it
-		// holds our prepare id now, capture; if it holds another or none,
-		// release. If it cannot be asked, leave the hold: the next answer
-		// from that workspace reveals the id and captures it (RecordQuery),
-		// or it expires.
-		if caps, cerr := shard.Capabilities(pctx, key); cerr == nil {
+		// The daemon may have written the tree and lost the reply, or may
+		// still be writing it: a push whose stream broke keeps running on
+		// the daemon (its dependency phase too). Ask until the key is no
+		// longer in flight: if it then holds our prepare id, capture; if it
+		// holds another or none, release. A hold is never released while
+		// the daemon may still publish under its id (CONTRACT §5). If the
+		// daemon cannot be asked, or the write outlives our deadline, leave
+		// the hold: the next answer from that workspace reveals the id and
+		// captures it (RecordQuery), or it expires.
+		if caps, ok := s.settledCapabilities(pctx, shard, key); ok {
 			if caps.GetWarm() && caps.GetPrepareId() == prepareID {
 				if _, err := s.capture(pctx, c, key, prepareID, caps.GetLanguages()); err != nil {
 					return nil, err
@@ -419,6 +424,32 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (
 		return nil, err
 	}
 	return &prepared{prepareID: prepareID, byUs: true, warnings: append(tree.Warnings, resp.GetWarnings()...)}, nil
+}
+
+// inFlightPoll is how often settledCapabilities asks again while a write
+// of the key is in flight.
+var inFlightPoll = 200 * time.Millisecond
+
+// settledCapabilities asks the key's shard for its capabilities until no
+// write of the key is in flight, and reports false when the daemon could not
+// be asked or ctx ended first.
+func (s *Service) settledCapabilities(ctx context.Context, shard *daemonclient.Shard, key daemonclient.Key) (*daemonv1.CapabilitiesResponse, bool) {
+	for {
+		caps, err := shard.Capabilities(ctx, key)
+		if err != nil {
+			return nil, false
+		}
+		if !caps.GetInFlight() {
+			return caps, true
+		}
+		t := time.NewTimer(inFlightPoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, false
+		}
+	}
 }
 
 func (s *Service) capture(ctx context.Context, c Caller, key daemonclient.Key, prepareID string, langs []*daemonv1.LanguageTools) (bool, error) {
