@@ -17,14 +17,15 @@ DROP INDEX ledger_rows_charged_prepare;
 CREATE INDEX ledger_rows_grace ON ledger_rows (payer_org, repo, commit, created_at)
     WHERE model = 'prepare' AND amount_cents < 0;
 
--- The moment a tenant deleted a revision's workspace: charges before it no longer make a re-prepare free.
+-- Each time a tenant deleted a revision's workspace: charges before it no longer make a re-prepare
+-- free. Append-only, so that reconcile can tell a second charge inside the window from one after an end.
 CREATE TABLE grace_ends (
     org      text        NOT NULL CHECK (org <> ''),
     repo     text        NOT NULL,
     commit   text        NOT NULL,
-    ended_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (org, repo, commit)
+    ended_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+CREATE INDEX grace_ends_key ON grace_ends (org, repo, commit, ended_at);
 
 DROP FUNCTION lsp_charged_within(text, text, text, interval);
 
@@ -37,7 +38,7 @@ DECLARE
     v_since timestamptz := now() - p_grace;
     v_ended timestamptz;
 BEGIN
-    SELECT g.ended_at INTO v_ended FROM grace_ends g
+    SELECT max(g.ended_at) INTO v_ended FROM grace_ends g
      WHERE g.org = p_org AND g.repo = p_repo AND g.commit = p_commit;
     IF v_ended IS NOT NULL AND v_ended > v_since THEN
         v_since := v_ended;
@@ -53,8 +54,7 @@ $$;
 -- lsp_end_grace ends the grace of (org, repo, commit) now: the next prepare of it is charged.
 CREATE FUNCTION lsp_end_grace(p_org text, p_repo text, p_commit text) RETURNS void
 LANGUAGE sql AS $$
-    INSERT INTO grace_ends (org, repo, commit) VALUES (p_org, p_repo, p_commit)
-    ON CONFLICT (org, repo, commit) DO UPDATE SET ended_at = now();
+    INSERT INTO grace_ends (org, repo, commit) VALUES (p_org, p_repo, p_commit);
 $$;
 
 -- 3. The spend counter: prepare cents charged per org and UTC day.

@@ -122,7 +122,7 @@ func (a *moneyAPI) seedRows(t *testing.T, n int) {
 	}
 	for i := range n {
 		repo := []string{"web", "api"}[i%2]
-		if err := a.l.RecordQuery(ctx, ledger.Row{Org: testOwner, TenantKey: "tk", Repo: repo, Commit: "c1", Op: "locate",
+		if err := a.l.RecordUsage(ctx, ledger.Row{Org: testOwner, TenantKey: "tk", Repo: repo, Commit: "c1", Op: "locate",
 			Language: "go", RequestID: fmt.Sprint("r", i), HTTPStatus: 200, PrepareID: "p1"}); err != nil {
 			t.Fatal(err)
 		}

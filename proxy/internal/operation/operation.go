@@ -2,7 +2,8 @@
 // (CONTRACT §4-§6), after identity and body have been checked:
 //
 //	forge resolve as the caller → ask the daemon → on "needs tree": gate
-//	(hold) → fetch → push → capture/release → ask again → one ledger row.
+//	(hold) → fetch → push → capture/release → ask again → one usage row
+//	(and, when this request prepared, the prepare row written at capture).
 //
 // It holds no HTTP and no SQL: the forge, the ledger and the daemons come in
 // as small interfaces, so each rule of the money section is visible here in
@@ -33,8 +34,7 @@ type Ledger interface {
 	Hold(ctx context.Context, h ledger.HoldRequest) (int64, error)
 	Capture(ctx context.Context, r ledger.Row) (bool, error)
 	Release(ctx context.Context, prepareID string) error
-	SetStatus(ctx context.Context, prepareID string, status int) error
-	RecordQuery(ctx context.Context, r ledger.Row) error
+	RecordUsage(ctx context.Context, r ledger.Row) error
 	EndGrace(ctx context.Context, org, repo, commit string) error
 }
 
@@ -67,7 +67,6 @@ type Service struct {
 	flights flightGroup
 	stages  stageTimer
 	run     *prepareRuns // bound, in-flight tracking and outcomes (capacity.go)
-	expect  expectations // what each workspace last answered, to write rows ahead (ahead.go)
 }
 
 // New builds a Service; reg, when not nil, receives its metrics.
@@ -157,10 +156,6 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 		Generation:         req.Generation,
 	}
 
-	// The row is written while the daemon answers, when this workspace's
-	// last answer says what it will most likely hold (ahead.go).
-	ek := newExpectKey(key, req)
-	ahead := s.writeAhead(ctx, c, req, commit, ek)
 	ans, qerr := s.query(ctx, shard, q)
 	// A workspace is pushed at most twice per request (the first push may
 	// be another request's, which this one only waited for), and this
@@ -193,12 +188,6 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 	}
 	if qerr == nil {
 		qerr = statusError(ans)
-	}
-	if ans.GetStatus() == daemonv1.Status_STATUS_OK {
-		s.expect.put(ek, expected{prepareID: ans.GetPrepareId(), language: language(ans)})
-	}
-	if ahead != nil {
-		return res, s.settleAhead(ctx, ahead, c, res, ans, qerr)
 	}
 	if err := s.record(ctx, c, req, res, ans, qerr); err != nil {
 		return res, err
@@ -260,13 +249,16 @@ func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemo
 	return ans, nil
 }
 
-// record writes the request's one row: the prepare row this request's
-// capture already wrote gets its status; otherwise a 0¢ query row, which
-// also captures a hold a crashed proxy left behind (the daemon reveals its
-// prepare id with every answer). Rows are durable before the answer.
+// record writes the request's one usage row, once its outcome is known and
+// before it is sent (CONTRACT §5): its status, the prepare id the answer
+// named (this request's own when it prepared: its money row, the prepare
+// row, was written at capture), and the server that answered. A row naming
+// a hold that a crashed proxy left behind captures it first (the daemon
+// reveals its prepare id with every answer). Rows are durable before the
+// answer; none is ever changed.
 func (s *Service) record(ctx context.Context, c Caller, req Request, res *Result, ans *daemonv1.QueryResponse, opErr error) error {
 	status := apierr.Status(opErr)
-	if ans == nil && opErr != nil {
+	if ans == nil && opErr != nil && !res.Prepared {
 		// The daemon was never reached: no row (CONTRACT §5).
 		return nil
 	}
@@ -274,16 +266,15 @@ func (s *Service) record(ctx context.Context, c Caller, req Request, res *Result
 	// The row must be written even when the client went away.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	var err error
+	prepareID := ans.GetPrepareId()
 	if res.Prepared {
-		err = s.ledger.SetStatus(ctx, res.PrepareID, status)
-	} else {
-		err = s.ledger.RecordQuery(ctx, ledger.Row{
-			PrepareID: ans.GetPrepareId(), Org: c.Org, TenantKey: c.TenantKey, Subject: c.Subject,
-			Repo: res.Repo, Commit: res.Commit, Op: req.OpName, Language: language(ans),
-			RequestID: c.RequestID, HTTPStatus: status,
-		})
+		prepareID = res.PrepareID
 	}
+	err := s.ledger.RecordUsage(ctx, ledger.Row{
+		PrepareID: prepareID, Org: c.Org, TenantKey: c.TenantKey, Subject: c.Subject,
+		Repo: res.Repo, Commit: res.Commit, Op: req.OpName, Language: language(ans),
+		RequestID: c.RequestID, HTTPStatus: status, Prepared: res.Prepared,
+	})
 	if err != nil {
 		return ledgerError(err)
 	}
