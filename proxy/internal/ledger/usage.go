@@ -74,29 +74,8 @@ func (l *Ledger) UsageDays(ctx context.Context, f UsageFilter) ([]UsageDay, erro
 	if f.Org == "" {
 		return nil, errors.New("usage days: org is required")
 	}
-	from, to := f.From, f.To
-	if from.IsZero() {
-		from = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
-	}
-	if to.IsZero() {
-		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
-	}
-	var repo *string
-	if f.Repo != "" {
-		repo = &f.Repo
-	}
-	rows, err := l.pool.Query(ctx, `
-		WITH rolled AS (SELECT coalesce(max(day) + 1, '1970-01-01'::date) AS since FROM usage_rollup_days)
-		SELECT to_char(d.day, 'YYYY-MM-DD'), d.repo, d.op, d.status, d.requests, d.prepares, d.cents
-		  FROM usage_daily d
-		 WHERE d.org = $1 AND d.day >= $2::date AND d.day < $3::date AND ($4::text IS NULL OR d.repo = $4)
-		UNION ALL
-		SELECT to_char(r.day, 'YYYY-MM-DD'), r.repo, r.op, r.status, r.requests, r.prepares, r.cents
-		  FROM rolled,
-		       LATERAL lsp_usage_rollup_rows($1, greatest(rolled.since, $2::date)::timestamp AT TIME ZONE 'UTC',
-		                                     $3::date::timestamp AT TIME ZONE 'UTC', $4) r
-		 ORDER BY 1, 2, 3, 4
-		 LIMIT $5`, f.Org, from.UTC().Format(time.DateOnly), to.UTC().Format(time.DateOnly), repo, maxUsageDays)
+	sql, args := usageDaysQuery(f)
+	rows, err := l.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, wrap("usage days", err)
 	}
@@ -118,4 +97,32 @@ func (l *Ledger) UsageRowsCount(ctx context.Context) (int64, error) {
 		return 0, wrap("count usage rows", err)
 	}
 	return n, nil
+}
+
+// usageDaysQuery is UsageDays' statement: the final rollups of the days rolled up, and the same sums
+// computed from the rows for the days after them.
+func usageDaysQuery(f UsageFilter) (string, []any) {
+	from, to := f.From, f.To
+	if from.IsZero() {
+		from = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	if to.IsZero() {
+		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	var repo *string
+	if f.Repo != "" {
+		repo = &f.Repo
+	}
+	return `
+		WITH rolled AS (SELECT coalesce(max(day) + 1, '1970-01-01'::date) AS since FROM usage_rollup_days)
+		SELECT to_char(d.day, 'YYYY-MM-DD'), d.repo, d.op, d.status, d.requests, d.prepares, d.cents
+		  FROM usage_daily d
+		 WHERE d.org = $1 AND d.day >= $2::date AND d.day < $3::date AND ($4::text IS NULL OR d.repo = $4)
+		UNION ALL
+		SELECT to_char(r.day, 'YYYY-MM-DD'), r.repo, r.op, r.status, r.requests, r.prepares, r.cents
+		  FROM rolled,
+		       LATERAL lsp_usage_rollup_rows($1, greatest(rolled.since, $2::date)::timestamp AT TIME ZONE 'UTC',
+		                                     $3::date::timestamp AT TIME ZONE 'UTC', $4) r
+		 ORDER BY 1, 2, 3, 4
+		 LIMIT $5`, []any{f.Org, from.UTC().Format(time.DateOnly), to.UTC().Format(time.DateOnly), repo, maxUsageDays}
 }
