@@ -116,7 +116,9 @@ LANGUAGE sql STABLE AS $$
                coalesce(p.http_status, 0)::integer AS status, -sum(m.amount_cents) AS cents
           FROM ledger_rows m
           LEFT JOIN LATERAL (SELECT x.op, x.http_status FROM usage_rows x
-                              WHERE x.prepared AND x.prepare_id = m.prepare_id LIMIT 1) p ON true
+                              WHERE x.prepared AND x.prepare_id = m.prepare_id
+                                AND x.created_at >= m.created_at - interval '1 minute'
+                                AND x.created_at < m.created_at + interval '1 hour' LIMIT 1) p ON true
          WHERE m.model = 'prepare' AND (p_org IS NULL OR m.payer_org = p_org)
            AND m.created_at >= p_from AND m.created_at < p_to AND (p_repo IS NULL OR m.repo = p_repo)
          GROUP BY 1, 2, 3, 4, 5)

@@ -33,6 +33,7 @@ type usageFigures struct {
 	reconIncr     time.Duration
 	reconIncrRows int64
 	reconOK       bool
+	problems      []string
 }
 
 func runUsage(ctx context.Context, o Options) (*usageFigures, error) {
@@ -128,6 +129,7 @@ func runUsage(ctx context.Context, o Options) (*usageFigures, error) {
 		return nil, err
 	}
 	f.reconFull, f.reconRows, f.reconOK = time.Since(t), r.Rows, r.OK()
+	f.problems = r.Problems
 	if err := loadUsage(ctx, l, 100_000, 10); err != nil {
 		return nil, err
 	}
@@ -138,6 +140,7 @@ func runUsage(ctx context.Context, o Options) (*usageFigures, error) {
 	}
 	f.reconIncr, f.reconIncrRows = time.Since(t), r.Rows
 	f.reconOK = f.reconOK && r.OK()
+	f.problems = append(f.problems, r.Problems...)
 	return f, nil
 }
 
@@ -176,10 +179,11 @@ func loadUsage(ctx context.Context, l *ledger.Ledger, n int64, moneyEvery int64)
 		}
 		if _, err := l.Pool().Exec(ctx, `
 			INSERT INTO usage_rows (payer_org, tenant_key, subject, repo, commit, op, language, http_status, request_id, prepare_id, prepared)
-			SELECT 'org' || (i % 1000), repeat('e4', 32), 'agent@bench', 'repo' || (i % 7), md5((i % 1000)::text) || '01234567',
+			SELECT 'org' || (j % 1000), repeat('e4', 32), 'agent@bench', 'repo' || (j % 7), md5(j::text) || '01234567',
 			       'locate', 'gopls', 200, substr(md5('q' || i), 1, 24),
-			       CASE WHEN $2::bigint > 0 THEN 'bench-' || $1::text || '-' || (i % $2::bigint + 1) END, false
-			  FROM generate_series(1, $3::bigint) i`, fmt.Sprint(base+done), money, k-money); err != nil {
+			       CASE WHEN $2::bigint > 0 THEN 'bench-' || $1::text || '-' || j END, false
+			  FROM generate_series(1, $3::bigint) i,
+			       LATERAL (SELECT CASE WHEN $2::bigint > 0 THEN i % $2::bigint + 1 ELSE i END AS j) w`, fmt.Sprint(base+done), money, k-money); err != nil {
 			return fmt.Errorf("load usage rows: %w", err)
 		}
 	}
@@ -200,4 +204,10 @@ func printUsage(w io.Writer, f *usageFigures) {
 	}
 	fmt.Fprintf(w, "Reconcile over %d rows (loaded in %v): first run %v; incremental run over %d new rows %v; %s\n",
 		f.reconRows, f.reconLoad.Round(time.Second), f.reconFull.Round(time.Millisecond), f.reconIncrRows, f.reconIncr.Round(time.Millisecond), verdict)
+	for i, p := range f.problems {
+		if i == 5 {
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", p)
+	}
 }
