@@ -19,7 +19,7 @@ const ReadonlyRole = "lsp_readonly"
 
 // ReadonlyViews are the views ReadonlyRole may SELECT. Grants are (re)applied on every migration run so
 // that a role the operator creates later still receives them.
-var ReadonlyViews = []string{"v_ledger_rows", "v_balances", "v_holds"}
+var ReadonlyViews = []string{"v_ledger_rows", "v_money_rows", "v_usage_rows", "v_usage_daily", "v_balances", "v_holds"}
 
 // Migration is one numbered SQL file.
 type Migration struct {

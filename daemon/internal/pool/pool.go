@@ -262,6 +262,17 @@ func (w *Workspace) release() {
 	}
 }
 
+// InFlight reports whether a write, eviction or deletion of k is in flight
+// now. A push whose stream broke keeps its write (and its dependency phase)
+// running, so this stays true until that write published the tree or gave
+// up: the proxy releases a hold only when it is false.
+func (p *Pool) InFlight(k workspace.Key) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, inflight := p.preparing[k]
+	return inflight
+}
+
 // WaitInFlight waits for a write, eviction or deletion of k in flight to
 // end, and reports whether one did. It reports false at once when none is
 // in flight, and when ctx ends first.

@@ -478,3 +478,51 @@ func TestQueryWaitsForPrepareInFlight(t *testing.T) {
 		t.Fatalf("a query during the push answered %v", resp)
 	}
 }
+
+// TestCapabilitiesSayInFlight: while a push of the key is being written the
+// key is not warm, but in flight, so a proxy that lost the push's reply does
+// not release its hold; once published it is warm with the push's id and no
+// longer in flight.
+func TestCapabilitiesSayInFlight(t *testing.T) {
+	k := keyFor(t, "caps-inflight")
+	id := newID()
+	entries, data := treeOf(textTree...)
+	msgs := dataMsgs(data, 7)
+	stream, err := fx.client.Prepare(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(headerMsg(k, id, entries)); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs[:len(msgs)-1] {
+		if err := stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		caps, err := fx.client.Capabilities(ctxT(t), &daemonv1.CapabilitiesRequest{Workspace: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if caps.GetInFlight() {
+			if caps.GetWarm() {
+				t.Fatalf("warm while the first push is in flight: %v", caps)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the push never showed as in flight")
+		}
+	}
+	if err := stream.Send(msgs[len(msgs)-1]); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := stream.CloseAndRecv(); err != nil || !resp.GetPrepared() {
+		t.Fatalf("prepare: %v, %v", resp, err)
+	}
+	caps, err := fx.client.Capabilities(ctxT(t), &daemonv1.CapabilitiesRequest{Workspace: k})
+	if err != nil || !caps.GetWarm() || caps.GetInFlight() || caps.GetPrepareId() != id {
+		t.Fatalf("after the push: %v, %v", caps, err)
+	}
+}

@@ -168,9 +168,12 @@ func (s *Server) Capabilities(_ context.Context, req *daemonv1.CapabilitiesReque
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	// In flight is read before warm: a write that publishes between the
+	// two reads then shows as warm, never as neither.
+	inflight := s.Pool.InFlight(k)
 	w, release, ok := s.Pool.Acquire(k)
 	if !ok {
-		return &daemonv1.CapabilitiesResponse{Languages: languages(s.Pool.Negotiated())}, nil
+		return &daemonv1.CapabilitiesResponse{InFlight: inflight || s.Pool.InFlight(k), Languages: languages(s.Pool.Negotiated())}, nil
 	}
 	defer release()
 	infos := w.Languages()
@@ -179,7 +182,7 @@ func (s *Server) Capabilities(_ context.Context, req *daemonv1.CapabilitiesReque
 		// they negotiated anywhere, with what they reported here.
 		infos = w.KnownLoadWarnings(s.Pool.Negotiated())
 	}
-	return &daemonv1.CapabilitiesResponse{Warm: true, PrepareId: w.PrepareID, Languages: languages(infos)}, nil
+	return &daemonv1.CapabilitiesResponse{Warm: true, PrepareId: w.PrepareID, InFlight: inflight, Languages: languages(infos)}, nil
 }
 
 // DeleteWorkspace removes a workspace now.

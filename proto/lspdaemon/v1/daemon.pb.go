@@ -2434,10 +2434,16 @@ func (x *CapabilitiesRequest) GetWorkspace() *WorkspaceKey {
 }
 
 type CapabilitiesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Warm          bool                   `protobuf:"varint,1,opt,name=warm,proto3" json:"warm,omitempty"`
-	PrepareId     string                 `protobuf:"bytes,2,opt,name=prepare_id,json=prepareId,proto3" json:"prepare_id,omitempty"`
-	Languages     []*LanguageTools       `protobuf:"bytes,3,rep,name=languages,proto3" json:"languages,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Warm      bool                   `protobuf:"varint,1,opt,name=warm,proto3" json:"warm,omitempty"`
+	PrepareId string                 `protobuf:"bytes,2,opt,name=prepare_id,json=prepareId,proto3" json:"prepare_id,omitempty"`
+	Languages []*LanguageTools       `protobuf:"bytes,3,rep,name=languages,proto3" json:"languages,omitempty"`
+	// in_flight is true while a write of this workspace key runs (a push
+	// still receiving, verifying, fetching dependencies or publishing, also
+	// when its stream to the proxy broke), or an eviction or deletion of it.
+	// A proxy releases a hold only when the key is neither warm with its
+	// prepare id nor in flight: a tree published later would be free.
+	InFlight      bool `protobuf:"varint,4,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2491,6 +2497,13 @@ func (x *CapabilitiesResponse) GetLanguages() []*LanguageTools {
 		return x.Languages
 	}
 	return nil
+}
+
+func (x *CapabilitiesResponse) GetInFlight() bool {
+	if x != nil {
+		return x.InFlight
+	}
+	return false
 }
 
 type DeleteWorkspaceRequest struct {
@@ -2755,12 +2768,13 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\tlanguages\x18\x03 \x03(\v2\x1c.lsp.daemon.v1.LanguageToolsR\tlanguages\x12\x1a\n" +
 	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"P\n" +
 	"\x13CapabilitiesRequest\x129\n" +
-	"\tworkspace\x18\x01 \x01(\v2\x1b.lsp.daemon.v1.WorkspaceKeyR\tworkspace\"\x85\x01\n" +
+	"\tworkspace\x18\x01 \x01(\v2\x1b.lsp.daemon.v1.WorkspaceKeyR\tworkspace\"\xa2\x01\n" +
 	"\x14CapabilitiesResponse\x12\x12\n" +
 	"\x04warm\x18\x01 \x01(\bR\x04warm\x12\x1d\n" +
 	"\n" +
 	"prepare_id\x18\x02 \x01(\tR\tprepareId\x12:\n" +
-	"\tlanguages\x18\x03 \x03(\v2\x1c.lsp.daemon.v1.LanguageToolsR\tlanguages\"S\n" +
+	"\tlanguages\x18\x03 \x03(\v2\x1c.lsp.daemon.v1.LanguageToolsR\tlanguages\x12\x1b\n" +
+	"\tin_flight\x18\x04 \x01(\bR\binFlight\"S\n" +
 	"\x16DeleteWorkspaceRequest\x129\n" +
 	"\tworkspace\x18\x01 \x01(\v2\x1b.lsp.daemon.v1.WorkspaceKeyR\tworkspace\"3\n" +
 	"\x17DeleteWorkspaceResponse\x12\x18\n" +

@@ -73,6 +73,9 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 	swept := make(chan struct{})
 	go sweepHolds(sweepCtx, led, holdSweepInterval, log, swept)
 	defer func() { stopSweep(); <-swept }() // runs before led.Close
+	kept := make(chan struct{})
+	go keepUsage(sweepCtx, led, cfg.UsageRetention, usageInterval, log, kept)
+	defer func() { stopSweep(); <-kept }()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -122,6 +125,7 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		Registry:        reg,
 		Log:             log,
 		Money:           led,
+		LedgerSettle:    cfg.LedgerSettle,
 		// A retry may take over an Idempotency-Key only once a dead attempt's hold is gone.
 		IdempotencyLease:  2*cfg.PrepareTimeout + time.Minute + cfg.RequestTimeout,
 		ForgeSudoToken:    sudo,

@@ -38,3 +38,35 @@ func sweepHolds(ctx context.Context, led holdExpirer, interval time.Duration, lo
 		}
 	}
 }
+
+// usageInterval is how often usage partitions are made ahead, ended days
+// rolled up and days past the retention dropped.
+const usageInterval = time.Hour
+
+// usageKeeper is the ledger's usage housekeeping call.
+type usageKeeper interface {
+	RetainUsage(ctx context.Context, keep time.Duration) (int, error)
+}
+
+// keepUsage runs RetainUsage at start and every interval until ctx ends,
+// then closes done. Rows never wait for it: a row whose day has no partition
+// yet makes it (ledger.RecordUsage).
+func keepUsage(ctx context.Context, led usageKeeper, keep, interval time.Duration, log *slog.Logger, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := led.RetainUsage(ctx, keep)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("usage retention", "err", err)
+		case n > 0:
+			log.Info("usage partitions dropped", "count", n, "retention", keep)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

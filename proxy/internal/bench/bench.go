@@ -38,7 +38,7 @@ type Options struct {
 	Warmup     int
 	Out        io.Writer
 	// Sections, when not empty, limits the run to these figures (latency,
-	// diagnostics, throughput, ledger, push, typescript, pool), so a change
+	// diagnostics, throughput, ledger, usage, push, typescript, pool), so a change
 	// on the hot path can be measured before and after in minutes.
 	Sections map[string]bool
 	// DaemonEnv adds LSP_* variables to the daemon (LSP_DAEMON_DEBUG_LISTEN
@@ -59,6 +59,9 @@ type Options struct {
 	LargeTarget string
 	LargeRuns   int
 	CacheDir    string
+	// ReconcileRows is the size of the ledger the usage figure reconciles
+	// (default DefaultReconcileRows).
+	ReconcileRows int
 }
 
 func (o Options) on(section string) bool { return len(o.Sections) == 0 || o.Sections[section] }
@@ -80,6 +83,15 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.LargeRuns == 0 {
 		o.LargeRuns = 3
+	}
+	if len(o.Sections) == 1 && o.Sections["usage"] {
+		// Needs only Postgres: no stack.
+		uf, err := runUsage(ctx, o)
+		if err != nil {
+			return fmt.Errorf("usage: %w", err)
+		}
+		printUsage(o.Out, uf)
+		return nil
 	}
 	if len(o.Sections) == 1 && o.Sections["large-prepare"] {
 		// The one figure with a stack of its own: skip the shared one.
@@ -138,6 +150,13 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("ledger: %w", err)
 		}
 		printLedger(o.Out, lf)
+	}
+	if o.on("usage") {
+		uf, err := runUsage(ctx, o)
+		if err != nil {
+			return fmt.Errorf("usage: %w", err)
+		}
+		printUsage(o.Out, uf)
 	}
 	if o.on("push") {
 		pf, err := runPush(ctx, s.DaemonSock)

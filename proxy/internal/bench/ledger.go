@@ -19,8 +19,8 @@ type noLedger struct{}
 func (noLedger) Hold(_ context.Context, h ledger.HoldRequest) (int64, error) { return h.Price, nil }
 func (noLedger) Capture(context.Context, ledger.Row) (bool, error)           { return true, nil }
 func (noLedger) Release(context.Context, string) error                       { return nil }
-func (noLedger) SetStatus(context.Context, string, int) error                { return nil }
-func (noLedger) RecordQuery(context.Context, ledger.Row) error               { return nil }
+func (noLedger) EndGrace(context.Context, string, string, string) error      { return nil }
+func (noLedger) RecordUsage(context.Context, ledger.Row) error               { return nil }
 
 // ledgerFigures compares warm throughput through a replica writing real,
 // durable rows with one writing none, same daemon and workspace, 4 clients.
@@ -57,9 +57,9 @@ func runLedger(ctx context.Context, o Options, s *devstack.Stack, c *proxyClient
 
 func printLedger(w io.Writer, f *ledgerFigures) {
 	verdict := "met"
-	if f.real < 0.9*f.none {
+	if f.real < 0.95*f.none {
 		verdict = "MISSED"
 	}
-	fmt.Fprintf(w, "\nWarm queries/s with the real ledger vs. a no-op ledger, 4 clients, definition: %.0f/s (%.0f durable rows/s) vs %.0f/s, ratio %.0f %% (target ≥ 90 %%) %s\n",
+	fmt.Fprintf(w, "\nWarm queries/s with the real ledger vs. a no-op ledger, 4 clients, definition: %.0f/s (%.0f durable rows/s) vs %.0f/s, ratio %.0f %% (target ≥ 95 %%) %s\n",
 		f.real, f.real, f.none, 100*f.real/f.none, verdict)
 }

@@ -42,6 +42,8 @@ type Config struct {
 
 	PrepareCents   int64         // LSP_PREPARE_CENTS
 	PrepareGrace   time.Duration // LSP_PREPARE_GRACE
+	UsageRetention time.Duration // LSP_USAGE_RETENTION: usage rows kept (whole days; rollups forever)
+	LedgerSettle   time.Duration // LSP_LEDGER_SETTLE: GET /ledger lists rows this old and older
 	RequestTimeout time.Duration // LSP_REQUEST_TIMEOUT
 	PrepareTimeout time.Duration // LSP_PREPARE_TIMEOUT
 
@@ -110,6 +112,8 @@ func Load(getenv func(string) string) (*Config, error) {
 
 		PrepareCents:   p.int("LSP_PREPARE_CENTS", 2),
 		PrepareGrace:   p.duration("LSP_PREPARE_GRACE", 24*time.Hour),
+		UsageRetention: p.duration("LSP_USAGE_RETENTION", 90*24*time.Hour),
+		LedgerSettle:   p.duration("LSP_LEDGER_SETTLE", time.Minute),
 		RequestTimeout: p.duration("LSP_REQUEST_TIMEOUT", 60*time.Second),
 		PrepareTimeout: p.duration("LSP_PREPARE_TIMEOUT", 10*time.Minute),
 

@@ -79,9 +79,11 @@ func ledgerCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			return printRows(ctx, l, f, *limit, *asCSV, stdout)
 		}
 	case "reconcile":
-		margin := fs.Duration("margin", time.Hour, "a live hold this long past its expiry is orphaned")
+		margin := fs.Duration("margin", time.Hour, "a live or expired hold this long past its expiry is orphaned")
+		settle := fs.Duration("settle", ledger.DefaultUsageSettle, "check rows once this old (younger ids may still commit)")
+		restart := fs.Bool("restart", false, "check every row again, not only those past the watermark")
 		run = func(ctx context.Context, l *ledger.Ledger) error {
-			return reconcile(ctx, l, *margin, stdout)
+			return reconcile(ctx, l, ledger.ReconcileOptions{Margin: *margin, Settle: *settle, Restart: *restart}, stdout)
 		}
 	default:
 		return usageError("ledger: unknown subcommand " + strconv.Quote(sub))
@@ -203,18 +205,18 @@ func cell(s string) string {
 // errUnreconciled is returned (exit status 1) when the ledger breaks a rule.
 var errUnreconciled = errors.New("the ledger does not reconcile")
 
-func reconcile(ctx context.Context, l *ledger.Ledger, margin time.Duration, w io.Writer) error {
-	r, err := l.Reconcile(ctx, margin)
+func reconcile(ctx context.Context, l *ledger.Ledger, o ledger.ReconcileOptions, w io.Writer) error {
+	r, err := l.ReconcileWith(ctx, o)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "accounts=%d rows=%d holds=%d\n", r.Accounts, r.Rows, r.Holds)
+	fmt.Fprintf(w, "accounts=%d rows=%d holds=%d through=%d\n", r.Accounts, r.Rows, r.Holds, r.ThroughID)
 	for _, p := range r.Problems {
 		fmt.Fprintln(w, "FAIL", p)
 	}
 	if !r.OK() {
 		return fmt.Errorf("%w: %d problem(s)", errUnreconciled, len(r.Problems))
 	}
-	fmt.Fprintln(w, "ok: every balance equals the sum of its rows, none is below zero, no hold is orphaned, every prepare id is charged at most once")
+	fmt.Fprintln(w, "ok: every balance equals the sum of its rows, none is below zero, no live or expired hold is orphaned, every prepare row is its hold's (charged as the hold says), no revision is charged twice inside its grace, no usage row names a prepare id without its money row")
 	return nil
 }

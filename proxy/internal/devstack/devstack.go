@@ -172,6 +172,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		"LSP_TENANT_KEY_SECRET": "dev-tenant-key-secret",
 		"LSP_FORGE_URL":         s.ForgeURL,
 		"LSP_LOG_LEVEL":         "warn",
+		// One process writes every row here: list them at once (the default
+		// stays behind the settle horizon that exact paging needs).
+		"LSP_LEDGER_SETTLE": "0s",
 	}
 	if len(o.Daemons) > 0 {
 		env["LSP_DAEMONS"] = strings.Join(o.Daemons, ",")

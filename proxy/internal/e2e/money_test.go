@@ -421,7 +421,7 @@ func TestMoneyDashboard(t *testing.T) {
 func TestMoneyReconcile(t *testing.T) {
 	t.Setenv("LSP_DATABASE_URL", stack.DatabaseURL)
 	var out, errOut bytes.Buffer
-	if code := ctl.Main(context.Background(), []string{"ledger", "reconcile"}, &out, &errOut); code != 0 {
+	if code := ctl.Main(context.Background(), []string{"ledger", "reconcile", "--settle", "1ns"}, &out, &errOut); code != 0 {
 		t.Fatalf("lspctl ledger reconcile: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	if !strings.Contains(out.String(), "ok:") {

@@ -124,16 +124,18 @@ func TestCapabilitiesAndDeleteWorkspace(t *testing.T) {
 		t.Fatalf("DELETE wrote %d rows", n-before)
 	}
 
-	// The next call prepares again, free within the grace.
+	// The tenant's own DELETE ended the revision's grace (CONTRACT §5): the
+	// next call prepares again and is charged, so one charge does not buy
+	// unlimited delete-and-prepare cycles.
 	if a := tn.post(t, "/hover", with(helloPos, "repo", tn.repo)); a.status != http.StatusOK {
 		t.Fatalf("hover after DELETE: %d %s", a.status, a.raw)
 	}
 	prepares := filter(rows(t, "probe"), "prepare")
-	if len(prepares) != 2 || prepares[1].AmountCents != 0 || prepares[1].Reason != "reprepare" {
-		t.Fatalf("prepare rows = %+v; want the second a 0¢ reprepare", prepares)
+	if len(prepares) != 2 || prepares[1].AmountCents != -2 || prepares[1].Reason != "" {
+		t.Fatalf("prepare rows = %+v; want the second charged after the DELETE", prepares)
 	}
-	if b := balance(t, "probe"); b.BalanceCents != 8 {
-		t.Fatalf("balance = %+v; want 8 (charged once)", b)
+	if b := balance(t, "probe"); b.BalanceCents != 6 {
+		t.Fatalf("balance = %+v; want 6 (charged again after the DELETE)", b)
 	}
 }
 

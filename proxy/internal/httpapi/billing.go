@@ -29,6 +29,7 @@ import (
 type Money interface {
 	Balance(ctx context.Context, org string) (ledger.Balance, error)
 	QueryRows(ctx context.Context, f ledger.RowFilter) ([]ledger.LedgerRow, error)
+	UsageDays(ctx context.Context, f ledger.UsageFilter) ([]ledger.UsageDay, error)
 	ClaimIdempotencyKey(ctx context.Context, r ledger.IdempotencyRequest) (ledger.IdempotencyState, *ledger.StoredAnswer, error)
 	StoreIdempotentAnswer(ctx context.Context, org, key, attempt string, a ledger.StoredAnswer) error
 	ReleaseIdempotencyKey(ctx context.Context, org, key, attempt string) error
@@ -44,6 +45,7 @@ const (
 func (s *Server) registerBilling(g *echo.Group) {
 	g.GET("/balance", s.balance)
 	g.GET("/ledger", s.ledgerRows)
+	g.GET("/usage", s.usageDays)
 }
 
 // billingOrg is the caller variant of the dashboard routes: the selected org (403 when the principal
@@ -162,6 +164,9 @@ func (s *Server) ledgerRows(c echo.Context) error {
 	// ascending order, so a row that commits after this read has a higher id than any returned here
 	// and is on a later page: paging by id never skips a row.
 	f.Limit = lq.limit + 1
+	// Usage rows commit out of id order (no account lock): pages stay behind the settle horizon, so
+	// paging on the id never skips one (LSP_LEDGER_SETTLE).
+	f.Settle = s.d.LedgerSettle
 	rows, err := s.d.Money.QueryRows(c.Request().Context(), f)
 	if err != nil {
 		return moneyError(err)
@@ -363,4 +368,56 @@ func ledgerUnavailable(err error) error {
 	e := apierr.Wrap(err, http.StatusServiceUnavailable, apierr.LedgerUnavailable, "the ledger is unavailable")
 	e.RetryAfter = defaultRetryAfter
 	return e
+}
+
+var usageParams = fieldSet("from", "to", "repo")
+
+// usageDays serves GET /usage: the payer org's daily rollups (usage_daily, and the days not rolled up
+// yet computed from usage_rows and the day's prepare rows), by day, repository, operation and status.
+// from and to are UTC days (YYYY-MM-DD), to exclusive.
+func (s *Server) usageDays(c echo.Context) error {
+	q, err := queryParams(c, usageParams)
+	if err != nil {
+		return err
+	}
+	var f ledger.UsageFilter
+	for _, name := range []string{"from", "to"} {
+		v, ok := q[name]
+		if !ok {
+			continue
+		}
+		d, perr := time.Parse(time.DateOnly, v)
+		if perr != nil {
+			return apierr.BadRequest("%s must be a day, e.g. 2026-01-02", name)
+		}
+		if name == "from" {
+			f.From = d
+		} else {
+			f.To = d
+		}
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		return apierr.BadRequest("from must be before to")
+	}
+	if v, ok := q["repo"]; ok {
+		if f.Repo, err = checkRepo(&v); err != nil {
+			return err
+		}
+	}
+	org, err := s.billingOrg(c)
+	if err != nil {
+		return err
+	}
+	if s.d.Money == nil {
+		return ledgerUnavailable(errors.New("no ledger configured"))
+	}
+	f.Org = org
+	days, err := s.d.Money.UsageDays(c.Request().Context(), f)
+	if err != nil {
+		return moneyError(err)
+	}
+	if days == nil {
+		days = []ledger.UsageDay{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"org": org, "days": days})
 }

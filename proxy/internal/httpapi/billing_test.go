@@ -122,7 +122,7 @@ func (a *moneyAPI) seedRows(t *testing.T, n int) {
 	}
 	for i := range n {
 		repo := []string{"web", "api"}[i%2]
-		if err := a.l.RecordQuery(ctx, ledger.Row{Org: testOwner, TenantKey: "tk", Repo: repo, Commit: "c1", Op: "locate",
+		if err := a.l.RecordUsage(ctx, ledger.Row{Org: testOwner, TenantKey: "tk", Repo: repo, Commit: "c1", Op: "locate",
 			Language: "go", RequestID: fmt.Sprint("r", i), HTTPStatus: 200, PrepareID: "p1"}); err != nil {
 			t.Fatal(err)
 		}
@@ -442,4 +442,50 @@ func FuzzLedgerQuery(f *testing.F) {
 			t.Fatalf("round trip: %d, %v", after, err)
 		}
 	})
+}
+
+// GET /usage: the org's daily rollups by repository, operation and status; strict parameters; the
+// billing role required.
+func TestUsageRoute(t *testing.T) {
+	a := newMoneyAPI(t)
+	a.seedRows(t, 5) // 3 in web, 2 in api, all locate 200; one charged prepare (op hover, no request)
+	rec := a.get(t, "/v1/lsp/usage", a.billing, "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("usage: %d %s", rec.Code, rec.Body)
+	}
+	var out struct {
+		Org  string            `json:"org"`
+		Days []ledger.UsageDay `json:"days"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	today := time.Now().UTC().Format(time.DateOnly)
+	var got []string
+	for _, d := range out.Days {
+		if d.Day != today {
+			t.Errorf("day %q, want today %q", d.Day, today)
+		}
+		got = append(got, fmt.Sprintf("%s %s %d req=%d prep=%d %d¢", d.Repo, d.Op, d.Status, d.Requests, d.Prepares, d.Cents))
+	}
+	want := "api locate 200 req=2 prep=0 0¢|web locate 200 req=3 prep=0 0¢|web prepare 0 req=0 prep=0 2¢"
+	if out.Org != testOwner || strings.Join(got, "|") != want {
+		t.Fatalf("usage %s %q; want %q", out.Org, got, want)
+	}
+	if rec := a.get(t, "/v1/lsp/usage?repo=api&from="+today, a.billing, ""); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"requests":2`) || strings.Contains(rec.Body.String(), `"web"`) {
+		t.Fatalf("usage of api from today: %d %s", rec.Code, rec.Body)
+	}
+	for _, tc := range []struct {
+		q, tok string
+		status int
+	}{
+		{"?from=yesterday", a.billing, 400},
+		{"?from=2026-01-02&to=2026-01-01", a.billing, 400},
+		{"?org=other", a.billing, 400},
+		{"", a.member, 403},
+	} {
+		if rec := a.get(t, "/v1/lsp/usage"+tc.q, tc.tok, ""); rec.Code != tc.status {
+			t.Errorf("usage%s: %d %s; want %d", tc.q, rec.Code, rec.Body, tc.status)
+		}
+	}
 }

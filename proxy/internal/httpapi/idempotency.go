@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,10 +26,21 @@ import (
 // row. The same key with another route, body or caller is 422 idempotency_key_reused; while the
 // first attempt runs, 409 idempotency_in_progress.
 //
-// What is stored: the answer of an attempt that did something a retry could repeat, i.e. one that
-// reached the daemon (and so wrote its ledger row, and maybe held or charged a prepare). An attempt
-// refused before that (400, 403, the forge's 404 or 502, an unreachable daemon or ledger) wrote
-// nothing, so it gives the key back and a retry runs afresh.
+// What is stored: only final answers. An attempt refused before the daemon (400, 403, the forge's
+// 404 or 502, an unreachable daemon or ledger) wrote nothing; a 402 held nothing; a 429 or a 5xx
+// (503 capacity_exhausted, 504 timeout …) that held nothing is worth retrying: each of those gives
+// the key back, so a retry runs afresh. Everything else — a success, a 4xx the daemon answered, a
+// 5xx after this request held or charged a prepare — is stored.
+//
+// A replay re-checks forge access as the caller first (CONTRACT §3: the resolve cache is keyed by the
+// credential and lives at most 30 s), so a credential revoked since the first attempt stops reading
+// its stored answer within that bound; a refused re-check answers as any request would (404, 401,
+// 502) and leaves the stored answer in place.
+//
+// Stored answers are bounded (MaxIdempotentAnswer). The key is refused up front (400) on a request
+// whose answer could exceed it: a list page with a key takes at most IdempotentMaxLimit items. An
+// answer that still comes out larger is sent but not stored: the key is given back when nothing was
+// held, and otherwise stays in flight until its lease lapses (409 to retries meanwhile).
 
 // IdempotencyTTL is how long a key and its answer are kept.
 const IdempotencyTTL = 24 * time.Hour
@@ -36,6 +48,13 @@ const IdempotencyTTL = 24 * time.Hour
 // defaultIdempotencyLease applies when Deps.IdempotencyLease is not set: longer than a hold lives
 // with the default prepare timeout, so a retry never runs next to a dead attempt's live hold.
 const defaultIdempotencyLease = 30 * time.Minute
+
+// MaxIdempotentAnswer bounds a stored answer's body.
+const MaxIdempotentAnswer = 1 << 20
+
+// IdempotentMaxLimit is the largest list page (limit) a request with an Idempotency-Key may ask for:
+// pages of it stay well below MaxIdempotentAnswer with the daemon's per-item caps.
+const IdempotentMaxLimit = 100
 
 // replayedHeaders are the answer headers a replay repeats besides the body.
 var replayedHeaders = []string{echo.HeaderContentType, "Retry-After"}
@@ -68,6 +87,11 @@ func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 		if s.d.Money == nil {
 			return ledgerUnavailable(errors.New("no ledger configured"))
 		}
+		var peek replayBody
+		_ = json.Unmarshal(raw, &peek) // a body that does not parse is the handler's 400
+		if peek.Limit != nil && *peek.Limit > IdempotentMaxLimit {
+			return apierr.BadRequest("with an Idempotency-Key, limit may be at most %d (stored answers are bounded)", IdempotentMaxLimit)
+		}
 
 		attempt := randomHex(16)
 		lease := s.d.IdempotencyLease
@@ -83,6 +107,9 @@ func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		switch state {
 		case ledger.IdempotencyReplay:
+			if err := s.recheckForge(c, p, peek); err != nil {
+				return err
+			}
 			h := c.Response().Header()
 			for k, v := range stored.Header {
 				h.Set(k, v)
@@ -133,15 +160,25 @@ func (s *Server) runIdempotent(c echo.Context, next echo.HandlerFunc, org, key, 
 		s.handleError(herr, c)
 	}
 	done = true
-	if herr != nil && !reachedDaemon(herr) {
+	giveBack := func() error {
 		if err := s.d.Money.ReleaseIdempotencyKey(ctx, org, key, attempt); err != nil {
 			s.d.Log.Warn("release idempotency key", "request_id", c.Get(ctxRequestID), "err", err)
 		}
 		return nil
 	}
+	if herr != nil && !final(herr) {
+		return giveBack()
+	}
 	a := ledger.StoredAnswer{Status: rec.status, Header: map[string]string{}, Body: rec.body.Bytes()}
 	if a.Status == 0 {
 		a.Status = http.StatusOK
+	}
+	if len(a.Body) > MaxIdempotentAnswer {
+		s.d.Log.Warn("an answer is over the stored bound; not kept for replays", "request_id", c.Get(ctxRequestID), "bytes", len(a.Body))
+		if herr == nil || !held(herr) {
+			return giveBack()
+		}
+		return nil // in flight until the lease lapses
 	}
 	for _, h := range replayedHeaders {
 		if v := rec.header.Get(h); v != "" {
@@ -156,18 +193,71 @@ func (s *Server) runIdempotent(c echo.Context, next echo.HandlerFunc, org, key, 
 	return nil
 }
 
-// reachedDaemon reports whether a failed operation got as far as the daemon, and so wrote its ledger
-// row (or held or charged a prepare): such an answer is final for its key. A ledger that could not
-// be reached wrote nothing.
-func reachedDaemon(err error) bool {
-	if apierr.From(err).Code == apierr.LedgerUnavailable {
+// final reports whether a failed operation's answer is final for its key, i.e. kept for replays. It
+// is not when the request never reached the daemon (no row, nothing held; a ledger that could not be
+// reached wrote nothing), when it was refused at the gate (402: nothing held), and when it is a 429
+// or a 5xx and this request held nothing: a retry may well succeed and must run afresh.
+func final(err error) bool {
+	e := apierr.From(err)
+	if e.Code == apierr.LedgerUnavailable || e.Status == http.StatusPaymentRequired {
 		return false
 	}
 	var f *failure
 	if !errors.As(err, &f) || f.res == nil {
 		return false
 	}
-	return f.res.Answer != nil || f.res.Prepare != nil || f.res.Prepared || f.res.PrepareID != ""
+	reached := f.res.Answer != nil || f.res.Prepare != nil || held(err)
+	if !reached {
+		return false
+	}
+	if e.Status == http.StatusTooManyRequests || e.Status >= 500 {
+		return held(err)
+	}
+	return true
+}
+
+// held reports whether the failed request held or charged a prepare of its own.
+func held(err error) bool {
+	var f *failure
+	if !errors.As(err, &f) || f.res == nil {
+		return false
+	}
+	return f.res.Prepared || f.res.PrepareID != ""
+}
+
+// replayBody is what a replay needs of the (already hashed) body: where to re-check forge access,
+// and the list page size that bounds the answer.
+type replayBody struct {
+	Repo  *string `json:"repo"`
+	Rev   *string `json:"rev"`
+	Limit *int64  `json:"limit"`
+}
+
+// recheckForge resolves the replayed request's revision as the caller, as every request does
+// (CONTRACT §3), before a stored answer is sent again. The forge's resolve cache, keyed by the
+// credential, bounds how stale that check can be (30 s by default).
+func (s *Server) recheckForge(c echo.Context, p *auth.Principal, b replayBody) error {
+	if s.d.Ops == nil {
+		return nil
+	}
+	bb := &body{Repo: b.Repo, Rev: b.Rev}
+	repo, rev, err := commonRequest(bb)
+	if err != nil {
+		return err
+	}
+	rid, _ := c.Get(ctxRequestID).(string)
+	caller, err := s.callerFrom(c.Request().Header, p, rid)
+	if err != nil {
+		return err
+	}
+	timeout := s.d.RequestTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), timeout)
+	defer cancel()
+	_, err = s.d.Ops.Resolve(ctx, caller, repo, rev)
+	return err
 }
 
 // answerRecorder buffers an answer. Headers go to the real writer's map, which is sent when the

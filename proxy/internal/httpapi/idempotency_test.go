@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
+	"github.com/hanzoai/lsp/proxy/internal/forge"
 	"github.com/hanzoai/lsp/proxy/internal/operation"
 	"github.com/labstack/echo/v4"
 )
@@ -48,6 +50,22 @@ func (a *moneyAPI) withFakeOp(t *testing.T) *fakeOp {
 			return &failure{err: apierr.New(http.StatusNotFound, apierr.NotFound, "no such repository"), res: &operation.Result{Repo: "r"}}
 		case "ledger-down": // reached the daemon; the row could not be written
 			return &failure{err: ledgerUnavailable(context.Canceled), res: &operation.Result{Repo: "r", Commit: "c", Answer: &daemonv1.QueryResponse{}}}
+		case "capacity-before-any-hold": // reached the daemon, then 503 before holding anything
+			e := apierr.New(http.StatusServiceUnavailable, apierr.CapacityExhausted, "too many prepares")
+			e.RetryAfter = 1e9
+			return &failure{err: e, res: &operation.Result{Repo: "r", Commit: "c", Answer: &daemonv1.QueryResponse{}}}
+		case "timeout-before-any-hold":
+			return &failure{err: apierr.New(http.StatusGatewayTimeout, apierr.Timeout, "timed out"), res: &operation.Result{Repo: "r", Commit: "c", Answer: &daemonv1.QueryResponse{}}}
+		case "rate-limited-at-the-daemon":
+			e := apierr.New(http.StatusTooManyRequests, apierr.RateLimited, "slow down")
+			e.RetryAfter = 1e9
+			return &failure{err: e, res: &operation.Result{Repo: "r", Commit: "c", Answer: &daemonv1.QueryResponse{}}}
+		case "timeout-after-prepare":
+			return &failure{err: apierr.New(http.StatusGatewayTimeout, apierr.Timeout, "timed out"), res: &operation.Result{Repo: "r", Commit: "c", Prepared: true, PrepareID: "p2"}}
+		case "not-found-at-the-daemon": // a final 4xx the daemon answered
+			return &failure{err: apierr.New(http.StatusUnprocessableEntity, apierr.PositionOutOfRange, "past the end"), res: &operation.Result{Repo: "r", Commit: "c", Answer: &daemonv1.QueryResponse{}}}
+		case "huge":
+			return c.JSON(http.StatusOK, map[string]any{"run": n, "pad": strings.Repeat("x", MaxIdempotentAnswer)})
 		case "daemon-down-after-prepare":
 			e := apierr.New(http.StatusServiceUnavailable, apierr.DaemonUnavailable, "the daemon is unavailable")
 			e.RetryAfter = 3e9
@@ -193,10 +211,17 @@ func TestIdempotencyOfFailures(t *testing.T) {
 		status int
 		stored bool
 	}{
-		{"refused-at-the-gate", 402, true},
-		{"daemon-down-after-prepare", 503, true},
+		// Held nothing: worth retrying afresh.
+		{"refused-at-the-gate", 402, false},
+		{"capacity-before-any-hold", 503, false},
+		{"timeout-before-any-hold", 504, false},
+		{"rate-limited-at-the-daemon", 429, false},
 		{"forge-said-no", 404, false},
 		{"ledger-down", 503, false},
+		// Held or charged a prepare, or a final answer: kept.
+		{"daemon-down-after-prepare", 503, true},
+		{"timeout-after-prepare", 504, true},
+		{"not-found-at-the-daemon", 422, true},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			body := `{"mode":"` + tc.mode + `"}`
@@ -307,5 +332,85 @@ func TestIdempotencyWithoutLedger(t *testing.T) {
 	s.Handler().ServeHTTP(rec, req)
 	if rec.Code != 503 {
 		t.Fatalf("no ledger configured: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// Stored answers are bounded: a list page over IdempotentMaxLimit is refused up front with a key, and
+// an answer that still comes out over the bound is sent but not kept (the key is given back).
+func TestIdempotentAnswersAreBounded(t *testing.T) {
+	a := newMoneyAPI(t)
+	op := a.withFakeOp(t)
+	rec := a.post(t, fakeRoute, `{"mode":"ok","limit":101}`, a.member, "key-big-page", "")
+	if rec.Code != 400 || errorOf(t, rec).Code != "invalid_request" || op.runs.Load() != 0 {
+		t.Fatalf("a page over the bound with a key: %d %s, runs %d", rec.Code, rec.Body, op.runs.Load())
+	}
+	if rec := a.post(t, fakeRoute, `{"mode":"ok","limit":100}`, a.member, "key-page", ""); rec.Code != 200 {
+		t.Fatalf("a page at the bound: %d %s", rec.Code, rec.Body)
+	}
+	for i := range 2 {
+		rec := a.post(t, fakeRoute, `{"mode":"huge"}`, a.member, "key-huge", "")
+		if rec.Code != 200 || rec.Body.Len() <= MaxIdempotentAnswer || rec.Header().Get("Idempotent-Replayed") != "" {
+			t.Fatalf("huge answer %d: %d, %d bytes, %v", i, rec.Code, rec.Body.Len(), rec.Header())
+		}
+	}
+	if n := op.runs.Load(); n != 3 {
+		t.Fatalf("runs %d; the huge answer must run again, not replay", n)
+	}
+	var n int
+	if err := a.l.Pool().QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys WHERE length(body) > $1`, MaxIdempotentAnswer).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d stored answers over the bound", n)
+	}
+}
+
+// revocableForge resolves every revision until the credential is revoked; then the repository is
+// not found, as the forge answers a caller who lost access.
+type revocableForge struct {
+	revoked  atomic.Bool
+	resolves atomic.Int32
+}
+
+func (f *revocableForge) Resolve(_ context.Context, _ forge.Credential, _, _ string, _ forge.Rev) (string, error) {
+	f.resolves.Add(1)
+	if f.revoked.Load() {
+		return "", forge.ErrNotFound
+	}
+	return strings.Repeat("a", 40), nil
+}
+
+func (f *revocableForge) Fetch(context.Context, forge.Credential, string, string, string, forge.Limits) (*forge.Tree, error) {
+	return nil, forge.ErrNotFound
+}
+
+// A replay re-checks forge access as the caller (CONTRACT §3): a revoked credential no longer reads
+// the stored answer, and the stored answer stays for when access comes back.
+func TestIdempotentReplayRechecksTheForge(t *testing.T) {
+	a := newMoneyAPI(t)
+	f := &revocableForge{}
+	a.s.d.Ops = operation.New(f, nil, nil, operation.Config{}, slog.New(slog.DiscardHandler), nil)
+	op := a.withFakeOp(t)
+	const body = `{"mode":"ok","repo":"hello"}`
+	first := a.post(t, fakeRoute, body, a.member, "key-forge", "")
+	if first.Code != 200 {
+		t.Fatalf("first: %d %s", first.Code, first.Body)
+	}
+	again := a.post(t, fakeRoute, body, a.member, "key-forge", "")
+	if again.Code != 200 || again.Header().Get("Idempotent-Replayed") != "true" || f.resolves.Load() != 1 {
+		t.Fatalf("replay: %d %v, resolves %d", again.Code, again.Header(), f.resolves.Load())
+	}
+	f.revoked.Store(true)
+	denied := a.post(t, fakeRoute, body, a.member, "key-forge", "")
+	if denied.Code != 404 || errorOf(t, denied).Code != "not_found" || denied.Header().Get("Idempotent-Replayed") != "" {
+		t.Fatalf("replay after revocation: %d %v %s", denied.Code, denied.Header(), denied.Body)
+	}
+	f.revoked.Store(false)
+	back := a.post(t, fakeRoute, body, a.member, "key-forge", "")
+	if back.Code != 200 || back.Body.String() != first.Body.String() || back.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay once access is back: %d %v %s", back.Code, back.Header(), back.Body)
+	}
+	if n := op.runs.Load(); n != 1 {
+		t.Fatalf("the operation ran %d times", n)
 	}
 }

@@ -47,6 +47,9 @@ type Deps struct {
 	Log             *slog.Logger
 	// Money holds Idempotency-Key records and serves the dashboard routes.
 	Money Money
+	// LedgerSettle: GET /ledger lists rows once they are this old (LSP_LEDGER_SETTLE), so that paging
+	// on the id never skips a usage row that committed late. Zero lists every committed row.
+	LedgerSettle time.Duration
 	// IdempotencyLease is how long an attempt may hold an Idempotency-Key without an answer
 	// before a retry may take it over (its proxy died); at least a hold's lifetime.
 	IdempotencyLease time.Duration

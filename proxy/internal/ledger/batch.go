@@ -5,41 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// GroupCommit configures how RecordQuery rows are committed. Warm queries are the bulk of the
-// traffic and each needs its 0¢ row durable before its answer; committing them one transaction each
-// makes the ledger, not the language server, the limit (and concurrent rows of one org queue on the
-// org's lock, one commit after another). Group commit writes the rows of concurrent callers in one
-// statement and one transaction; every caller waits for its own batch's commit, so nothing is
-// answered before its row is durable.
+// GroupCommit configures how usage rows (RecordUsage) are committed. Every request that reached the
+// daemon needs its usage row durable before its answer; committing them one transaction each makes
+// the ledger, not the language server, the limit. Group commit writes the rows of concurrent callers
+// in one statement and one transaction; every caller waits for its own batch's commit, so nothing is
+// answered before its row is durable. Usage rows take no account lock, so batches of any orgs commit
+// side by side.
 //
-// Rows queue in lanes chosen by org, so rows that would wait for each other on an account lock meet
-// in one lane, and orgs in different lanes commit in parallel. There is no committer goroutine: a
+// Rows queue in lanes chosen by org, and lanes commit in parallel. There is no committer goroutine: a
 // caller that finds no batch of its lane in flight leads, committing the rows queued so far (its own
 // among them) in its own goroutine; callers arriving meanwhile queue behind it, and when its batch is
 // done it hands the lead to the first of them, whose batch takes everything queued by then. A lone
 // caller thus commits its own row at once, and under load batches grow by themselves to what arrives
-// during one commit. A batch of one is the single-row statement; a few rows go as single-row
-// statements in one round trip and one transaction; more as one array statement
-// (lsp_record_queries). Linger adds a short wait for company before a batch is taken, only while
-// recent batches had company.
+// during one commit. Every batch is one array statement (lsp_record_usage). Linger adds a short wait
+// for company before a batch is taken, only while recent batches had company.
 type GroupCommit struct {
-	Disabled   bool          // one transaction per row, as RecordQuery without group commit
+	Disabled   bool          // one transaction per row
 	MaxRows    int           // rows per batch at most (default 256)
 	Linger     time.Duration // wait for more rows while load lasts (default 0: batches form by themselves)
 	Lanes      int           // queues, by org (default 8); each commits its own batches
 	Committers int           // batches in flight at once per lane (default 1)
-	// PipelineMax: batches up to this size are sent as single-row statements in one round trip and
-	// one transaction; larger ones as one array statement, whose fixed cost pays off only then
-	// (default 4; 1 always uses the array statement).
-	PipelineMax int
 }
 
 func (g GroupCommit) withDefaults() GroupCommit {
@@ -51,9 +43,6 @@ func (g GroupCommit) withDefaults() GroupCommit {
 	}
 	if g.Committers <= 0 {
 		g.Committers = 1
-	}
-	if g.PipelineMax <= 0 {
-		g.PipelineMax = 4
 	}
 	if g.Linger < 0 {
 		g.Linger = 0
@@ -71,7 +60,6 @@ var errLead = errors.New("lead the next batch")
 // queued is one caller's row and where its outcome goes.
 type queued struct {
 	row  Row
-	id   int64      // the row's id, set before its outcome is sent on done
 	done chan error // errLead (at most once), then the outcome: buffered for both, nobody blocks
 	// Under batcher.mu:
 	leads bool // this caller leads, or the lead was handed to it
@@ -93,7 +81,7 @@ func newBatcher(l *Ledger, cfg GroupCommit) *batcher {
 	return b
 }
 
-func (b *batcher) record(ctx context.Context, row Row) (int64, error) {
+func (b *batcher) record(ctx context.Context, row Row) error {
 	h := fnv.New32a()
 	h.Write([]byte(row.Org))
 	return b.lanes[h.Sum32()%uint32(len(b.lanes))].record(ctx, row)
@@ -127,12 +115,12 @@ func newLane(l *Ledger, cfg GroupCommit) *lane {
 }
 
 // record queues row and waits until its batch has committed, leading a batch when it is its turn.
-func (b *lane) record(ctx context.Context, row Row) (int64, error) {
+func (b *lane) record(ctx context.Context, row Row) error {
 	q := &queued{row: row, done: make(chan error, 2)}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return 0, fmt.Errorf("record query: %w (closed)", ErrUnavailable)
+		return fmt.Errorf("record usage: %w (closed)", ErrUnavailable)
 	}
 	b.queue = append(b.queue, q)
 	lead := b.leaders < b.cfg.Committers
@@ -152,17 +140,14 @@ func (b *lane) record(ctx context.Context, row Row) (int64, error) {
 		select {
 		case err := <-q.done:
 			if err != errLead {
-				if err != nil {
-					return 0, err
-				}
-				return q.id, nil
+				return err
 			}
 			b.lead(q)
 		case <-ctx.Done():
 			// The row stays queued and will be committed (never lost, possibly unreported); the lead,
 			// should it come to this caller, is still taken.
 			go b.follow(q)
-			return 0, wrap("record query", ctx.Err())
+			return wrap("record usage", ctx.Err())
 		}
 	}
 }
@@ -264,116 +249,76 @@ func (b *lane) commit(batch []*queued) {
 	for i, q := range batch {
 		rows[i] = q.row
 	}
-	var err error
-	var ids []int64
-	switch {
-	case len(rows) == 1:
-		ids = make([]int64, 1)
-		ids[0], err = b.l.recordQueryDirect(ctx, rows[0])
-	case len(rows) <= b.cfg.PipelineMax:
-		ids, err = b.l.recordPipelined(ctx, rows)
-	default:
-		ids, err = b.l.recordQueries(ctx, rows)
-	}
+	err := b.l.recordUsage(ctx, rows)
 	if err == nil || errors.Is(err, ErrUnavailable) || len(batch) == 1 {
-		for i, q := range batch {
-			if err == nil {
-				q.id = ids[i]
-			}
+		for _, q := range batch {
 			q.done <- err
 		}
 		return
 	}
-	b.l.log.Warn("a batch of query rows failed; writing them one by one", "rows", len(batch), "err", err)
+	b.l.log.Warn("a batch of usage rows failed; writing them one by one", "rows", len(batch), "err", err)
 	for _, q := range batch {
-		var err error
-		q.id, err = b.l.recordQueryDirect(ctx, q.row)
-		q.done <- err
+		q.done <- b.l.recordUsage(ctx, []Row{q.row})
 	}
 }
 
-// recordPipelined writes a few rows as single-row statements sent together: one round trip and one
-// implicit transaction, so one commit. Rows go in org order, the lock order of every batch. It returns
-// the rows' ids in the order of rows.
-func (l *Ledger) recordPipelined(ctx context.Context, rows []Row) ([]int64, error) {
-	order := make([]int, len(rows))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(rows[a].Org, rows[b].Org) })
-	batch := &pgx.Batch{}
-	for _, i := range order {
-		r := rows[i]
-		batch.Queue(`SELECT o_id, o_recovered FROM lsp_record_query_id($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			r.Org, r.TenantKey, r.Subject, r.Repo, r.Commit, r.Op, r.Language, r.RequestID, r.HTTPStatus, r.PrepareID)
-	}
-	res := l.pool.SendBatch(ctx, batch)
-	ids := make([]int64, len(rows))
-	for _, i := range order {
-		var recovered bool
-		if err := res.QueryRow().Scan(&ids[i], &recovered); err != nil {
-			res.Close()
-			return nil, wrap("record query", err)
-		}
-		if recovered {
-			l.logRecovered(rows[i])
-		}
-	}
-	if err := res.Close(); err != nil {
-		return nil, wrap("record query", err)
-	}
-	return ids, nil
-}
-
-// recordQueries writes rows in one statement (lsp_record_queries_ids) and returns their ids in the
-// order of rows.
-func (l *Ledger) recordQueries(ctx context.Context, rows []Row) ([]int64, error) {
+// recordUsage writes rows in one statement (lsp_record_usage): one round trip, one transaction, one
+// commit. A row whose day has no partition yet (the housekeeping that makes them ahead did not run)
+// makes the partitions and is written again.
+func (l *Ledger) recordUsage(ctx context.Context, rows []Row) error {
 	n := len(rows)
 	org, tk, subject, repo, commit := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	op, lang, reqID, prepareID := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	status := make([]int32, n)
+	prepared := make([]bool, n)
 	for i, r := range rows {
 		org[i], tk[i], subject[i], repo[i], commit[i] = r.Org, r.TenantKey, r.Subject, r.Repo, r.Commit
 		op[i], lang[i], reqID[i], prepareID[i] = r.Op, r.Language, r.RequestID, r.PrepareID
 		status[i] = int32(r.HTTPStatus)
+		prepared[i] = r.Prepared
 	}
-	res, err := l.pool.Query(ctx, `SELECT o_ord, o_id, o_recovered FROM lsp_record_queries_ids($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		org, tk, subject, repo, commit, op, lang, reqID, status, prepareID)
-	if err != nil {
-		return nil, wrap("record query", err)
-	}
-	defer res.Close()
-	ids := make([]int64, n)
-	got := 0
-	for res.Next() {
-		var ord *int32
-		var id *int64
-		var recovered *string
-		if err := res.Scan(&ord, &id, &recovered); err != nil {
-			return nil, wrap("record query", err)
+	for attempt := 0; ; attempt++ {
+		res, err := l.pool.Query(ctx, `SELECT lsp_record_usage($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			org, tk, subject, repo, commit, op, lang, reqID, status, prepareID, prepared)
+		if err != nil {
+			return wrap("record usage", err)
 		}
-		if recovered != nil {
+		var recovered []string
+		for res.Next() {
+			var id string
+			if err := res.Scan(&id); err != nil {
+				res.Close()
+				return wrap("record usage", err)
+			}
+			recovered = append(recovered, id)
+		}
+		res.Close()
+		if err := res.Err(); err != nil {
+			if attempt == 0 && noPartition(err) {
+				if perr := l.EnsureUsagePartitions(ctx); perr != nil {
+					return perr
+				}
+				continue
+			}
+			return wrap("record usage", err)
+		}
+		for _, id := range recovered {
 			for _, r := range rows {
-				if r.PrepareID == *recovered {
+				if r.PrepareID == id {
 					l.logRecovered(r)
 					break
 				}
 			}
-			continue
 		}
-		if ord == nil || id == nil || *ord < 1 || int(*ord) > n {
-			return nil, errors.New("record query: lsp_record_queries_ids returned a malformed row")
-		}
-		ids[*ord-1] = *id
-		got++
+		return nil
 	}
-	if err := res.Err(); err != nil {
-		return nil, wrap("record query", err)
-	}
-	if got != n {
-		return nil, fmt.Errorf("record query: %d ids for %d rows", got, n)
-	}
-	return ids, nil
+}
+
+// noPartition reports a row for which usage_rows has no partition (check_violation 23514 "no
+// partition of relation … found for row").
+func noPartition(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23514" && strings.Contains(pe.Message, "no partition")
 }
 
 func (l *Ledger) logRecovered(row Row) {

@@ -24,7 +24,6 @@ func BenchmarkGroupCommit(b *testing.B) {
 		{"single", ledger.GroupCommit{Disabled: true}},
 		{"batched", ledger.GroupCommit{}},
 		{"batched-1lane", ledger.GroupCommit{Lanes: 1}},
-		{"batched-array-only", ledger.GroupCommit{PipelineMax: 1}},
 		{"batched-linger200us", ledger.GroupCommit{Linger: 200 * time.Microsecond}},
 	}
 	for _, orgs := range []string{"one-org", "org-per-writer"} {
@@ -43,7 +42,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 						wg.Go(func() {
 							q := query(org, "c1", "prepare-of-the-workspace")
 							for next.Add(1) <= int64(b.N) {
-								if err := l.RecordQuery(ctx, q); err != nil {
+								if err := l.RecordUsage(ctx, q); err != nil {
 									b.Error(err)
 									return
 								}

@@ -57,7 +57,7 @@ func TestGroupCommitSurvivesCrashes(t *testing.T) {
 			for i := 0; !stop.Load(); i++ {
 				q := query(fmt.Sprint("org", w%2), "c1", "")
 				q.RequestID = fmt.Sprintf("w%d-%d", w, i)
-				err := l.RecordQuery(ctx, q)
+				err := l.RecordUsage(ctx, q)
 				if err != nil {
 					if !errors.Is(err, ledger.ErrUnavailable) {
 						t.Errorf("a failure during a crash is not ErrUnavailable: %v", err)

@@ -58,11 +58,11 @@ func BenchmarkPrepareCharge(b *testing.B) {
 
 // BenchmarkRecordQuery: the durable row of a warm query (baseline: one row per transaction,
 // 87–107 µs with fsync off).
-func BenchmarkRecordQuery(b *testing.B) {
+func BenchmarkRecordUsage(b *testing.B) {
 	l, _ := open(b)
 	q := query("acme", "c1", "prepare-of-the-workspace")
 	for b.Loop() {
-		if err := l.RecordQuery(ctx, q); err != nil {
+		if err := l.RecordUsage(ctx, q); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -78,7 +78,7 @@ func BenchmarkRecordQueryParallel(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				q := query(fmt.Sprint("org", n.Add(1)%int64(orgs)), "c1", "")
 				for pb.Next() {
-					if err := l.RecordQuery(ctx, q); err != nil {
+					if err := l.RecordUsage(ctx, q); err != nil {
 						b.Error(err)
 						return
 					}

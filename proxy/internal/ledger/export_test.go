@@ -12,3 +12,7 @@ import (
 func MigrateWithRole(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, role string) error {
 	return migrate(ctx, pool, log, role)
 }
+
+// RowsQuery and UsageDaysQuery are the dashboards' statements, for the EXPLAIN checks.
+func RowsQuery(f RowFilter) (string, []any)        { return rowsQuery(f) }
+func UsageDaysQuery(f UsageFilter) (string, []any) { return usageDaysQuery(f) }

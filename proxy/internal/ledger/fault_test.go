@@ -88,7 +88,7 @@ func TestServerRestartAndStop(t *testing.T) {
 		t.Fatalf("hold with the server down: %v", err)
 	}
 	l.Close()
-	if err := l.RecordQuery(ctx, query("acme", "c", "")); !errors.Is(err, ledger.ErrUnavailable) {
+	if err := l.RecordUsage(ctx, query("acme", "c", "")); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("record after Close: %v", err)
 	}
 }

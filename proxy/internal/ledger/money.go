@@ -18,7 +18,7 @@ type HoldRequest struct {
 	RequestID string
 	Price     int64         // cents, ≥ 0
 	TTL       time.Duration // the hold stops counting against available funds after this
-	Grace     time.Duration // a charge of the same (TenantKey, Repo, Commit) within this makes the hold 0¢
+	Grace     time.Duration // a charge of the same (Org, Repo, Commit) within this makes the hold 0¢ (until a DELETE /workspaces ends it)
 }
 
 func (r HoldRequest) validate() error {
@@ -38,8 +38,8 @@ func (r HoldRequest) validate() error {
 }
 
 // Hold atomically reserves r.Price against the org's available funds (balance − live, unexpired
-// holds) and returns the amount held. If a charged prepare row for (TenantKey, Repo, Commit) exists
-// within r.Grace, the hold is 0¢: a re-prepare needs no funds and always succeeds. Otherwise it fails
+// holds) and returns the amount held. If a charged prepare row for (Org, Repo, Commit) exists
+// within r.Grace (and after the revision's last EndGrace), the hold is 0¢: a re-prepare needs no funds and always succeeds. Otherwise it fails
 // with ErrInsufficientFunds when available < price, or ErrSpendCapExceeded when the org's daily cap
 // would be passed. Repeating a hold with the same prepare id and workspace returns the existing hold.
 // One statement.
@@ -68,7 +68,8 @@ func (l *Ledger) Hold(ctx context.Context, r HoldRequest) (int64, error) {
 	return 0, fmt.Errorf("hold: unexpected status %q", status)
 }
 
-// Row describes the request an operation row records. HTTPStatus 0 means not known yet.
+// Row describes the request a usage row records (and, for Capture, the request that prepared).
+// HTTPStatus 0 means not known.
 type Row struct {
 	PrepareID  string
 	Org        string
@@ -80,6 +81,8 @@ type Row struct {
 	Language   string
 	RequestID  string
 	HTTPStatus int
+	// Prepared: this request's push wrote the tree (usage rows only).
+	Prepared bool
 }
 
 func validStatus(s int) bool { return s == 0 || s >= 100 && s <= 599 }
@@ -87,11 +90,11 @@ func validStatus(s int) bool { return s == 0 || s >= 100 && s <= 599 }
 // Capture turns the hold row.PrepareID into exactly one prepare row (amount −held; 0¢ with reason
 // 'reprepare' for a re-prepare), updates the balance and marks the hold captured, in one statement.
 // It reports captured=false, writing nothing, when the hold was captured before (by an earlier call
-// or by RecordQuery's recovery). An expired hold that nobody released is still captured: a prepare
-// that did run is charged — at most what the org can pay without eating other live holds, so the
+// or by RecordUsage's recovery). An expired or released hold is still captured: a prepare that did
+// run is charged — at most what the org can pay without eating other live holds, so the
 // balance never goes negative (reason 'shortfall' when that is less than the hold).
 // row.Org must be the hold's org; non-empty TenantKey, Repo and Commit must match the hold's.
-// Errors: ErrUnknownHold, ErrHoldReleased.
+// Errors: ErrUnknownHold.
 func (l *Ledger) Capture(ctx context.Context, row Row) (bool, error) {
 	if row.PrepareID == "" || row.Org == "" {
 		return false, errors.New("capture: prepare id and org are required")
@@ -121,13 +124,26 @@ func (l *Ledger) Capture(ctx context.Context, row Row) (bool, error) {
 	return false, fmt.Errorf("capture %s: unexpected status %q", row.PrepareID, status)
 }
 
-// Release gives a live (or expired) hold's funds back: its push did not prepare. Releasing a hold
-// that is unknown, captured or already released does nothing.
+// Release gives a live (or expired) hold's funds back: its push did not prepare. Call it only when
+// the daemon said the workspace key is neither written under this prepare id nor in flight; should a
+// tree still be published under a released hold's id, the first answer naming the id captures it
+// (RecordUsage, Capture). Releasing a hold that is unknown, captured or already released does
+// nothing.
 func (l *Ledger) Release(ctx context.Context, prepareID string) error {
 	_, err := l.pool.Exec(ctx,
 		`UPDATE holds SET state = 'released', settled_at = now()
 		  WHERE prepare_id = $1 AND state IN ('live', 'expired')`, prepareID)
 	return wrap("release "+prepareID, err)
+}
+
+// EndGrace ends the re-prepare grace of (org, repo, commit) now: the tenant deleted that revision's
+// workspace, so its next prepare is charged.
+func (l *Ledger) EndGrace(ctx context.Context, org, repo, commit string) error {
+	if org == "" || repo == "" || commit == "" {
+		return errors.New("end grace: org, repo and commit are required")
+	}
+	_, err := l.pool.Exec(ctx, `SELECT lsp_end_grace($1, $2, $3)`, org, repo, commit)
+	return wrap("end grace", err)
 }
 
 // Extend pushes a live hold's expiry to at least now + ttl, for a push that runs longer than its hold.
@@ -149,91 +165,25 @@ func (l *Ledger) Extend(ctx context.Context, prepareID string, ttl time.Duration
 	return nil
 }
 
-// SetStatus records the HTTP status on the prepare row of prepareID once the answer is known.
-func (l *Ledger) SetStatus(ctx context.Context, prepareID string, status int) error {
-	if status < 100 || status > 599 {
-		return fmt.Errorf("set status: bad HTTP status %d", status)
-	}
-	tag, err := l.pool.Exec(ctx,
-		`UPDATE ledger_rows SET http_status = $2 WHERE prepare_id = $1 AND model = 'prepare'`,
-		prepareID, status)
-	if err != nil {
-		return wrap("set status "+prepareID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("set status %s: %w (no prepare row)", prepareID, ErrUnknownHold)
-	}
-	return nil
-}
-
-// RecordQuery writes one 0¢ query row. If row.PrepareID names a hold of the same org, tenant key, repo
-// and commit that is still live or expired (its proxy crashed or lost the daemon's reply after
-// pushing), that hold is first captured into its prepare row (reason 'recovered'), in the same
-// transaction and at most once. Rows of concurrent callers are committed together (GroupCommit); the
-// call returns once its row is durable.
-func (l *Ledger) RecordQuery(ctx context.Context, row Row) error {
-	_, err := l.RecordQueryID(ctx, row)
-	return err
-}
-
-// RecordQueryID is RecordQuery, also returning the row's id: the proxy writes a warm query's row
-// while the daemon answers, and amends (AmendQuery) or voids (VoidQuery) it by id when the outcome
-// is not the one it wrote.
-func (l *Ledger) RecordQueryID(ctx context.Context, row Row) (int64, error) {
+// RecordUsage writes the usage row of one operation request that reached the daemon: after its
+// answer is known and before it is sent, once, never amended. row.Prepared says this request's push
+// wrote the tree (its money row is then the prepare row of row.PrepareID). Usage rows carry no money
+// and take no account lock; rows of concurrent callers are committed together (GroupCommit) and the
+// call returns once its row is durable. If row.PrepareID names a hold of the same org, tenant key,
+// repo and commit that is not captured (its proxy crashed, lost the daemon's reply, or released a hold
+// whose tree was published after all), that hold is first captured into its prepare row (reason
+// 'recovered', or 'shortfall'), in the same transaction and at most once.
+func (l *Ledger) RecordUsage(ctx context.Context, row Row) error {
 	if row.Org == "" {
-		return 0, errors.New("record query: org is required")
+		return errors.New("record usage: org is required")
 	}
 	if !validStatus(row.HTTPStatus) {
-		return 0, fmt.Errorf("record query: bad HTTP status %d", row.HTTPStatus)
+		return fmt.Errorf("record usage: bad HTTP status %d", row.HTTPStatus)
 	}
 	if l.batch != nil {
 		return l.batch.record(ctx, row)
 	}
-	return l.recordQueryDirect(ctx, row)
-}
-
-// recordQueryDirect writes one row in its own transaction (lsp_record_query_id).
-func (l *Ledger) recordQueryDirect(ctx context.Context, row Row) (int64, error) {
-	var id int64
-	var recovered bool
-	err := l.pool.QueryRow(ctx, `SELECT o_id, o_recovered FROM lsp_record_query_id($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		row.Org, row.TenantKey, row.Subject, row.Repo, row.Commit, row.Op, row.Language, row.RequestID,
-		row.HTTPStatus, row.PrepareID).Scan(&id, &recovered)
-	if err != nil {
-		return 0, wrap("record query", err)
-	}
-	if recovered {
-		l.logRecovered(row)
-	}
-	return id, nil
-}
-
-// AmendQuery corrects the query row id, written by RecordQueryID for row.Org and row.RequestID
-// before the answer was known, to row's HTTP status, language and prepare id. A prepare id that
-// names a live or expired hold of the row's workspace is captured, as RecordQuery would have. Only
-// that org's query row with that request id is ever changed.
-func (l *Ledger) AmendQuery(ctx context.Context, id int64, row Row) error {
-	if !validStatus(row.HTTPStatus) {
-		return fmt.Errorf("amend query: bad HTTP status %d", row.HTTPStatus)
-	}
-	var recovered bool
-	err := l.pool.QueryRow(ctx, `SELECT lsp_amend_query($1, $2, $3, $4, $5, $6)`,
-		id, row.Org, row.RequestID, row.Language, row.HTTPStatus, row.PrepareID).Scan(&recovered)
-	if err != nil {
-		return wrap("amend query", err)
-	}
-	if recovered {
-		l.logRecovered(row)
-	}
-	return nil
-}
-
-// VoidQuery removes the query row id that RecordQueryID wrote for org and requestID before the
-// answer was known, when the request's one row turned out to be another (it prepared) or none (the
-// daemon was never reached). It touches nothing else.
-func (l *Ledger) VoidQuery(ctx context.Context, id int64, org, requestID string) error {
-	_, err := l.pool.Exec(ctx, `SELECT lsp_void_query($1, $2, $3)`, id, org, requestID)
-	return wrap("void query", err)
+	return l.recordUsage(ctx, []Row{row})
 }
 
 // Credit adds cents to org's balance as a credit row (subject: who credited). A negative amount is an

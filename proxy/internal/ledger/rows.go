@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,44 +39,29 @@ type RowFilter struct {
 	To      time.Time // zero: unbounded; exclusive
 	Model   string    // "", "prepare", "query" or "credit"
 	Repo    string    // "": any
+	// Settle leaves out rows younger than it. Usage rows are written without the account lock, so
+	// their ids do not commit in order; a row older than DefaultUsageSettle has committed or never
+	// will, so a reader that pages on the last id it saw with Settle ≥ DefaultUsageSettle never
+	// misses one. Zero lists every committed row.
+	Settle time.Duration
 }
 
 // MaxRowsLimit bounds one page of rows.
 const MaxRowsLimit = 10000
 
-// Rows returns up to limit of org's rows with id > afterID, in id order. Ids of one org commit in
-// ascending order, so a reader that pages by the last id it saw never misses a row.
+// Rows returns up to limit of org's rows with id > afterID, in id order.
 func (l *Ledger) Rows(ctx context.Context, org string, afterID int64, limit int) ([]LedgerRow, error) {
 	return l.QueryRows(ctx, RowFilter{Org: org, AfterID: afterID, Limit: limit})
 }
 
-// QueryRows is Rows with filters, for the dashboard API.
+// QueryRows is Rows with filters, for the dashboard API. It reads money rows (ledger_rows: credits
+// and prepares, a prepare row carrying the HTTP status of the request that prepared) and, unless
+// Model selects money only, the usage rows of requests that did not prepare (usage_rows, presented
+// as model "query", 0¢), merged in id order (one sequence numbers both). Each part is one index
+// range scan: (payer_org, model, id), (payer_org, repo, id) or (payer_org, id).
 func (l *Ledger) QueryRows(ctx context.Context, f RowFilter) ([]LedgerRow, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	limit = min(limit, MaxRowsLimit)
-	var from, to *time.Time
-	if !f.From.IsZero() {
-		from = &f.From
-	}
-	if !f.To.IsZero() {
-		to = &f.To
-	}
-	rows, err := l.pool.Query(ctx, `
-		SELECT id, kind, coalesce(model, ''), payer_org, coalesce(tenant_key, ''), coalesce(subject, ''),
-		       coalesce(repo, ''), coalesce(commit, ''), coalesce(op, ''), coalesce(language, ''),
-		       amount_cents, coalesce(http_status, 0), coalesce(request_id, ''), coalesce(prepare_id, ''),
-		       coalesce(reason, ''), created_at
-		  FROM ledger_rows
-		 WHERE payer_org = $1 AND id > $2
-		   AND ($3::timestamptz IS NULL OR created_at >= $3)
-		   AND ($4::timestamptz IS NULL OR created_at < $4)
-		   AND ($5 = '' OR coalesce(model, kind) = $5)
-		   AND ($6 = '' OR repo = $6)
-		 ORDER BY id
-		 LIMIT $7`, f.Org, f.AfterID, from, to, f.Model, f.Repo, limit)
+	sql, args := rowsQuery(f)
+	rows, err := l.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, wrap("read ledger rows", err)
 	}
@@ -89,4 +76,63 @@ func (l *Ledger) QueryRows(ctx context.Context, f RowFilter) ([]LedgerRow, error
 		return nil, wrap("read ledger rows", err)
 	}
 	return out, nil
+}
+
+// rowsQuery builds QueryRows' statement with only the conditions f uses, so that the planner picks
+// the matching index for every filter (a generic "$5 = ” OR …" would hide them).
+func rowsQuery(f RowFilter) (string, []any) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, MaxRowsLimit)
+	args := []any{f.Org, f.AfterID, limit}
+	common := ""
+	add := func(cond string, v any) {
+		args = append(args, v)
+		common += fmt.Sprintf(" AND %s $%d", cond, len(args))
+	}
+	if !f.From.IsZero() {
+		add("x.created_at >=", f.From)
+	}
+	if !f.To.IsZero() {
+		add("x.created_at <", f.To)
+	}
+	if f.Settle > 0 {
+		args = append(args, f.Settle.Seconds())
+		common += fmt.Sprintf(" AND x.created_at < now() - make_interval(secs => $%d)", len(args))
+	}
+	if f.Repo != "" {
+		add("x.repo =", f.Repo)
+	}
+	var parts []string
+	if f.Model != "query" {
+		money := common
+		if f.Model != "" {
+			args = append(args, f.Model)
+			money += fmt.Sprintf(" AND coalesce(x.model, x.kind) = $%d", len(args))
+		}
+		parts = append(parts, `(SELECT x.id, x.kind, coalesce(x.model, ''), x.payer_org, coalesce(x.tenant_key, ''),
+		       coalesce(x.subject, ''), coalesce(x.repo, ''), coalesce(x.commit, ''), coalesce(x.op, ''),
+		       coalesce(x.language, ''), x.amount_cents, coalesce(x.http_status, p.http_status, 0)::integer,
+		       coalesce(x.request_id, ''), coalesce(x.prepare_id, ''), coalesce(x.reason, ''), x.created_at
+		  FROM ledger_rows x
+		  LEFT JOIN LATERAL (SELECT u.http_status FROM usage_rows u
+		                      WHERE u.prepared AND u.prepare_id = x.prepare_id
+		                        AND u.created_at >= x.created_at - interval '1 minute'
+		                        AND u.created_at < x.created_at + interval '1 hour'
+		                      LIMIT 1) p ON x.model = 'prepare'
+		 WHERE x.payer_org = $1 AND x.id > $2`+money+`
+		 ORDER BY x.id LIMIT $3)`)
+	}
+	if f.Model == "" || f.Model == "query" {
+		parts = append(parts, `(SELECT x.id, 'lsp', 'query', x.payer_org, coalesce(x.tenant_key, ''), coalesce(x.subject, ''),
+		       coalesce(x.repo, ''), coalesce(x.commit, ''), coalesce(x.op, ''), coalesce(x.language, ''),
+		       0::bigint, coalesce(x.http_status, 0)::integer, coalesce(x.request_id, ''),
+		       coalesce(x.prepare_id, ''), '', x.created_at
+		  FROM usage_rows x
+		 WHERE x.payer_org = $1 AND x.id > $2 AND NOT x.prepared`+common+`
+		 ORDER BY x.id LIMIT $3)`)
+	}
+	return "SELECT * FROM (" + strings.Join(parts, "\nUNION ALL\n") + ") r ORDER BY 1 LIMIT $3", args
 }

@@ -2,7 +2,8 @@
 // (CONTRACT §4-§6), after identity and body have been checked:
 //
 //	forge resolve as the caller → ask the daemon → on "needs tree": gate
-//	(hold) → fetch → push → capture/release → ask again → one ledger row.
+//	(hold) → fetch → push → capture/release → ask again → one usage row
+//	(and, when this request prepared, the prepare row written at capture).
 //
 // It holds no HTTP and no SQL: the forge, the ledger and the daemons come in
 // as small interfaces, so each rule of the money section is visible here in
@@ -34,8 +35,8 @@ type Ledger interface {
 	Hold(ctx context.Context, h ledger.HoldRequest) (int64, error)
 	Capture(ctx context.Context, r ledger.Row) (bool, error)
 	Release(ctx context.Context, prepareID string) error
-	SetStatus(ctx context.Context, prepareID string, status int) error
-	RecordQuery(ctx context.Context, r ledger.Row) error
+	RecordUsage(ctx context.Context, r ledger.Row) error
+	EndGrace(ctx context.Context, org, repo, commit string) error
 }
 
 // Daemons picks the shard of a workspace.
@@ -67,7 +68,6 @@ type Service struct {
 	flights flightGroup
 	stages  stageTimer
 	run     *prepareRuns // bound, in-flight tracking and outcomes (capacity.go)
-	expect  expectations // what each workspace last answered, to write rows ahead (ahead.go)
 }
 
 // New builds a Service; reg, when not nil, receives its metrics.
@@ -157,10 +157,6 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 		Generation:         req.Generation,
 	}
 
-	// The row is written while the daemon answers, when this workspace's
-	// last answer says what it will most likely hold (ahead.go).
-	ek := newExpectKey(key, req)
-	ahead := s.writeAhead(ctx, c, req, commit, ek)
 	ans, qerr := s.query(ctx, shard, q)
 	// A workspace is pushed at most twice per request (the first push may
 	// be another request's, which this one only waited for), and this
@@ -193,12 +189,6 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 	}
 	if qerr == nil {
 		qerr = statusError(ans)
-	}
-	if ans.GetStatus() == daemonv1.Status_STATUS_OK {
-		s.expect.put(ek, expected{prepareID: ans.GetPrepareId(), language: language(ans)})
-	}
-	if ahead != nil {
-		return res, s.settleAhead(ctx, ahead, c, res, ans, qerr)
 	}
 	if err := s.record(ctx, c, req, res, ans, qerr); err != nil {
 		return res, err
@@ -282,13 +272,16 @@ func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemo
 	return ans, nil
 }
 
-// record writes the request's one row: the prepare row this request's
-// capture already wrote gets its status; otherwise a 0¢ query row, which
-// also captures a hold a crashed proxy left behind (the daemon reveals its
-// prepare id with every answer). Rows are durable before the answer.
+// record writes the request's one usage row, once its outcome is known and
+// before it is sent (CONTRACT §5): its status, the prepare id the answer
+// named (this request's own when it prepared: its money row, the prepare
+// row, was written at capture), and the server that answered. A row naming
+// a hold that a crashed proxy left behind captures it first (the daemon
+// reveals its prepare id with every answer). Rows are durable before the
+// answer; none is ever changed.
 func (s *Service) record(ctx context.Context, c Caller, req Request, res *Result, ans *daemonv1.QueryResponse, opErr error) error {
 	status := apierr.Status(opErr)
-	if ans == nil && opErr != nil {
+	if ans == nil && opErr != nil && !res.Prepared {
 		// The daemon was never reached: no row (CONTRACT §5).
 		return nil
 	}
@@ -296,16 +289,15 @@ func (s *Service) record(ctx context.Context, c Caller, req Request, res *Result
 	// The row must be written even when the client went away.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	var err error
+	prepareID := ans.GetPrepareId()
 	if res.Prepared {
-		err = s.ledger.SetStatus(ctx, res.PrepareID, status)
-	} else {
-		err = s.ledger.RecordQuery(ctx, ledger.Row{
-			PrepareID: ans.GetPrepareId(), Org: c.Org, TenantKey: c.TenantKey, Subject: c.Subject,
-			Repo: res.Repo, Commit: res.Commit, Op: req.OpName, Language: language(ans),
-			RequestID: c.RequestID, HTTPStatus: status,
-		})
+		prepareID = res.PrepareID
 	}
+	err := s.ledger.RecordUsage(ctx, ledger.Row{
+		PrepareID: prepareID, Org: c.Org, TenantKey: c.TenantKey, Subject: c.Subject,
+		Repo: res.Repo, Commit: res.Commit, Op: req.OpName, Language: language(ans),
+		RequestID: c.RequestID, HTTPStatus: status, Prepared: res.Prepared,
+	})
 	if err != nil {
 		return ledgerError(err)
 	}
@@ -418,12 +410,16 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (
 	shard := s.daemons.Pick(key)
 	resp, err := shard.Push(pctx, key, prepareID, files)
 	if err != nil {
-		// The daemon may have written the tree and lost the reply. If it
-		// holds our prepare id now, capture; if it holds another or none,
-		// release. If it cannot be asked, leave the hold: the next answer
-		// from that workspace reveals the id and captures it (RecordQuery),
-		// or it expires.
-		if caps, cerr := shard.Capabilities(pctx, key); cerr == nil {
+		// The daemon may have written the tree and lost the reply, or may
+		// still be writing it: a push whose stream broke keeps running on
+		// the daemon (its dependency phase too). Ask until the key is no
+		// longer in flight: if it then holds our prepare id, capture; if it
+		// holds another or none, release. A hold is never released while
+		// the daemon may still publish under its id (CONTRACT §5). If the
+		// daemon cannot be asked, or the write outlives our deadline, leave
+		// the hold: the next answer from that workspace reveals the id and
+		// captures it (RecordQuery), or it expires.
+		if caps, ok := s.settledCapabilities(pctx, shard, key); ok {
 			if caps.GetWarm() && caps.GetPrepareId() == prepareID {
 				if _, err := s.capture(pctx, c, key, prepareID, caps.GetLanguages()); err != nil {
 					return nil, err
@@ -442,6 +438,32 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (
 		return nil, err
 	}
 	return &prepared{prepareID: prepareID, byUs: true, warnings: append(tree.Warnings, resp.GetWarnings()...)}, nil
+}
+
+// inFlightPoll is how often settledCapabilities asks again while a write
+// of the key is in flight.
+var inFlightPoll = 200 * time.Millisecond
+
+// settledCapabilities asks the key's shard for its capabilities until no
+// write of the key is in flight, and reports false when the daemon could not
+// be asked or ctx ended first.
+func (s *Service) settledCapabilities(ctx context.Context, shard *daemonclient.Shard, key daemonclient.Key) (*daemonv1.CapabilitiesResponse, bool) {
+	for {
+		caps, err := shard.Capabilities(ctx, key)
+		if err != nil {
+			return nil, false
+		}
+		if !caps.GetInFlight() {
+			return caps, true
+		}
+		t := time.NewTimer(inFlightPoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, false
+		}
+	}
 }
 
 func (s *Service) capture(ctx context.Context, c Caller, key daemonclient.Key, prepareID string, langs []*daemonv1.LanguageTools) (bool, error) {

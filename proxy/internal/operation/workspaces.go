@@ -2,6 +2,7 @@ package operation
 
 import (
 	"context"
+	"time"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
@@ -57,7 +58,7 @@ type Deleted struct {
 // deletes a workspace means every copy of it. A failure of the key's own
 // shard fails the request; the others are best effort (a copy on a shard
 // that is down goes with LSP_WORKSPACE_TTL). Nothing is charged and no row
-// is written.
+// is written; the revision's re-prepare grace ends.
 func (s *Service) DeleteWorkspace(ctx context.Context, c Caller, repo string, rev forge.Rev) (*Deleted, error) {
 	ctx = daemonclient.WithRequestID(ctx, c.RequestID)
 	d := &Deleted{Repo: repo}
@@ -81,6 +82,14 @@ func (s *Service) DeleteWorkspace(ctx context.Context, c Caller, repo string, re
 			continue
 		}
 		d.Deleted = d.Deleted || gone
+	}
+	// The tenant's own deletion ends the revision's re-prepare grace: its
+	// next prepare is charged (CONTRACT §5). Otherwise one charge would buy
+	// unlimited delete-and-prepare cycles.
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := s.ledger.EndGrace(gctx, c.Org, repo, commit); err != nil {
+		return d, ledgerError(err)
 	}
 	return d, nil
 }

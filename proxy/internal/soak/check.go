@@ -54,7 +54,7 @@ func (r *run) ledgerChecks(ctx context.Context, rep *Report) error {
 	}
 
 	rows, err := pool.Query(ctx, `SELECT coalesce(request_id, ''), coalesce(model, ''), coalesce(reason, ''),
-		payer_org, coalesce(prepare_id, ''), coalesce(http_status, 0) FROM ledger_rows WHERE kind = 'lsp'`)
+		payer_org, coalesce(prepare_id, ''), coalesce(http_status, 0) FROM v_ledger_rows WHERE kind = 'lsp'`)
 	if err != nil {
 		return fmt.Errorf("ledger checks: %w", err)
 	}

@@ -290,7 +290,7 @@ func (r *run) reask(ctx context.Context, df *diskFault) {
 	pool := r.stack.Ledger.Pool()
 	for _, k := range sortedTreeKeys(df.Evicted) {
 		var org string
-		err := pool.QueryRow(ctx, `SELECT payer_org FROM ledger_rows WHERE tenant_key = $1 AND repo = $2 AND commit = $3 LIMIT 1`,
+		err := pool.QueryRow(ctx, `SELECT payer_org FROM v_ledger_rows WHERE tenant_key = $1 AND repo = $2 AND commit = $3 LIMIT 1`,
 			k.tenant, k.repo, k.commit).Scan(&org)
 		if err != nil {
 			continue // never prepared through the proxy (the oversize tree), or the ledger is down

@@ -1,0 +1,184 @@
+package ledger_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
+)
+
+// Money rows and usage rows never change once written: an UPDATE or DELETE of either is refused.
+func TestRowsAreImmutable(t *testing.T) {
+	t.Parallel()
+	l, url := open(t)
+	if err := l.Credit(ctx, "acme", 5, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RecordUsage(ctx, query("acme", "c1", "")); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, url)
+	for _, sql := range []string{
+		`UPDATE ledger_rows SET amount_cents = 6`,
+		`DELETE FROM ledger_rows`,
+		`UPDATE usage_rows SET http_status = 500`,
+		`DELETE FROM usage_rows`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err == nil || !strings.Contains(err.Error(), "immutable") {
+			t.Errorf("%s: %v; want it refused", sql, err)
+		}
+	}
+}
+
+// Usage rows: one per request, in the day's partition, with no account made for an org that only
+// queried; the request that prepared has its usage row (prepared) and the prepare row shows its
+// status; the listing merges both tables in id order and filters by model and repo.
+func TestUsageRowsAndListing(t *testing.T) {
+	t.Parallel()
+	l, url := open(t)
+	if err := l.Credit(ctx, "acme", 4, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Hold(ctx, hold("p1", "acme", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Capture(ctx, capture("p1", "acme", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	prep := capture("p1", "acme", "c1")
+	prep.Prepared, prep.HTTPStatus, prep.Op = true, 200, "prepare"
+	for _, r := range []ledger.Row{prep, query("acme", "c1", "p1"), query("gamma", "c1", "")} {
+		if err := l.RecordUsage(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := query("acme", "c1", "p1")
+	other.Repo = "other"
+	if err := l.RecordUsage(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	var accounts, parts int
+	conn := connect(t, url)
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM accounts`).Scan(&accounts); err != nil {
+		t.Fatal(err)
+	}
+	if accounts != 1 {
+		t.Fatalf("%d accounts; a usage row makes none", accounts)
+	}
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'usage_rows'::regclass`).Scan(&parts); err != nil {
+		t.Fatal(err)
+	}
+	if parts < 3 {
+		t.Fatalf("%d usage partitions; want yesterday, today and days ahead", parts)
+	}
+	var kinds []string
+	for _, r := range allRows(t, l, "acme") {
+		kinds = append(kinds, fmt.Sprintf("%s/%s:%d:%d", r.Kind, r.Model, r.AmountCents, r.HTTPStatus))
+	}
+	if got, want := strings.Join(kinds, " "), "credit/:4:0 lsp/prepare:-2:200 lsp/query:0:200 lsp/query:0:200"; got != want {
+		t.Fatalf("listing %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		f    ledger.RowFilter
+		want int
+	}{
+		{ledger.RowFilter{Org: "acme", Model: "query"}, 2},
+		{ledger.RowFilter{Org: "acme", Model: "prepare"}, 1},
+		{ledger.RowFilter{Org: "acme", Model: "credit"}, 1},
+		{ledger.RowFilter{Org: "acme", Repo: "other"}, 1},
+		{ledger.RowFilter{Org: "acme", Repo: "repo", Model: "query"}, 1},
+		{ledger.RowFilter{Org: "acme", Settle: time.Hour}, 0},
+		{ledger.RowFilter{Org: "gamma"}, 1},
+	} {
+		rows, err := l.QueryRows(ctx, tc.f)
+		if err != nil || len(rows) != tc.want {
+			t.Errorf("%+v: %d rows, %v; want %d", tc.f, len(rows), err, tc.want)
+		}
+	}
+}
+
+// Daily rollups: today's computed from the rows, a finished day rolled up once into usage_daily (kept
+// when its partition is dropped by retention), and GET /usage's reader sees both.
+func TestUsageRollupsAndRetention(t *testing.T) {
+	t.Parallel()
+	l, url := open(t)
+	if err := l.Credit(ctx, "acme", 4, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Hold(ctx, hold("p1", "acme", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Capture(ctx, capture("p1", "acme", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	prep := capture("p1", "acme", "c1")
+	prep.Prepared, prep.HTTPStatus, prep.Op = true, 200, "prepare"
+	if err := l.RecordUsage(ctx, prep); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := l.RecordUsage(ctx, query("acme", "c1", "p1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := query("acme", "c1", "p1")
+	failed.HTTPStatus = 422
+	if err := l.RecordUsage(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	show := func(days []ledger.UsageDay) string {
+		var out []string
+		for _, d := range days {
+			out = append(out, fmt.Sprintf("%s %s %d req=%d prep=%d %d¢", d.Repo, d.Op, d.Status, d.Requests, d.Prepares, d.Cents))
+		}
+		return strings.Join(out, "; ")
+	}
+	days, err := l.UsageDays(ctx, ledger.UsageFilter{Org: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "repo locate 200 req=3 prep=0 0¢; repo locate 422 req=1 prep=0 0¢; repo prepare 200 req=1 prep=1 2¢"
+	if got := show(days); got != want {
+		t.Fatalf("today's usage %q, want %q", got, want)
+	}
+
+	// Move everything three days back (behind the ledger's back), then let retention of one day run:
+	// the day is rolled up, its partition dropped, its rollup kept.
+	conn := connect(t, url)
+	if _, err := conn.Exec(ctx, `SET session_replication_role = replica;
+		SELECT lsp_usage_partition((now() AT TIME ZONE 'UTC')::date - 3);
+		WITH moved AS (DELETE FROM usage_rows RETURNING *)
+		INSERT INTO usage_rows SELECT id, created_at - interval '3 days', payer_org, tenant_key, subject, repo, commit, op,
+		       language, http_status, request_id, prepare_id, prepared FROM moved;
+		UPDATE ledger_rows SET created_at = created_at - interval '3 days'`); err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := l.RetainUsage(ctx, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped < 1 {
+		t.Fatalf("retention dropped %d partitions", dropped)
+	}
+	if n, err := l.UsageRowsCount(ctx); err != nil || n != 0 {
+		t.Fatalf("%d usage rows after retention, %v", n, err)
+	}
+	days, err = l.UsageDays(ctx, ledger.UsageFilter{Org: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := show(days); got != want || days[0].Day != time.Now().UTC().AddDate(0, 0, -3).Format(time.DateOnly) {
+		t.Fatalf("rolled-up usage %q on %v, want %q three days ago", got, days, want)
+	}
+	// Rolled up once: running retention again adds nothing.
+	if _, err := l.RetainUsage(ctx, 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := l.UsageDays(ctx, ledger.UsageFilter{Org: "acme"}); show(again) != want {
+		t.Fatalf("after a second retention run %q", show(again))
+	}
+	// Money rows are kept forever: the balance still reconciles.
+	mustBalance(t, l, "acme", 2, 0)
+}
