@@ -116,7 +116,7 @@ export LSP_TOKEN=%s
 `, r.pos.Name, r.pos.Path, s.ProxyURL, forgeToken, r.name, jsonPath(r.pos.Path), r.pos.Line, r.pos.Character,
 			r.name, r.pos.Path, r.pos.Line+1, r.pos.Character+1)
 	}
-	fmt.Fprintf(stdout, "\nMCP clients: %s/v1/lsp/mcp (Streamable HTTP, the same bearer token).\n\nCtrl-C stops everything.\n", s.ProxyURL)
+	fmt.Fprintf(stdout, "\nUsage page: %s/v1/lsp/dashboard#token=%s\nMCP clients: %s/v1/lsp/mcp (Streamable HTTP, the same bearer token).\n\nCtrl-C stops everything.\n", s.ProxyURL, tok, s.ProxyURL)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nstopping…")
 	return nil

@@ -115,7 +115,10 @@ async function show(creds, ndays) {
     const cell = (d, r) => grid[d + " " + r] || { prepares: 0, queries: 0 };
     chart($("chart-prepares"), days, repos, (d, r) => cell(d, r).prepares, colors);
     chart($("chart-queries"), days, repos, (d, r) => cell(d, r).queries, colors);
-    $("legend").replaceChildren(...repos.map(r => el("span", {}, el("i", { style: "background:" + colors[r] }), r)));
+    // Swatches as SVG: the page's CSP allows no inline style.
+    $("legend").replaceChildren(...repos.map(r => el("span", {},
+      el("svg:svg", { width: "12", height: "12", viewBox: "0 0 12 12" }, el("svg:rect", { width: "12", height: "12", rx: "2", fill: colors[r] })),
+      " " + r)));
 
     $("repos").tBodies[0].replaceChildren(...repos.map(r => el("tr", { "data-repo": r },
       el("td", {}, r),
@@ -124,11 +127,12 @@ async function show(creds, ndays) {
       el("td", { class: "num" }, String(byRepo[r].errors)),
       el("td", { class: "num" }, cents(byRepo[r].cents)))));
 
-    const latest = rows.slice(-20).reverse();
+    // /ledger lists usage rows too (0¢ queries): the money rows are the rest.
+    const latest = rows.filter(r => r.model !== "query").slice(-20).reverse();
     $("rows").tBodies[0].replaceChildren(...latest.map(r => el("tr", { "data-id": String(r.id) },
       el("td", { class: "num" }, String(r.id)),
       el("td", {}, r.created_at.replace("T", " ").slice(0, 19)),
-      el("td", {}, r.model),
+      el("td", {}, r.model || r.kind),
       el("td", {}, r.repo || ""),
       el("td", {}, (r.commit || "").slice(0, 12)),
       el("td", { class: "num" }, cents(r.amount_cents)),
