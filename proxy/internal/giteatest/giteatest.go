@@ -83,6 +83,13 @@ func Start(t testing.TB, bin string) *Server {
 	if os.Geteuid() == 0 {
 		s.runUser, s.cred = "nobody", &syscall.Credential{Uid: 65534, Gid: 65534}
 	}
+	if s.cred != nil {
+		// The release may be cached where nobody cannot reach it (root's
+		// home is 0700): nobody runs a copy in its own directory.
+		if s.bin, err = copyRelease(bin, filepath.Join(dir, "release")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.WriteFile(s.config, []byte(s.appINI(port)), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +112,7 @@ func Start(t testing.TB, bin string) *Server {
 		t.Fatal(err)
 	}
 	logPath := log.Name()
-	s.cmd = exec.Command(bin, "web", "--config", s.config)
+	s.cmd = exec.Command(s.bin, "web", "--config", s.config)
 	s.cmd.Dir = dir
 	s.cmd.Env = s.env()
 	s.cmd.Stdout, s.cmd.Stderr = log, log
@@ -392,6 +399,43 @@ func (s *Server) api(t testing.TB, auth, method, path string, body any, want int
 			t.Fatalf("gitea %s %s: %v", method, path, err)
 		}
 	}
+}
+
+// copyRelease copies the Gitea binary and the options/ and templates/
+// beside it into dst (readable by all), and returns the copy's binary.
+func copyRelease(bin, dst string) (string, error) {
+	src := filepath.Dir(bin)
+	for _, d := range []string{"options", "templates"} {
+		if err := os.CopyFS(filepath.Join(dst, d), os.DirFS(filepath.Join(src, d))); err != nil {
+			return "", fmt.Errorf("copy the Gitea release: %w", err)
+		}
+	}
+	in, err := os.Open(bin)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out := filepath.Join(dst, filepath.Base(bin))
+	f, err := os.OpenFile(out, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(f, in); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	return out, filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.Chmod(p, 0o755)
+		}
+		return nil
+	})
 }
 
 func currentUser() string {
