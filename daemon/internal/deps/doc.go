@@ -31,9 +31,9 @@
 // Nothing writes the published tree. Each module that does not vendor gets
 // a private overlay in the home (go/overlay/<hash>/go.mod and go.sum: its
 // go.mod, with the go directive the go command would add, and its go.sum
-// with the verified lines), written one path component at a time without
-// following a link (homefs_linux.go: a home belongs to the jail's uid, and
-// servers of other revisions may be running in it). An index beside the
+// with the verified lines), written through descriptors that never follow
+// a link (safefs, home.go: a home belongs to the jail's uid, and servers of
+// other revisions may be running in it). An index beside the
 // tree lists each module and its GOFLAGS; GoFolders turns it into gopls
 // workspace folders whose settings (env.GOFLAGS = -mod=mod -modfile=…, or
 // -mod=vendor) gopls asks for per folder, so each nested module loads with

@@ -7,8 +7,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/hanzoai/lsp/daemon/internal/safefs"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
@@ -20,7 +20,7 @@ const modCacheRel = "go/pkg/mod"
 // running, so the phase never writes there by path: what it downloads is
 // staged in a daemon-owned directory beside the tree, given to the home's
 // owner, and moved in at the end one directory at a time through
-// descriptors opened without following a link (homefs_linux.go). What is
+// descriptors opened without following a link (safefs, home.go). What is
 // already in the home is read the same way.
 type goCache struct {
 	home  string
@@ -69,7 +69,12 @@ func (c *goCache) installDir(rel string) error {
 	if len(ents) == 0 {
 		return nil
 	}
-	d, err := openHomeDir(c.home, path.Join(modCacheRel, rel))
+	src, err := safefs.Open(c.staged(rel))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	d, _, err := openHomeDir(c.home, path.Join(modCacheRel, rel))
 	if err != nil {
 		return err
 	}
@@ -82,7 +87,7 @@ func (c *goCache) installDir(rel string) error {
 		sub := path.Join(rel, name)
 		switch {
 		case e.IsDir() && strings.Contains(name, "@") && !strings.HasPrefix(sub, "cache/"):
-			if _, err := d.moveIn(c.staged(rel), name, true); err != nil {
+			if _, err := d.MoveIn(src, name, 0o555); err != nil {
 				return err
 			}
 		case e.IsDir():
@@ -90,7 +95,7 @@ func (c *goCache) installDir(rel string) error {
 				return err
 			}
 		case e.Type().IsRegular():
-			if _, err := d.moveIn(c.staged(rel), name, false); err != nil {
+			if _, err := d.MoveIn(src, name, 0); err != nil {
 				return err
 			}
 		}
@@ -104,14 +109,14 @@ func (c *goCache) installDir(rel string) error {
 // to another parent updates its ".."), so its top is opened up here and
 // made read-only again after the move.
 func (c *goCache) chown() error {
-	fi, err := os.Lstat(c.home)
+	h, err := safefs.Open(c.home)
 	if err != nil {
 		return err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	uid, gid := -1, -1
-	if ok && int(st.Uid) != os.Geteuid() {
-		uid, gid = int(st.Uid), int(st.Gid)
+	o, err := h.Owner()
+	h.Close()
+	if err != nil {
+		return err
 	}
 	return filepath.WalkDir(c.stage, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -124,9 +129,9 @@ func (c *goCache) chown() error {
 				return err
 			}
 		}
-		if uid < 0 {
+		if o == safefs.Keep {
 			return nil
 		}
-		return os.Lchown(p, uid, gid)
+		return os.Lchown(p, o.UID, o.GID)
 	})
 }

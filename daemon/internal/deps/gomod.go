@@ -296,15 +296,15 @@ func (f *Fetcher) writeOverlay(home string, ov *overlay, verified []string) (str
 		gomod = append(bytes.TrimRight(bytes.Clone(gomod), "\n"), "\n\ngo 1.16\n"...)
 	}
 	gosum := appendVerified(ov.gosum, ov.sums, verified)
-	d, err := openHomeDir(home, rel)
+	d, owner, err := openHomeDir(home, rel)
 	if err != nil {
 		return "", err
 	}
 	defer d.Close()
-	if err := d.writeFile("go.mod", gomod, 0o644); err != nil {
+	if err := d.WriteFile("go.mod", gomod, 0o644, owner); err != nil {
 		return "", err
 	}
-	if err := d.writeFile("go.sum", gosum, 0o644); err != nil {
+	if err := d.WriteFile("go.sum", gosum, 0o644, owner); err != nil {
 		return "", err
 	}
 	return "-mod=mod -modfile=" + abs, nil

@@ -194,12 +194,12 @@ func writeGoWork(ws runtime.Workspace, idx goIndex) string {
 	// The copy names the published tree's paths, so revisions sharing the
 	// home (and the same go.work) each get their own.
 	rel := overlayDir(overlayKey(ws.Root, []byte(idx.WorkKey), nil))
-	d, err := openHomeDir(ws.Home, rel)
+	d, owner, err := openHomeDir(ws.Home, rel)
 	if err != nil {
 		return ""
 	}
 	defer d.Close()
-	if d.writeFile("go.work", idx.Work.text(ws.Root), 0o644) != nil || d.writeFile("go.work.sum", []byte(idx.Work.Sum), 0o644) != nil {
+	if d.WriteFile("go.work", idx.Work.text(ws.Root), 0o644, owner) != nil || d.WriteFile("go.work.sum", []byte(idx.Work.Sum), 0o644, owner) != nil {
 		return ""
 	}
 	return filepath.Join(ws.Home, filepath.FromSlash(rel), "go.work")

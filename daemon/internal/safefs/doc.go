@@ -18,7 +18,14 @@
 // daemon's own descriptor or fchownat without following, and never to a
 // file with more than one link. Where openat2 is unavailable (ENOSYS, a
 // kernel before 5.6, or a seccomp filter) every operation fails: there is
-// no fallback that would follow.
+// no fallback that would follow. Reads are bounded and take regular files
+// only; an entry staged where only the daemon writes moves in by renameat
+// (MoveIn), keeping a directory already there.
+//
+// This is the one place that writes, reads or removes in such a
+// directory: the home's layout (runtime.PrepareHome), its hand-over to a
+// jail uid, the dependency phase's module cache and overlays, and removal
+// all go through it (the disk-usage walk only sums sizes).
 //
 // Dir.Path names an open directory as /proc/self/fd/N for code that takes
 // paths (the module zip extractor): the kernel resolves it to exactly that

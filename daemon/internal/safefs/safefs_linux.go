@@ -24,6 +24,9 @@ var ErrUnsupported = errors.New("safefs: openat2 is unavailable (Linux 5.6 or la
 // plain names.
 var ErrNotPlain = errors.New("safefs: not a relative path of plain names")
 
+// ErrTooLarge: a file ReadFile was asked for is over its bound.
+var ErrTooLarge = errors.New("safefs: over the size bound")
+
 // Owner is who gets what a Dir method creates; -1 keeps the daemon's.
 type Owner struct{ UID, GID int }
 
@@ -122,6 +125,19 @@ func (d *Dir) Stat() (unix.Stat_t, error) {
 	return st, err
 }
 
+// Owner is who should get what the daemon creates in d: d's own owner, or
+// Keep when d is the daemon's.
+func (d *Dir) Owner() (Owner, error) {
+	st, err := d.Stat()
+	if err != nil {
+		return Keep, &os.PathError{Op: "stat", Path: d.name, Err: err}
+	}
+	if int(st.Uid) == os.Geteuid() {
+		return Keep, nil
+	}
+	return Owner{int(st.Uid), int(st.Gid)}, nil
+}
+
 // sysOpenat2 is the system call; a test makes it a kernel without it.
 var sysOpenat2 = unix.Openat2
 
@@ -211,6 +227,9 @@ func (d *Dir) MkdirPrivate(name string) (*Dir, error) {
 type MkdirOpts struct {
 	// Owner gets every directory on the way (created or found), when set.
 	Owner Owner
+	// KeepFound gives Owner only the directories MkdirAll makes; those
+	// already there keep theirs.
+	KeepFound bool
 	// ReplaceNonDirs removes a link or file found where a directory
 	// belongs (it removes the entry, never what a link points at) and
 	// makes the directory; otherwise such an entry is an error.
@@ -248,9 +267,10 @@ func mkdirOne(fd int, c string, perm os.FileMode, o MkdirOpts) (int, error) {
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return -1, err
 		}
+		made := err == nil
 		next, err := openat2(fd, c, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err == nil {
-			if o.Owner.set() {
+			if o.Owner.set() && (made || !o.KeepFound) {
 				if err := unix.Fchown(next, o.Owner.UID, o.Owner.GID); err != nil {
 					unix.Close(next)
 					return -1, err
@@ -332,46 +352,102 @@ func TempName() string {
 	return ".tmp-" + hex.EncodeToString(b[:])
 }
 
-// ReadFile reads the regular file name in d, never through a link, at
-// most max bytes (more is an error).
-func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
-	if err := checkName(name); err != nil {
+// ReadFile reads the regular file rel beneath d, never through a link
+// (anywhere on the way) and never a device or pipe, at most max bytes
+// (more is ErrTooLarge).
+func (d *Dir) ReadFile(rel string, max int64) ([]byte, error) {
+	parts, err := split(rel)
+	if err != nil {
 		return nil, err
 	}
-	fd, err := openat2(d.fd, name, unix.O_RDONLY|unix.O_NONBLOCK)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: d.child(name), Err: err}
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("%q: %w", rel, ErrNotPlain)
 	}
-	f := os.NewFile(uintptr(fd), d.child(name))
+	fd, err := openat2(d.fd, rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: d.child(rel), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.child(rel))
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &os.PathError{Op: "read", Path: d.child(name), Err: errors.New("not a regular file")}
+		return nil, &os.PathError{Op: "read", Path: d.child(rel), Err: errors.New("not a regular file")}
 	}
+	if fi.Size() > max {
+		return nil, &os.PathError{Op: "read", Path: d.child(rel), Err: ErrTooLarge}
+	}
+	// The file may grow while it is read.
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(b)) > max {
-		return nil, &os.PathError{Op: "read", Path: d.child(name), Err: errors.New("too large")}
+		return nil, &os.PathError{Op: "read", Path: d.child(rel), Err: ErrTooLarge}
 	}
 	return b, nil
 }
 
-// Lstat is the status of name in d, not following a link.
-func (d *Dir) Lstat(name string) (unix.Stat_t, error) {
+// Lstat is the status of rel beneath d, not following a link: one as
+// rel's last component is what is reported, one on the way is an error.
+func (d *Dir) Lstat(rel string) (unix.Stat_t, error) {
 	var st unix.Stat_t
-	if err := checkName(name); err != nil {
+	parts, err := split(rel)
+	if err != nil {
 		return st, err
 	}
-	err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-	if err != nil {
-		return st, &os.PathError{Op: "lstat", Path: d.child(name), Err: err}
+	if len(parts) == 0 {
+		return st, fmt.Errorf("%q: %w", rel, ErrNotPlain)
+	}
+	fd := d.fd
+	if len(parts) > 1 {
+		dir := strings.Join(parts[:len(parts)-1], "/")
+		pfd, err := openat2(d.fd, dir, unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return st, &os.PathError{Op: "openat2", Path: d.child(dir), Err: err}
+		}
+		defer unix.Close(pfd)
+		fd = pfd
+	}
+	if err := unix.Fstatat(fd, parts[len(parts)-1], &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return st, &os.PathError{Op: "lstat", Path: d.child(rel), Err: err}
 	}
 	return st, nil
+}
+
+// MoveIn renames name in src, a directory only the daemon can write, to
+// name in d: a file or link there is replaced, never followed (so is an
+// empty directory when name is one). A directory that stays (a non-empty
+// one, or any when name is a file) is kept and nothing moves: kept reports
+// it. A perm other than 0 is given to what moved afterwards through a
+// descriptor opened before the move, so it reaches exactly that entry
+// whatever a jail does in d meanwhile (a directory moved to another parent
+// must stay writable until then: rename updates its "..").
+func (d *Dir) MoveIn(src *Dir, name string, perm os.FileMode) (kept bool, err error) {
+	if err := checkName(name); err != nil {
+		return false, err
+	}
+	fd := -1
+	if perm != 0 {
+		if fd, err = openat2(src.fd, name, unix.O_RDONLY|unix.O_NONBLOCK); err != nil {
+			return false, &os.PathError{Op: "open", Path: src.child(name), Err: err}
+		}
+		defer unix.Close(fd)
+	}
+	if err := unix.Renameat(src.fd, name, d.fd, name); err != nil {
+		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EISDIR) {
+			return true, nil
+		}
+		return false, &os.PathError{Op: "rename", Path: d.child(name), Err: err}
+	}
+	if fd >= 0 {
+		if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
+			return false, &os.PathError{Op: "chmod", Path: d.child(name), Err: err}
+		}
+	}
+	return false, nil
 }
 
 // maxDepth bounds the walks: a jail can make a tree far deeper than any

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // Off Linux there is no jail (only LSP_UNJAILED=1 development), so nothing
@@ -15,6 +17,7 @@ import (
 var (
 	ErrUnsupported = errors.New("safefs: openat2 is unavailable off Linux")
 	ErrNotPlain    = errors.New("safefs: not a relative path of plain names")
+	ErrTooLarge    = errors.New("safefs: over the size bound")
 )
 
 type Owner struct{ UID, GID int }
@@ -25,6 +28,7 @@ type Dir struct{}
 
 type MkdirOpts struct {
 	Owner          Owner
+	KeepFound      bool
 	ReplaceNonDirs bool
 }
 
@@ -36,6 +40,9 @@ func (d *Dir) MkdirAll(string, os.FileMode, MkdirOpts) (*Dir, error)  { return n
 func (d *Dir) WriteFile(string, []byte, os.FileMode, Owner) error     { return ErrUnsupported }
 func (d *Dir) CreateFrom(string, io.Reader, os.FileMode, Owner) error { return ErrUnsupported }
 func (d *Dir) ReadFile(string, int64) ([]byte, error)                 { return nil, ErrUnsupported }
+func (d *Dir) Lstat(string) (unix.Stat_t, error)                      { return unix.Stat_t{}, ErrUnsupported }
+func (d *Dir) Owner() (Owner, error)                                  { return Keep, ErrUnsupported }
+func (d *Dir) MoveIn(*Dir, string, os.FileMode) (bool, error)         { return false, ErrUnsupported }
 func (d *Dir) ChownTree(int, int) error                               { return ErrUnsupported }
 func (d *Dir) RemoveAll(string) error                                 { return ErrUnsupported }
 func TempName() string                                                { return ".tmp" }

@@ -258,3 +258,131 @@ func TestOpenFdPathBelow(t *testing.T) {
 		t.Error("Open followed a link below a Dir.Path")
 	}
 }
+
+// TestMoveIn: a staged directory or file moves in by name; a link there
+// is replaced (never followed), a directory there is kept, and perm
+// reaches the moved entry.
+func TestMoveIn(t *testing.T) {
+	home, hostDir, hostFile := fixture(t)
+	stage := t.TempDir()
+	for _, n := range []string{"m@v1", "kept@v1", "linked@v1"} {
+		if err := os.MkdirAll(filepath.Join(stage, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(stage, n, "f"), []byte("new"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(stage, "list"), []byte("v1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, "kept@v1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "kept@v1", "old"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hostFile, filepath.Join(home, "list")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hostDir, filepath.Join(home, "linked@v1")); err != nil {
+		t.Fatal(err)
+	}
+	d, src := open(t, home), open(t, stage)
+	if kept, err := d.MoveIn(src, "m@v1", 0o555); kept || err != nil {
+		t.Fatalf("m@v1: kept %v, %v", kept, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(home, "m@v1")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o555 {
+		t.Errorf("m@v1: %v %v", fi, err)
+	}
+	if kept, err := d.MoveIn(src, "kept@v1", 0o555); !kept || err != nil {
+		t.Errorf("kept@v1: kept %v, %v", kept, err)
+	}
+	if _, err := os.Stat(filepath.Join(home, "kept@v1", "old")); err != nil {
+		t.Errorf("the existing directory was replaced: %v", err)
+	}
+	if kept, err := d.MoveIn(src, "list", 0); kept || err != nil {
+		t.Errorf("list: kept %v, %v", kept, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(home, "list")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("list: %v %v", fi, err)
+	}
+	// A directory over a link to a directory: refused, never moved into
+	// the link's target.
+	if _, err := d.MoveIn(src, "linked@v1", 0o555); err == nil {
+		t.Error("moved a directory over a link")
+	}
+	if _, err := d.MoveIn(src, "../x", 0); !errors.Is(err, ErrNotPlain) {
+		t.Errorf("../x: %v", err)
+	}
+	unchanged(t, hostDir, hostFile)
+}
+
+// TestReadFileLstatLinks: ReadFile and Lstat take a relative path and
+// follow no link on it; ReadFile is bounded.
+func TestReadFileLstatLinks(t *testing.T) {
+	home, hostDir, hostFile := fixture(t)
+	if err := os.MkdirAll(filepath.Join(home, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "a/f"), []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hostDir, filepath.Join(home, "dl")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hostFile, filepath.Join(home, "a/fl")); err != nil {
+		t.Fatal(err)
+	}
+	d := open(t, home)
+	if b, err := d.ReadFile("a/f", 5); err != nil || string(b) != "12345" {
+		t.Errorf("a/f = %q, %v", b, err)
+	}
+	if _, err := d.ReadFile("a/f", 4); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("over the bound: %v", err)
+	}
+	for _, p := range []string{"a/fl", "dl/f"} {
+		if b, err := d.ReadFile(p, 100); err == nil {
+			t.Errorf("ReadFile(%s) read through a link: %q", p, b)
+		}
+	}
+	if _, err := d.Lstat("a/fl"); err != nil {
+		t.Errorf("a link as the last component is there: %v", err)
+	}
+	if _, err := d.Lstat("dl/f"); err == nil {
+		t.Error("Lstat followed a link on the way")
+	}
+	if _, err := d.Lstat("a/missing"); err == nil {
+		t.Error("Lstat of a missing file")
+	}
+}
+
+// TestMkdirAllKeepFound: with KeepFound only the directories made get
+// Owner.
+func TestMkdirAllKeepFound(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	home, _, _ := fixture(t)
+	if err := os.Mkdir(filepath.Join(home, "found"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const uid = 4321
+	sub, err := open(t, home).MkdirAll("found/made", 0o755, MkdirOpts{Owner: Owner{uid, uid}, KeepFound: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Close()
+	for p, want := range map[string]uint32{"found": 0, "found/made": uid} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(home, p), &st); err != nil || st.Uid != want {
+			t.Errorf("%s: uid %d, want %d (%v)", p, st.Uid, want, err)
+		}
+	}
+	if o, err := open(t, filepath.Join(home, "found/made")).Owner(); err != nil || o != (Owner{uid, uid}) {
+		t.Errorf("Owner = %v, %v", o, err)
+	}
+	if o, err := open(t, home).Owner(); err != nil || o != Keep {
+		t.Errorf("Owner of the daemon's = %v, %v", o, err)
+	}
+}
