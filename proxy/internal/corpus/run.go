@@ -29,7 +29,10 @@ type Options struct {
 	Repos      []Repo
 	PerRepo    int  // positions per repository (default 40)
 	Keep       bool // keep each repository's checkouts (for debugging)
-	Log        func(format string, args ...any)
+	// Fixed, per repository name, replaces the chosen positions with these
+	// (the make test slice).
+	Fixed map[string][]Fixed
+	Log   func(format string, args ...any)
 }
 
 // Stat is one tool's agreement on one repository.
@@ -202,7 +205,7 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 		res.InstallError = err.Error()
 		o.Log("%s: ground-truth install failed: %v", r.Name, err)
 	}
-	t, err := groundTruth(ctx, r, sv, checkout, filepath.Join(dir, "home"), o.CacheDir, o.PerRepo, o.Log)
+	t, err := groundTruth(ctx, r, sv, checkout, filepath.Join(dir, "home"), o.CacheDir, o.PerRepo, o.Fixed[r.Name], o.Log)
 	if err != nil {
 		return fail("ground truth", err)
 	}

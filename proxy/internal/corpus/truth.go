@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf16"
 
 	"github.com/hanzoai/lsp/proxy/internal/devstack"
 	"github.com/hanzoai/lsp/proxy/internal/lspdirect"
@@ -93,15 +94,28 @@ func textPos(uri string, p Position) map[string]any {
 
 // groundTruth runs the direct server on the checkout, chooses positions
 // and records its answers.
-func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheDir string, perRepo int, log func(string, ...any)) (*truth, error) {
+func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheDir string, perRepo int, fix []Fixed, log func(string, ...any)) (*truth, error) {
 	goroot := ""
 	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
 		goroot = strings.TrimSpace(string(out))
 	}
 	t := &truth{pos: map[string][]Answer{}, file: map[string][]Answer{},
 		rt: roots{checkout: checkout, modcache: modCache(cacheDir), goroot: goroot}}
-	nfiles := 8
-	t.files, t.chosen = chooseFiles(checkout, r.Language, nfiles)
+	t.files, t.chosen = chooseFiles(checkout, r.Language, 8)
+	var fixed []Position
+	if len(fix) > 0 {
+		t.chosen = nil
+		for _, f := range fix {
+			p, err := f.resolve(checkout)
+			if err != nil {
+				return nil, err
+			}
+			fixed = append(fixed, p)
+			if !contains(t.chosen, p.Path) {
+				t.chosen = append(t.chosen, p.Path)
+			}
+		}
+	}
 	if len(t.chosen) == 0 {
 		return nil, fmt.Errorf("no source files")
 	}
@@ -123,6 +137,9 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 	// The first useful answer: a hover that says something, on the first
 	// chosen file's first candidates.
 	first := candidates(t.chosen[0], texts[t.chosen[0]])
+	if len(fixed) > 0 {
+		first = fixed[:1]
+	}
 	if len(first) > 10 {
 		first = first[:10]
 	}
@@ -174,17 +191,25 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 				cands = append(cands, c)
 			}
 		}
-		kept := 0
-		for _, c := range spread(cands, 3*perFile) {
+		kept, try := 0, spread(cands, 3*perFile)
+		if len(fixed) > 0 {
+			try, perFile = nil, len(fixed)
+			for _, p := range fixed {
+				if p.Path == f {
+					try = append(try, p)
+				}
+			}
+		}
+		for _, c := range try {
 			if kept == perFile {
 				break
 			}
 			raw, err := call("textDocument/definition", textPos(srv.URI(f), c))
-			if err != nil {
+			if err != nil && len(fixed) == 0 {
 				continue
 			}
 			locs := t.rt.truthLocations(raw)
-			if len(locs) == 0 {
+			if len(locs) == 0 && len(fixed) == 0 {
 				continue
 			}
 			kept++
@@ -249,4 +274,31 @@ func declStarts(raw json.RawMessage) map[[2]int]bool {
 	}
 	walk(raw)
 	return out
+}
+
+// Fixed names a position by its file, the text of its line (the first
+// line holding Needle) and the identifier in it: stable across a
+// snapshot's line numbers.
+type Fixed struct {
+	Path, Needle, Ident string
+}
+
+func (f Fixed) resolve(root string) (Position, error) {
+	b, err := readFile(root, f.Path)
+	if err != nil {
+		return Position{}, err
+	}
+	for i, l := range strings.Split(string(b), "\n") {
+		at := strings.Index(l, f.Needle)
+		if at < 0 {
+			continue
+		}
+		in := strings.Index(l[at:], f.Ident)
+		if in < 0 {
+			break
+		}
+		col := len(utf16.Encode([]rune(l[:at+in])))
+		return Position{Path: f.Path, Line: i, Character: col + 1, Ident: f.Ident, Test: isTestFile(f.Path)}, nil
+	}
+	return Position{}, fmt.Errorf("%s: no line holds %q with %q", f.Path, f.Needle, f.Ident)
 }
