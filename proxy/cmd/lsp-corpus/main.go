@@ -96,9 +96,27 @@ func run(ctx context.Context, gopls, typescript, daemonBin, corpusDir, cacheDir,
 		defer os.RemoveAll(dir)
 	}
 	start := time.Now()
+	var done []*corpus.Result
+	writeJSON := func() error {
+		if jsonOut == "" {
+			return nil
+		}
+		b, _ := json.MarshalIndent(done, "", "  ")
+		if jsonOut == "-" {
+			_, err := os.Stdout.Write(append(b, '\n'))
+			return err
+		}
+		return os.WriteFile(jsonOut, b, 0o644)
+	}
 	results, err := corpus.Run(ctx, corpus.Options{
 		Dir: dir, CacheDir: cacheDir, CorpusDir: corpusDir, DaemonBin: daemonBin, Gopls: gopls, TypeScript: typescript,
 		Repos: sel, PerRepo: positions, Keep: keep,
+		OnResult: func(r *corpus.Result) {
+			done = append(done, r)
+			if jsonOut != "-" {
+				_ = writeJSON() // a partial file survives an interrupted run
+			}
+		},
 		Log: func(f string, a ...any) {
 			fmt.Fprintf(os.Stderr, "%6.1fs "+f+"\n", append([]any{time.Since(start).Seconds()}, a...)...)
 		},
@@ -108,13 +126,8 @@ func run(ctx context.Context, gopls, typescript, daemonBin, corpusDir, cacheDir,
 	}
 	fmt.Println()
 	corpus.PrintTable(os.Stdout, results)
-	if jsonOut != "" {
-		b, _ := json.MarshalIndent(results, "", "  ")
-		if jsonOut == "-" {
-			os.Stdout.Write(append(b, '\n'))
-		} else if err := os.WriteFile(jsonOut, b, 0o644); err != nil {
-			return err
-		}
+	if err := writeJSON(); err != nil {
+		return err
 	}
 	var missed []string
 	for _, r := range results {

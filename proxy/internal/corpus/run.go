@@ -33,6 +33,8 @@ type Options struct {
 	// (the make test slice).
 	Fixed map[string][]Fixed
 	Log   func(format string, args ...any)
+	// OnResult, when set, sees each repository's result as it is done.
+	OnResult func(*Result)
 }
 
 // Stat is one tool's agreement on one repository.
@@ -168,6 +170,9 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		res.Seconds = time.Since(start).Seconds()
 		o.Log("%s: %.1fs%s", r.Name, res.Seconds, map[bool]string{true: " error: " + res.Err, false: ""}[res.Err != ""])
 		out = append(out, res)
+		if o.OnResult != nil {
+			o.OnResult(res)
+		}
 		if ctx.Err() != nil {
 			break
 		}
