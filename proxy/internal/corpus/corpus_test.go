@@ -42,7 +42,16 @@ func TestSlice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmp := t.TempDir()
+	// Postgres runs as its own user: its directory must be searchable,
+	// which t.TempDir's is not.
+	tmp, err := os.MkdirTemp("", "lsp-corpus-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removeTree(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	daemon := filepath.Join(tmp, "lsp-daemon")
 	build := exec.Command("go", "build", "-o", daemon, "github.com/hanzoai/lsp/daemon/cmd/lsp-daemon")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -191,7 +191,7 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 				cands = append(cands, c)
 			}
 		}
-		kept, try := 0, spread(cands, 3*perFile)
+		kept, try := 0, spread(cands, 5*perFile)
 		if len(fixed) > 0 {
 			try, perFile = nil, len(fixed)
 			for _, p := range fixed {
