@@ -30,12 +30,13 @@ func main() {
 	repos := flag.String("repo", "", "comma-separated repositories to run (default: all); names: "+names())
 	large := flag.Bool("large", true, "include the large repositories")
 	positions := flag.Int("positions", 40, "positions per repository")
+	coldWait := flag.Duration("cold-wait", 2*time.Minute, "how long to wait for the service's first useful answer before querying anyway")
 	keep := flag.Bool("keep", false, "keep the scratch directory (checkouts, the stack's logs) and print where it is")
 	jsonOut := flag.String("json", "", "write every result with its disagreements per position to this file (- for stdout)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *gopls, *typescript, *daemonBin, *corpusDir, *cacheDir, *repos, *large, *positions, *jsonOut, *keep); err != nil {
+	if err := run(ctx, *gopls, *typescript, *daemonBin, *corpusDir, *cacheDir, *repos, *large, *positions, *jsonOut, *keep, *coldWait); err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-corpus:", err)
 		os.Exit(1)
 	}
@@ -49,7 +50,7 @@ func names() string {
 	return strings.Join(n, ", ")
 }
 
-func run(ctx context.Context, gopls, typescript, daemonBin, corpusDir, cacheDir, repos string, large bool, positions int, jsonOut string, keep bool) error {
+func run(ctx context.Context, gopls, typescript, daemonBin, corpusDir, cacheDir, repos string, large bool, positions int, jsonOut string, keep bool, coldWait time.Duration) error {
 	var sel []corpus.Repo
 	if repos == "" {
 		for _, r := range corpus.Repos {
@@ -110,7 +111,7 @@ func run(ctx context.Context, gopls, typescript, daemonBin, corpusDir, cacheDir,
 	}
 	results, err := corpus.Run(ctx, corpus.Options{
 		Dir: dir, CacheDir: cacheDir, CorpusDir: corpusDir, DaemonBin: daemonBin, Gopls: gopls, TypeScript: typescript,
-		Repos: sel, PerRepo: positions, Keep: keep,
+		Repos: sel, PerRepo: positions, Keep: keep, ColdWait: coldWait,
 		OnResult: func(r *corpus.Result) {
 			done = append(done, r)
 			if jsonOut != "-" {

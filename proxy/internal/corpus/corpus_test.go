@@ -62,7 +62,7 @@ func TestSlice(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := Options{Dir: filepath.Join(tmp, "run"), CacheDir: filepath.Join(cache, "lsp-corpus"), CorpusDir: shared,
-		DaemonBin: daemon, Gopls: gopls, TypeScript: ts, Fixed: map[string][]Fixed{},
+		DaemonBin: daemon, Gopls: gopls, TypeScript: ts, Fixed: map[string][]Fixed{}, ColdWait: 45 * time.Second,
 		Log: func(f string, a ...any) { t.Logf(f, a...) }}
 	for _, s := range slice {
 		r, ok := Lookup(s.repo)

@@ -33,6 +33,10 @@ type Options struct {
 	// (the make test slice).
 	Fixed map[string][]Fixed
 	Log   func(format string, args ...any)
+	// ColdWait bounds the wait for the service's first useful answer
+	// (default 2m); past it the repository is still queried, and its
+	// answers are what they are.
+	ColdWait time.Duration
 	// OnResult, when set, sees each repository's result as it is done.
 	OnResult func(*Result)
 }
@@ -87,8 +91,9 @@ type Result struct {
 	// in them where the ground truth answered.
 	EmptyCurrent int `json:"empty_current"`
 	// NoUsefulAnswer: the service gave no useful hover at the cold
-	// position within coldWait (Prepare is then that wait, not a time).
+	// position within ColdWait (Prepare is then that wait, not a time).
 	NoUsefulAnswer bool           `json:"no_useful_answer,omitempty"`
+	ColdWait       float64        `json:"cold_wait_seconds"`
 	Err            string         `json:"error,omitempty"`
 	Seconds        float64        `json:"seconds"`
 	Disagreements  []Disagreement `json:"disagreements,omitempty"`
@@ -118,6 +123,9 @@ const (
 func Run(ctx context.Context, o Options) ([]*Result, error) {
 	if o.PerRepo == 0 {
 		o.PerRepo = 40
+	}
+	if o.ColdWait == 0 {
+		o.ColdWait = 2 * time.Minute
 	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
@@ -225,12 +233,12 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 	res.Clone = time.Since(cloneStart).Seconds()
 
 	o.Log("%s: preparing through the service", r.Name)
-	took, warnings, err := prepareService(ctx, c, r.Name, t.cold)
+	took, warnings, err := prepareService(ctx, c, r.Name, t.cold, o.ColdWait)
 	res.Prepare, res.Warnings = took.Seconds(), warnings
 	if err != nil && !errors.Is(err, errNoUsefulAnswer) {
 		return fail("prepare", err)
 	}
-	res.NoUsefulAnswer = err != nil
+	res.NoUsefulAnswer, res.ColdWait = err != nil, o.ColdWait.Seconds()
 	pos, file := serviceAnswers(ctx, c, r.Name, t)
 	defer dropWorkspace(context.WithoutCancel(ctx), c, r.Name)
 	compare(res, t, pos, file)
@@ -295,7 +303,7 @@ func PrintTable(w io.Writer, results []*Result) {
 		}
 		prep := fmt.Sprintf("%.1fs", r.Prepare)
 		if r.NoUsefulAnswer {
-			prep = fmt.Sprintf(">%.0fs", coldWait.Seconds())
+			prep = fmt.Sprintf(">%.0fs", r.ColdWait)
 		}
 		fmt.Fprintf(w, "%-27s %-4s %6d %4d %9s %5.1fs+%5.1fs %6s %6s %6s %6s %6s %3d/%-3d %5d %4d\n",
 			r.Repo, lang, r.Files, r.Positions, prep, r.Clone, r.Cold,

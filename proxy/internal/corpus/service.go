@@ -162,16 +162,12 @@ func references(ctx context.Context, c *client, repo string, p Position) Answer 
 	return out
 }
 
-// coldWait bounds the wait for the service's first useful answer; past
-// it the repository is still queried (its answers are what they are).
-const coldWait = 2 * time.Minute
-
 var errNoUsefulAnswer = errors.New("no useful answer")
 
 // prepareService prepares the repository and waits for the first useful
 // answer (a hover that says something at the ground truth's cold
 // position): the service's side of the cold-start figure.
-func prepareService(ctx context.Context, c *client, repo string, cold Position) (took time.Duration, warnings []string, err error) {
+func prepareService(ctx context.Context, c *client, repo string, cold Position, coldWait time.Duration) (took time.Duration, warnings []string, err error) {
 	start := time.Now()
 	a, _, err := c.do(ctx, http.MethodPost, "/prepare", map[string]any{"repo": repo})
 	if err != nil {
