@@ -12,9 +12,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"time"
 )
+
+// npmArch is the machine's architecture as npm's platform packages name it.
+func npmArch() string {
+	if goruntime.GOARCH == "amd64" {
+		return "x64"
+	}
+	return goruntime.GOARCH
+}
 
 // Pinned tools of the ground truth's JavaScript installs (npm is the
 // machine's). pnpm 12.4.2 is the newest that runs on the machine's Node 20
@@ -196,7 +205,9 @@ func install(ctx context.Context, r Repo, cacheDir, dir string) error {
 		if err != nil {
 			return err
 		}
-		_, err = run(ctx, dir, env, bin, "install", "--frozen-lockfile", "--ignore-scripts", "--non-interactive",
+		// --ignore-engines: packages declaring a newer Node than the
+		// machine's (as typescript-language-server itself does) install.
+		_, err = run(ctx, dir, env, bin, "install", "--frozen-lockfile", "--ignore-scripts", "--ignore-engines", "--non-interactive",
 			"--cache-folder", filepath.Join(cacheDir, "yarn-cache"))
 		return err
 	case "berry":
@@ -216,6 +227,11 @@ func install(ctx context.Context, r Repo, cacheDir, dir string) error {
 func jsTool(ctx context.Context, cacheDir, name string) (string, error) {
 	tools := filepath.Join(cacheDir, "tools")
 	bin := filepath.Join(tools, "node_modules", ".bin", name)
+	if name == "pnpm" {
+		// pnpm 12 ships as a native binary in a platform package; its
+		// install script only links it, and no install script runs here.
+		bin = filepath.Join(tools, "node_modules", "@pnpm", "exe."+goruntime.GOOS+"-"+npmArch(), "pnpm")
+	}
 	stamp := filepath.Join(tools, "installed-"+pnpmVersion+"-"+yarnVersion)
 	if _, err := os.Stat(stamp); err == nil {
 		return bin, nil

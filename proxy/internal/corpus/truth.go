@@ -136,9 +136,19 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 	defer srv.Close()
 	// The first useful answer: a hover that says something, on the first
 	// chosen file's first candidates.
-	first := candidates(t.chosen[0], texts[t.chosen[0]])
+	// The first chosen file with candidates goes first.
+	var first []Position
+	for i, f := range t.chosen {
+		if first = candidates(f, texts[f]); len(first) > 0 {
+			t.chosen[0], t.chosen[i] = t.chosen[i], t.chosen[0]
+			break
+		}
+	}
 	if len(fixed) > 0 {
 		first = fixed[:1]
+	}
+	if len(first) == 0 {
+		return nil, fmt.Errorf("no identifier uses in %v", t.chosen)
 	}
 	if len(first) > 10 {
 		first = first[:10]
