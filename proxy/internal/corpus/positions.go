@@ -85,7 +85,16 @@ func chooseFiles(root, lang string, n int) (all int, files []string) {
 	if nt > len(tests) {
 		nt = len(tests)
 	}
-	files = append(spread(src, n-nt), spread(tests, nt)...)
+	// Interleaved, three sources then a test, so that a caller taking a
+	// prefix keeps the proportion.
+	ss, ts := spread(src, n-nt), spread(tests, nt)
+	for len(ss) > 0 || len(ts) > 0 {
+		k := min(3, len(ss))
+		files, ss = append(files, ss[:k]...), ss[k:]
+		if len(ts) > 0 {
+			files, ts = append(files, ts[0]), ts[1:]
+		}
+	}
 	if len(files) < n {
 		files = append(files, spread(without(tests, files), n-len(files))...)
 	}

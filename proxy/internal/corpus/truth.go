@@ -101,7 +101,10 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 	}
 	t := &truth{pos: map[string][]Answer{}, file: map[string][]Answer{},
 		rt: roots{checkout: checkout, modcache: modCache(cacheDir), goroot: goroot}}
-	t.files, t.chosen = chooseFiles(checkout, r.Language, 8)
+	// Eight files give the positions; more stand by for a repository
+	// whose first eight give fewer than perRepo (small files, few uses).
+	const baseFiles = 8
+	t.files, t.chosen = chooseFiles(checkout, r.Language, 3*baseFiles)
 	var fixed []Position
 	if len(fix) > 0 {
 		t.chosen = nil
@@ -186,8 +189,13 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 		return raw, err
 	}
 
-	perFile := (perRepo + len(t.chosen) - 1) / len(t.chosen)
+	perFile := (perRepo + baseFiles - 1) / baseFiles
+	used := 0
 	for _, f := range t.chosen {
+		if len(fixed) == 0 && used >= baseFiles && len(t.positions) >= perRepo {
+			break
+		}
+		used++
 		raw, err := call("textDocument/documentSymbol", map[string]any{"textDocument": map[string]any{"uri": srv.URI(f)}})
 		a := Answer{Lines: truthSymbols(raw)}
 		if err != nil {
@@ -241,6 +249,7 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			t.pos["references"] = append(t.pos["references"], a)
 		}
 	}
+	t.chosen = t.chosen[:used]
 	// Diagnostics as an editor sees them: what the server published, once
 	// it has been quiet for two seconds.
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
