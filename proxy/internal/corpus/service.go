@@ -118,15 +118,8 @@ func serviceAnswers(ctx context.Context, c *client, repo string, t *truth) (pos,
 		pos["references"] = append(pos["references"], references(ctx, c, repo, p))
 	}
 	for _, f := range t.chosen {
-		a, _, err := c.do(ctx, http.MethodPost, "/symbols", map[string]any{"repo": repo, "path": f, "limit": 1000})
-		file["symbols"] = append(file["symbols"], wrap(a, err, func(a *apiAnswer) []string {
-			var out []string
-			for _, s := range a.Symbols {
-				out = append(out, symbolLine(s.Name, s.Kind, s.Container, s.Range))
-			}
-			return sortUniq(out)
-		}))
-		a, _, err = c.do(ctx, http.MethodPost, "/diagnostics", map[string]any{"repo": repo, "path": f})
+		file["symbols"] = append(file["symbols"], symbols(ctx, c, repo, f))
+		a, _, err := c.do(ctx, http.MethodPost, "/diagnostics", map[string]any{"repo": repo, "path": f})
 		file["diagnostics"] = append(file["diagnostics"], wrap(a, err, func(a *apiAnswer) []string {
 			var out []string
 			for _, d := range a.Diagnostics {
@@ -136,6 +129,29 @@ func serviceAnswers(ctx context.Context, c *client, repo string, t *truth) (pos,
 		}))
 	}
 	return pos, file
+}
+
+// symbols follows the answer's cursors (at most 20 pages of 1000).
+func symbols(ctx context.Context, c *client, repo, path string) Answer {
+	body := map[string]any{"repo": repo, "path": path, "limit": 1000}
+	var out Answer
+	for page := 0; page < 20; page++ {
+		a, _, err := c.do(ctx, http.MethodPost, "/symbols", body)
+		if err != nil {
+			out.Err = err.Error()
+			return out
+		}
+		for _, s := range a.Symbols {
+			out.Lines = append(out.Lines, symbolLine(s.Name, s.Kind, s.Container, s.Range))
+		}
+		out.State, out.Warnings = a.Evidence.State, a.Evidence.Warnings
+		if a.NextCursor == "" {
+			break
+		}
+		body["cursor"] = a.NextCursor
+	}
+	out.Lines = sortUniq(out.Lines)
+	return out
 }
 
 // references follows the answer's cursors (at most 20 pages of 1000).
