@@ -169,6 +169,9 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 				break
 			}
 		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if time.Since(start) > 3*time.Minute {
 			return nil, fmt.Errorf("direct server: no hover in 3m on %s", t.chosen[0])
 		}
