@@ -192,7 +192,8 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 		return raw, err
 	}
 
-	perFile := (perRepo + baseFiles - 1) / baseFiles
+	per := min(baseFiles, len(t.chosen))
+	perFile := (perRepo + per - 1) / per
 	used := 0
 	for _, f := range t.chosen {
 		if len(fixed) == 0 && used >= baseFiles && len(t.positions) >= perRepo {
