@@ -19,7 +19,7 @@ GITEA      := $(GITEA_DIR)/gitea
 PKGS       := ./proto/... ./migrations/... ./proxy/... ./daemon/... ./deploy/...
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all build run test deps bench soak proto proto-check lint tidy tidy-check fuzz clean
+.PHONY: all build run test deps bench corpus soak proto proto-check lint tidy tidy-check fuzz clean
 
 all: build
 
@@ -82,6 +82,15 @@ test: deps
 ## bench: the performance table (ratios against baselines measured in the same run).
 bench: deps build
 	LSP_TEST_GOPLS=$(GOPLS) go run ./proxy/cmd/lsp-bench --gopls $(GOPLS) --typescript $(TS_DIR) --daemon-bin $(BIN)/lsp-daemon
+
+## corpus: real repositories, jailed, against the same pinned servers on a
+## normal checkout: prints the agreement table and exits non-zero below 98%
+## on any tool of any repository. CORPUS_FLAGS passes flags to lsp-corpus
+## (-repo uuid,axios for some repositories, -json FILE for the disagreements,
+## -large=false to leave the large module out).
+CORPUS_FLAGS ?=
+corpus: deps build
+	go run ./proxy/cmd/lsp-corpus --gopls $(GOPLS) --typescript $(TS_DIR) --daemon-bin $(BIN)/lsp-daemon $(CORPUS_FLAGS)
 
 ## soak: the reliability run (SOAK_DURATION, default 5m): mixed load, faults,
 ## hostile input, then the ledger and leak invariants; prints the table

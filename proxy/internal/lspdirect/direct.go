@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/spawnthread"
 )
@@ -35,6 +36,12 @@ type Server struct {
 	id   int
 	wait map[int]chan reply
 	done chan struct{}
+
+	// diags holds the last textDocument/publishDiagnostics per URI; lastNote
+	// is when any diagnostics arrived last (dmu guards both).
+	dmu      sync.Mutex
+	diags    map[string]json.RawMessage
+	lastNote time.Time
 }
 
 type reply struct {
@@ -47,6 +54,12 @@ type reply struct {
 
 // Start runs argv in root with env and initializes it.
 func Start(ctx context.Context, root string, env []string, argv ...string) (*Server, error) {
+	return StartWith(ctx, root, env, nil, argv...)
+}
+
+// StartWith is Start with the server's initializationOptions (the reviewed
+// TypeScript entry's pinned tsserver path, for one).
+func StartWith(ctx context.Context, root string, env []string, initOptions any, argv ...string) (*Server, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = root, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -61,21 +74,28 @@ func Start(ctx context.Context, root string, env []string, argv ...string) (*Ser
 	if err := spawnthread.Start(cmd); err != nil {
 		return nil, err
 	}
-	s := &Server{cmd: cmd, in: in, root: root, wait: map[int]chan reply{}, done: make(chan struct{})}
+	s := &Server{cmd: cmd, in: in, root: root, wait: map[int]chan reply{}, done: make(chan struct{}), diags: map[string]json.RawMessage{}}
 	go s.read(bufio.NewReaderSize(out, 1<<16))
 	caps := map[string]any{
 		"general": map[string]any{"positionEncodings": []string{"utf-16"}},
 		"textDocument": map[string]any{
-			"hover":      map[string]any{"contentFormat": []string{"markdown", "plaintext"}},
-			"definition": map[string]any{"linkSupport": false},
+			"hover":              map[string]any{"contentFormat": []string{"markdown", "plaintext"}},
+			"definition":         map[string]any{"linkSupport": false},
+			"references":         map[string]any{},
+			"documentSymbol":     map[string]any{"hierarchicalDocumentSymbolSupport": true},
+			"publishDiagnostics": map[string]any{"relatedInformation": false},
 		},
 		"workspace": map[string]any{"configuration": true},
 	}
 	var init json.RawMessage
-	if err := s.Call(ctx, "initialize", map[string]any{
+	params := map[string]any{
 		"processId": nil, "rootUri": s.URI(""), "capabilities": caps,
 		"workspaceFolders": []map[string]any{{"uri": s.URI(""), "name": "root"}},
-	}, &init); err != nil {
+	}
+	if initOptions != nil {
+		params["initializationOptions"] = initOptions
+	}
+	if err := s.Call(ctx, "initialize", params, &init); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
@@ -156,6 +176,15 @@ func (s *Server) Definition(ctx context.Context, rel string, pos Position) (json
 	return r, err
 }
 
+// Diagnostics is the last textDocument/publishDiagnostics for a
+// root-relative file (nil when none arrived), and when any file's
+// diagnostics arrived last.
+func (s *Server) Diagnostics(rel string) (json.RawMessage, time.Time) {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	return s.diags[s.URI(rel)], s.lastNote
+}
+
 // Close shuts the server down and kills its process group.
 func (s *Server) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2e9)
@@ -220,6 +249,16 @@ func (s *Server) read(r *bufio.Reader) {
 			continue
 		}
 		switch {
+		case m.Method == "textDocument/publishDiagnostics" && m.ID == nil:
+			var p struct {
+				URI         string          `json:"uri"`
+				Diagnostics json.RawMessage `json:"diagnostics"`
+			}
+			if json.Unmarshal(m.Params, &p) == nil {
+				s.dmu.Lock()
+				s.diags[p.URI], s.lastNote = p.Diagnostics, time.Now()
+				s.dmu.Unlock()
+			}
 		case m.Method != "" && m.ID != nil:
 			// A server request: configuration gets nulls, the rest null.
 			var result any

@@ -1,0 +1,166 @@
+// Command lsp-corpus prints the agreement table of `make corpus`: every
+// repository of the corpus prepared through the service (daemon jailed)
+// and compared with the same pinned server run directly on a normal
+// checkout. It exits 1 when any tool of any repository is below the target.
+//
+//	lsp-corpus [-repo uuid,axios] [-json disagreements.json] [-large=false]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/corpus"
+)
+
+func main() {
+	gopls := flag.String("gopls", ".bin/gopls", "the pinned gopls")
+	typescript := flag.String("typescript", ".bin/ts", "the reviewed TypeScript install (make deps); empty leaves TypeScript out")
+	daemonBin := flag.String("daemon-bin", ".bin/lsp-daemon", "the lsp-daemon binary")
+	corpusDir := flag.String("corpus", "", "the snapshots' directory (default: ../shared/corpus beside the checkout)")
+	cacheDir := flag.String("cache", "", "downloads kept between runs (default: $XDG_CACHE_HOME/lsp-corpus)")
+	repos := flag.String("repo", "", "comma-separated repositories to run (default: all); names: "+names())
+	large := flag.Bool("large", true, "include the large repositories")
+	positions := flag.Int("positions", 40, "positions per repository")
+	coldWait := flag.Duration("cold-wait", 2*time.Minute, "how long to wait for the service's first useful answer before querying anyway")
+	keep := flag.Bool("keep", false, "keep the scratch directory (checkouts, the stack's logs) and print where it is")
+	jsonOut := flag.String("json", "", "write every result with its disagreements per position to this file (- for stdout)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *gopls, *typescript, *daemonBin, *corpusDir, *cacheDir, *repos, *large, *positions, *jsonOut, *keep, *coldWait); err != nil {
+		fmt.Fprintln(os.Stderr, "lsp-corpus:", err)
+		os.Exit(1)
+	}
+}
+
+func names() string {
+	var n []string
+	for _, r := range corpus.Repos {
+		n = append(n, r.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+func run(ctx context.Context, gopls, typescript, daemonBin, corpusDir, cacheDir, repos string, large bool, positions int, jsonOut string, keep bool, coldWait time.Duration) error {
+	var sel []corpus.Repo
+	if repos == "" {
+		for _, r := range corpus.Repos {
+			if large || !r.Large {
+				sel = append(sel, r)
+			}
+		}
+	} else {
+		for _, n := range strings.Split(repos, ",") {
+			r, ok := corpus.Lookup(strings.TrimSpace(n))
+			if !ok {
+				return fmt.Errorf("unknown repository %q (have %s)", n, names())
+			}
+			sel = append(sel, r)
+		}
+	}
+	var err error
+	if corpusDir == "" {
+		if corpusDir, err = findShared(); err != nil {
+			return err
+		}
+	}
+	if cacheDir == "" {
+		d, err := os.UserCacheDir()
+		if err != nil {
+			return err
+		}
+		cacheDir = filepath.Join(d, "lsp-corpus")
+	}
+	for _, p := range []*string{&gopls, &typescript, &daemonBin, &corpusDir, &cacheDir} {
+		if *p != "" {
+			if *p, err = filepath.Abs(*p); err != nil {
+				return err
+			}
+		}
+	}
+	dir, err := os.MkdirTemp("", "lsp-corpus-")
+	if err != nil {
+		return err
+	}
+	if keep {
+		fmt.Fprintln(os.Stderr, "scratch directory kept:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	start := time.Now()
+	var done []*corpus.Result
+	writeJSON := func() error {
+		if jsonOut == "" {
+			return nil
+		}
+		b, _ := json.MarshalIndent(done, "", "  ")
+		if jsonOut == "-" {
+			_, err := os.Stdout.Write(append(b, '\n'))
+			return err
+		}
+		return os.WriteFile(jsonOut, b, 0o644)
+	}
+	results, err := corpus.Run(ctx, corpus.Options{
+		Dir: dir, CacheDir: cacheDir, CorpusDir: corpusDir, DaemonBin: daemonBin, Gopls: gopls, TypeScript: typescript,
+		Repos: sel, PerRepo: positions, Keep: keep, ColdWait: coldWait,
+		OnResult: func(r *corpus.Result) {
+			done = append(done, r)
+			if jsonOut != "-" {
+				_ = writeJSON() // a partial file survives an interrupted run
+			}
+		},
+		Log: func(f string, a ...any) {
+			fmt.Fprintf(os.Stderr, "%6.1fs "+f+"\n", append([]any{time.Since(start).Seconds()}, a...)...)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	corpus.PrintTable(os.Stdout, results)
+	if err := writeJSON(); err != nil {
+		return err
+	}
+	var missed []string
+	for _, r := range results {
+		if !r.Met() {
+			missed = append(missed, r.Repo)
+		}
+	}
+	if len(missed) > 0 {
+		return fmt.Errorf("below %.0f%% agreement: %s", corpus.Target, strings.Join(missed, ", "))
+	}
+	return nil
+}
+
+// findShared is ../shared/corpus beside the checkout that holds the
+// working directory (CI lays shared/ beside its clone).
+func findShared() (string, error) {
+	d, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
+			p := filepath.Join(filepath.Dir(d), "shared", "corpus")
+			if _, err := os.Stat(p); err != nil {
+				return "", fmt.Errorf("no snapshots at %s: pass -corpus", p)
+			}
+			return p, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("no go.work above the working directory: pass -corpus")
+		}
+		d = parent
+	}
+}

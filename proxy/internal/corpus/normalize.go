@@ -1,0 +1,301 @@
+package corpus
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Answer is one side's normalised answers at one position (hover,
+// definition, references) or for one file (symbols, diagnostics): a list of
+// comparable lines. Empty means the side answered nothing.
+type Answer struct {
+	Lines []string `json:"lines"`
+	Err   string   `json:"error,omitempty"`
+	// State is the service's evidence.state ("" on the ground truth).
+	State    string   `json:"state,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+func (a Answer) empty() bool { return len(a.Lines) == 0 }
+
+func (a Answer) equal(b Answer) bool {
+	if len(a.Lines) != len(b.Lines) {
+		return false
+	}
+	for i := range a.Lines {
+		if a.Lines[i] != b.Lines[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// lspRange is an LSP range.
+type lspRange struct {
+	Start struct{ Line, Character int } `json:"start"`
+	End   struct{ Line, Character int } `json:"end"`
+}
+
+func (r lspRange) String() string {
+	return fmt.Sprintf("%d:%d-%d:%d", r.Start.Line, r.Start.Character, r.End.Line, r.End.Character)
+}
+
+// roots are the host directories a ground-truth location may fall in.
+type roots struct {
+	checkout string // the ground truth's checkout
+	modcache string // its GOMODCACHE
+	goroot   string
+}
+
+// truthLocation names a direct server's location the way the service
+// names its own: a repository path, or module@version + a path inside it.
+// ok is false for a location outside every known root.
+func (rt roots) truthLocation(uri string, rg lspRange) string {
+	u, err := url.Parse(uri)
+	p := uri
+	if err == nil && u.Scheme == "file" {
+		p = u.Path
+	}
+	if rel, ok := strings.CutPrefix(p, rt.checkout+"/"); ok && !strings.Contains("/"+rel, "/node_modules/") {
+		return rel + " " + rg.String()
+	}
+	if rel, ok := strings.CutPrefix(p, rt.modcache+"/"); ok {
+		if at := strings.IndexByte(rel, '@'); at > 0 {
+			if slash := strings.IndexByte(rel[at:], '/'); slash > 0 {
+				mod, ver := unescapeModule(rel[:at]), unescapeModule(rel[at+1:at+slash])
+				return "ext " + mod + "@" + ver + " " + rel[at+slash+1:] + " " + rg.String()
+			}
+		}
+	}
+	if rel, ok := strings.CutPrefix(p, rt.goroot+"/src/"); ok {
+		return "ext std " + rel + " " + rg.String()
+	}
+	if i := strings.LastIndex(p, "/node_modules/"); i >= 0 {
+		rest := p[i+len("/node_modules/"):]
+		parts := strings.SplitN(rest, "/", 3)
+		name, inner := parts[0], ""
+		if strings.HasPrefix(name, "@") && len(parts) == 3 {
+			name, inner = parts[0]+"/"+parts[1], parts[2]
+		} else if len(parts) > 1 {
+			inner = strings.Join(parts[1:], "/")
+		}
+		ver := "?"
+		if b, err := os.ReadFile(filepath.Join(p[:i], "node_modules", name, "package.json")); err == nil {
+			var pj struct{ Version string }
+			if json.Unmarshal(b, &pj) == nil {
+				ver = pj.Version
+			}
+		}
+		return "ext " + name + "@" + ver + " " + inner + " " + rg.String()
+	}
+	return "outside " + p + " " + rg.String()
+}
+
+// serviceLocation is the same for a location in a service answer.
+type serviceLocation struct {
+	Path     string   `json:"path"`
+	Range    lspRange `json:"range"`
+	External bool     `json:"external"`
+	Module   string   `json:"module"`
+}
+
+func (l serviceLocation) key() string {
+	if !l.External {
+		return l.Path + " " + l.Range.String()
+	}
+	if strings.HasPrefix(l.Module, "std@") || l.Module == "std" {
+		// The service names std@goX.Y; the ground truth's GOROOT is the
+		// same toolchain, so the version says nothing more.
+		return "ext std " + strings.TrimPrefix(l.Path, "src/") + " " + l.Range.String()
+	}
+	return "ext " + l.Module + " " + l.Path + " " + l.Range.String()
+}
+
+// truthLocations decodes a direct server's Location | Location[] |
+// LocationLink[] result.
+func (rt roots) truthLocations(raw json.RawMessage) []string {
+	var many []struct {
+		URI                  string    `json:"uri"`
+		Range                lspRange  `json:"range"`
+		TargetURI            string    `json:"targetUri"`
+		TargetSelectionRange *lspRange `json:"targetSelectionRange"`
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	if raw[0] == '{' {
+		raw = json.RawMessage("[" + string(raw) + "]")
+	}
+	if json.Unmarshal(raw, &many) != nil {
+		return []string{"undecodable " + string(raw)}
+	}
+	var out []string
+	for _, l := range many {
+		if l.TargetURI != "" && l.TargetSelectionRange != nil {
+			out = append(out, rt.truthLocation(l.TargetURI, *l.TargetSelectionRange))
+		} else {
+			out = append(out, rt.truthLocation(l.URI, l.Range))
+		}
+	}
+	return sortUniq(out)
+}
+
+func sortUniq(xs []string) []string {
+	sort.Strings(xs)
+	out := xs[:0]
+	for i, x := range xs {
+		if i == 0 || x != xs[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// The service's documented sanitising of server text (README, "hover and
+// diagnostics are sanitised"): links keep their text and lose their
+// targets, reference definitions and bare or angle-bracket URLs go, control
+// characters other than newline and tab go. Applied to both sides, so it
+// never counts as a disagreement; a second application changes nothing.
+var (
+	inlineLink = regexp.MustCompile(`\[([^\]\n]{0,512})\]\(([^)\s]{0,1000})(?:\s+"[^"\n]{0,256}")?\)`)
+	refLink    = regexp.MustCompile(`(?m)^\s{0,3}\[[^\]\n]{1,256}\]:\s*\S+.*$`)
+	autoLink   = regexp.MustCompile(`<((?:https?|ftp|file|mailto|data|javascript):[^>\s]{0,1000})>`)
+	bareURL    = regexp.MustCompile(`(?i)(?:https?|ftp|file|data|javascript):(?://)?[^\s<>()\[\]"'` + "`" + `]{0,1000}`)
+	spaces     = regexp.MustCompile(`[ \t]+\n`)
+)
+
+func sanitizeText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || r >= 0x80 && r < 0xa0 || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+func sanitizeMarkdown(s string) string {
+	s = sanitizeText(s)
+	s = inlineLink.ReplaceAllString(s, "$1")
+	s = refLink.ReplaceAllString(s, "")
+	s = autoLink.ReplaceAllString(s, "")
+	s = bareURL.ReplaceAllString(s, "")
+	s = spaces.ReplaceAllString(s, "\n")
+	return strings.TrimRight(s, "\n ")
+}
+
+// hoverLines is a hover's comparable form: its sanitised text, the
+// ground truth's checkout path taken out (the service never shows a host
+// path; a direct server does).
+func hoverLines(md, checkout string) []string {
+	if checkout != "" {
+		md = strings.ReplaceAll(md, checkout+"/", "")
+	}
+	md = sanitizeMarkdown(md)
+	if md == "" {
+		return nil
+	}
+	return []string{md}
+}
+
+var symbolKinds = []string{"", "file", "module", "namespace", "package", "class", "method",
+	"property", "field", "constructor", "enum", "interface", "function", "variable", "constant",
+	"string", "number", "boolean", "array", "object", "key", "null", "enum_member", "struct",
+	"event", "operator", "type_parameter"}
+
+func kindName(k int) string {
+	if k > 0 && k < len(symbolKinds) {
+		return symbolKinds[k]
+	}
+	return fmt.Sprint(k)
+}
+
+// truthSymbols flattens DocumentSymbol[] (children get their parent's
+// name as container) or SymbolInformation[].
+func truthSymbols(raw json.RawMessage) []string {
+	type sym struct {
+		Name          string                    `json:"name"`
+		Kind          int                       `json:"kind"`
+		Range         *lspRange                 `json:"range"`
+		Location      *struct{ Range lspRange } `json:"location"`
+		ContainerName string                    `json:"containerName"`
+		Children      json.RawMessage           `json:"children"`
+	}
+	var out []string
+	var walk func(raw json.RawMessage, container string)
+	walk = func(raw json.RawMessage, container string) {
+		var syms []sym
+		if json.Unmarshal(raw, &syms) != nil {
+			return
+		}
+		for _, s := range syms {
+			rg, c := lspRange{}, container
+			if s.Range != nil {
+				rg = *s.Range
+			} else if s.Location != nil {
+				rg, c = s.Location.Range, s.ContainerName
+			}
+			out = append(out, symbolLine(s.Name, kindName(s.Kind), c, rg))
+			if len(s.Children) > 0 {
+				walk(s.Children, s.Name)
+			}
+		}
+	}
+	walk(raw, "")
+	return sortUniq(out)
+}
+
+func symbolLine(name, kind, container string, rg lspRange) string {
+	return fmt.Sprintf("%s %s in %q %s", kind, name, container, rg)
+}
+
+var severities = []string{"", "error", "warning", "information", "hint"}
+
+func truthDiagnostics(raw json.RawMessage, checkout string) []string {
+	var ds []struct {
+		Range    lspRange        `json:"range"`
+		Severity int             `json:"severity"`
+		Code     json.RawMessage `json:"code"`
+		Source   string          `json:"source"`
+		Message  string          `json:"message"`
+	}
+	if json.Unmarshal(raw, &ds) != nil {
+		return nil
+	}
+	var out []string
+	for _, d := range ds {
+		sev := "error"
+		if d.Severity > 0 && d.Severity < len(severities) {
+			sev = severities[d.Severity]
+		}
+		code := strings.Trim(string(d.Code), `"`)
+		if code == "null" {
+			code = ""
+		}
+		out = append(out, diagLine(d.Range, sev, code, d.Source, strings.ReplaceAll(d.Message, checkout+"/", "")))
+	}
+	return sortUniq(out)
+}
+
+func diagLine(rg lspRange, severity, code, source, message string) string {
+	return fmt.Sprintf("%s %s [%s %s] %s", rg, severity, source, code, strings.TrimSpace(sanitizeText(message)))
+}
+
+// unescapeModule undoes the module cache's case escaping ("!x" is "X").
+func unescapeModule(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '!' && i+1 < len(s) {
+			i++
+			b.WriteString(strings.ToUpper(s[i : i+1]))
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

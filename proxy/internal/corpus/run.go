@@ -1,0 +1,339 @@
+package corpus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
+)
+
+// Target is the agreement every tool must reach on every repository.
+const Target = 98.0
+
+// Options configure a run.
+type Options struct {
+	Dir        string // scratch: checkouts, the stack; removed by the caller
+	CacheDir   string // downloads kept between runs (module cache, npm, tools)
+	CorpusDir  string // shared/corpus
+	DaemonBin  string
+	Gopls      string
+	TypeScript string // the reviewed TypeScript install (.bin/ts); "" skips TypeScript entries
+	Repos      []Repo
+	PerRepo    int  // positions per repository (default 40)
+	Keep       bool // keep each repository's checkouts (for debugging)
+	// Fixed, per repository name, replaces the chosen positions with these
+	// (the make test slice).
+	Fixed map[string][]Fixed
+	Log   func(format string, args ...any)
+	// ColdWait bounds the wait for the service's first useful answer
+	// (default 2m); past it the repository is still queried, and its
+	// answers are what they are.
+	ColdWait time.Duration
+	// OnResult, when set, sees each repository's result as it is done.
+	OnResult func(*Result)
+}
+
+// Stat is one tool's agreement on one repository.
+type Stat struct {
+	Agree int `json:"agree"`
+	Total int `json:"total"`
+}
+
+// Pct is the agreement in percent (100 with nothing to compare).
+func (s Stat) Pct() float64 {
+	if s.Total == 0 {
+		return 100
+	}
+	return 100 * float64(s.Agree) / float64(s.Total)
+}
+
+// Disagreement is one position (or file) where the answers differ.
+type Disagreement struct {
+	Tool     string    `json:"tool"`
+	Position *Position `json:"position,omitempty"`
+	Path     string    `json:"path"`
+	Truth    Answer    `json:"truth"`
+	Service  Answer    `json:"service"`
+}
+
+// Result is one repository's row.
+type Result struct {
+	Repo     string `json:"repo"`
+	Language string `json:"language"`
+	What     string `json:"what"`
+	Files    int    `json:"files"`
+	// Positions and the files they come from.
+	Positions int      `json:"positions"`
+	Chosen    []string `json:"chosen_files"`
+	// Prepare is POST /prepare through the first useful answer; Clone and
+	// Cold are git clone --depth 1 and the direct server's own cold start
+	// (start → first useful answer) on the ground-truth checkout.
+	Prepare float64         `json:"prepare_seconds"`
+	Clone   float64         `json:"clone_seconds"`
+	Cold    float64         `json:"cold_start_seconds"`
+	Tools   map[string]Stat `json:"tools"`
+	// Externals: definitions the ground truth placed outside the
+	// repository, and how many of them the service matched.
+	Externals Stat `json:"externals"`
+	// Warnings of the prepare and the answers; InstallError is the ground
+	// truth's own install failure, if any.
+	Warnings     []string `json:"warnings"`
+	InstallError string   `json:"install_error,omitempty"`
+	// EmptyCurrent counts answers the service marked current with nothing
+	// in them where the ground truth answered.
+	EmptyCurrent int `json:"empty_current"`
+	// NoUsefulAnswer: the service gave no useful hover at the cold
+	// position within ColdWait (Prepare is then that wait, not a time).
+	NoUsefulAnswer bool           `json:"no_useful_answer,omitempty"`
+	ColdWait       float64        `json:"cold_wait_seconds"`
+	Err            string         `json:"error,omitempty"`
+	Seconds        float64        `json:"seconds"`
+	Disagreements  []Disagreement `json:"disagreements,omitempty"`
+}
+
+// Met reports whether every tool reached the target.
+func (r *Result) Met() bool {
+	if r.Err != "" {
+		return false
+	}
+	for _, t := range Tools {
+		if r.Tools[t].Pct() < Target {
+			return false
+		}
+	}
+	return true
+}
+
+const (
+	org   = "corpus"
+	token = "corpus-forge-token"
+)
+
+// Run measures every repository of o.Repos through one dev stack (daemon
+// jailed, as in production). A repository that fails is a row with Err,
+// not a failed run; an error means the stack itself could not run.
+func Run(ctx context.Context, o Options) ([]*Result, error) {
+	if o.PerRepo == 0 {
+		o.PerRepo = 40
+	}
+	if o.ColdWait == 0 {
+		o.ColdWait = 2 * time.Minute
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	sv := servers{gopls: o.Gopls}
+	if o.TypeScript != "" {
+		ts, err := devstack.FindTypeScript(o.TypeScript, "")
+		if err != nil {
+			return nil, err
+		}
+		sv.ts = &ts
+	}
+	for _, d := range []string{o.Dir, o.CacheDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.Chmod(o.Dir, 0o755); err != nil { // Postgres runs as its own user
+		return nil, err
+	}
+	stack, err := devstack.Start(ctx, devstack.Options{
+		Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, Gopls: o.Gopls, TypeScript: o.TypeScript,
+		DaemonEnv: map[string]string{
+			"LSP_DEPS_GO_PROXY":     goMirror(o.CacheDir),
+			"LSP_DEPS_NPM_REGISTRY": "https://registry.npmjs.org/",
+		},
+		ProxyEnv: map[string]string{"LSP_REQUEST_TIMEOUT": "5m"},
+		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dev stack: %w", err)
+	}
+	defer stack.Stop()
+	stack.Forge.Grant(token, org+"/*")
+	if err := stack.Ledger.Credit(ctx, org, 1_000_000, "corpus"); err != nil {
+		return nil, err
+	}
+	jwt, err := stack.Token("corpus", org, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := &client{url: stack.ProxyURL, jwt: jwt, forge: token, http: &http.Client{}}
+	var out []*Result
+	for _, r := range o.Repos {
+		if r.Language == "typescript" && sv.ts == nil {
+			continue
+		}
+		start := time.Now()
+		res := runRepo(ctx, o, sv, stack, c, r)
+		res.Seconds = time.Since(start).Seconds()
+		o.Log("%s: %.1fs%s", r.Name, res.Seconds, map[bool]string{true: " error: " + res.Err, false: ""}[res.Err != ""])
+		out = append(out, res)
+		if o.OnResult != nil {
+			o.OnResult(res)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return out, nil
+}
+
+func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, c *client, r Repo) *Result {
+	res := &Result{Repo: r.Name, Language: r.Language, What: r.What, Tools: map[string]Stat{}}
+	fail := func(step string, err error) *Result {
+		res.Err = step + ": " + err.Error()
+		return res
+	}
+	dir := filepath.Join(o.Dir, r.Name)
+	src, checkout := filepath.Join(dir, "src"), filepath.Join(dir, "checkout")
+	if !o.Keep {
+		defer removeTree(dir)
+	}
+	if err := materialize(ctx, r, o.CorpusDir, o.CacheDir, src); err != nil {
+		return fail("materialize", err)
+	}
+	if _, err := commitTree(ctx, src); err != nil {
+		return fail("commit", err)
+	}
+	if err := pushToForge(ctx, src, stack.ForgeRoot, org, r.Name); err != nil {
+		return fail("push to forge", err)
+	}
+	// The ground truth: a normal checkout, dependencies installed the
+	// ordinary way.
+	if _, err := run(ctx, dir, gitEnv(), "git", "clone", "--quiet", src, checkout); err != nil {
+		return fail("checkout", err)
+	}
+	o.Log("%s: installing dependencies (%s)", r.Name, r.Install)
+	if err := install(ctx, r, o.CacheDir, checkout); err != nil {
+		res.InstallError = err.Error()
+		o.Log("%s: ground-truth install failed: %v", r.Name, err)
+	}
+	t, err := groundTruth(ctx, r, sv, checkout, filepath.Join(dir, "home"), o.CacheDir, o.PerRepo, o.Fixed[r.Name], o.Log)
+	if err != nil {
+		return fail("ground truth", err)
+	}
+	res.Files, res.Positions, res.Chosen, res.Cold = t.files, len(t.positions), t.chosen, t.coldStart.Seconds()
+
+	// The baseline's clone, from the same forge.
+	cloneStart := time.Now()
+	if _, err := run(ctx, dir, gitEnv(), "git", "-c", "http.extraHeader=Authorization: Bearer "+token,
+		"clone", "--quiet", "--depth=1", stack.ForgeURL+"/"+org+"/"+r.Name+".git", filepath.Join(dir, "shallow")); err != nil {
+		return fail("git clone --depth 1", err)
+	}
+	res.Clone = time.Since(cloneStart).Seconds()
+
+	o.Log("%s: preparing through the service", r.Name)
+	took, warnings, err := prepareService(ctx, c, r.Name, t.cold, o.ColdWait)
+	res.Prepare, res.Warnings = took.Seconds(), warnings
+	if err != nil && !errors.Is(err, errNoUsefulAnswer) {
+		return fail("prepare", err)
+	}
+	res.NoUsefulAnswer, res.ColdWait = err != nil, o.ColdWait.Seconds()
+	pos, file := serviceAnswers(ctx, c, r.Name, t)
+	defer dropWorkspace(context.WithoutCancel(ctx), c, r.Name)
+	compare(res, t, pos, file)
+	return res
+}
+
+// compare fills the agreement figures and the disagreements.
+func compare(res *Result, t *truth, pos, file map[string][]Answer) {
+	add := func(tool string, p *Position, path string, want, got Answer) {
+		st := res.Tools[tool]
+		st.Total++
+		if want.equal(got) {
+			st.Agree++
+		} else {
+			res.Disagreements = append(res.Disagreements, Disagreement{Tool: tool, Position: p, Path: path, Truth: want, Service: got})
+			if got.empty() && got.Err == "" && got.State == "current" && !want.empty() {
+				res.EmptyCurrent++
+			}
+		}
+		res.Tools[tool] = st
+		for _, w := range got.Warnings {
+			if !contains(res.Warnings, w) {
+				res.Warnings = append(res.Warnings, w)
+			}
+		}
+	}
+	for i := range t.positions {
+		p := &t.positions[i]
+		for _, tool := range Tools[:3] {
+			want, got := t.pos[tool][i], pos[tool][i]
+			add(tool, p, p.Path, want, got)
+			if tool == "definition" && len(want.Lines) > 0 && strings.HasPrefix(want.Lines[0], "ext ") {
+				res.Externals.Total++
+				if want.equal(got) {
+					res.Externals.Agree++
+				}
+			}
+		}
+	}
+	for j, f := range t.chosen {
+		for _, tool := range Tools[3:] {
+			add(tool, nil, f, t.file[tool][j], file[tool][j])
+		}
+	}
+}
+
+// PrintTable writes the table of a run.
+func PrintTable(w io.Writer, results []*Result) {
+	fmt.Fprintf(w, "%-27s %-4s %6s %4s %9s %13s %6s %6s %6s %6s %6s %7s %5s %4s\n",
+		"repository", "lang", "files", "pos", "prepare", "clone+cold", "hover", "def", "refs", "syms", "diags", "extern", "warn", "emty")
+	for _, r := range results {
+		lang := map[string]string{"go": "go", "typescript": "ts"}[r.Language]
+		if r.Err != "" && r.Positions == 0 {
+			fmt.Fprintf(w, "%-27s %-4s %6d  ERROR %s\n", r.Repo, lang, r.Files, r.Err)
+			continue
+		}
+		pct := func(t string) string {
+			if r.Err != "" {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f%%", r.Tools[t].Pct())
+		}
+		prep := fmt.Sprintf("%.1fs", r.Prepare)
+		if r.NoUsefulAnswer {
+			prep = fmt.Sprintf(">%.0fs", r.ColdWait)
+		}
+		fmt.Fprintf(w, "%-27s %-4s %6d %4d %9s %5.1fs+%5.1fs %6s %6s %6s %6s %6s %3d/%-3d %5d %4d\n",
+			r.Repo, lang, r.Files, r.Positions, prep, r.Clone, r.Cold,
+			pct("hover"), pct("definition"), pct("references"), pct("symbols"), pct("diagnostics"),
+			r.Externals.Agree, r.Externals.Total, len(r.Warnings), r.EmptyCurrent)
+	}
+	fmt.Fprintf(w, "\ntarget: ≥ %.0f%% per tool per repository. prepare = POST /prepare → first useful hover through the proxy (daemon jailed);\n", Target)
+	fmt.Fprintln(w, "clone+cold = git clone --depth 1 from the same forge + the pinned server's own cold start on the ground-truth checkout.")
+	fmt.Fprintln(w, "extern = definitions outside the repository the service matched / the ground truth gave; emty = empty answers marked current where the ground truth answered.")
+	for _, r := range results {
+		if r.Err != "" && r.Positions > 0 {
+			fmt.Fprintf(w, "%s: error: %s\n", r.Repo, r.Err)
+		}
+		if r.InstallError != "" {
+			fmt.Fprintf(w, "%s: ground-truth install failed: %s\n", r.Repo, firstLine(r.InstallError))
+		}
+		for _, x := range r.Warnings {
+			fmt.Fprintf(w, "%s: warning: %s\n", r.Repo, firstLine(x))
+		}
+	}
+	fmt.Fprintln(w, "\nper-repository durations:")
+	for _, r := range results {
+		fmt.Fprintf(w, "  %-27s %6.1fs\n", r.Repo, r.Seconds)
+	}
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 240 {
+		s = s[:240] + "…"
+	}
+	return s
+}

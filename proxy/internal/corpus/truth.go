@@ -1,0 +1,327 @@
+package corpus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf16"
+
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
+	"github.com/hanzoai/lsp/proxy/internal/lspdirect"
+)
+
+// Tools are the compared operations: the first three per position, the
+// last two per file.
+var Tools = []string{"hover", "definition", "references", "symbols", "diagnostics"}
+
+// truth is what the direct server answered on the ground-truth checkout.
+type truth struct {
+	files     int      // source files of the language in the tree
+	chosen    []string // the files positions come from
+	positions []Position
+	cold      Position      // the position of the first useful answer
+	coldStart time.Duration // server start → first useful answer
+	// pos[tool][i] answers positions[i]; file[tool][j] answers chosen[j].
+	pos  map[string][]Answer
+	file map[string][]Answer
+	rt   roots
+}
+
+// servers are the pinned language servers both sides run.
+type servers struct {
+	gopls string
+	ts    *devstack.TypeScriptInstall
+}
+
+func languageID(path string) string {
+	switch filepath.Ext(path) {
+	case ".go":
+		return "go"
+	case ".ts":
+		return "typescript"
+	case ".tsx":
+		return "typescriptreact"
+	case ".jsx":
+		return "javascriptreact"
+	}
+	return "javascript"
+}
+
+// startDirect starts the pinned server on the checkout, the ordinary way: a
+// fresh home and build cache, the dependencies where the install put them.
+func startDirect(ctx context.Context, r Repo, sv servers, checkout, home, cacheDir string) (*lspdirect.Server, error) {
+	if err := os.MkdirAll(filepath.Join(home, ".config", "go", "telemetry"), 0o755); err != nil {
+		return nil, err
+	}
+	// No telemetry child outliving gopls, as the daemon does for its own.
+	if err := os.WriteFile(filepath.Join(home, ".config", "go", "telemetry", "mode"), []byte("off\n"), 0o644); err != nil {
+		return nil, err
+	}
+	base := []string{"HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
+		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "LANG=C.UTF-8", "TMPDIR=" + os.TempDir()}
+	if r.Language == "go" {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			return nil, err
+		}
+		env := append(base, "PATH="+filepath.Dir(goBin)+":/usr/bin:/bin",
+			"GOCACHE="+filepath.Join(home, ".cache", "go-build"), "GOPATH="+filepath.Join(home, "go"),
+			"GOMODCACHE="+modCache(cacheDir), "GOPROXY="+goMirror(cacheDir), "GOSUMDB=off",
+			"GOTOOLCHAIN=local", "GOTELEMETRY=off")
+		return lspdirect.Start(ctx, checkout, env, sv.gopls, "serve")
+	}
+	if sv.ts == nil {
+		return nil, fmt.Errorf("no TypeScript server configured")
+	}
+	env := append(base, "PATH="+filepath.Dir(sv.ts.Node)+":/usr/bin:/bin")
+	// The reviewed entry's own options (devstack's server file): the pinned
+	// tsserver, one semantic server, no type acquisition.
+	init := map[string]any{
+		"tsserver":                          map[string]any{"path": sv.ts.TSServer, "useSyntaxServer": "never"},
+		"disableAutomaticTypingAcquisition": true,
+	}
+	return lspdirect.StartWith(ctx, checkout, env, init, sv.ts.Node, sv.ts.CLI, "--stdio")
+}
+
+func textPos(uri string, p Position) map[string]any {
+	return map[string]any{"textDocument": map[string]any{"uri": uri}, "position": lspdirect.Position{Line: p.Line, Character: p.Character}}
+}
+
+// groundTruth runs the direct server on the checkout, chooses positions
+// and records its answers.
+func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheDir string, perRepo int, fix []Fixed, log func(string, ...any)) (*truth, error) {
+	goroot := ""
+	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		goroot = strings.TrimSpace(string(out))
+	}
+	t := &truth{pos: map[string][]Answer{}, file: map[string][]Answer{},
+		rt: roots{checkout: checkout, modcache: modCache(cacheDir), goroot: goroot}}
+	// Eight files give the positions; more stand by for a repository
+	// whose first eight give fewer than perRepo (small files, few uses).
+	const baseFiles = 8
+	t.files, t.chosen = chooseFiles(checkout, r.Language, 3*baseFiles)
+	var fixed []Position
+	if len(fix) > 0 {
+		t.chosen = nil
+		for _, f := range fix {
+			p, err := f.resolve(checkout)
+			if err != nil {
+				return nil, err
+			}
+			fixed = append(fixed, p)
+			if !contains(t.chosen, p.Path) {
+				t.chosen = append(t.chosen, p.Path)
+			}
+		}
+	}
+	if len(t.chosen) == 0 {
+		return nil, fmt.Errorf("no source files")
+	}
+	texts := map[string][]byte{}
+	for _, f := range t.chosen {
+		b, err := readFile(checkout, f)
+		if err != nil {
+			return nil, err
+		}
+		texts[f] = b
+	}
+
+	start := time.Now()
+	srv, err := startDirect(ctx, r, sv, checkout, home, cacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("direct server: %w", err)
+	}
+	defer srv.Close()
+	// The first useful answer: a hover that says something, on the first
+	// chosen file's first candidates.
+	// The first chosen file with candidates goes first.
+	var first []Position
+	for i, f := range t.chosen {
+		if first = candidates(f, texts[f]); len(first) > 0 {
+			t.chosen[0], t.chosen[i] = t.chosen[i], t.chosen[0]
+			break
+		}
+	}
+	if len(fixed) > 0 {
+		first = fixed[:1]
+	}
+	if len(first) == 0 {
+		return nil, fmt.Errorf("no identifier uses in %v", t.chosen)
+	}
+	if len(first) > 10 {
+		first = first[:10]
+	}
+	if err := srv.Open(t.chosen[0], languageID(t.chosen[0])); err != nil {
+		return nil, err
+	}
+	for found := false; !found && len(first) > 0; {
+		for _, p := range first {
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+			h, err := srv.Hover(cctx, p.Path, lspdirect.Position{Line: p.Line, Character: p.Character})
+			cancel()
+			if err == nil && strings.TrimSpace(h) != "" {
+				t.cold, t.coldStart, found = p, time.Since(start), true
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if time.Since(start) > 3*time.Minute {
+			return nil, fmt.Errorf("direct server: no hover in 3m on %s", t.chosen[0])
+		}
+		if !found {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	for _, f := range t.chosen[1:] {
+		if err := srv.Open(f, languageID(f)); err != nil {
+			return nil, err
+		}
+	}
+	call := func(method string, params any) (json.RawMessage, error) {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		var raw json.RawMessage
+		err := srv.Call(cctx, method, params, &raw)
+		return raw, err
+	}
+
+	per := min(baseFiles, len(t.chosen))
+	perFile := (perRepo + per - 1) / per
+	used := 0
+	for _, f := range t.chosen {
+		if len(fixed) == 0 && used >= baseFiles && len(t.positions) >= perRepo {
+			break
+		}
+		used++
+		raw, err := call("textDocument/documentSymbol", map[string]any{"textDocument": map[string]any{"uri": srv.URI(f)}})
+		a := Answer{Lines: truthSymbols(raw)}
+		if err != nil {
+			a.Err = err.Error()
+		}
+		t.file["symbols"] = append(t.file["symbols"], a)
+		decls := declStarts(raw)
+		var cands []Position
+		for _, c := range candidates(f, texts[f]) {
+			if !decls[[2]int{c.Line, c.Character - 1}] {
+				cands = append(cands, c)
+			}
+		}
+		kept, try := 0, spread(cands, 5*perFile)
+		if len(fixed) > 0 {
+			try, perFile = nil, len(fixed)
+			for _, p := range fixed {
+				if p.Path == f {
+					try = append(try, p)
+				}
+			}
+		}
+		for _, c := range try {
+			if kept == perFile {
+				break
+			}
+			raw, err := call("textDocument/definition", textPos(srv.URI(f), c))
+			if err != nil && len(fixed) == 0 {
+				continue
+			}
+			locs := t.rt.truthLocations(raw)
+			if len(locs) == 0 && len(fixed) == 0 {
+				continue
+			}
+			kept++
+			t.positions = append(t.positions, c)
+			t.pos["definition"] = append(t.pos["definition"], Answer{Lines: locs})
+			h, err := srv.Hover(ctx, f, lspdirect.Position{Line: c.Line, Character: c.Character})
+			a := Answer{Lines: hoverLines(h, checkout)}
+			if err != nil {
+				a.Err = err.Error()
+			}
+			t.pos["hover"] = append(t.pos["hover"], a)
+			params := textPos(srv.URI(f), c)
+			params["context"] = map[string]any{"includeDeclaration": true}
+			raw, err = call("textDocument/references", params)
+			a = Answer{Lines: t.rt.truthLocations(raw)}
+			if err != nil {
+				a.Err = err.Error()
+			}
+			t.pos["references"] = append(t.pos["references"], a)
+		}
+	}
+	t.chosen = t.chosen[:used]
+	// Diagnostics as an editor sees them: what the server published, once
+	// it has been quiet for two seconds.
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if _, last := srv.Diagnostics(t.chosen[0]); !last.IsZero() && time.Since(last) > 2*time.Second {
+			break
+		}
+	}
+	for _, f := range t.chosen {
+		raw, _ := srv.Diagnostics(f)
+		t.file["diagnostics"] = append(t.file["diagnostics"], Answer{Lines: truthDiagnostics(raw, checkout)})
+	}
+	log("ground truth %s: %d positions in %d files, cold start %.2fs", r.Name, len(t.positions), len(t.chosen), t.coldStart.Seconds())
+	return t, nil
+}
+
+// declStarts are the selection-range starts of a document's symbols: a
+// position there is a declaration, not a use.
+func declStarts(raw json.RawMessage) map[[2]int]bool {
+	out := map[[2]int]bool{}
+	var walk func(json.RawMessage)
+	walk = func(raw json.RawMessage) {
+		var syms []struct {
+			SelectionRange *lspRange `json:"selectionRange"`
+			Location       *struct{ Range lspRange }
+			Children       json.RawMessage `json:"children"`
+		}
+		if json.Unmarshal(raw, &syms) != nil {
+			return
+		}
+		for _, s := range syms {
+			switch {
+			case s.SelectionRange != nil:
+				out[[2]int{s.SelectionRange.Start.Line, s.SelectionRange.Start.Character}] = true
+			case s.Location != nil:
+				out[[2]int{s.Location.Range.Start.Line, s.Location.Range.Start.Character}] = true
+			}
+			if len(s.Children) > 0 {
+				walk(s.Children)
+			}
+		}
+	}
+	walk(raw)
+	return out
+}
+
+// Fixed names a position by its file, the text of its line (the first
+// line holding Needle) and the identifier in it: stable across a
+// snapshot's line numbers.
+type Fixed struct {
+	Path, Needle, Ident string
+}
+
+func (f Fixed) resolve(root string) (Position, error) {
+	b, err := readFile(root, f.Path)
+	if err != nil {
+		return Position{}, err
+	}
+	for i, l := range strings.Split(string(b), "\n") {
+		at := strings.Index(l, f.Needle)
+		if at < 0 {
+			continue
+		}
+		in := strings.Index(l[at:], f.Ident)
+		if in < 0 {
+			break
+		}
+		col := len(utf16.Encode([]rune(l[:at+in])))
+		return Position{Path: f.Path, Line: i, Character: col + 1, Ident: f.Ident, Test: isTestFile(f.Path)}, nil
+	}
+	return Position{}, fmt.Errorf("%s: no line holds %q with %q", f.Path, f.Needle, f.Ident)
+}
