@@ -125,10 +125,11 @@ func SelfTest(ctx context.Context, s *Spawner, p SelfTestParams) (err error) {
 	}
 	defer os.Unsetenv(secretEnv)
 
-	hidden := append([]string{
+	spec := runtime.Spec{ID: "jail-canary", Executable: initPath}
+	hidden := hiddenBeside(append([]string{
 		other, filepath.Join(other, "secret.go"), filepath.Join(p.Scratch, "trees", "other"),
 		"/etc/shadow", "/etc/passwd", "/root", "/home", "/var", "/run", "/sys",
-	}, p.Hidden...)
+	}, p.Hidden...), s.mounts(spec, ws, jailSpec{exe: initPath}))
 	probeJSON, err := json.Marshal(canaryProbe{
 		Connect: connect, Abstract: abstract, Hidden: hidden,
 		Tree: ws.Root, TreeFile: treeFile, Home: ws.Home, ForkLimit: 4 * selfTestPids,
@@ -136,7 +137,6 @@ func SelfTest(ctx context.Context, s *Spawner, p SelfTestParams) (err error) {
 	if err != nil {
 		return err
 	}
-	spec := runtime.Spec{ID: "jail-canary", Executable: initPath}
 	wantEnv := runtime.Environment(spec, ws)
 	proc, err := s.spawn(ctx, spec, ws, jailSpec{
 		exe: initPath, args: []string{modeCanary, string(probeJSON)}, env: wantEnv, pids: selfTestPids,
@@ -354,3 +354,43 @@ func removeTree(dir string) error {
 
 // selfTestTimeout bounds the whole self-test.
 const selfTestTimeout = time.Minute
+
+// hiddenBeside adjusts the paths the canary must not see to the jail's
+// mounts. A hidden directory that is a mount's ancestor — /root when the
+// daemon's root is in root's home, as a checkout there puts it — exists in
+// the jail as bwrap's empty mount-point parent, so it is not the directory
+// itself that must be invisible but everything in it that leads to no
+// mount: those host entries (at most maxBeside, by name) take its place.
+// A hidden path inside a mount is the mount's business and left as is.
+func hiddenBeside(hidden []string, ms []mount) []string {
+	const maxBeside = 16
+	ancestor := func(dir string) bool {
+		for _, m := range ms {
+			if m.dst == dir || strings.HasPrefix(m.dst, dir+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	var out []string
+	for _, h := range hidden {
+		if !ancestor(h) {
+			out = append(out, h)
+			continue
+		}
+		names, err := os.ReadDir(h)
+		if err != nil {
+			continue
+		}
+		n := 0
+		for _, e := range names {
+			c := filepath.Join(h, e.Name())
+			if ancestor(c) || n == maxBeside {
+				continue
+			}
+			out = append(out, c)
+			n++
+		}
+	}
+	return out
+}
