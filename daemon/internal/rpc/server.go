@@ -165,14 +165,17 @@ func (s *Server) Capabilities(_ context.Context, req *daemonv1.CapabilitiesReque
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	// A cold answer comes from the static configuration only: what any
+	// other workspace on this shard ran (its languages, server generations,
+	// negotiated tools) is that tenant's, never part of this answer.
 	w, release, ok := s.Pool.Acquire(k)
 	if !ok {
-		return &daemonv1.CapabilitiesResponse{Languages: languages(s.Pool.Negotiated())}, nil
+		return &daemonv1.CapabilitiesResponse{Languages: languages(s.Pool.Configured())}, nil
 	}
 	defer release()
 	infos := w.Languages()
 	if len(infos) == 0 {
-		infos = s.Pool.Negotiated()
+		infos = s.Pool.Configured()
 	}
 	return &daemonv1.CapabilitiesResponse{Warm: true, PrepareId: w.PrepareID, Languages: languages(infos)}, nil
 }
