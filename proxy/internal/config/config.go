@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -18,7 +19,7 @@ import (
 // Config is everything the proxy reads from its environment.
 type Config struct {
 	Listen        string        // LSP_LISTEN
-	MetricsListen string        // LSP_METRICS_LISTEN: empty serves /metrics on Listen
+	MetricsListen string        // LSP_METRICS_LISTEN: empty serves /metrics on Listen, else only there
 	DatabaseURL   string        // LSP_DATABASE_URL
 	Daemons       []string      // LSP_DAEMONS
 	DevMode       bool          // LSP_DEV
@@ -66,6 +67,15 @@ type Config struct {
 	RateBurst   int     // LSP_RATE_BURST
 	MaxPrepares int     // LSP_MAX_PREPARES: concurrent prepares per proxy
 
+	// Connections (package listener): what a client may hold before it
+	// has proven anything.
+	MaxConnsPerAddr   int           // LSP_MAX_CONNS_PER_ADDR: open connections per client IP (0: no bound)
+	MaxConns          int           // LSP_MAX_CONNS: open connections in total (0: no bound)
+	HeaderReadTimeout time.Duration // LSP_HEADER_READ_TIMEOUT: request line and headers
+	BodyReadTimeout   time.Duration // LSP_BODY_READ_TIMEOUT: the whole request body
+	WriteTimeout      time.Duration // LSP_WRITE_TIMEOUT: each write of an answer (streams: each event)
+	IdleTimeout       time.Duration // LSP_IDLE_TIMEOUT: a kept-alive connection between requests
+
 	// MCPAllowedOrigins are the browser origins that may use /v1/lsp/mcp
 	// (LSP_MCP_ALLOWED_ORIGINS); a request with another Origin is 403.
 	MCPAllowedOrigins []string
@@ -75,6 +85,16 @@ type Config struct {
 	// behind a shared cache, set it, so no client's Host is ever echoed).
 	PublicURL string
 }
+
+// DefaultJWTMaxTTL caps a token's lifetime unless the operator says
+// otherwise: a leaked token is good for a day at most.
+const DefaultJWTMaxTTL = 24 * time.Hour
+
+// DefaultRateLimit is the per-org request rate (per second, per proxy)
+// unless LSP_RATE_LIMIT says otherwise (0 turns it off): far above what an
+// agent or an editor sends, low enough that one org cannot make the proxy
+// a load generator for the forge.
+const DefaultRateLimit = 20
 
 var orgRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
@@ -99,7 +119,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		JWTIssuer:       p.str("LSP_JWT_ISSUER", ""),
 		JWTAudience:     p.str("LSP_JWT_AUDIENCE", ""),
 		JWTAlgs:         p.list("LSP_JWT_ALGS", []string{"RS256", "ES256", "EdDSA"}),
-		JWTMaxTTL:       p.duration("LSP_JWT_MAX_TTL", 0),
+		JWTMaxTTL:       p.duration("LSP_JWT_MAX_TTL", DefaultJWTMaxTTL),
 		TenantKeySecret: p.str("LSP_TENANT_KEY_SECRET", ""),
 
 		ForgeURL:      strings.TrimRight(p.str("LSP_FORGE_URL", ""), "/"),
@@ -127,9 +147,16 @@ func Load(getenv func(string) string) (*Config, error) {
 		ForgeSudoClaim:     p.str("LSP_FORGE_SUDO_CLAIM", ""),
 		ForgeJWTAudience:   p.str("LSP_FORGE_JWT_AUDIENCE", ""),
 
-		RateLimit:   p.float("LSP_RATE_LIMIT", 0),
+		RateLimit:   p.float("LSP_RATE_LIMIT", DefaultRateLimit),
 		RateBurst:   int(p.int("LSP_RATE_BURST", 0)),
 		MaxPrepares: int(p.int("LSP_MAX_PREPARES", 8)),
+
+		MaxConnsPerAddr:   int(p.int("LSP_MAX_CONNS_PER_ADDR", 128)),
+		MaxConns:          int(p.int("LSP_MAX_CONNS", 4096)),
+		HeaderReadTimeout: p.duration("LSP_HEADER_READ_TIMEOUT", 10*time.Second),
+		BodyReadTimeout:   p.duration("LSP_BODY_READ_TIMEOUT", 10*time.Second),
+		WriteTimeout:      p.duration("LSP_WRITE_TIMEOUT", 30*time.Second),
+		IdleTimeout:       p.duration("LSP_IDLE_TIMEOUT", 2*time.Minute),
 
 		MCPAllowedOrigins: p.list("LSP_MCP_ALLOWED_ORIGINS", nil),
 		PublicURL:         strings.TrimSuffix(p.str("LSP_PUBLIC_URL", ""), "/"),
@@ -158,6 +185,31 @@ func (c *Config) validate() error {
 	}
 	if c.ForgeURL == "" {
 		bad("LSP_FORGE_URL is required")
+	} else if u, err := url.Parse(c.ForgeURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		bad("LSP_FORGE_URL=%q: want an http(s) URL", c.ForgeURL)
+	} else if u.Scheme == "http" && !c.DevMode && !isLoopback(u.Hostname()) {
+		// Plain http would carry every caller's forge credential in the
+		// clear. A forge on this host (loopback) never crosses a network.
+		bad("LSP_FORGE_URL=%q: http is allowed only for a loopback forge or with LSP_DEV=1; use https", c.ForgeURL)
+	}
+	if c.TenantKeySecret == "" && !c.DevMode {
+		// Without it a tenant key is the plain SHA-256 of the org: anyone
+		// who sees a key (daemon logs, workspace paths) learns the org.
+		bad("LSP_TENANT_KEY_SECRET is required (unless LSP_DEV=1): the HMAC secret for tenant keys, the same on every replica")
+	} else if c.TenantKeySecret != "" && len(c.TenantKeySecret) < 16 {
+		bad("LSP_TENANT_KEY_SECRET must be at least 16 bytes")
+	}
+	if c.MetricsListen != "" && c.MetricsListen == c.Listen {
+		bad("LSP_METRICS_LISTEN must differ from LSP_LISTEN (leave it empty to serve /metrics on LSP_LISTEN)")
+	}
+	if c.MaxConnsPerAddr < 0 || c.MaxConns < 0 {
+		bad("LSP_MAX_CONNS_PER_ADDR and LSP_MAX_CONNS must not be negative (0: no bound)")
+	}
+	if c.HeaderReadTimeout <= 0 || c.BodyReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0 {
+		bad("LSP_HEADER_READ_TIMEOUT, LSP_BODY_READ_TIMEOUT, LSP_WRITE_TIMEOUT and LSP_IDLE_TIMEOUT must be positive")
+	}
+	if c.JWTMaxTTL < 0 {
+		bad("LSP_JWT_MAX_TTL must not be negative (0: no limit)")
 	}
 	if c.PublicURL != "" {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
@@ -224,6 +276,14 @@ func (c *Config) validate() error {
 		bad("LSP_REQUEST_TIMEOUT and LSP_PREPARE_TIMEOUT must be positive")
 	}
 	return errors.Join(errs...)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 type parser struct {

@@ -64,6 +64,9 @@ type Deps struct {
 	MCPAllowedOrigins []string
 	// PublicURL is scheme://host clients use; empty: the request's Host.
 	PublicURL string
+	// MetricsApart: /metrics is served on its own listener
+	// (LSP_METRICS_LISTEN), not here.
+	MetricsApart bool
 }
 
 // Server is the HTTP API.
@@ -89,7 +92,7 @@ func New(d Deps) *Server {
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
-	if d.Registry != nil {
+	if d.Registry != nil && !d.MetricsApart {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
 	}
 	e.GET("/v1/lsp/openapi.json", func(c echo.Context) error {

@@ -205,6 +205,7 @@ func (r *run) start(ctx context.Context) error {
 		Daemons: addrs, ForgeWrap: r.forge.wrap, Log: cfg.Log,
 		ProxyEnv: map[string]string{
 			"LSP_DAEMON_HEALTH_INTERVAL": "250ms",
+			"LSP_RATE_LIMIT":             "0", // the soak's load is a few orgs at full speed
 			"LSP_FORGE_CACHE_TTL":        "2s",
 			"LSP_PREPARE_TIMEOUT":        cfg.PrepareTimeout.String(),
 			"LSP_REQUEST_TIMEOUT":        "45s",
