@@ -133,6 +133,10 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		MCPAllowedOrigins: cfg.MCPAllowedOrigins,
 		PublicURL:         cfg.PublicURL,
 		MetricsApart:      cfg.MetricsListen != "",
+		MCP: httpapi.MCPLimits{
+			PerPrincipal: cfg.MCPSessionsPerPrincipal, Total: cfg.MCPSessions,
+			Rate: cfg.MCPSessionRate, Burst: cfg.MCPSessionBurst, Idle: cfg.MCPSessionIdle,
+		},
 	})
 
 	lc := listenerConfig(cfg)

@@ -76,6 +76,13 @@ type Config struct {
 	WriteTimeout      time.Duration // LSP_WRITE_TIMEOUT: each write of an answer (streams: each event)
 	IdleTimeout       time.Duration // LSP_IDLE_TIMEOUT: a kept-alive connection between requests
 
+	// MCP sessions (httpapi/mcpsessions.go).
+	MCPSessionsPerPrincipal int           // LSP_MCP_SESSIONS_PER_PRINCIPAL
+	MCPSessions             int           // LSP_MCP_SESSIONS: per proxy
+	MCPSessionRate          float64       // LSP_MCP_SESSION_RATE: new sessions per second per principal
+	MCPSessionBurst         int           // LSP_MCP_SESSION_BURST
+	MCPSessionIdle          time.Duration // LSP_MCP_SESSION_IDLE
+
 	// MCPAllowedOrigins are the browser origins that may use /v1/lsp/mcp
 	// (LSP_MCP_ALLOWED_ORIGINS); a request with another Origin is 403.
 	MCPAllowedOrigins []string
@@ -158,6 +165,12 @@ func Load(getenv func(string) string) (*Config, error) {
 		WriteTimeout:      p.duration("LSP_WRITE_TIMEOUT", 30*time.Second),
 		IdleTimeout:       p.duration("LSP_IDLE_TIMEOUT", 2*time.Minute),
 
+		MCPSessionsPerPrincipal: int(p.int("LSP_MCP_SESSIONS_PER_PRINCIPAL", 32)),
+		MCPSessions:             int(p.int("LSP_MCP_SESSIONS", 4096)),
+		MCPSessionRate:          p.float("LSP_MCP_SESSION_RATE", 2),
+		MCPSessionBurst:         int(p.int("LSP_MCP_SESSION_BURST", 20)),
+		MCPSessionIdle:          p.duration("LSP_MCP_SESSION_IDLE", 30*time.Minute),
+
 		MCPAllowedOrigins: p.list("LSP_MCP_ALLOWED_ORIGINS", nil),
 		PublicURL:         strings.TrimSuffix(p.str("LSP_PUBLIC_URL", ""), "/"),
 	}
@@ -207,6 +220,9 @@ func (c *Config) validate() error {
 	}
 	if c.HeaderReadTimeout <= 0 || c.BodyReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0 {
 		bad("LSP_HEADER_READ_TIMEOUT, LSP_BODY_READ_TIMEOUT, LSP_WRITE_TIMEOUT and LSP_IDLE_TIMEOUT must be positive")
+	}
+	if c.MCPSessionsPerPrincipal < 1 || c.MCPSessions < 1 || c.MCPSessionRate <= 0 || c.MCPSessionBurst < 1 || c.MCPSessionIdle <= 0 {
+		bad("LSP_MCP_SESSIONS_PER_PRINCIPAL, LSP_MCP_SESSIONS, LSP_MCP_SESSION_RATE, LSP_MCP_SESSION_BURST and LSP_MCP_SESSION_IDLE must be positive")
 	}
 	if c.JWTMaxTTL < 0 {
 		bad("LSP_JWT_MAX_TTL must not be negative (0: no limit)")

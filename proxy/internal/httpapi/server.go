@@ -64,6 +64,9 @@ type Deps struct {
 	MCPAllowedOrigins []string
 	// PublicURL is scheme://host clients use; empty: the request's Host.
 	PublicURL string
+	// MCP bounds the MCP sessions (mcpsessions.go); zero fields take
+	// DefaultMCPLimits.
+	MCP MCPLimits
 	// MetricsApart: /metrics is served on its own listener
 	// (LSP_METRICS_LISTEN), not here.
 	MetricsApart bool
@@ -74,6 +77,8 @@ type Server struct {
 	d       Deps
 	e       *echo.Echo
 	metrics *metrics
+
+	mcpSessions *mcpSessions
 
 	mcpVersionsOnce sync.Once
 	mcpVersions     *mcp.Server // answers the SDK's protocol-version question (mcp.go)
@@ -86,7 +91,7 @@ func New(d Deps) *Server {
 	if d.Verifier != nil {
 		d.Verifier = newTokenCache(d.Verifier) // tokencache.go
 	}
-	s := &Server{d: d, e: e, metrics: newMetrics(d.Registry)}
+	s := &Server{d: d, e: e, metrics: newMetrics(d.Registry), mcpSessions: newMCPSessions(d.MCP)}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.requestID, s.observe)
 
