@@ -471,6 +471,7 @@ func Describe() string {
 	return fmt.Sprintf("%s, load %s", host, strings.Join(strings.Fields(string(b))[:3], " "))
 }
 
-// noRateLimit turns the per-org rate limit off: the bench measures how fast
-// the service answers, and all of its load comes from one org.
-var noRateLimit = map[string]string{"LSP_RATE_LIMIT": "0"}
+// noRateLimit turns the per-org rate limit off and lets one org download
+// as much at once as the proxy: the bench measures how fast the service
+// answers, and all of its load comes from one org.
+var noRateLimit = map[string]string{"LSP_RATE_LIMIT": "0", "LSP_FORGE_MAX_DOWNLOADS_PER_ORG": "16"}

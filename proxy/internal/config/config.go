@@ -40,6 +40,12 @@ type Config struct {
 	ForgeAuth     string            // LSP_FORGE_AUTH
 	ForgeOwners   map[string]string // LSP_FORGE_OWNERS
 	ForgeCacheTTL time.Duration     // LSP_FORGE_CACHE_TTL
+	// ForgeNegativeCacheTTL keeps a "not found" resolve (LSP_FORGE_NEGATIVE_CACHE_TTL).
+	ForgeNegativeCacheTTL time.Duration
+	// ForgeMaxDownloads bounds concurrent forge downloads per proxy
+	// (LSP_FORGE_MAX_DOWNLOADS), ForgeMaxDownloadsPerOrg per org
+	// (LSP_FORGE_MAX_DOWNLOADS_PER_ORG).
+	ForgeMaxDownloads, ForgeMaxDownloadsPerOrg int
 
 	PrepareCents   int64         // LSP_PREPARE_CENTS
 	PrepareGrace   time.Duration // LSP_PREPARE_GRACE
@@ -135,6 +141,10 @@ func Load(getenv func(string) string) (*Config, error) {
 		ForgeOwners:   p.owners("LSP_FORGE_OWNERS"),
 		ForgeCacheTTL: p.duration("LSP_FORGE_CACHE_TTL", 30*time.Second),
 
+		ForgeNegativeCacheTTL:   p.duration("LSP_FORGE_NEGATIVE_CACHE_TTL", 5*time.Second),
+		ForgeMaxDownloads:       int(p.int("LSP_FORGE_MAX_DOWNLOADS", 16)),
+		ForgeMaxDownloadsPerOrg: int(p.int("LSP_FORGE_MAX_DOWNLOADS_PER_ORG", 4)),
+
 		PrepareCents:   p.int("LSP_PREPARE_CENTS", 2),
 		PrepareGrace:   p.duration("LSP_PREPARE_GRACE", 24*time.Hour),
 		RequestTimeout: p.duration("LSP_REQUEST_TIMEOUT", 60*time.Second),
@@ -223,6 +233,12 @@ func (c *Config) validate() error {
 	}
 	if c.MCPSessionsPerPrincipal < 1 || c.MCPSessions < 1 || c.MCPSessionRate <= 0 || c.MCPSessionBurst < 1 || c.MCPSessionIdle <= 0 {
 		bad("LSP_MCP_SESSIONS_PER_PRINCIPAL, LSP_MCP_SESSIONS, LSP_MCP_SESSION_RATE, LSP_MCP_SESSION_BURST and LSP_MCP_SESSION_IDLE must be positive")
+	}
+	if c.ForgeNegativeCacheTTL <= 0 || c.ForgeNegativeCacheTTL > c.ForgeCacheTTL {
+		bad("LSP_FORGE_NEGATIVE_CACHE_TTL must be positive and at most LSP_FORGE_CACHE_TTL")
+	}
+	if c.ForgeMaxDownloads < 1 || c.ForgeMaxDownloadsPerOrg < 1 {
+		bad("LSP_FORGE_MAX_DOWNLOADS and LSP_FORGE_MAX_DOWNLOADS_PER_ORG must be at least 1")
 	}
 	if c.JWTMaxTTL < 0 {
 		bad("LSP_JWT_MAX_TTL must not be negative (0: no limit)")
