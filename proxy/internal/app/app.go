@@ -48,7 +48,7 @@ type Options struct {
 // RunWith is Run with seams.
 func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(addr string), opts Options) error {
 	if cfg.DevMode {
-		log.Warn("LSP_DEV=1: development mode (audience not required)")
+		log.Warn("LSP_DEV=1: development mode (audience not required, tenant key secret optional, plain-http forge and JWKS allowed)")
 	}
 	verifier, err := auth.NewVerifier(ctx, auth.Config{
 		KeysFile:       cfg.JWTKeys,
