@@ -184,6 +184,8 @@ func Load(getenv func(string) string) (*Config, error) {
 		MCPAllowedOrigins: p.list("LSP_MCP_ALLOWED_ORIGINS", nil),
 		PublicURL:         strings.TrimSuffix(p.str("LSP_PUBLIC_URL", ""), "/"),
 	}
+	// A "not found" is never kept longer than an answer.
+	c.ForgeNegativeCacheTTL = min(c.ForgeNegativeCacheTTL, c.ForgeCacheTTL)
 	if c.RateBurst == 0 && c.RateLimit > 0 {
 		// Two seconds' worth by default: room for a client's short burst.
 		c.RateBurst = max(1, int(math.Ceil(2*c.RateLimit)))
@@ -234,8 +236,8 @@ func (c *Config) validate() error {
 	if c.MCPSessionsPerPrincipal < 1 || c.MCPSessions < 1 || c.MCPSessionRate <= 0 || c.MCPSessionBurst < 1 || c.MCPSessionIdle <= 0 {
 		bad("LSP_MCP_SESSIONS_PER_PRINCIPAL, LSP_MCP_SESSIONS, LSP_MCP_SESSION_RATE, LSP_MCP_SESSION_BURST and LSP_MCP_SESSION_IDLE must be positive")
 	}
-	if c.ForgeNegativeCacheTTL <= 0 || c.ForgeNegativeCacheTTL > c.ForgeCacheTTL {
-		bad("LSP_FORGE_NEGATIVE_CACHE_TTL must be positive and at most LSP_FORGE_CACHE_TTL")
+	if c.ForgeNegativeCacheTTL <= 0 || c.ForgeCacheTTL <= 0 {
+		bad("LSP_FORGE_CACHE_TTL and LSP_FORGE_NEGATIVE_CACHE_TTL must be positive")
 	}
 	if c.ForgeMaxDownloads < 1 || c.ForgeMaxDownloadsPerOrg < 1 {
 		bad("LSP_FORGE_MAX_DOWNLOADS and LSP_FORGE_MAX_DOWNLOADS_PER_ORG must be at least 1")

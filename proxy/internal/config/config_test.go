@@ -34,6 +34,12 @@ func TestDefaults(t *testing.T) {
 	if c.RateLimit != DefaultRateLimit || c.RateBurst != 2*DefaultRateLimit || c.MaxPrepares != 8 || c.DaemonHealthInterval != 2*time.Second {
 		t.Errorf("operations = %v %v %v %v", c.RateLimit, c.RateBurst, c.MaxPrepares, c.DaemonHealthInterval)
 	}
+	if c.ForgeNegativeCacheTTL != 5*time.Second {
+		t.Errorf("ForgeNegativeCacheTTL = %v; want 5s", c.ForgeNegativeCacheTTL)
+	}
+	if c, err = load(map[string]string{"LSP_FORGE_CACHE_TTL": "2s"}); err != nil || c.ForgeNegativeCacheTTL != 2*time.Second {
+		t.Errorf("a cache TTL below the negative one: %v, negative %v; want it clamped to 2s", err, c.ForgeNegativeCacheTTL)
+	}
 	if c, err = load(map[string]string{"LSP_RATE_LIMIT": "0"}); err != nil || c.RateLimit != 0 {
 		t.Errorf("LSP_RATE_LIMIT=0 (off): %v, %v", err, c.RateLimit)
 	}
