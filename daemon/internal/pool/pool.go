@@ -78,10 +78,6 @@ type Pool struct {
 	// evicts, and two at once would evict twice for one excess.
 	enforcingRSS  sync.Mutex
 	enforcingDisk sync.Mutex
-
-	// negotiated remembers each spec's last negotiated tools, so that
-	// Capabilities can answer for a cold workspace without starting anything.
-	negotiated sync.Map // spec ID → *LanguageInfo
 }
 
 // New builds a pool over a store.
@@ -386,7 +382,7 @@ func (w *Workspace) Warm(ctx context.Context, files []*daemonv1.FileEntry) ([]La
 			w.pool.log.Warn("warm server", "server", s.ID, "workspace", w.Key.String(), "err", err)
 			continue
 		}
-		infos = append(infos, w.pool.remember(s, srv))
+		infos = append(infos, info(s, srv))
 	}
 	return infos, warnings
 }
@@ -514,16 +510,11 @@ func (w *Workspace) KnownLoadWarnings(infos []LanguageInfo) []LanguageInfo {
 
 type scrubKey struct{}
 
-// remember keeps what s negotiated, for cold workspaces' probes: tools,
-// never a workspace's warnings.
-func (p *Pool) remember(s *Spec, srv *runtime.Server) LanguageInfo {
-	info := LanguageInfo{Language: s.Language, Server: srv.Info(), Tools: srv.Tools(), Fingerprint: srv.CapabilityFingerprint()}
-	p.negotiated.Store(s.ID, &info)
-	return info
+func info(s *Spec, srv *runtime.Server) LanguageInfo {
+	return LanguageInfo{Language: s.Language, Server: srv.Info(), Tools: srv.Tools(), Fingerprint: srv.CapabilityFingerprint()}
 }
 
-// Languages reports the servers running for w, or, for specs that are not
-// running, what they negotiated last anywhere (tools only, no tenant data).
+// Languages reports the servers running for w.
 func (w *Workspace) Languages() []LanguageInfo {
 	w.mu.Lock()
 	var out []LanguageInfo
@@ -544,13 +535,14 @@ func (w *Workspace) Languages() []LanguageInfo {
 	return out
 }
 
-// Negotiated reports, per spec, the tools last negotiated anywhere.
-func (p *Pool) Negotiated() []LanguageInfo {
-	var out []LanguageInfo
+// Configured reports every configured server from the operator's
+// configuration alone: language and server id, no version, generation or
+// tools (those are learned from a running server, which belongs to one
+// tenant's workspace).
+func (p *Pool) Configured() []LanguageInfo {
+	out := make([]LanguageInfo, 0, len(p.specs))
 	for _, s := range p.specs {
-		if v, ok := p.negotiated.Load(s.ID); ok {
-			out = append(out, *v.(*LanguageInfo))
-		}
+		out = append(out, LanguageInfo{Language: s.Language, Server: runtime.Info{ID: s.ID}})
 	}
 	return out
 }
@@ -609,9 +601,7 @@ func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		sl.srv, sl.err = runtime.Start(sctx, w.pool.spawner, s.Spec, runtime.Workspace{Root: w.Dir, Home: w.Home}, w.pool.log.With("server", s.ID, "workspace", w.Key.String()))
 		cancel()
-		if sl.err == nil {
-			w.pool.remember(s, sl.srv)
-		} else {
+		if sl.err != nil {
 			w.pool.releaseServer()
 		}
 		close(sl.ready)

@@ -228,3 +228,29 @@ func TestQueryGo(t *testing.T) {
 		})
 	}
 }
+
+// TestCapabilitiesColdIsStatic: a cold workspace's answer comes from the
+// configuration alone. Another tenant's warm Go workspace on the same
+// shard shows neither its server generation nor its tools nor that Go was
+// used at all: the answer equals the one for a shard where nothing ran.
+func TestCapabilitiesColdIsStatic(t *testing.T) {
+	goWorkspace(t) // another tenant's workspace: gopls runs, generation 1
+	caps, err := fx.client.Capabilities(ctxT(t), &daemonv1.CapabilitiesRequest{Workspace: keyFor(t, "cold")})
+	if err != nil || caps.GetWarm() {
+		t.Fatalf("capabilities: %v, %v", caps, err)
+	}
+	var ids []string
+	for _, l := range caps.GetLanguages() {
+		ids = append(ids, l.GetServer().GetId())
+		if l.GetServer().GetGeneration() != 0 || l.GetServer().GetVersion() != "" || len(l.GetTools()) != 0 || l.GetCapabilityFingerprint() != "" {
+			t.Errorf("cold answer carries what a running server negotiated: %v", l)
+		}
+	}
+	var want []string
+	for _, s := range fx.pool.Specs() {
+		want = append(want, s.ID)
+	}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("cold answer lists %v, the configuration %v", ids, want)
+	}
+}

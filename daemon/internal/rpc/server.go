@@ -168,19 +168,22 @@ func (s *Server) Capabilities(_ context.Context, req *daemonv1.CapabilitiesReque
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	// In flight is read before warm: a write that publishes between the
-	// two reads then shows as warm, never as neither.
+	// A cold answer comes from the static configuration only: what any
+	// other workspace on this shard ran (its languages, server generations,
+	// negotiated tools) is that tenant's, never part of this answer. In
+	// flight is read before warm: a write that publishes between the two
+	// reads then shows as warm, never as neither.
 	inflight := s.Pool.InFlight(k)
 	w, release, ok := s.Pool.Acquire(k)
 	if !ok {
-		return &daemonv1.CapabilitiesResponse{InFlight: inflight || s.Pool.InFlight(k), Languages: languages(s.Pool.Negotiated())}, nil
+		return &daemonv1.CapabilitiesResponse{InFlight: inflight || s.Pool.InFlight(k), Languages: languages(s.Pool.Configured())}, nil
 	}
 	defer release()
 	infos := w.Languages()
 	if len(infos) == 0 {
-		// Its servers are not running now (evicted under pressure): what
-		// they negotiated anywhere, with what they reported here.
-		infos = w.KnownLoadWarnings(s.Pool.Negotiated())
+		// Its servers are not running now (evicted under pressure): the
+		// configuration, with what they reported here.
+		infos = w.KnownLoadWarnings(s.Pool.Configured())
 	}
 	return &daemonv1.CapabilitiesResponse{Warm: true, PrepareId: w.PrepareID, InFlight: inflight, Languages: languages(infos)}, nil
 }

@@ -22,10 +22,12 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/forge"
 	"github.com/hanzoai/lsp/proxy/internal/httpapi"
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
+	"github.com/hanzoai/lsp/proxy/internal/listener"
 	"github.com/hanzoai/lsp/proxy/internal/operation"
 	"github.com/hanzoai/lsp/proxy/internal/ratelimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Run serves until ctx ends, then shuts down gracefully: the listener
@@ -46,7 +48,7 @@ type Options struct {
 // RunWith is Run with seams.
 func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(addr string), opts Options) error {
 	if cfg.DevMode {
-		log.Warn("LSP_DEV=1: development mode (audience not required)")
+		log.Warn("LSP_DEV=1: development mode (audience not required, tenant key secret optional, plain-http forge and JWKS allowed)")
 	}
 	verifier, err := auth.NewVerifier(ctx, auth.Config{
 		KeysFile:       cfg.JWTKeys,
@@ -134,24 +136,38 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		Issuer:            cfg.JWTIssuer,
 		MCPAllowedOrigins: cfg.MCPAllowedOrigins,
 		PublicURL:         cfg.PublicURL,
+		MetricsApart:      cfg.MetricsListen != "",
+		MCP: httpapi.MCPLimits{
+			PerPrincipal: cfg.MCPSessionsPerPrincipal, Total: cfg.MCPSessions,
+			Rate: cfg.MCPSessionRate, Burst: cfg.MCPSessionBurst, Idle: cfg.MCPSessionIdle,
+		},
 	})
 
+	lc := listenerConfig(cfg)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           api.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+	srv := listener.Server(api.Handler(), lc)
+	errc := make(chan error, 2)
+	var msrv *http.Server
+	if cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		msrv = listener.Server(mux, lc)
+		log.Info("metrics listening", "addr", mln.Addr().String())
+		go func() { errc <- msrv.Serve(listener.Limit(mln, lc)) }()
 	}
 	log.Info("proxy listening", "addr", ln.Addr().String(), "daemons", len(cfg.Daemons), "forge_kind", cfg.ForgeKind)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(listener.Limit(ln, lc)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -160,6 +176,9 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 	log.Info("proxy shutting down", "grace", cfg.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
+	if msrv != nil {
+		_ = msrv.Close()
+	}
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
@@ -170,6 +189,24 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		log.Warn("shutdown: prepares still running when the grace ended; their holds expire or are captured by the next answer", "err", err)
 	}
 	return nil
+}
+
+// listenerConfig is the connection bounds of cfg; 0 there means no bound.
+func listenerConfig(cfg *config.Config) listener.Config {
+	off := func(n int) int {
+		if n == 0 {
+			return -1
+		}
+		return n
+	}
+	return listener.Config{
+		MaxConnsPerAddr: off(cfg.MaxConnsPerAddr),
+		MaxConns:        off(cfg.MaxConns),
+		HeaderRead:      cfg.HeaderReadTimeout,
+		BodyRead:        cfg.BodyReadTimeout,
+		Write:           cfg.WriteTimeout,
+		Idle:            cfg.IdleTimeout,
+	}
 }
 
 // forgeHTTPClient never follows redirects: a credential must not travel to

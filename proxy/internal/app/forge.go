@@ -23,7 +23,9 @@ func newForge(cfg *config.Config, cacheSecret []byte, log *slog.Logger) forge.Fo
 	default:
 		f = forge.NewGit(cfg.ForgeURL, forgeHTTPClient(), "git", log)
 	}
-	return forge.NewCache(f, cfg.ForgeCacheTTL, cacheSecret)
+	// The gate is inside the cache: a cached answer takes no slot.
+	f = forge.NewGate(f, cfg.ForgeMaxDownloads, cfg.ForgeMaxDownloadsPerOrg)
+	return forge.NewCache(f, cfg.ForgeCacheTTL, cfg.ForgeNegativeCacheTTL, cacheSecret)
 }
 
 // sudoToken reads the proxy's forge admin token (LSP_FORGE_AUTH=sudo). The

@@ -74,7 +74,11 @@ type jwksSource struct {
 	life         context.Context // ends when the Verifier is closed or its ctx is done
 	wg           *sync.WaitGroup
 
-	keys atomic.Pointer[keyIndex]
+	// maxAge is how long a fetched set is trusted without a successful
+	// refetch: a key the IdP removed stops verifying within it even while
+	// every refresh fails (fail closed rather than trust a stale set).
+	maxAge time.Duration
+	keys   atomic.Pointer[fetchedKeys]
 
 	mu          sync.Mutex
 	closed      bool
@@ -83,8 +87,21 @@ type jwksSource struct {
 	inflight    chan struct{} // non-nil while a fetch runs; closed when it ends
 }
 
-// current returns the last good key set, or nil before the first one.
-func (s *jwksSource) current() *keyIndex { return s.keys.Load() }
+// fetchedKeys is one good key set and when it was fetched.
+type fetchedKeys struct {
+	ix *keyIndex
+	at time.Time
+}
+
+// current returns the last good key set, or nil before the first one and
+// once it is older than maxAge.
+func (s *jwksSource) current() *keyIndex {
+	f := s.keys.Load()
+	if f == nil || (s.maxAge > 0 && s.now().Sub(f.at) > s.maxAge) {
+		return nil
+	}
+	return f.ix
+}
 
 // refetch fetches the set unless a fetch is already running (then it waits for that one) or, when not
 // forced, the previous attempt is younger than minRefetch. It reports whether a fetch finished while it
@@ -161,7 +178,7 @@ func (s *jwksSource) fetch(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("fetch jwks: %w", err)
 	}
-	s.keys.Store(newKeyIndex(keys))
+	s.keys.Store(&fetchedKeys{ix: newKeyIndex(keys), at: s.now()})
 	return len(keys), nil
 }
 
@@ -176,8 +193,25 @@ func (s *jwksSource) refreshLoop(every time.Duration) {
 			return
 		case <-t.C:
 			s.refetch(s.life, true)
+			// A failed refresh is retried at the unknown-kid pace, so one
+			// failure does not let the set age out before the next tick.
+			for s.failed() && s.life.Err() == nil {
+				select {
+				case <-s.life.Done():
+					return
+				case <-time.After(min(s.minRefetch, every)):
+				}
+				s.refetch(s.life, true)
+			}
 		}
 	}
+}
+
+// failed reports whether the last fetch failed.
+func (s *jwksSource) failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr != nil && !s.closed
 }
 
 func (s *jwksSource) close() {

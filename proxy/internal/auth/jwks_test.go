@@ -430,3 +430,58 @@ func TestJWKSStopsWithCtx(t *testing.T) {
 	}
 	v.Close()
 }
+
+// TestJWKSStaleSetStopsVerifying: the IdP removed a key, and every refresh
+// since fails (the endpoint is down, or someone keeps it from answering).
+// The removed key must not verify forever on the last good set: past the
+// refresh interval (plus a fetch timeout) the set is no longer trusted.
+func TestJWKSStaleSetStopsVerifying(t *testing.T) {
+	k := keys(t)
+	srv := newJWKSServer(t, toJWK(t, k.ed.pub, "old"))
+	clock := newFakeClock()
+	v, err := jwksVerifier(t, srv, clock, func(o *options) { o.jwksRefreshEvery = 5 * time.Minute })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tok := func() string {
+		return sign(t, k.ed, claims(func(c jwt.MapClaims) {
+			c["iat"], c["exp"] = clock.Now().Unix(), clock.Now().Add(10*time.Minute).Unix()
+		}), map[string]any{"kid": "old"})
+	}
+	if _, err := v.Verify(ctx, tok()); err != nil {
+		t.Fatal(err)
+	}
+	srv.setBody([]byte("status:500")) // the key is gone and refreshes fail
+	clock.Advance(4 * time.Minute)
+	if _, err := v.Verify(ctx, tok()); err != nil {
+		t.Fatalf("within the refresh interval the last good set still verifies: %v", err)
+	}
+	clock.Advance(2*time.Minute + defaultJWKSFetchTimeout)
+	if _, err := v.Verify(ctx, tok()); err == nil {
+		t.Fatal("a key the JWKS no longer vouches for still verifies past the refresh interval")
+	}
+	// A successful fetch trusts the set again.
+	srv.setKeys(t, toJWK(t, k.ed.pub, "old"))
+	clock.Advance(defaultJWKSMinRefetch + time.Second)
+	if _, err := v.Verify(ctx, tok()); err != nil {
+		t.Fatalf("after a good fetch: %v", err)
+	}
+}
+
+// TestJWKSRedirectNotFollowed: keys come from the configured URL only.
+func TestJWKSRedirectNotFollowed(t *testing.T) {
+	k := keys(t)
+	other := newJWKSServer(t, toJWK(t, k.ed.pub, "evil"))
+	redir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL, http.StatusFound)
+	}))
+	defer redir.Close()
+	_, err := NewVerifier(context.Background(), Config{JWKSURL: redir.URL, Audience: testAud}, redir.Client(), nil)
+	if err == nil {
+		t.Fatal("a JWKS behind a redirect was fetched")
+	}
+	if other.hits.Load() != 0 {
+		t.Fatalf("the redirect target was asked %d times", other.hits.Load())
+	}
+}

@@ -175,11 +175,16 @@ func newVerifier(ctx context.Context, cfg Config, client *http.Client, log *slog
 			cancel()
 			return nil, fmt.Errorf("configure JWKS: %w", err)
 		}
-		if client == nil {
-			client = &http.Client{Timeout: o.jwksFetchTimeout}
+		// Redirects are never followed: keys come from the configured URL
+		// only, not from wherever it (or someone in its path) points.
+		c := http.Client{Timeout: o.jwksFetchTimeout}
+		if client != nil {
+			c = *client
 		}
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		v.jwks = &jwksSource{
-			url: cfg.JWKSURL, client: client, log: log, now: o.now,
+			url: cfg.JWKSURL, client: &c, log: log, now: o.now,
+			maxAge:     o.jwksRefreshEvery + o.jwksFetchTimeout,
 			minRefetch: o.jwksMinRefetch, fetchTimeout: o.jwksFetchTimeout, maxBytes: o.jwksMaxBytes,
 			life: life, wg: &v.wg,
 		}

@@ -95,7 +95,7 @@ func runLargePrepare(ctx context.Context, o Options) (*largeFigures, error) {
 		DaemonEnv: daemonEnv, Unjailed: o.Unjailed,
 		// A cold prepare of a large tree takes longer than the default
 		// request deadline allows on a loaded machine.
-		ProxyEnv: map[string]string{"LSP_REQUEST_TIMEOUT": "5m"},
+		ProxyEnv: map[string]string{"LSP_REQUEST_TIMEOUT": "5m", "LSP_RATE_LIMIT": "0", "LSP_FORGE_MAX_DOWNLOADS_PER_ORG": "16"},
 		// The daemon restarts between runs on purpose: only errors here.
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})

@@ -34,6 +34,7 @@ func runPool(ctx context.Context, o Options) (*poolFigures, error) {
 	s, err := devstack.Start(ctx, devstack.Options{
 		Dir: filepath.Join(o.Dir, "pool"), DaemonBin: o.DaemonBin, Gopls: o.Gopls,
 		DaemonEnv: map[string]string{"LSP_POOL_MAX_RSS": strconv.Itoa(budget), "LSP_LOG_LEVEL": "info"},
+		ProxyEnv:  noRateLimit,
 	})
 	if err != nil {
 		return nil, err

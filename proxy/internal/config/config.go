@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -18,7 +19,7 @@ import (
 // Config is everything the proxy reads from its environment.
 type Config struct {
 	Listen        string        // LSP_LISTEN
-	MetricsListen string        // LSP_METRICS_LISTEN: empty serves /metrics on Listen
+	MetricsListen string        // LSP_METRICS_LISTEN: empty serves /metrics on Listen, else only there
 	DatabaseURL   string        // LSP_DATABASE_URL
 	Daemons       []string      // LSP_DAEMONS
 	DevMode       bool          // LSP_DEV
@@ -39,6 +40,12 @@ type Config struct {
 	ForgeAuth     string            // LSP_FORGE_AUTH
 	ForgeOwners   map[string]string // LSP_FORGE_OWNERS
 	ForgeCacheTTL time.Duration     // LSP_FORGE_CACHE_TTL
+	// ForgeNegativeCacheTTL keeps a "not found" resolve (LSP_FORGE_NEGATIVE_CACHE_TTL).
+	ForgeNegativeCacheTTL time.Duration
+	// ForgeMaxDownloads bounds concurrent forge downloads per proxy
+	// (LSP_FORGE_MAX_DOWNLOADS), ForgeMaxDownloadsPerOrg per org
+	// (LSP_FORGE_MAX_DOWNLOADS_PER_ORG).
+	ForgeMaxDownloads, ForgeMaxDownloadsPerOrg int
 
 	PrepareCents   int64         // LSP_PREPARE_CENTS
 	PrepareGrace   time.Duration // LSP_PREPARE_GRACE
@@ -68,6 +75,22 @@ type Config struct {
 	RateBurst   int     // LSP_RATE_BURST
 	MaxPrepares int     // LSP_MAX_PREPARES: concurrent prepares per proxy
 
+	// Connections (package listener): what a client may hold before it
+	// has proven anything.
+	MaxConnsPerAddr   int           // LSP_MAX_CONNS_PER_ADDR: open connections per client IP (0: no bound)
+	MaxConns          int           // LSP_MAX_CONNS: open connections in total (0: no bound)
+	HeaderReadTimeout time.Duration // LSP_HEADER_READ_TIMEOUT: request line and headers
+	BodyReadTimeout   time.Duration // LSP_BODY_READ_TIMEOUT: the whole request body
+	WriteTimeout      time.Duration // LSP_WRITE_TIMEOUT: each write of an answer (streams: each event)
+	IdleTimeout       time.Duration // LSP_IDLE_TIMEOUT: a kept-alive connection between requests
+
+	// MCP sessions (httpapi/mcpsessions.go).
+	MCPSessionsPerPrincipal int           // LSP_MCP_SESSIONS_PER_PRINCIPAL
+	MCPSessions             int           // LSP_MCP_SESSIONS: per proxy
+	MCPSessionRate          float64       // LSP_MCP_SESSION_RATE: new sessions per second per principal
+	MCPSessionBurst         int           // LSP_MCP_SESSION_BURST
+	MCPSessionIdle          time.Duration // LSP_MCP_SESSION_IDLE
+
 	// MCPAllowedOrigins are the browser origins that may use /v1/lsp/mcp
 	// (LSP_MCP_ALLOWED_ORIGINS); a request with another Origin is 403.
 	MCPAllowedOrigins []string
@@ -77,6 +100,16 @@ type Config struct {
 	// behind a shared cache, set it, so no client's Host is ever echoed).
 	PublicURL string
 }
+
+// DefaultJWTMaxTTL caps a token's lifetime unless the operator says
+// otherwise: a leaked token is good for a day at most.
+const DefaultJWTMaxTTL = 24 * time.Hour
+
+// DefaultRateLimit is the per-org request rate (per second, per proxy)
+// unless LSP_RATE_LIMIT says otherwise (0 turns it off): far above what an
+// agent or an editor sends, low enough that one org cannot make the proxy
+// a load generator for the forge.
+const DefaultRateLimit = 20
 
 var orgRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
@@ -101,7 +134,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		JWTIssuer:       p.str("LSP_JWT_ISSUER", ""),
 		JWTAudience:     p.str("LSP_JWT_AUDIENCE", ""),
 		JWTAlgs:         p.list("LSP_JWT_ALGS", []string{"RS256", "ES256", "EdDSA"}),
-		JWTMaxTTL:       p.duration("LSP_JWT_MAX_TTL", 0),
+		JWTMaxTTL:       p.duration("LSP_JWT_MAX_TTL", DefaultJWTMaxTTL),
 		TenantKeySecret: p.str("LSP_TENANT_KEY_SECRET", ""),
 
 		ForgeURL:      strings.TrimRight(p.str("LSP_FORGE_URL", ""), "/"),
@@ -109,6 +142,10 @@ func Load(getenv func(string) string) (*Config, error) {
 		ForgeAuth:     p.str("LSP_FORGE_AUTH", "bearer"),
 		ForgeOwners:   p.owners("LSP_FORGE_OWNERS"),
 		ForgeCacheTTL: p.duration("LSP_FORGE_CACHE_TTL", 30*time.Second),
+
+		ForgeNegativeCacheTTL:   p.duration("LSP_FORGE_NEGATIVE_CACHE_TTL", 5*time.Second),
+		ForgeMaxDownloads:       int(p.int("LSP_FORGE_MAX_DOWNLOADS", 16)),
+		ForgeMaxDownloadsPerOrg: int(p.int("LSP_FORGE_MAX_DOWNLOADS_PER_ORG", 4)),
 
 		PrepareCents:   p.int("LSP_PREPARE_CENTS", 2),
 		PrepareGrace:   p.duration("LSP_PREPARE_GRACE", 24*time.Hour),
@@ -131,13 +168,28 @@ func Load(getenv func(string) string) (*Config, error) {
 		ForgeSudoClaim:     p.str("LSP_FORGE_SUDO_CLAIM", ""),
 		ForgeJWTAudience:   p.str("LSP_FORGE_JWT_AUDIENCE", ""),
 
-		RateLimit:   p.float("LSP_RATE_LIMIT", 0),
+		RateLimit:   p.float("LSP_RATE_LIMIT", DefaultRateLimit),
 		RateBurst:   int(p.int("LSP_RATE_BURST", 0)),
 		MaxPrepares: int(p.int("LSP_MAX_PREPARES", 8)),
+
+		MaxConnsPerAddr:   int(p.int("LSP_MAX_CONNS_PER_ADDR", 128)),
+		MaxConns:          int(p.int("LSP_MAX_CONNS", 4096)),
+		HeaderReadTimeout: p.duration("LSP_HEADER_READ_TIMEOUT", 10*time.Second),
+		BodyReadTimeout:   p.duration("LSP_BODY_READ_TIMEOUT", 10*time.Second),
+		WriteTimeout:      p.duration("LSP_WRITE_TIMEOUT", 30*time.Second),
+		IdleTimeout:       p.duration("LSP_IDLE_TIMEOUT", 2*time.Minute),
+
+		MCPSessionsPerPrincipal: int(p.int("LSP_MCP_SESSIONS_PER_PRINCIPAL", 32)),
+		MCPSessions:             int(p.int("LSP_MCP_SESSIONS", 4096)),
+		MCPSessionRate:          p.float("LSP_MCP_SESSION_RATE", 2),
+		MCPSessionBurst:         int(p.int("LSP_MCP_SESSION_BURST", 20)),
+		MCPSessionIdle:          p.duration("LSP_MCP_SESSION_IDLE", 30*time.Minute),
 
 		MCPAllowedOrigins: p.list("LSP_MCP_ALLOWED_ORIGINS", nil),
 		PublicURL:         strings.TrimSuffix(p.str("LSP_PUBLIC_URL", ""), "/"),
 	}
+	// A "not found" is never kept longer than an answer.
+	c.ForgeNegativeCacheTTL = min(c.ForgeNegativeCacheTTL, c.ForgeCacheTTL)
 	if c.RateBurst == 0 && c.RateLimit > 0 {
 		// Two seconds' worth by default: room for a client's short burst.
 		c.RateBurst = max(1, int(math.Ceil(2*c.RateLimit)))
@@ -162,6 +214,40 @@ func (c *Config) validate() error {
 	}
 	if c.ForgeURL == "" {
 		bad("LSP_FORGE_URL is required")
+	} else if u, err := url.Parse(c.ForgeURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		bad("LSP_FORGE_URL=%q: want an http(s) URL", c.ForgeURL)
+	} else if u.Scheme == "http" && !c.DevMode && !isLoopback(u.Hostname()) {
+		// Plain http would carry every caller's forge credential in the
+		// clear. A forge on this host (loopback) never crosses a network.
+		bad("LSP_FORGE_URL=%q: http is allowed only for a loopback forge or with LSP_DEV=1; use https", c.ForgeURL)
+	}
+	if c.TenantKeySecret == "" && !c.DevMode {
+		// Without it a tenant key is the plain SHA-256 of the org: anyone
+		// who sees a key (daemon logs, workspace paths) learns the org.
+		bad("LSP_TENANT_KEY_SECRET is required (unless LSP_DEV=1): the HMAC secret for tenant keys, the same on every replica")
+	} else if c.TenantKeySecret != "" && len(c.TenantKeySecret) < 16 {
+		bad("LSP_TENANT_KEY_SECRET must be at least 16 bytes")
+	}
+	if c.MetricsListen != "" && c.MetricsListen == c.Listen {
+		bad("LSP_METRICS_LISTEN must differ from LSP_LISTEN (leave it empty to serve /metrics on LSP_LISTEN)")
+	}
+	if c.MaxConnsPerAddr < 0 || c.MaxConns < 0 {
+		bad("LSP_MAX_CONNS_PER_ADDR and LSP_MAX_CONNS must not be negative (0: no bound)")
+	}
+	if c.HeaderReadTimeout <= 0 || c.BodyReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0 {
+		bad("LSP_HEADER_READ_TIMEOUT, LSP_BODY_READ_TIMEOUT, LSP_WRITE_TIMEOUT and LSP_IDLE_TIMEOUT must be positive")
+	}
+	if c.MCPSessionsPerPrincipal < 1 || c.MCPSessions < 1 || c.MCPSessionRate <= 0 || c.MCPSessionBurst < 1 || c.MCPSessionIdle <= 0 {
+		bad("LSP_MCP_SESSIONS_PER_PRINCIPAL, LSP_MCP_SESSIONS, LSP_MCP_SESSION_RATE, LSP_MCP_SESSION_BURST and LSP_MCP_SESSION_IDLE must be positive")
+	}
+	if c.ForgeNegativeCacheTTL <= 0 || c.ForgeCacheTTL <= 0 {
+		bad("LSP_FORGE_CACHE_TTL and LSP_FORGE_NEGATIVE_CACHE_TTL must be positive")
+	}
+	if c.ForgeMaxDownloads < 1 || c.ForgeMaxDownloadsPerOrg < 1 {
+		bad("LSP_FORGE_MAX_DOWNLOADS and LSP_FORGE_MAX_DOWNLOADS_PER_ORG must be at least 1")
+	}
+	if c.JWTMaxTTL < 0 {
+		bad("LSP_JWT_MAX_TTL must not be negative (0: no limit)")
 	}
 	if c.PublicURL != "" {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
@@ -228,6 +314,14 @@ func (c *Config) validate() error {
 		bad("LSP_REQUEST_TIMEOUT and LSP_PREPARE_TIMEOUT must be positive")
 	}
 	return errors.Join(errs...)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 type parser struct {

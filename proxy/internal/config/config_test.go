@@ -8,10 +8,11 @@ import (
 
 func load(over map[string]string) (*Config, error) {
 	env := map[string]string{
-		"LSP_DATABASE_URL": "postgres://x/y",
-		"LSP_DAEMONS":      "unix:///run/d.sock",
-		"LSP_JWT_KEYS":     "/keys.pem",
-		"LSP_FORGE_URL":    "https://forge.example/",
+		"LSP_DATABASE_URL":      "postgres://x/y",
+		"LSP_DAEMONS":           "unix:///run/d.sock",
+		"LSP_JWT_KEYS":          "/keys.pem",
+		"LSP_FORGE_URL":         "https://forge.example/",
+		"LSP_TENANT_KEY_SECRET": "a-secret-of-enough-bytes",
 	}
 	for k, v := range over {
 		env[k] = v
@@ -27,8 +28,20 @@ func TestDefaults(t *testing.T) {
 	if c.ForgeKind != "git" || c.ForgeAuth != "bearer" || c.ForgeURL != "https://forge.example" {
 		t.Errorf("forge = %q %q %q", c.ForgeKind, c.ForgeAuth, c.ForgeURL)
 	}
-	if c.RateLimit != 0 || c.RateBurst != 0 || c.MaxPrepares != 8 || c.DaemonHealthInterval != 2*time.Second {
+	if c.JWTMaxTTL != 24*time.Hour {
+		t.Errorf("JWTMaxTTL = %v; want a 24h default", c.JWTMaxTTL)
+	}
+	if c.RateLimit != DefaultRateLimit || c.RateBurst != 2*DefaultRateLimit || c.MaxPrepares != 8 || c.DaemonHealthInterval != 2*time.Second {
 		t.Errorf("operations = %v %v %v %v", c.RateLimit, c.RateBurst, c.MaxPrepares, c.DaemonHealthInterval)
+	}
+	if c.ForgeNegativeCacheTTL != 5*time.Second {
+		t.Errorf("ForgeNegativeCacheTTL = %v; want 5s", c.ForgeNegativeCacheTTL)
+	}
+	if c, err = load(map[string]string{"LSP_FORGE_CACHE_TTL": "2s"}); err != nil || c.ForgeNegativeCacheTTL != 2*time.Second {
+		t.Errorf("a cache TTL below the negative one: %v, negative %v; want it clamped to 2s", err, c.ForgeNegativeCacheTTL)
+	}
+	if c, err = load(map[string]string{"LSP_RATE_LIMIT": "0"}); err != nil || c.RateLimit != 0 {
+		t.Errorf("LSP_RATE_LIMIT=0 (off): %v, %v", err, c.RateLimit)
 	}
 	c, err = load(map[string]string{"LSP_RATE_LIMIT": "2.5"})
 	if err != nil || c.RateLimit != 2.5 || c.RateBurst != 5 {
@@ -74,6 +87,18 @@ func TestValidation(t *testing.T) {
 		{"public url", with(nil, "LSP_PUBLIC_URL", "https://lsp.example:8443/"), ""},
 		{"public url with path", with(nil, "LSP_PUBLIC_URL", "https://lsp.example/v1"), "LSP_PUBLIC_URL"},
 		{"public url without scheme", with(nil, "LSP_PUBLIC_URL", "lsp.example"), "LSP_PUBLIC_URL"},
+		// Security defaults: a tenant-key secret, an https forge, metrics apart.
+		{"no tenant key secret", with(nil, "LSP_TENANT_KEY_SECRET", " "), "LSP_TENANT_KEY_SECRET is required"},
+		{"no tenant key secret in dev", with(nil, "LSP_TENANT_KEY_SECRET", " ", "LSP_DEV", "1"), ""},
+		{"short tenant key secret", with(nil, "LSP_TENANT_KEY_SECRET", "short"), "at least 16 bytes"},
+		{"http forge", with(nil, "LSP_FORGE_URL", "http://forge.example"), "http is allowed only for a loopback forge"},
+		{"http forge in dev", with(nil, "LSP_FORGE_URL", "http://forge.example", "LSP_DEV", "1"), ""},
+		{"http loopback forge", with(nil, "LSP_FORGE_URL", "http://127.0.0.1:3000"), ""},
+		{"http localhost forge", with(nil, "LSP_FORGE_URL", "http://localhost:3000"), ""},
+		{"http v6 loopback forge", with(nil, "LSP_FORGE_URL", "http://[::1]:3000"), ""},
+		{"forge not a URL", with(nil, "LSP_FORGE_URL", "forge.example"), "want an http(s) URL"},
+		{"metrics on the main listener", with(nil, "LSP_METRICS_LISTEN", "127.0.0.1:8080"), "LSP_METRICS_LISTEN must differ"},
+		{"negative max ttl", with(nil, "LSP_JWT_MAX_TTL", "-1s"), "LSP_JWT_MAX_TTL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(tc.env)

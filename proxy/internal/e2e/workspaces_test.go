@@ -80,8 +80,14 @@ func TestCapabilitiesAndDeleteWorkspace(t *testing.T) {
 			goLang = m
 		}
 	}
-	if goLang == nil || goLang["server"].(map[string]any)["id"] != "gopls" || !contains(goLang["tools"], "hover") || goLang["warm"] != false {
+	// A cold answer is the daemon's static configuration: what other
+	// tenants' workspaces on the shard negotiated (tools, server version,
+	// generation) is theirs.
+	if goLang == nil || goLang["server"].(map[string]any)["id"] != "gopls" || goLang["warm"] != false {
 		t.Fatalf("go entry = %v", goLang)
+	}
+	if tools, _ := goLang["tools"].([]any); len(tools) != 0 || goLang["server"].(map[string]any)["generation"] != float64(0) || goLang["server"].(map[string]any)["version"] != "" {
+		t.Fatalf("a cold go entry carries what a running server negotiated: %v", goLang)
 	}
 	if n := stack.Forge.PackDownloads("probe", tn.repo); n != 0 {
 		t.Fatalf("the probe downloaded content %d times", n)

@@ -14,23 +14,32 @@ import (
 
 // Cache defaults.
 const (
-	DefaultCacheTTL    = 30 * time.Second
-	maxCacheEntries    = 10_000
-	credentialKeyLabel = "lsp-forge-credential-v1"
+	DefaultCacheTTL         = 30 * time.Second
+	DefaultNegativeCacheTTL = 5 * time.Second
+	maxCacheEntries         = 10_000
+	credentialKeyLabel      = "lsp-forge-credential-v1"
 )
 
-// NewCache wraps f so that successful Resolve answers are reused for ttl
-// (DefaultCacheTTL when ttl <= 0). The key is (HMAC-SHA256(secret,
-// credential), owner, repo, rev): never the org, never the token itself, and
-// a different credential always asks the forge again. Only successes are
-// kept, so a revocation takes effect within ttl and a new branch is visible
-// at once. Concurrent identical misses share one call to f. At most 10 000
-// answers are kept, least recently used first out. Fetch passes through.
-// An empty secret is replaced by a random one (the cache is per process).
-func NewCache(f Forge, ttl time.Duration, secret []byte) Forge {
+// NewCache wraps f so that Resolve answers are reused: a success for ttl
+// (DefaultCacheTTL when ttl <= 0), a "not found" (no such repository or
+// revision, or no access to it) for negTTL (DefaultNegativeCacheTTL when
+// negTTL <= 0; never longer than ttl). The key is (HMAC-SHA256(secret,
+// credential), owner, repo, rev): never the org, never the token itself,
+// and a different credential always asks the forge again. A revocation
+// takes effect within ttl and a new branch is visible within negTTL. A
+// made-up revision costs the forge one resolve per credential per negTTL,
+// however often it is asked. Forge outages and timeouts are not kept.
+// Concurrent identical misses share one call to f. At most 10 000 answers
+// are kept, least recently used first out. Fetch passes through. An empty
+// secret is replaced by a random one (the cache is per process).
+func NewCache(f Forge, ttl, negTTL time.Duration, secret []byte) Forge {
 	if ttl <= 0 {
 		ttl = DefaultCacheTTL
 	}
+	if negTTL <= 0 {
+		negTTL = DefaultNegativeCacheTTL
+	}
+	negTTL = min(negTTL, ttl)
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
 		_, _ = rand.Read(secret)
@@ -38,6 +47,7 @@ func NewCache(f Forge, ttl time.Duration, secret []byte) Forge {
 	return &cache{
 		next:     f,
 		ttl:      ttl,
+		negTTL:   negTTL,
 		secret:   append([]byte(nil), secret...),
 		max:      maxCacheEntries,
 		now:      time.Now,
@@ -50,6 +60,7 @@ func NewCache(f Forge, ttl time.Duration, secret []byte) Forge {
 type cache struct {
 	next   Forge
 	ttl    time.Duration
+	negTTL time.Duration
 	secret []byte
 	max    int
 	now    func() time.Time // replaced in tests
@@ -63,6 +74,7 @@ type cache struct {
 type cacheEntry struct {
 	key     string
 	commit  string
+	err     error // a kept "not found"
 	expires time.Time
 }
 
@@ -105,7 +117,7 @@ func (c *cache) Resolve(ctx context.Context, cred Credential, owner, repo string
 			if c.now().Before(e.expires) {
 				c.lru.MoveToFront(el)
 				c.mu.Unlock()
-				return e.commit, nil
+				return e.commit, e.err
 			}
 			c.lru.Remove(el)
 			delete(c.entries, k)
@@ -133,8 +145,11 @@ func (c *cache) Resolve(ctx context.Context, cred Credential, owner, repo string
 
 		c.mu.Lock()
 		delete(c.inflight, k)
-		if cl.err == nil {
-			c.store(k, cl.commit)
+		switch {
+		case cl.err == nil:
+			c.store(k, cl.commit, nil, c.ttl)
+		case errors.Is(cl.err, ErrNotFound) || errors.Is(cl.err, ErrBadRev):
+			c.store(k, "", cl.err, c.negTTL)
 		}
 		c.mu.Unlock()
 		close(cl.done)
@@ -143,11 +158,11 @@ func (c *cache) Resolve(ctx context.Context, cred Credential, owner, repo string
 }
 
 // store adds an answer; c.mu is held.
-func (c *cache) store(k, commit string) {
+func (c *cache) store(k, commit string, err error, ttl time.Duration) {
 	if el, ok := c.entries[k]; ok {
 		c.lru.Remove(el)
 	}
-	c.entries[k] = c.lru.PushFront(&cacheEntry{key: k, commit: commit, expires: c.now().Add(c.ttl)})
+	c.entries[k] = c.lru.PushFront(&cacheEntry{key: k, commit: commit, err: err, expires: c.now().Add(ttl)})
 	for c.lru.Len() > c.max {
 		old := c.lru.Back()
 		c.lru.Remove(old)

@@ -3,6 +3,7 @@ package forge
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,7 +42,7 @@ func (c *fakeClock) advance(d time.Duration) {
 func TestCache(t *testing.T) {
 	fx := newFixture(t, nil)
 	counting := &countingForge{Forge: fx.newForge("")}
-	cached := NewCache(counting, 0, []byte("secret"))
+	cached := NewCache(counting, 0, 0, []byte("secret"))
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	cached.(*cache).now = clock.now
 	ctx := context.Background()
@@ -78,12 +79,44 @@ func TestCache(t *testing.T) {
 	if n := counting.resolves.Load(); n != 4 {
 		t.Fatalf("other credentials: forge asked %d times, want 4", n)
 	}
-	// Failures are not cached.
+	// "Not found" is kept, for the shorter negative TTL, and only for that
+	// credential.
+	for range 3 {
+		if _, err := resolve(bearer(otherToken), "acme", "app", main); !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+	if n := counting.resolves.Load(); n != 4 {
+		t.Fatalf("a not-found within the negative TTL: forge asked %d times, want 4", n)
+	}
+	made := mustRev(t, strings.Repeat("ab", 20))
+	for range 3 {
+		if _, err := resolve(bearer(readerToken), "acme", "app", made); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("made-up sha: %v", err)
+		}
+	}
+	if n := counting.resolves.Load(); n != 5 {
+		t.Fatalf("a made-up sha asked again within the negative TTL: forge asked %d times, want 5", n)
+	}
+	if _, err := resolve(Credential{Mode: "basic", Token: readerToken}, "acme", "app", made); !errors.Is(err, ErrNotFound) {
+		t.Fatal(err)
+	}
+	if n := counting.resolves.Load(); n != 6 {
+		t.Fatalf("a not-found was shared across credentials: forge asked %d times, want 6", n)
+	}
+	clock.advance(DefaultNegativeCacheTTL)
 	if _, err := resolve(bearer(otherToken), "acme", "app", main); !errors.Is(err, ErrNotFound) {
 		t.Fatal(err)
 	}
-	if n := counting.resolves.Load(); n != 5 {
-		t.Fatalf("a failure was cached: forge asked %d times, want 5", n)
+	if n := counting.resolves.Load(); n != 7 {
+		t.Fatalf("after the negative TTL: forge asked %d times, want 7", n)
+	}
+	// The positive answers, stored before, still stand (their TTL is longer).
+	if _, err := resolve(bearer(readerToken), "acme", "app", main); err != nil {
+		t.Fatal(err)
+	}
+	if n := counting.resolves.Load(); n != 7 {
+		t.Fatalf("a positive answer within its TTL: forge asked %d times, want 7", n)
 	}
 
 	// Revocation takes effect once the TTL has passed.
@@ -109,7 +142,7 @@ func TestCache(t *testing.T) {
 func TestCacheBounded(t *testing.T) {
 	fx := newFixture(t, nil)
 	counting := &countingForge{Forge: fx.newForge("")}
-	c := NewCache(counting, time.Hour, nil).(*cache)
+	c := NewCache(counting, time.Hour, 0, nil).(*cache)
 	c.max = 2
 	ctx := context.Background()
 	for _, rev := range []string{"main", "v1", "v2", "main"} {
@@ -129,7 +162,7 @@ func TestCacheBounded(t *testing.T) {
 func TestCacheSharesConcurrentMisses(t *testing.T) {
 	fx := newFixture(t, nil)
 	counting := &countingForge{Forge: fx.newForge("")}
-	c := NewCache(counting, time.Hour, []byte("k"))
+	c := NewCache(counting, time.Hour, 0, []byte("k"))
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := 0; i < 8; i++ {

@@ -2,11 +2,14 @@ package forge
 
 import (
 	"context"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 )
 
 // maxContainingRefs bounds how many refs containing a commit are considered
@@ -28,7 +31,7 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 	}
 	lim = lim.withDefaults()
 	log := g.log.With("op", op, "owner", owner, "repo", repo, "commit", commit)
-	f := &fetcher{g: g, op: op, log: log, secrets: cred.secrets(), auth: auth, url: g.repoURL(owner, repo), commit: commit}
+	f := &fetcher{g: g, op: op, log: log, secrets: cred.secrets(), auth: auth, url: g.repoURL(owner, repo), commit: commit, lim: lim}
 	if f.home, err = os.MkdirTemp("", "lsp-forge-"); err != nil {
 		log.Error("forge: temp dir", "err", err)
 		return nil, newError(op, ErrUnavailable, "no room to fetch")
@@ -47,7 +50,11 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 
 	// By commit, over protocol v0 so the forge checks reachability; a tip is
 	// always served, an older commit when the forge allows it.
+	// One commit, no history: its pack can only be larger than the tree's
+	// bytes bound if the tree is, so the download stops there (packBound).
+	f.maxPack = packBound(lim)
 	dir, ferr := f.fetch(ctx, "bycommit", 0, "--depth=1", f.url, commit)
+	f.maxPack = 0
 	switch {
 	case ferr == nil:
 		return g.readTree(ctx, op, log, f.home, dir, commit, lim)
@@ -144,6 +151,44 @@ type fetcher struct {
 	url     string
 	commit  string
 	home    string // temporary; holds the repositories and is git's HOME
+	// maxPack, when positive, stops a fetch whose objects pass it on disk:
+	// git is killed as the pack arrives, and the fetch is a TooLargeError.
+	maxPack int64
+	lim     Limits
+}
+
+// packBound is the most a depth-1 pack of a tree within lim can weigh: the
+// files' bytes (zlib never grows data by more than a fraction), the tree
+// objects of MaxFiles entries, and slack.
+func packBound(lim Limits) int64 {
+	return lim.MaxTotalBytes + lim.MaxTotalBytes/32 + int64(lim.MaxFiles)*128 + 1<<20
+}
+
+// watchPack polls the size of dir's objects while a fetch runs and calls
+// over once it passes max. It returns when stop is closed.
+func watchPack(dir string, max int64, over func(), stop <-chan struct{}) {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		var n int64
+		_ = filepath.WalkDir(filepath.Join(dir, "objects"), func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if fi, err := d.Info(); err == nil {
+					n += fi.Size()
+				}
+			}
+			return nil
+		})
+		if n > max {
+			over()
+			return
+		}
+	}
 }
 
 // errRefused is internal: the forge will not serve the commit by sha.
@@ -162,7 +207,26 @@ func (f *fetcher) fetch(ctx context.Context, name string, proto int, args ...str
 		return "", newError(f.op, ErrUnavailable, "git is not usable")
 	}
 	full := append([]string{"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc"}, args...)
-	stderr, err := f.g.run(ctx, dir, f.home, &remote{auth: f.auth, protocol: proto}, nil, full...)
+	runCtx, kill := context.WithCancel(ctx)
+	defer kill()
+	var tooLarge atomic.Bool
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	if f.maxPack > 0 {
+		go func() {
+			defer close(watched)
+			watchPack(dir, f.maxPack, func() { tooLarge.Store(true); kill() }, stop)
+		}()
+	} else {
+		close(watched)
+	}
+	stderr, err := f.g.run(runCtx, dir, f.home, &remote{auth: f.auth, protocol: proto}, nil, full...)
+	close(stop)
+	<-watched
+	if tooLarge.Load() {
+		f.log.Info("forge: fetch stopped: its objects passed the tree's bytes bound", "step", name, "bound", f.maxPack)
+		return "", &TooLargeError{Bound: "total_bytes", Limit: f.lim.MaxTotalBytes}
+	}
 	if err == nil {
 		return dir, nil
 	}

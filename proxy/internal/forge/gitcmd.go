@@ -60,6 +60,9 @@ func gitEnv(home string, r *remote) []string {
 		{"maintenance.auto", "false"},
 		{"init.defaultBranch", "main"},
 		{"protocol.allow", "never"},
+		// Keep what a fetch receives as one pack, written as it arrives,
+		// so its size on disk is what the forge has sent (fetch.go).
+		{"transfer.unpackLimit", "1"},
 	}
 	if r != nil {
 		cfg = append(cfg,

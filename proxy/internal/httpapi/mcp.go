@@ -36,8 +36,6 @@ const (
 	mcpPath         = "/v1/lsp/mcp"
 	resourceMetaWK  = "/.well-known/oauth-protected-resource"
 	mcpMaxBodyBytes = 256 << 10
-	// mcpSessionIdle closes a session nobody used for this long.
-	mcpSessionIdle = 30 * time.Minute
 )
 
 type mcpCtxKey int
@@ -65,7 +63,7 @@ type mcpBinding struct {
 
 func (s *Server) registerMCP(e *echo.Echo) {
 	h := mcp.NewStreamableHTTPHandler(s.mcpServer, &mcp.StreamableHTTPOptions{
-		SessionTimeout:      mcpSessionIdle,
+		SessionTimeout:      s.mcpSessions.lim.Idle,
 		MaxRequestBodyBytes: mcpMaxBodyBytes,
 		Logger:              s.d.Log,
 	})
@@ -136,16 +134,56 @@ func (s *Server) mcpGate(next http.Handler) http.Handler {
 		// what the revision's servers negotiated, as the caller (the
 		// forge's ACL decides; the probe is free).
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
-			b, err := s.mcpBind(ctx, r, p, reqID)
+			// A new session: a slot first (mcpsessions.go), before the
+			// binding costs a forge round trip.
+			release, err := s.mcpSessions.reserve(principalKey(p))
 			if err != nil {
 				fail(err)
 				return
 			}
+			b, err := s.mcpBind(ctx, r, p, reqID)
+			if err != nil {
+				release()
+				fail(err)
+				return
+			}
+			slot := &mcpSlot{}
 			ctx = context.WithValue(ctx, ctxMCPBinding, b)
-			ctx = context.WithValue(ctx, ctxMCPSlot, &mcpSlot{})
+			ctx = context.WithValue(ctx, ctxMCPSlot, slot)
+			next.ServeHTTP(w, r.WithContext(ctx))
+			s.holdUntilClosed(slot, release)
+			return
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// holdUntilClosed keeps a new session's slot until the session ends; a
+// request that made no session (a failed initialize, which the SDK closes
+// at once) gives it back now.
+func (s *Server) holdUntilClosed(slot *mcpSlot, release func()) {
+	var ss *mcp.ServerSession
+	if slot.srv != nil {
+		for x := range slot.srv.Sessions() {
+			ss = x
+			break
+		}
+	}
+	if ss == nil {
+		release()
+		return
+	}
+	go func() {
+		_ = ss.Wait()
+		release()
+	}()
+}
+
+// principalKey names a principal for the session bounds: who, in their
+// home org, whatever org a session selects.
+func principalKey(p *auth.Principal) string {
+	h := sha256.Sum256([]byte(p.Owner + "\x00" + p.Subject))
+	return hex.EncodeToString(h[:])
 }
 
 // mcpBind reads `?repo=&rev=`; no parameters is an unbound session.

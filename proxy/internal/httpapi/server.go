@@ -67,6 +67,12 @@ type Deps struct {
 	MCPAllowedOrigins []string
 	// PublicURL is scheme://host clients use; empty: the request's Host.
 	PublicURL string
+	// MCP bounds the MCP sessions (mcpsessions.go); zero fields take
+	// DefaultMCPLimits.
+	MCP MCPLimits
+	// MetricsApart: /metrics is served on its own listener
+	// (LSP_METRICS_LISTEN), not here.
+	MetricsApart bool
 }
 
 // Server is the HTTP API.
@@ -74,6 +80,8 @@ type Server struct {
 	d       Deps
 	e       *echo.Echo
 	metrics *metrics
+
+	mcpSessions *mcpSessions
 
 	mcpVersionsOnce sync.Once
 	mcpVersions     *mcp.Server // answers the SDK's protocol-version question (mcp.go)
@@ -86,13 +94,13 @@ func New(d Deps) *Server {
 	if d.Verifier != nil {
 		d.Verifier = newTokenCache(d.Verifier) // tokencache.go
 	}
-	s := &Server{d: d, e: e, metrics: newMetrics(d.Registry)}
+	s := &Server{d: d, e: e, metrics: newMetrics(d.Registry), mcpSessions: newMCPSessions(d.MCP)}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.requestID, s.observe)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
-	if d.Registry != nil {
+	if d.Registry != nil && !d.MetricsApart {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
 	}
 	e.GET("/v1/lsp/openapi.json", func(c echo.Context) error {

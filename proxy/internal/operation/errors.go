@@ -115,6 +115,14 @@ func forgeError(err error) error {
 		return apierr.Wrap(err, http.StatusUnauthorized, apierr.Unauthenticated, "the forge did not accept the forge credential")
 	case errors.Is(err, forge.ErrForbidden):
 		return apierr.Wrap(err, http.StatusForbidden, apierr.Forbidden, "acting on the forge as this identity is refused")
+	case errors.Is(err, forge.ErrBusy):
+		e := apierr.Wrap(err, http.StatusTooManyRequests, apierr.RateLimited, "too many forge downloads for this org at once; retry after the time in Retry-After")
+		e.RetryAfter = 2e9
+		return e
+	case errors.Is(err, forge.ErrCapacity):
+		e := apierr.Wrap(err, http.StatusServiceUnavailable, apierr.CapacityExhausted, "the proxy runs as many forge downloads as it may; retry after the time in Retry-After")
+		e.RetryAfter = 2e9
+		return e
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return apierr.From(err)
 	}

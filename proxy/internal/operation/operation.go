@@ -127,7 +127,7 @@ func (s *Service) Owner(org string) string {
 // Resolve resolves rev as the caller: the forge's ACL decides.
 func (s *Service) Resolve(ctx context.Context, c Caller, repo string, rev forge.Rev) (string, error) {
 	defer s.stages.since("forge_resolve", time.Now())
-	commit, err := s.forge.Resolve(ctx, c.Cred, s.Owner(c.Org), repo, rev)
+	commit, err := s.forge.Resolve(forge.WithOrg(ctx, c.Org), c.Cred, s.Owner(c.Org), repo, rev)
 	return commit, forgeError(err)
 }
 
@@ -389,7 +389,7 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (
 	}
 
 	c.report(Progress{Stage: StageFetching})
-	tree, err := s.forge.Fetch(ctx, c.Cred, s.Owner(c.Org), key.Repo, key.Commit, s.cfg.Limits)
+	tree, err := s.forge.Fetch(forge.WithOrg(ctx, c.Org), c.Cred, s.Owner(c.Org), key.Repo, key.Commit, s.cfg.Limits)
 	if err != nil {
 		release()
 		return nil, forgeError(err)

@@ -204,16 +204,18 @@ func (r *run) start(ctx context.Context) error {
 		Dir: filepath.Join(cfg.Dir, "stack"), DaemonBin: cfg.DaemonBin, Gopls: cfg.Gopls,
 		Daemons: addrs, ForgeWrap: r.forge.wrap, Log: cfg.Log,
 		ProxyEnv: map[string]string{
-			"LSP_DAEMON_HEALTH_INTERVAL": "250ms",
-			"LSP_FORGE_CACHE_TTL":        "2s",
-			"LSP_PREPARE_TIMEOUT":        cfg.PrepareTimeout.String(),
-			"LSP_REQUEST_TIMEOUT":        "45s",
-			"LSP_SHUTDOWN_GRACE":         "60s",
-			"LSP_TREE_MAX_FILES":         fmt.Sprint(treeMaxFiles),
-			"LSP_TREE_MAX_FILE_BYTES":    fmt.Sprint(treeMaxFileBytes),
-			"LSP_TREE_MAX_BYTES":         fmt.Sprint(treeMaxBytes),
-			"LSP_TREE_MAX_DEPTH":         fmt.Sprint(treeMaxDepth),
-			"LSP_LOG_LEVEL":              "error",
+			"LSP_DAEMON_HEALTH_INTERVAL":      "250ms",
+			"LSP_RATE_LIMIT":                  "0", // the soak's load is a few orgs at full speed
+			"LSP_FORGE_MAX_DOWNLOADS_PER_ORG": "16",
+			"LSP_FORGE_CACHE_TTL":             "2s",
+			"LSP_PREPARE_TIMEOUT":             cfg.PrepareTimeout.String(),
+			"LSP_REQUEST_TIMEOUT":             "45s",
+			"LSP_SHUTDOWN_GRACE":              "60s",
+			"LSP_TREE_MAX_FILES":              fmt.Sprint(treeMaxFiles),
+			"LSP_TREE_MAX_FILE_BYTES":         fmt.Sprint(treeMaxFileBytes),
+			"LSP_TREE_MAX_BYTES":              fmt.Sprint(treeMaxBytes),
+			"LSP_TREE_MAX_DEPTH":              fmt.Sprint(treeMaxDepth),
+			"LSP_LOG_LEVEL":                   "error",
 		},
 	})
 	if err != nil {
