@@ -264,9 +264,15 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 			w.add("%s: it could not be placed; it was not installed", j.module)
 			continue
 		}
-		if err := os.Rename(filepath.Join(work, strconv.Itoa(i)), filepath.Join(stage, filepath.FromSlash(j.rel))); err != nil {
-			// Its parent's tarball bundles a copy: that one stays.
-			w.add("%s: its parent package already holds it; the lockfile's copy was not installed", j.module)
+		dst := filepath.Join(stage, filepath.FromSlash(j.rel))
+		if err := os.Rename(filepath.Join(work, strconv.Itoa(i)), dst); err != nil {
+			if fi, lerr := os.Lstat(dst); lerr == nil && fi.IsDir() {
+				// Its parent's tarball bundles a copy, which stays, as npm
+				// and Yarn keep it: nothing to warn about.
+				f.log.Debug("deps: a bundled copy stays", "module", j.module)
+				continue
+			}
+			w.add("%s: it could not be placed; it was not installed", j.module)
 			continue
 		}
 		placed[j.rel] = true

@@ -275,7 +275,7 @@ func TestInstallHostileTarballs(t *testing.T) {
 		{"device", []tarEntry{{name: "package/null", typ: tar.TypeChar}}, "it holds an entry that is neither a file nor a directory"},
 		{"oversized member", []tarEntry{{name: "package/big.js", size: 1 << 20}}, "over the size bound"},
 		{"too deep", []tarEntry{{name: "package/" + strings.Repeat("d/", maxTarDepth) + "x", body: "x"}}, "a path is too deep"},
-		{"duplicate", []tarEntry{{name: "package/a", body: "x"}, {name: "package/a", body: "y"}}, "a path appears twice"},
+		{"directory over file", []tarEntry{{name: "package/a", body: "x"}, {name: "package/a/b", body: "y"}}, "a directory is also a file"},
 		{"file over directory", []tarEntry{{name: "package/a/b", body: "x"}, {name: "package/a", body: "y"}}, "a file is also a directory"},
 	}
 	for _, c := range cases {
@@ -292,6 +292,21 @@ func TestInstallHostileTarballs(t *testing.T) {
 				t.Fatal("a member escaped")
 			}
 		})
+	}
+}
+
+// TestInstallRepeatedMember: a path a tarball holds twice as a regular file
+// is installed with its later copy, as npm extracts it.
+func TestInstallRepeatedMember(t *testing.T) {
+	r := newRegistry(t)
+	data := tgz(t, tarEntry{name: "package/index.d.ts", body: "export const v = 1;\n"}, tarEntry{name: "package/index.d.ts", body: "export const v = 2;\n"})
+	ws := repo(t, map[string]string{"package-lock.json": lock(map[string]any{"node_modules/twice": r.add("twice", "1.0.0", data)})})
+	if w := fetcher(Config{NPMRegistry: r.url}).Fetch(context.Background(), ws); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	b, err := os.ReadFile(filepath.Join(runtime.NodeModules(ws), "twice", "index.d.ts"))
+	if err != nil || string(b) != "export const v = 2;\n" {
+		t.Fatalf("index.d.ts = %q, %v; want the later copy", b, err)
 	}
 }
 

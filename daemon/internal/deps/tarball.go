@@ -74,6 +74,7 @@ func extractTarball(r io.Reader, dir string, lim tarLimits) (err error) {
 		}
 	}()
 	made := map[string]bool{"": true}
+	written := map[string]bool{} // regular files this extraction wrote
 	buf := make([]byte, 32<<10)
 	for n := 0; ; n++ {
 		h, err := tr.Next()
@@ -121,9 +122,20 @@ func extractTarball(r io.Reader, dir string, lim tarLimits) (err error) {
 		if made[rel] {
 			return fmt.Errorf("%w: a file is also a directory", errTarball)
 		}
-		if err := writeMember(filepath.Join(dir, filepath.FromSlash(rel)), tr, h.Size, buf); err != nil {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if written[rel] {
+			// A path repeated as a regular file: the later copy wins, as
+			// npm's own extraction has it (published packages such as
+			// agent-base carry one). Only a file this extraction wrote is
+			// replaced; its charge stays spent.
+			if err := os.Remove(p); err != nil {
+				return fmt.Errorf("extract: %w", err)
+			}
+		}
+		if err := writeMember(p, tr, h.Size, buf); err != nil {
 			return err
 		}
+		written[rel] = true
 	}
 }
 
@@ -189,7 +201,8 @@ func mkdirUnder(dir, rel string, made map[string]bool, charge func(int64) error)
 }
 
 // writeMember writes exactly size bytes to a new file at p, read-only. A
-// file already there (a duplicate member) refuses the tarball.
+// file already there that this extraction did not write refuses the
+// tarball.
 func writeMember(p string, r io.Reader, size int64, buf []byte) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if errors.Is(err, fs.ErrExist) {
