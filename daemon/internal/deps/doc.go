@@ -68,7 +68,7 @@
 // through the same bounded mirror client, its bytes checked against the
 // lockfile's sha512 before any is unpacked, and extracted by
 // extractTarball (regular files and directories only, read-only; links,
-// devices, climbing or absolute paths, duplicates and anything over the
+// devices, climbing or absolute paths, a file where a directory is (a file repeated keeps its later copy, as npm has it) and anything over the
 // depth, count or size bounds refuse the tarball). The tree is immutable
 // once published, so packages go beside it, into runtime.NodeModules
 // (<commit>/node_modules), where module resolution walking up from the
