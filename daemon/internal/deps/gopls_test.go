@@ -18,22 +18,11 @@ import (
 	"github.com/hanzoai/lsp/daemon/internal/deps/depstest"
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/servertest"
 )
 
-// goplsPath is the reviewed gopls: LSP_TEST_GOPLS, or where make installs it.
-func goplsPath(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("LSP_TEST_GOPLS"), "/root/go/bin/gopls"} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Skip("gopls is not installed (set LSP_TEST_GOPLS): the real-server tests need it")
-	return ""
-}
+// goplsPath is the reviewed gopls (servertest).
+func goplsPath(t *testing.T) string { return servertest.Gopls(t) }
 
 // startGopls serves ws with the real gopls, unjailed, with the Go unit's
 // folders, as the daemon does.

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,33 +14,12 @@ import (
 	"github.com/hanzoai/lsp/daemon/internal/deps/depstest"
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/servertest"
 	"github.com/hanzoai/lsp/daemon/internal/uri"
 )
 
-// tsServer finds the reviewed TypeScript server make deps installs; it
-// skips the test when there is none, except under CI.
-func tsServer(t *testing.T) (node, dir string) {
-	t.Helper()
-	for _, c := range []string{os.Getenv("LSP_TEST_TYPESCRIPT"), "../../../.bin/ts"} {
-		if c == "" {
-			continue
-		}
-		abs, _ := filepath.Abs(c)
-		if real, err := filepath.EvalSymlinks(abs); err == nil {
-			dir = real
-			break
-		}
-	}
-	node, err := exec.LookPath("node")
-	if dir == "" || err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("the TypeScript server or node is not installed; make deps installs it")
-		}
-		t.Skip("the TypeScript server or node is not installed (make deps installs it)")
-	}
-	node, _ = filepath.EvalSymlinks(node)
-	return node, dir
-}
+// tsServer is node and the reviewed TypeScript server (servertest).
+func tsServer(t *testing.T) (node, dir string) { return servertest.TypeScript(t) }
 
 const mainTS = `import { greet } from "greet";
 import { shout } from "shout";

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/hanzoai/lsp/daemon/internal/deps/depstest"
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/servertest"
 	"github.com/hanzoai/lsp/daemon/internal/uri"
 )
 
@@ -30,30 +30,8 @@ import (
 // through the jail's binds of the tree and node_modules at their own
 // paths.
 
-// tsForJail finds node and the reviewed TypeScript server, or skips.
-func tsForJail(t *testing.T) (node, ts string) {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	node, _ = filepath.EvalSymlinks(node)
-	for _, c := range []string{os.Getenv("LSP_TEST_TYPESCRIPT"), "../../../.bin/ts"} {
-		if c == "" {
-			continue
-		}
-		if abs, err := filepath.Abs(c); err == nil {
-			if real, err := filepath.EvalSymlinks(abs); err == nil {
-				return node, real
-			}
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("the TypeScript server is not installed; make deps installs it")
-	}
-	t.Skip("the TypeScript server is not installed (make deps installs it)")
-	return "", ""
-}
+// tsForJail is node and the reviewed TypeScript server (servertest).
+func tsForJail(t *testing.T) (node, ts string) { return servertest.TypeScript(t) }
 
 // treeWorkspace writes files as a published tree (<c>/tree, read-only)
 // with its home, in the store's layout, so that the phase installs into

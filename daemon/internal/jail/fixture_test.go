@@ -16,23 +16,11 @@ import (
 
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/servertest"
 )
 
-// goplsPath is the reviewed gopls: LSP_TEST_GOPLS (make test), or the
-// machine's; a test that needs it is skipped without it.
-func goplsPath(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("LSP_TEST_GOPLS"), "/root/go/bin/gopls"} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Skip("gopls is not installed (set LSP_TEST_GOPLS): the real-server tests need it")
-	return ""
-}
+// goplsPath is the reviewed gopls (servertest).
+func goplsPath(t *testing.T) string { return servertest.Gopls(t) }
 
 // goModule is a tiny module: app calls shapes.Describe.
 var goModule = map[string]string{
