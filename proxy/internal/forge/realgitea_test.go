@@ -109,7 +109,7 @@ func TestRealGitea(t *testing.T) {
 
 	// Revocation takes effect within the cache's TTL.
 	const ttl = time.Second
-	cached := NewCache(api, ttl, nil)
+	cached := NewCache(api, ttl, 0, nil)
 	if _, err := cached.Resolve(ctx, bearer(aliceTok), "acme", "app", Rev{}); err != nil {
 		t.Fatalf("cached resolve: %v", err)
 	}
