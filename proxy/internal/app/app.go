@@ -116,6 +116,9 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		Owners:      cfg.ForgeOwners,
 		MaxPrepares: cfg.MaxPrepares,
 	}, log, reg)
+	settled := make(chan struct{})
+	go settleHolds(sweepCtx, ops, led, cfg.HoldSettleInterval, cfg.PrepareTimeout+cfg.RequestTimeout, log, settled)
+	defer func() { stopSweep(); <-settled }() // runs before pool.Close: it asks the daemons
 	api := httpapi.New(httpapi.Deps{
 		Verifier:        verifier,
 		Ops:             ops,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/operation"
 )
 
 // holdSweepInterval is how often live holds past their expiry are marked
@@ -67,6 +69,33 @@ func keepUsage(ctx context.Context, led usageKeeper, keep, interval time.Duratio
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// holdSettler settles the holds prepares left unsettled (operation.Service).
+type holdSettler interface {
+	SettleHolds(ctx context.Context, led operation.HoldLedger, after time.Duration) (captured, released int, err error)
+}
+
+// settleHolds runs SettleHolds every interval until ctx ends, then closes
+// done.
+func settleHolds(ctx context.Context, ops holdSettler, led operation.HoldLedger, interval, after time.Duration, log *slog.Logger, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c, r, err := ops.SettleHolds(ctx, led, after)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("settling holds", "err", err)
+		case c+r > 0:
+			log.Info("holds settled", "captured", c, "released", r)
 		}
 	}
 }

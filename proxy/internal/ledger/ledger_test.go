@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -948,5 +949,54 @@ func TestEndGraceChargesTheNextPrepare(t *testing.T) {
 	}
 	if amount, err := l.Hold(ctx, hold("p4", org, "c1")); amount != 0 || err != nil {
 		t.Fatalf("re-prepare of c1 after ending c9's grace = %d, %v", amount, err)
+	}
+}
+
+// TestPendingHolds: the settler is shown every live or expired hold taken
+// before its cutoff, oldest first, with what a capture needs — never a
+// captured or released one, nor one whose prepare may still run.
+func TestPendingHolds(t *testing.T) {
+	t.Parallel()
+	l, url := open(t)
+	const org = "acme"
+	if err := l.Credit(ctx, org, 10, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"live", "expired", "captured", "released", "young"} {
+		if _, err := l.Hold(ctx, hold(id, org, "c-"+id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := connect(t, url)
+	for _, q := range []string{
+		"UPDATE holds SET created_at = now() - interval '2 hours' WHERE prepare_id IN ('live', 'captured', 'released')",
+		"UPDATE holds SET created_at = now() - interval '3 hours', expires_at = now() - interval '1 hour' WHERE prepare_id = 'expired'",
+	} {
+		if _, err := db.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.ExpireHolds(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Capture(ctx, capture("captured", org, "c-captured")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, "released"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.PendingHolds(ctx, time.Now().Add(-time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ledger.PendingHold{
+		{PrepareID: "expired", Org: org, TenantKey: "tk-" + org, Subject: "alice", Repo: "repo", Commit: "c-expired", RequestID: "req-expired"},
+		{PrepareID: "live", Org: org, TenantKey: "tk-" + org, Subject: "alice", Repo: "repo", Commit: "c-live", RequestID: "req-live"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("pending holds %+v, want %+v", got, want)
+	}
+	if got, err := l.PendingHolds(ctx, time.Now().Add(-time.Hour), 1); err != nil || len(got) != 1 || got[0].PrepareID != "expired" {
+		t.Fatalf("limit 1: %+v, %v", got, err)
 	}
 }

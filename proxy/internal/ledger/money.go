@@ -248,3 +248,33 @@ func (l *Ledger) ExpireHolds(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// PendingHold is a hold no prepare settled: neither captured nor released.
+type PendingHold struct {
+	PrepareID, Org, TenantKey, Subject, Repo, Commit, RequestID string
+}
+
+// PendingHolds lists at most limit live or expired holds taken before before, oldest first: those
+// whose prepare ended (its deadline is past) without the proxy learning whether the daemon wrote
+// the tree — the stream broke and the daemon could not be asked. The settler asks again.
+func (l *Ledger) PendingHolds(ctx context.Context, before time.Time, limit int) ([]PendingHold, error) {
+	rows, err := l.pool.Query(ctx, `
+		SELECT prepare_id, org, tenant_key, coalesce(subject, ''), repo, commit, coalesce(request_id, '')
+		  FROM holds
+		 WHERE state IN ('live', 'expired') AND created_at < $1
+		 ORDER BY created_at
+		 LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, wrap("pending holds", err)
+	}
+	defer rows.Close()
+	var out []PendingHold
+	for rows.Next() {
+		var h PendingHold
+		if err := rows.Scan(&h.PrepareID, &h.Org, &h.TenantKey, &h.Subject, &h.Repo, &h.Commit, &h.RequestID); err != nil {
+			return nil, wrap("pending holds", err)
+		}
+		out = append(out, h)
+	}
+	return out, wrap("pending holds", rows.Err())
+}

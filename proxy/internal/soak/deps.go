@@ -70,7 +70,7 @@ func (r *run) hostileLockfiles() map[string][2]string {
 		"lock-gitssh": {lock(map[string]any{"name": "x", "version": "1.0.0",
 			"dependencies": map[string]string{"evil": "git+ssh://git@" + strings.TrimPrefix(r.outside.URL, "http://") + "/evil.git"}}, nil), "git dependency"},
 		"lock-nointegrity": {lock(root, map[string]any{"version": "1.3.0",
-			"resolved": registry + "/left-pad/-/left-pad-1.3.0.tgz"}), "no sha512 integrity"},
+			"resolved": registry + "/left-pad/-/left-pad-1.3.0.tgz"}), "no sha512 or sha1 integrity"},
 	}
 }
 

@@ -30,6 +30,7 @@ type Report struct {
 	RecoveredRows   int // prepare rows a later answer captured for a proxy that lost the reply
 	QueryAndPrepare int // failed requests with a query row and, later, their prepare row
 	LiveHoldsAtEnd  int
+	UnsettledAtEnd  int // live or expired holds when the settler's wait ended
 	HoldsExpired    int
 	Balances        []string
 	ChargedTwice    int // revisions charged more than once (must be 0)
@@ -202,6 +203,7 @@ func (rep *Report) Markdown() string {
 	}
 	p("| rows in all | | %d (%d prepare, %d recovered) | |\n", rep.RowsWritten, rep.PrepareRows, rep.RecoveredRows)
 	p("| failed requests with a query row and, recovered later, their prepare row | | %d | |\n", rep.QueryAndPrepare)
+	p("| holds a prepare left unsettled, still undecided after the settler's wait | | %d | |\n", rep.UnsettledAtEnd)
 	p("| live holds after the proxy stopped | | %d (expired by waiting: %d) | |\n", rep.LiveHoldsAtEnd, rep.HoldsExpired)
 	p("| revisions charged more than once (grace window, CONTRACT §5) | 0 | %d | %d |\n", rep.ChargedTwice, rep.ChargedTwice)
 	p("| 0¢ re-prepares (evictions, restarts, failover) | | %d | |\n", rep.RepreparesFree)

@@ -209,7 +209,8 @@ func (r *run) start(ctx context.Context) error {
 			"LSP_FORGE_MAX_DOWNLOADS_PER_ORG": "16",
 			"LSP_FORGE_CACHE_TTL":             "2s",
 			"LSP_PREPARE_TIMEOUT":             cfg.PrepareTimeout.String(),
-			"LSP_REQUEST_TIMEOUT":             "45s",
+			"LSP_REQUEST_TIMEOUT":             soakRequestTimeout.String(),
+			"LSP_HOLD_SETTLE_INTERVAL":        settleInterval.String(),
 			"LSP_SHUTDOWN_GRACE":              "60s",
 			"LSP_TREE_MAX_FILES":              fmt.Sprint(treeMaxFiles),
 			"LSP_TREE_MAX_FILE_BYTES":         fmt.Sprint(treeMaxFileBytes),
@@ -426,6 +427,11 @@ func (r *run) soak(ctx context.Context, rep *Report) error {
 	// Nothing is wedged: the service answers as before.
 	rep.Healthy = r.healthy(ctx)
 
+	// Holds a prepare could not settle (its daemon was down at that
+	// instant) are decided by the proxy's settler once their prepare is
+	// over: wait for it, bounded, before stopping the proxy.
+	r.awaitSettled(ctx, rep)
+
 	// The proxy's graceful stop waits for every detached prepare, so after it
 	// every hold that will ever be captured or released by a proxy has been.
 	if err := r.stack.StopProxy(); err != nil && !errors.Is(err, context.Canceled) {
@@ -614,3 +620,30 @@ func settle(before Resources) Resources {
 // leakSlack absorbs the runtime's own late goroutines and files (the
 // signal watcher, a timer), not a leak that grows with the load.
 const leakSlack = 4
+
+// settleInterval is how often the soak's proxy settles the holds prepares
+// left unsettled; soakRequestTimeout its LSP_REQUEST_TIMEOUT.
+const (
+	settleInterval     = 2 * time.Second
+	soakRequestTimeout = 45 * time.Second
+)
+
+// awaitSettled waits until no hold is live or expired — the proxy's
+// settler decides those a prepare left (CONTRACT §5) once PrepareTimeout
+// plus the request timeout has passed since the hold — or until that
+// bound, plus two settle rounds, has passed since the load ended.
+func (r *run) awaitSettled(ctx context.Context, rep *Report) {
+	deadline := time.Now().Add(r.cfg.PrepareTimeout + soakRequestTimeout + 2*settleInterval + 5*time.Second)
+	for {
+		var n int
+		if err := r.stack.Ledger.Pool().QueryRow(ctx, `SELECT count(*) FROM holds WHERE state IN ('live', 'expired')`).Scan(&n); err != nil {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("counting unsettled holds: %v", err))
+			return
+		}
+		rep.UnsettledAtEnd = n
+		if n == 0 || time.Now().After(deadline) {
+			return
+		}
+		sleepCtx(ctx, time.Second)
+	}
+}
