@@ -23,8 +23,9 @@ type Position struct {
 	Name      string
 }
 
-// languages are the served languages by extension, each with the pattern
-// of a function declaration whose group 1 is the name.
+// languages are the served languages by the extensions the dev stack's
+// servers take, each with the pattern of a function declaration whose
+// group 1 is the name.
 var languages = []struct {
 	exts []string
 	decl *regexp.Regexp
@@ -32,7 +33,7 @@ var languages = []struct {
 }{
 	{[]string{".go"}, regexp.MustCompile(`^func (?:\([^)]*\) )?([A-Za-z_][A-Za-z0-9_]*)`),
 		func(p string) bool { return strings.HasSuffix(p, "_test.go") }},
-	{[]string{".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs"},
+	{[]string{".ts", ".tsx", ".js", ".jsx"}, // what the dev stack's TypeScript server serves (servers.go)
 		regexp.MustCompile(`^(?:export\s+)?(?:default\s+)?(?:async\s+)?function\*?\s+([A-Za-z_$][A-Za-z0-9_$]*)`),
 		func(p string) bool {
 			return strings.Contains(p, ".test.") || strings.Contains(p, ".spec.") || strings.HasSuffix(p, ".d.ts")
@@ -94,6 +95,9 @@ func FindFunction(ctx context.Context, gitDir string) (pos Position, ok bool, er
 		r := strings.Count(p, "/")
 		if lang.test(p) {
 			r += 1000
+		}
+		if strings.Contains(path.Base(p), ".config.") {
+			r += 500 // build tool configuration, not the repository's code
 		}
 		for _, d := range skipDirs {
 			if strings.HasPrefix(p, d) || strings.Contains(p, "/"+d) {
