@@ -179,11 +179,14 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	for _, f := range t.chosen[1:] {
-		if err := srv.Open(f, languageID(f)); err != nil {
-			return nil, err
-		}
-	}
+	// The other files open as the loop reaches them, as the service opens
+	// a file at its first query: tsserver's references search only the
+	// projects of open files (and an inferred project holds the open loose
+	// files), so with every file open up front the truth found references
+	// the service could not have seen yet. A file that yields no position
+	// is closed again until the diagnostics, as the service never opened it.
+	open := map[string]bool{t.chosen[0]: true}
+	var unqueried []string
 	call := func(method string, params any) (json.RawMessage, error) {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
@@ -200,6 +203,12 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			break
 		}
 		used++
+		if !open[f] {
+			if err := srv.Open(f, languageID(f)); err != nil {
+				return nil, err
+			}
+			open[f] = true
+		}
 		raw, err := call("textDocument/documentSymbol", map[string]any{"textDocument": map[string]any{"uri": srv.URI(f)}})
 		a := Answer{Lines: truthSymbols(raw)}
 		if err != nil {
@@ -252,8 +261,19 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			}
 			t.pos["references"] = append(t.pos["references"], a)
 		}
+		if kept == 0 && f != t.chosen[0] {
+			if err := srv.CloseDoc(f); err != nil {
+				return nil, err
+			}
+			unqueried = append(unqueried, f)
+		}
 	}
 	t.chosen = t.chosen[:used]
+	for _, f := range unqueried {
+		if err := srv.Open(f, languageID(f)); err != nil {
+			return nil, err
+		}
+	}
 	// Diagnostics as an editor sees them: what the server published, once
 	// it has been quiet for two seconds.
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
