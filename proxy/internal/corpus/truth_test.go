@@ -13,7 +13,8 @@ import (
 
 // TestTruthOpensAsTheServiceDoes: tsserver's references search the
 // projects of the open files, and loose JavaScript files share one
-// inferred project, so the answer depends on what is open. The service
+// inferred project (ES modules here, as axios's bin/*.js), so the answer
+// depends on what is open. The service
 // opens a file at its first query; the ground truth must too. With every
 // chosen file open up front, references asked in a.js found b.js's use
 // before the service could have opened b.js (axios's bin/*.js).
@@ -28,9 +29,9 @@ func TestTruthOpensAsTheServiceDoes(t *testing.T) {
 	}
 	checkout := t.TempDir()
 	files := map[string]string{
-		"helper.js": "function colorize(s) { return s; }\nmodule.exports = { colorize };\n",
-		"a.js":      "const { colorize } = require('./helper');\ncolorize('a');\n",
-		"b.js":      "const { colorize } = require('./helper');\ncolorize('b');\n",
+		"helper.js": "export function colorize(s) { return s; }\n",
+		"a.js":      "import { colorize } from './helper.js';\ncolorize('a');\n",
+		"b.js":      "import { colorize } from './helper.js';\ncolorize('b');\n",
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(checkout, name), []byte(text), 0o644); err != nil {
