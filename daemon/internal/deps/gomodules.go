@@ -135,9 +135,10 @@ func Folders(language string) func(runtime.Workspace) []runtime.Folder {
 }
 
 // GoFolders makes every Go module the phase prepared for ws a workspace
-// folder of gopls, whose setting env.GOFLAGS gives that module's go
-// commands their flags: its overlay (-mod=mod -modfile=…, so whatever the
-// go command writes goes to the home) or -mod=vendor. gopls asks for a
+// folder of gopls, whose env settings give that module's go commands their
+// flags: a go.work in the home using only the module, over its overlay's
+// go.sum (writeModuleWork), else its overlay (-mod=mod -modfile=…, so
+// whatever the go command writes goes to the home), or -mod=vendor. gopls asks for a
 // folder's settings with workspace/configuration scoped to it and puts
 // each file in the innermost folder, so nested modules each get their own.
 // A tree with a go.work loads in workspace mode as on an ordinary
