@@ -35,10 +35,16 @@
 // a link (safefs, home.go: a home belongs to the jail's uid, and servers of
 // other revisions may be running in it). An index beside the
 // tree lists each module and its GOFLAGS; GoFolders turns it into gopls
-// workspace folders whose settings (env.GOFLAGS = -mod=mod -modfile=…, or
-// -mod=vendor) gopls asks for per folder, so each nested module loads with
-// its own requirements and whatever the go command writes lands in the
-// overlay. A root go.work (gowork.go) loads the tree in workspace mode, as
+// workspace folders whose settings gopls asks for per folder, so each
+// nested module loads with its own requirements: a module with an overlay
+// gets env.GOWORK, a go.work in the home that uses only that module of the
+// published tree, with the overlay's go.sum as go.work.sum (through
+// -modfile, go list reports the overlay's go.mod as the module's, and
+// gopls then counts only packages with an open file as the workspace's:
+// references missed the rest of the module); one whose go.mod has no go
+// directive keeps env.GOFLAGS = -mod=mod -modfile=… (workspace mode would
+// report no go version, and gopls would check it as the newest Go); a
+// vendoring module gets -mod=vendor. A root go.work (gowork.go) loads the tree in workspace mode, as
 // on an ordinary checkout: GoFolders writes the home's copy with the
 // published tree's paths and a go.work.sum with the verified lines, and
 // gives the root folder env.GOWORK (workspace mode never writes a go.mod,

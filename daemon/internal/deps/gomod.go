@@ -307,7 +307,7 @@ func (f *Fetcher) writeOverlay(home string, ov *overlay, verified []string) (str
 	if err := d.WriteFile("go.sum", gosum, 0o644, owner); err != nil {
 		return "", err
 	}
-	return "-mod=mod -modfile=" + abs, nil
+	return overlayFlags + abs, nil
 }
 
 // appendVerified is gosum with each verified line whose key sums lacks.

@@ -4,12 +4,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"go/version"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"golang.org/x/mod/modfile"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 )
@@ -131,9 +135,10 @@ func Folders(language string) func(runtime.Workspace) []runtime.Folder {
 }
 
 // GoFolders makes every Go module the phase prepared for ws a workspace
-// folder of gopls, whose setting env.GOFLAGS gives that module's go
-// commands their flags: its overlay (-mod=mod -modfile=…, so whatever the
-// go command writes goes to the home) or -mod=vendor. gopls asks for a
+// folder of gopls, whose env settings give that module's go commands their
+// flags: a go.work in the home using only the module, over its overlay's
+// go.sum (writeModuleWork), else its overlay (-mod=mod -modfile=…, so
+// whatever the go command writes goes to the home), or -mod=vendor. gopls asks for a
 // folder's settings with workspace/configuration scoped to it and puts
 // each file in the innermost folder, so nested modules each get their own.
 // A tree with a go.work loads in workspace mode as on an ordinary
@@ -169,10 +174,85 @@ func GoFolders(ws runtime.Workspace) []runtime.Folder {
 		if !treeDir(m.Dir) || len(out) == maxGoModules || (work != "" && (m.InWork || m.Dir == ".")) {
 			continue
 		}
+		if w := writeModuleWork(ws, m); w != "" {
+			folder(m.Dir, map[string]string{"GOWORK": w, "GOFLAGS": ""})
+			continue
+		}
 		folder(m.Dir, map[string]string{"GOFLAGS": m.GoFlags})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Dir) < len(out[j].Dir) })
 	return out
+}
+
+// overlayFlags is how writeOverlay's GOFLAGS begin.
+const overlayFlags = "-mod=mod -modfile="
+
+// writeModuleWork writes, for a module of ws loading through its overlay
+// (GOFLAGS -mod=mod -modfile=…), a go.work in the home that uses only that
+// module of the published tree, with the overlay's go.sum as its
+// go.work.sum, and returns its path; "" when the module has no overlay or
+// it cannot (then the module keeps its GOFLAGS).
+//
+// gopls counts a package as the workspace's only when the go.mod that go
+// list reports for its module is one of the view's (the go.mod found above
+// the folder). Through -modfile, go list reports the overlay's go.mod for
+// every package of the module, so only packages with an open file were
+// the workspace's: references, implementations and workspace symbols
+// missed every other package (cobra's doc/, logrus's hooks/* and its
+// external tests). In workspace mode the module's go.mod is the tree's
+// own, as on an ordinary checkout, and the go command finds the verified
+// lines in go.work.sum; it never writes a go.mod there. A module whose
+// go.mod has no go directive keeps its overlay (see below), and with it
+// the limitation.
+func writeModuleWork(ws runtime.Workspace, m goModule) string {
+	abs, ok := strings.CutPrefix(m.GoFlags, overlayFlags)
+	if !ok || strings.ContainsAny(abs, " \t") {
+		return ""
+	}
+	rel, err := filepath.Rel(ws.Home, abs)
+	if err != nil {
+		return ""
+	}
+	rel = filepath.ToSlash(rel)
+	key, ok := strings.CutSuffix(strings.TrimPrefix(rel, overlayDir("")), "/go.mod")
+	if !strings.HasPrefix(rel, overlayDir("")) || !ok || len(key) != 32 || strings.Trim(key, "0123456789abcdef") != "" {
+		return ""
+	}
+	// The tree's go.mod (daemon-owned, immutable) says the module's go
+	// version. Without a go directive the go command assumes go 1.16 in
+	// module mode, but reports no version in workspace mode, and gopls would
+	// then check the module as the newest Go (modernizer hints an ordinary
+	// checkout does not give): such a module keeps its overlay.
+	gomod, err := readRegular(filepath.Join(ws.Root, filepath.FromSlash(m.Dir), "go.mod"), maxGoMod)
+	if err != nil {
+		return ""
+	}
+	mf, err := modfile.ParseLax("go.mod", gomod, nil)
+	if err != nil || mf.Go == nil {
+		return ""
+	}
+	gosum, err := readHome(ws.Home, overlayDir(key)+"/go.sum", maxGoWorkSum)
+	if err != nil {
+		return ""
+	}
+	// go.work needs go 1.18, and at least each module's go version.
+	goVersion := "1.18"
+	if version.Compare("go"+mf.Go.Version, "go"+goVersion) > 0 {
+		goVersion = mf.Go.Version
+	}
+	text := fmt.Sprintf("go %s\nuse %s\n", goVersion, modfile.AutoQuote(filepath.Join(ws.Root, filepath.FromSlash(m.Dir))))
+	// The copy names the published tree's paths: each revision and module
+	// gets its own.
+	dir := overlayDir(overlayKey(ws.Root+"\x00"+m.Dir, []byte(text), gosum))
+	d, owner, err := openHomeDir(ws.Home, dir)
+	if err != nil {
+		return ""
+	}
+	defer d.Close()
+	if d.WriteFile("go.work", []byte(text), 0o644, owner) != nil || d.WriteFile("go.work.sum", gosum, 0o644, owner) != nil {
+		return ""
+	}
+	return filepath.Join(ws.Home, filepath.FromSlash(dir), "go.work")
 }
 
 // writeGoWork writes the home's go.work for ws and returns its path, ""

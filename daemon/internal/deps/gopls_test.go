@@ -161,6 +161,22 @@ func TestGoplsModules(t *testing.T) {
 	if len(folders) != 3 {
 		t.Fatalf("folders %+v, want the three modules", folders)
 	}
+	// The root has no go directive: it keeps its overlay (workspace mode
+	// would report no go version, and gopls would check it as the newest
+	// Go); sub loads in workspace mode through its own go.work.
+	for _, f := range folders {
+		st := string(f.Settings)
+		switch f.Dir {
+		case ws.Root:
+			if !strings.Contains(st, overlayFlags) || strings.Contains(st, "GOWORK") {
+				t.Errorf("root folder %s, want its overlay", st)
+			}
+		case filepath.Join(ws.Root, "sub"):
+			if !strings.Contains(st, `"GOWORK":"`+ws.Home) || strings.Contains(st, overlayFlags) {
+				t.Errorf("sub folder %s, want a go.work in the home", st)
+			}
+		}
+	}
 	srv := startGopls(t, ws)
 	c, _, err := srv.Client(context.Background())
 	if err != nil {
@@ -439,5 +455,51 @@ func TestGoWorkPerRevision(t *testing.T) {
 		if err != nil || !strings.Contains(string(b), "use "+filepath.Join(ws.Root, "a")+"\n") {
 			t.Errorf("go.work of revision %d = %q, %v", i, b, err)
 		}
+	}
+}
+
+// TestGoplsReferencesWholeModule: references to a symbol of the root
+// package, asked with only its file open, find the uses in every package of
+// the module — a subdirectory package importing a dependency and the
+// external test package — as gopls does on an ordinary checkout. Through
+// -modfile, go list reported the overlay's go.mod as the module's, so gopls
+// counted only open packages as the workspace's and found neither (cobra's
+// doc/, logrus's hooks/*).
+func TestGoplsReferencesWholeModule(t *testing.T) {
+	dir, sum := mirrorDir(t)
+	ws := repo(t, map[string]string{
+		"go.mod":          "module example.com/app\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n",
+		"go.sum":          sum,
+		"app.go":          "package app\n\n// Greet greets.\nfunc Greet() string { return \"hi\" }\n",
+		"app_ext_test.go": "package app_test\n\nimport \"example.com/app\"\n\nvar _ = app.Greet()\n",
+		"sub/sub.go":      "package sub\n\nimport (\n\t\"example.com/app\"\n\t\"example.com/dep\"\n)\n\n// Both greets twice.\nfunc Both() string { return app.Greet() + dep.Hello() }\n",
+	})
+	u, _ := url.Parse("file://" + dir)
+	if w := fetcher(Config{GoProxies: []*url.URL{u}}).Fetch(context.Background(), ws); len(w) != 0 {
+		t.Fatalf("warnings %q", w)
+	}
+	before := treeHash(t, ws.Root)
+	srv := startGopls(t, ws)
+	c, _, err := srv.Client(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri, p := pos(t, srv, ws, "app.go", "Greet()", 0)
+	l, err := c.References(context.Background(), uri, p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, it := range l.Items {
+		p, _ := lsp.URIPath(it.URI)
+		rel, _ := filepath.Rel(ws.Root, p)
+		got[rel]++
+	}
+	want := map[string]int{"app.go": 1, "app_ext_test.go": 1, "sub/sub.go": 1}
+	if len(got) != len(want) || got["app.go"] != 1 || got["app_ext_test.go"] != 1 || got["sub/sub.go"] != 1 {
+		t.Errorf("references of Greet in %v, want %v", got, want)
+	}
+	if after := treeHash(t, ws.Root); !equalMaps(before, after) {
+		t.Errorf("the tree changed while serving")
 	}
 }

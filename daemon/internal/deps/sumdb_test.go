@@ -3,6 +3,7 @@ package deps
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -46,54 +47,73 @@ func sumdbMirror(t *testing.T, dir string, lines map[string]string) (*url.URL, s
 	return u, vkey
 }
 
+// folderEnv is the gopls env setting of the folder of dir in ws.
+func folderEnv(t *testing.T, ws runtime.Workspace, dir string) map[string]string {
+	t.Helper()
+	for _, f := range GoFolders(ws) {
+		if f.Dir != filepath.Join(ws.Root, dir) {
+			continue
+		}
+		var st struct {
+			Gopls struct {
+				Env map[string]string `json:"env"`
+			} `json:"gopls"`
+		}
+		if err := json.Unmarshal(f.Settings, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Gopls.Env
+	}
+	return nil
+}
+
 // goListFlags loads pkg in the module dir of ws with the serving
-// environment and the module's flags from the index, as gopls would.
+// environment and the module's folder env (GOFLAGS, GOWORK) from the
+// index, as gopls would.
 func goListFlags(t *testing.T, ws runtime.Workspace, dir, pkg string) string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command")
 	}
-	var flags string
-	for _, f := range GoFolders(ws) {
-		if f.Dir == filepath.Join(ws.Root, dir) {
-			flags = string(f.Settings)
-		}
-	}
-	_, rest, _ := strings.Cut(flags, `"GOFLAGS":"`)
-	goflags, _, _ := strings.Cut(rest, `"`)
-	if goflags == "" {
-		t.Fatalf("no flags for %s in %s", dir, flags)
+	env := folderEnv(t, ws, dir)
+	if env["GOFLAGS"] == "" && env["GOWORK"] == "" {
+		t.Fatalf("no flags for %s in %v", dir, env)
 	}
 	cmd := exec.Command(gobin, "list", "-deps", pkg)
 	cmd.Dir = filepath.Join(ws.Root, dir)
-	cmd.Env = append(runtime.Environment(runtime.Spec{Executable: gobin}, ws), "PATH="+filepath.Dir(gobin), "GOFLAGS="+goflags)
+	cmd.Env = append(runtime.Environment(runtime.Spec{Executable: gobin}, ws), "PATH="+filepath.Dir(gobin))
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	if err := os.MkdirAll(filepath.Join(ws.Home, "tmp"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("go list offline with %s: %v\n%s", goflags, err, out)
+		t.Fatalf("go list offline with %v: %v\n%s", env, err, out)
 	}
 	return string(out)
 }
 
+// overlaySum is the go.sum the module dir of ws loads with: its go.work's
+// go.work.sum, or its overlay's go.sum.
 func overlaySum(t *testing.T, ws runtime.Workspace, dir string) string {
 	t.Helper()
-	for _, f := range GoFolders(ws) {
-		if f.Dir != filepath.Join(ws.Root, dir) {
-			continue
-		}
-		_, rest, _ := strings.Cut(string(f.Settings), "-modfile=")
-		mod, _, _ := strings.Cut(rest, `"`)
-		b, err := os.ReadFile(strings.TrimSuffix(mod, ".mod") + ".sum")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
+	env := folderEnv(t, ws, dir)
+	sum := ""
+	if w := env["GOWORK"]; w != "" {
+		sum = w + ".sum"
+	} else if mod, ok := strings.CutPrefix(env["GOFLAGS"], overlayFlags); ok {
+		sum = strings.TrimSuffix(mod, ".mod") + ".sum"
+	} else {
+		t.Fatalf("no overlay for %s", dir)
 	}
-	t.Fatalf("no overlay for %s", dir)
-	return ""
+	b, err := os.ReadFile(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestGoSumDB: go.sum lacks every line, and the go.mod has no go

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf16"
@@ -156,8 +158,20 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 	if len(first) > 10 {
 		first = first[:10]
 	}
-	if err := srv.Open(t.chosen[0], languageID(t.chosen[0])); err != nil {
-		return nil, err
+	// The service's prepare opens an anchor document on each server (the
+	// daemon's query.findAnchor: the first file of the language in path
+	// order, outside node_modules and hidden directories) and keeps it
+	// open: tsserver's references search its project too.
+	anchor := findAnchor(checkout, r.Language)
+	if anchor != "" {
+		if err := srv.Open(anchor, languageID(anchor)); err != nil {
+			return nil, err
+		}
+	}
+	if t.chosen[0] != anchor {
+		if err := srv.Open(t.chosen[0], languageID(t.chosen[0])); err != nil {
+			return nil, err
+		}
 	}
 	for found := false; !found && len(first) > 0; {
 		for _, p := range first {
@@ -179,11 +193,14 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	for _, f := range t.chosen[1:] {
-		if err := srv.Open(f, languageID(f)); err != nil {
-			return nil, err
-		}
-	}
+	// The other files open as the loop reaches them, as the service opens
+	// a file at its first query: tsserver's references search only the
+	// projects of open files (and an inferred project holds the open loose
+	// files), so with every file open up front the truth found references
+	// the service could not have seen yet. A file that yields no position
+	// is closed again until the diagnostics, as the service never opened it.
+	open := map[string]bool{t.chosen[0]: true, anchor: true}
+	var unqueried []string
 	call := func(method string, params any) (json.RawMessage, error) {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
@@ -200,6 +217,12 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			break
 		}
 		used++
+		if !open[f] {
+			if err := srv.Open(f, languageID(f)); err != nil {
+				return nil, err
+			}
+			open[f] = true
+		}
 		raw, err := call("textDocument/documentSymbol", map[string]any{"textDocument": map[string]any{"uri": srv.URI(f)}})
 		a := Answer{Lines: truthSymbols(raw)}
 		if err != nil {
@@ -252,8 +275,19 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			}
 			t.pos["references"] = append(t.pos["references"], a)
 		}
+		if kept == 0 && f != t.chosen[0] && f != anchor {
+			if err := srv.CloseDoc(f); err != nil {
+				return nil, err
+			}
+			unqueried = append(unqueried, f)
+		}
 	}
 	t.chosen = t.chosen[:used]
+	for _, f := range unqueried {
+		if err := srv.Open(f, languageID(f)); err != nil {
+			return nil, err
+		}
+	}
 	// Diagnostics as an editor sees them: what the server published, once
 	// it has been quiet for two seconds.
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
@@ -271,6 +305,42 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 
 // declStarts are the selection-range starts of a document's symbols: a
 // position there is a declaration, not a use.
+// findAnchor is the daemon's anchor document for language in root (see
+// daemon/internal/query/anchor.go): the first file in path order with one
+// of the language server's extensions, node_modules and hidden
+// directories skipped; "" when none.
+func findAnchor(root, language string) string {
+	exts := []string{".go"}
+	if language == "typescript" {
+		exts = []string{".ts", ".tsx", ".js", ".jsx"}
+	}
+	found, seen := "", 0
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if seen++; seen > 20000 {
+			return filepath.SkipAll
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (name == "node_modules" || name[0] == '.') {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !slices.Contains(exts, filepath.Ext(name)) {
+			return nil
+		}
+		if rel, err := filepath.Rel(root, p); err == nil {
+			found = filepath.ToSlash(rel)
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
+}
+
 func declStarts(raw json.RawMessage) map[[2]int]bool {
 	out := map[[2]int]bool{}
 	var walk func(json.RawMessage)

@@ -122,6 +122,11 @@ func (s *Server) Open(rel, languageID string) error {
 	})
 }
 
+// CloseDoc sends didClose for a root-relative file.
+func (s *Server) CloseDoc(rel string) error {
+	return s.notify("textDocument/didClose", map[string]any{"textDocument": map[string]any{"uri": s.URI(rel)}})
+}
+
 // Call sends a request and decodes its result.
 func (s *Server) Call(ctx context.Context, method string, params, result any) error {
 	s.mu.Lock()

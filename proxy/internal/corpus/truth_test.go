@@ -1,0 +1,71 @@
+package corpus
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
+)
+
+// TestTruthOpensAsTheServiceDoes: tsserver's references search the
+// projects of the open files, and loose JavaScript files share one
+// inferred project (ES modules here, as axios's bin/*.js), so the answer
+// depends on what is open. The service opens its anchor document at the
+// prepare and a file at its first query; the ground truth must too. With
+// every chosen file open up front, references asked in a.js found b.js's
+// use before the service could have opened b.js (axios's bin/*.js); without
+// the anchor it missed what the service has open from the start (immer's
+// __tests__/base.js).
+func TestTruthOpensAsTheServiceDoes(t *testing.T) {
+	dir := findFile(os.Getenv("LSP_TEST_TYPESCRIPT"), "../../../.bin/ts")
+	if dir == "" {
+		t.Skip("no TypeScript server: set LSP_TEST_TYPESCRIPT")
+	}
+	ts, err := devstack.FindTypeScript(dir, "")
+	if err != nil {
+		t.Skip(err)
+	}
+	checkout := t.TempDir()
+	files := map[string]string{
+		"helper.js": "export function colorize(s) { return s; }\n",
+		"a.js":      "import { colorize } from './helper.js';\ncolorize('a');\n",
+		"b.js":      "import { colorize } from './helper.js';\ncolorize('b');\n",
+		// The daemon's anchor (first in path order), open from the prepare on.
+		"0.js": "import { colorize } from './helper.js';\ncolorize('0');\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(checkout, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	fix := []Fixed{{Path: "a.js", Needle: "colorize('a')", Ident: "colorize"}, {Path: "b.js", Needle: "colorize('b')", Ident: "colorize"}}
+	tr, err := groundTruth(ctx, Repo{Name: "loose-js", Language: "typescript"}, servers{ts: &ts}, checkout, t.TempDir(), t.TempDir(), len(fix), fix, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := tr.pos["references"]
+	if len(refs) != 2 {
+		t.Fatalf("references %+v, want two answers", refs)
+	}
+	in := func(a Answer, file string) bool {
+		for _, l := range a.Lines {
+			if strings.HasPrefix(l, file+" ") {
+				return true
+			}
+		}
+		return false
+	}
+	// Asked in a.js, with the anchor and a.js open (and helper.js they import).
+	if !in(refs[0], "a.js") || !in(refs[0], "helper.js") || !in(refs[0], "0.js") || in(refs[0], "b.js") {
+		t.Errorf("references from a.js: %q, want 0.js, a.js and helper.js only", refs[0].Lines)
+	}
+	if !in(refs[1], "b.js") || !in(refs[1], "helper.js") {
+		t.Errorf("references from b.js: %q, want b.js and helper.js", refs[1].Lines)
+	}
+}
