@@ -191,3 +191,21 @@ func TestNormalize(t *testing.T) {
 		t.Errorf("hover sanitising is not idempotent or keeps a link: %q vs %q", a, b)
 	}
 }
+
+// TestPackagePaths: a diagnostic naming a file in an npm package says the
+// same on both sides once the package is named as the package, not by
+// where either side installed it.
+func TestPackagePaths(t *testing.T) {
+	for in, want := range map[string]string{
+		"'node_modules/memoizee/index.js' implicitly has an 'any' type": "'memoizee/index.js' implicitly has an 'any' type",
+		"'memoizee@0.4.15/index.js' implicitly has an 'any' type":       "'memoizee/index.js' implicitly has an 'any' type",
+		"'node_modules/a/node_modules/@types/node/fs.d.ts'":             "'@types/node/fs.d.ts'",
+		"'@types/node@20.11.0/fs.d.ts'":                                 "'@types/node/fs.d.ts'",
+		"Try `npm i --save-dev @types/memoizee` if it exists":           "Try `npm i --save-dev @types/memoizee` if it exists",
+		"declare module 'lodash/union';":                                "declare module 'lodash/union';",
+	} {
+		if got := packagePaths(in); got != want {
+			t.Errorf("packagePaths(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

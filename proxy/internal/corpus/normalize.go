@@ -283,7 +283,20 @@ func truthDiagnostics(raw json.RawMessage, checkout string) []string {
 }
 
 func diagLine(rg lspRange, severity, code, source, message string) string {
-	return fmt.Sprintf("%s %s [%s %s] %s", rg, severity, source, code, strings.TrimSpace(sanitizeText(message)))
+	return fmt.Sprintf("%s %s [%s %s] %s", rg, severity, source, code, packagePaths(strings.TrimSpace(sanitizeText(message))))
+}
+
+// A path into an npm package, as each side writes it in a message: the
+// checkout's "node_modules/a/node_modules/@s/b/x.js" and the service's
+// host-path scrubbing ("@s/b@1.2.3/x.js", the package as external roots
+// name it). Both become "@s/b/x.js": the same file, named by its package.
+var (
+	truthPackagePath   = regexp.MustCompile(`(?:node_modules/(?:@[^/\s'"]+/)?[^/\s'"]+/)*node_modules/((?:@[^/\s'"]+/)?[^/\s'"]+)/`)
+	servicePackagePath = regexp.MustCompile(`((?:@[^/\s'"@]+/)?[^/\s'"@]+)@[0-9][^/\s'"]*/`)
+)
+
+func packagePaths(s string) string {
+	return servicePackagePath.ReplaceAllString(truthPackagePath.ReplaceAllString(s, "$1/"), "$1/")
 }
 
 // unescapeModule undoes the module cache's case escaping ("!x" is "X").
