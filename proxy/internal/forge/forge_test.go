@@ -205,7 +205,7 @@ func TestResolveRevForms(t *testing.T) {
 				{"refs/tags/dup", fx.dupTag},
 				{fx.c3, fx.c3}, // a tip's sha
 				{strings.ToUpper(fx.c3), fx.c3},
-				{fx.c2, fx.c2}, // not a tip, but v2 peels to it
+				{fx.c2, fx.c2},         // not a tip, but v2 peels to it
 				{"cafe", fx.hexBranch}, // hex-looking names are refs first, as git resolves them
 				{"add", fx.c1},
 			} {
