@@ -6,13 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -42,31 +40,7 @@ func treeWorkspace(t *testing.T, files map[string]string) runtime.Workspace {
 	t.Cleanup(func() { _ = removeTree(l.root) })
 	c := filepath.Join(l.root, "trees", "tenant", "repo", "c0")
 	ws := runtime.Workspace{Root: filepath.Join(c, "tree"), Home: filepath.Join(l.root, "homes", "tenant", "repo")}
-	for name, body := range files {
-		p := filepath.Join(ws.Root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o444); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var dirs []string
-	_ = filepath.WalkDir(ws.Root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
-	for _, d := range dirs {
-		if err := os.Chmod(d, 0o555); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.MkdirAll(ws.Home, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	writeWorkspace(t, ws, files)
 	return ws
 }
 

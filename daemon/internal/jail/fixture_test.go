@@ -49,31 +49,7 @@ func (l layout) workspace(t *testing.T, tenant string, files map[string]string) 
 		Root: filepath.Join(l.root, "trees", tenant, "repo", "c0"),
 		Home: filepath.Join(l.root, "homes", tenant, "repo"),
 	}
-	for name, body := range files {
-		p := filepath.Join(ws.Root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o444); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var dirs []string
-	_ = filepath.WalkDir(ws.Root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
-	for _, d := range dirs {
-		if err := os.Chmod(d, 0o555); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.MkdirAll(ws.Home, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	writeWorkspace(t, ws, files)
 	// A tree is read-only and the module cache too: make them removable.
 	t.Cleanup(func() { _ = removeTree(l.root) })
 	return ws
@@ -209,5 +185,36 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("gave up waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// writeWorkspace writes files as ws's tree, read-only like a published one,
+// and makes its home.
+func writeWorkspace(t *testing.T, ws runtime.Workspace, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(ws.Root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dirs []string
+	_ = filepath.WalkDir(ws.Root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
+	for _, d := range dirs {
+		if err := os.Chmod(d, 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(ws.Home, 0o700); err != nil {
+		t.Fatal(err)
 	}
 }
