@@ -165,24 +165,13 @@ func (l *repoList) resolve() (map[string]string, error) {
 		if other, dup := byName[name]; dup {
 			return nil, usageError(fmt.Sprintf("--repo %s and --repo %s would both be repository %q", other, abs, name))
 		}
-		if !isGitRepo(abs) {
-			return nil, usageError(fmt.Sprintf("--repo %s: not a git repository (run git init and commit, or pass the repository's top folder)", abs))
+		if err := devforge.CheckRepository(abs); err != nil {
+			return nil, usageError(fmt.Sprintf("--repo %s: not a git repository's top folder (run git init and commit, or pass the repository's top folder): %v", abs, err))
 		}
 		byName[name] = abs
 		l.names = append(l.names, name)
 	}
 	return byName, nil
-}
-
-// isGitRepo: abs is a repository's top folder (a work tree with .git, or
-// a bare repository).
-func isGitRepo(abs string) bool {
-	for _, marker := range []string{filepath.Join(abs, ".git"), filepath.Join(abs, "HEAD")} {
-		if _, err := os.Stat(marker); err == nil {
-			return true
-		}
-	}
-	return false
 }
 
 // jsonPath escapes a path for the JSON body in the printed curl.

@@ -30,19 +30,9 @@ func Import(root, owner, repo, src string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if fi, err := os.Stat(src); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("devforge: import %s: %w", src, ErrNotGitRepository)
-	}
-	// rev-parse in src itself: a directory inside another repository's
-	// work tree is not a repository of its own.
-	top, err := runGit(ctx, git, src, nil, "rev-parse", "--path-format=absolute", "--git-dir")
+	gitDir, err := repositoryGitDir(ctx, git, src)
 	if err != nil {
-		return "", fmt.Errorf("devforge: import %s: %w", src, ErrNotGitRepository)
-	}
-	gitDir := strings.TrimSpace(string(top))
-	abs, _ := filepath.Abs(src)
-	if gitDir != filepath.Join(abs, ".git") && gitDir != abs {
-		return "", fmt.Errorf("devforge: import %s: %w (it is inside the repository at %s)", src, ErrNotGitRepository, filepath.Dir(gitDir))
+		return "", err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
 		return "", fmt.Errorf("devforge: import %s: repository %s/%s exists already", src, owner, repo)
@@ -82,4 +72,36 @@ func RepoName(src string) (string, error) {
 		return "", fmt.Errorf("devforge: %s: the folder name %q is not a valid repository name (letters, digits, '.', '_', '-')", src, name)
 	}
 	return name, nil
+}
+
+// CheckRepository reports whether src is the top folder of a git
+// repository (a work tree or a bare repository), as Import needs it: a
+// clear error otherwise, before anything is started or copied.
+func CheckRepository(src string) error {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return fmt.Errorf("devforge: %w", err)
+	}
+	_, err = repositoryGitDir(context.Background(), git, src)
+	return err
+}
+
+// repositoryGitDir is the git directory of the repository whose top folder
+// is src.
+func repositoryGitDir(ctx context.Context, git, src string) (string, error) {
+	if fi, err := os.Stat(src); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("devforge: %s: %w", src, ErrNotGitRepository)
+	}
+	// rev-parse in src itself: a directory inside another repository's
+	// work tree is not a repository of its own.
+	top, err := runGit(ctx, git, src, nil, "rev-parse", "--path-format=absolute", "--git-dir")
+	if err != nil {
+		return "", fmt.Errorf("devforge: %s: %w", src, ErrNotGitRepository)
+	}
+	gitDir := strings.TrimSpace(string(top))
+	abs, _ := filepath.Abs(src)
+	if gitDir != filepath.Join(abs, ".git") && gitDir != abs {
+		return "", fmt.Errorf("devforge: %s: %w (it is inside the repository at %s)", src, ErrNotGitRepository, filepath.Dir(gitDir))
+	}
+	return gitDir, nil
 }
