@@ -66,7 +66,7 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		// The sample's documented position: greet.Hello in main.go.
-		served = append(served, servedRepo{name: sample, commit: commit, pos: devstack.Position{Path: "main.go", Line: 10, Character: 20, Name: "Hello"}, found: true})
+		served = append(served, servedRepo{name: sample, commit: commit, pos: devforge.Position{Path: "main.go", Line: 10, Character: 20, Name: "Hello"}, found: true})
 	}
 	for _, name := range repos.names {
 		src := local[name]
@@ -74,7 +74,7 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		pos, found, err := devstack.FindFunction(ctx, filepath.Join(s.ForgeRoot, org, name+".git"))
+		pos, found, err := devforge.FindFunction(ctx, filepath.Join(s.ForgeRoot, org, name+".git"))
 		if err != nil {
 			return fmt.Errorf("dev: %s: %w", src, err)
 		}
@@ -125,7 +125,7 @@ export LSP_TOKEN=%s
 // servedRepo is one repository the banner shows.
 type servedRepo struct {
 	name, src, commit string
-	pos               devstack.Position
+	pos               devforge.Position
 	found             bool
 }
 

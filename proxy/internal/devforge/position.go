@@ -1,7 +1,6 @@
-package devstack
+package devforge
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
@@ -57,7 +56,11 @@ const (
 func FindFunction(ctx context.Context, gitDir string) (pos Position, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := gitOut(ctx, gitDir, "ls-tree", "-r", "-z", "-l", "HEAD")
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return Position{}, false, fmt.Errorf("devforge: %w", err)
+	}
+	out, err := runGit(ctx, git, gitDir, nil, "ls-tree", "-r", "-z", "-l", "HEAD")
 	if err != nil {
 		return Position{}, false, err
 	}
@@ -122,7 +125,7 @@ func FindFunction(ctx context.Context, gitDir string) (pos Position, ok bool, er
 		cands = cands[:maxScan]
 	}
 	for _, p := range cands {
-		data, err := gitOut(ctx, gitDir, "cat-file", "blob", "HEAD:"+p)
+		data, err := runGit(ctx, git, gitDir, nil, "cat-file", "blob", "HEAD:"+p)
 		if err != nil {
 			return Position{}, false, err
 		}
@@ -150,15 +153,4 @@ func hasExt(p string, exts []string) bool {
 		}
 	}
 	return false
-}
-
-func gitOut(ctx context.Context, gitDir string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"--git-dir=" + gitDir}, args...)...)
-	cmd.Env = []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C", "PATH=/usr/bin:/bin:/usr/local/bin"}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.Bytes(), nil
 }

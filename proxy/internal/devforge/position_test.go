@@ -1,4 +1,4 @@
-package devstack
+package devforge
 
 import (
 	"context"
