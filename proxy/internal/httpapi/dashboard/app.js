@@ -37,18 +37,24 @@ async function get(path, creds) {
   return body;
 }
 
-// The money rows since `from`, in id order, at most 10 pages.
+// The money rows (prepares and credits; /ledger lists usage rows too)
+// since `from`, in id order: each model's pages, at most 10 of 1000 rows,
+// merged.
 async function moneyRows(creds, from) {
-  let rows = [], cursor = null;
-  for (let page = 0; page < 10; page++) {
-    const q = new URLSearchParams({ from: from.toISOString(), limit: "1000" });
-    if (cursor) q.set("cursor", cursor);
-    const r = await get("/ledger?" + q, creds);
-    rows = rows.concat(r.rows);
-    cursor = r.next_cursor;
-    if (!cursor) break;
-  }
-  return rows;
+  const model = async m => {
+    let rows = [], cursor = null;
+    for (let page = 0; page < 10; page++) {
+      const q = new URLSearchParams({ from: from.toISOString(), model: m, limit: "1000" });
+      if (cursor) q.set("cursor", cursor);
+      const r = await get("/ledger?" + q, creds);
+      rows = rows.concat(r.rows);
+      cursor = r.next_cursor;
+      if (!cursor) break;
+    }
+    return rows;
+  };
+  const [prepares, credits] = await Promise.all([model("prepare"), model("credit")]);
+  return prepares.concat(credits).sort((a, b) => a.id - b.id);
 }
 
 function chart(box, days, series, value, colors) {
@@ -127,8 +133,7 @@ async function show(creds, ndays) {
       el("td", { class: "num" }, String(byRepo[r].errors)),
       el("td", { class: "num" }, cents(byRepo[r].cents)))));
 
-    // /ledger lists usage rows too (0¢ queries): the money rows are the rest.
-    const latest = rows.filter(r => r.model !== "query").slice(-20).reverse();
+    const latest = rows.slice(-20).reverse();
     $("rows").tBodies[0].replaceChildren(...latest.map(r => el("tr", { "data-id": String(r.id) },
       el("td", { class: "num" }, String(r.id)),
       el("td", {}, r.created_at.replace("T", " ").slice(0, 19)),
