@@ -33,6 +33,19 @@ type converter struct {
 	warnings []string
 	load     []string // the server's load problems (pool.LoadWarnings)
 	empty    bool     // the answer carries nothing
+	// ext names the module of calls and type items outside the
+	// workspace, whose wire shapes carry only a path.
+	ext map[any]string
+}
+
+func (c *converter) external(item any, loc uri.Location) {
+	if !loc.External {
+		return
+	}
+	if c.ext == nil {
+		c.ext = map[any]string{}
+	}
+	c.ext[item] = loc.Module
 }
 
 func (c *converter) location(u lsp.DocumentURI) (uri.Location, bool) {
@@ -105,7 +118,8 @@ func (c *converter) symbols(in []lsp.Symbol) []*daemonv1.Symbol {
 		}
 		out = append(out, &daemonv1.Symbol{
 			Name: sanitize.Line(s.Name, maxName), Kind: s.Kind.String(), Detail: sanitize.Line(s.Detail, maxText),
-			Path: loc.Path, Range: pbRange(s.Range), Container: sanitize.Line(s.Container, maxName),
+			Path: loc.Path, Range: pbRange(s.Range), SelectionRange: pbRange(s.SelectionRange),
+			Container: sanitize.Line(s.Container, maxName),
 		})
 	}
 	return out
@@ -164,6 +178,7 @@ func (c *converter) calls(in []lsp.CallHierarchyCall) []*daemonv1.Call {
 		for _, r := range call.FromRanges {
 			item.FromRanges = append(item.FromRanges, pbRange(r))
 		}
+		c.external(item, loc)
 		out = append(out, item)
 	}
 	return out
@@ -176,10 +191,12 @@ func (c *converter) types(in []lsp.TypeHierarchyItem) []*daemonv1.TypeItem {
 		if !ok {
 			continue
 		}
-		out = append(out, &daemonv1.TypeItem{
+		item := &daemonv1.TypeItem{
 			Name: sanitize.Line(t.Name, maxName), Kind: t.Kind.String(), Path: loc.Path,
 			Range: pbRange(t.Range), SelectionRange: pbRange(t.SelectionRange),
-		})
+		}
+		c.external(item, loc)
+		out = append(out, item)
 	}
 	return out
 }

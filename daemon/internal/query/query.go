@@ -87,14 +87,32 @@ func (r *Runner) Run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 }
 
 func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.QueryRequest) *daemonv1.QueryResponse {
+	if req.GetOp() == daemonv1.Op_OP_READ {
+		return r.read(w, req)
+	}
 	tool, ok := toolFor[req.GetOp()]
 	if !ok {
 		return fail(daemonv1.Status_STATUS_INVALID_REQUEST, "unknown operation")
 	}
+	symbol, text := req.GetSymbol(), req.GetText()
+	switch {
+	case (symbol != "" || text != "") && !needsPosition(req.GetOp()):
+		return fail(daemonv1.Status_STATUS_INVALID_REQUEST, "symbol and text address a position: this operation takes none")
+	case symbol != "" && text != "":
+		return fail(daemonv1.Status_STATUS_INVALID_REQUEST, "give symbol or text, not both")
+	case symbol != "" && !validSymbolQuery(symbol):
+		return fail(daemonv1.Status_STATUS_INVALID_REQUEST, "symbol must be a name or a container path such as Client.Do")
+	case len(text) > maxAnchorText || !utf8.ValidString(text) || strings.ContainsAny(text, "\r\n"):
+		return fail(daemonv1.Status_STATUS_INVALID_REQUEST, "text must be at most 256 bytes of one line")
+	case req.ContextLines != nil && req.GetContextLines() > MaxContextLines:
+		return fail(daemonv1.Status_STATUS_INVALID_REQUEST, "context_lines is at most 50")
+	}
 	var spec *pool.Spec
 	var doc *pool.Document
 	rel := req.GetPath()
-	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS {
+	pos := lsp.Position{Line: req.GetPosition().GetLine(), Character: req.GetPosition().GetCharacter()}
+	var resolved *daemonv1.Location
+	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS || (symbol != "" && rel == "") {
 		// Workspace symbols go to the first configured language present.
 		for _, s := range w.Languages() {
 			spec = r.specByLanguage(s.Language)
@@ -114,7 +132,15 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		if spec, ok = r.Pool.SpecFor(rel); !ok {
 			return fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, "no language server serves this file type")
 		}
-		if needsPosition(req.GetOp()) && !inRange(doc.Text, req.GetPosition()) {
+		if text != "" {
+			rg, ok := textPosition(doc.Text, pos.Line, text)
+			if !ok {
+				return fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND, fmt.Sprintf("text does not occur on line %d", pos.Line))
+			}
+			pos = rg.Start
+			resolved = &daemonv1.Location{Path: rel, Range: pbRange(rg)}
+		}
+		if symbol == "" && needsPosition(req.GetOp()) && !inRange(doc.Text, &daemonv1.Position{Line: pos.Line, Character: pos.Character}) {
 			return fail(daemonv1.Status_STATUS_POSITION_OUT_OF_RANGE, "the position is past the end of the file")
 		}
 	}
@@ -137,18 +163,35 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	pol := uri.Policy{Root: w.Dir, Externals: r.externals(w)}
 	c := &converter{pol: pol, scrub: r.scrubber(w)}
 	resp := &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_OK}
-	u := lsp.DocumentURI(pol.FileURI(rel))
-	pos := lsp.Position{Line: req.GetPosition().GetLine(), Character: req.GetPosition().GetCharacter()}
-	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS {
+	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS || (symbol != "" && rel == "") {
 		if err := r.anchorDocument(ctx, w, spec, client, pol); err != nil {
 			return serverFailure(ctx, err)
 		}
 	}
-	if doc != nil && !client.IsOpen(u) {
-		if err := client.DidOpen(ctx, u, spec.LanguageID(rel), string(doc.Text)); err != nil {
+	if doc != nil && !client.IsOpen(lsp.DocumentURI(pol.FileURI(rel))) {
+		if err := client.DidOpen(ctx, lsp.DocumentURI(pol.FileURI(rel)), spec.LanguageID(rel), string(doc.Text)); err != nil {
 			return serverFailure(ctx, err)
 		}
 	}
+	if symbol != "" {
+		res, st := r.resolveSymbol(ctx, w, client, c, rel, symbol)
+		if st != nil {
+			return st
+		}
+		rel, doc, pos, resolved = res.rel, res.doc, res.pos, res.loc
+		if s, ok := r.Pool.SpecFor(rel); !ok || s.ID != spec.ID {
+			// The name resolved into another language's file: its own
+			// server answers there.
+			return fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, "the symbol is in a file another language server serves; give its path")
+		}
+		if u := lsp.DocumentURI(pol.FileURI(rel)); !client.IsOpen(u) {
+			if err := client.DidOpen(ctx, u, spec.LanguageID(rel), string(doc.Text)); err != nil {
+				return serverFailure(ctx, err)
+			}
+		}
+	}
+	resp.Resolved = resolved
+	u := lsp.DocumentURI(pol.FileURI(rel))
 	limit, offset := req.GetLimit(), req.GetOffset()
 	err = func() error {
 		switch req.GetOp() {
@@ -252,6 +295,11 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	}
 	if err != nil {
 		return serverFailure(ctx, err)
+	}
+	if req.ContextLines != nil || req.GetIncludeBody() {
+		cd := r.newCoder(w, req.GetContextLines())
+		attachCode(cd, c, resp, req.GetIncludeBody())
+		c.warnings = append(c.warnings, cd.warnings()...)
 	}
 	// A server that could not load the project answers without it: say
 	// so, in its own words, on every answer of the workspace.
@@ -388,7 +436,8 @@ func evidence(info runtime.Info, fingerprint string, gen uint64, doc *pool.Docum
 
 func queryFingerprint(req *daemonv1.QueryRequest) string {
 	b, _ := json.Marshal([]any{req.GetOp().String(), req.GetPath(), req.GetPosition().GetLine(), req.GetPosition().GetCharacter(),
-		req.GetQuery(), req.GetIncludeDeclaration(), req.GetLimit(), req.GetOffset()})
+		req.GetQuery(), req.GetIncludeDeclaration(), req.GetLimit(), req.GetOffset(),
+		req.GetSymbol(), req.GetText(), req.ContextLines, req.GetIncludeBody(), req.GetStartLine(), req.GetEndLine(), req.GetModule()})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

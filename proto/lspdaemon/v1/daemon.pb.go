@@ -94,6 +94,9 @@ const (
 	Op_OP_OUTGOING_CALLS    Op = 13
 	Op_OP_SUPERTYPES        Op = 14
 	Op_OP_SUBTYPES          Op = 15
+	// OP_READ returns lines of a tree file or of an external module's file
+	// (QueryRequest.module); it needs no language server.
+	Op_OP_READ Op = 16
 )
 
 // Enum value maps for Op.
@@ -115,6 +118,7 @@ var (
 		13: "OP_OUTGOING_CALLS",
 		14: "OP_SUPERTYPES",
 		15: "OP_SUBTYPES",
+		16: "OP_READ",
 	}
 	Op_value = map[string]int32{
 		"OP_UNSPECIFIED":       0,
@@ -133,6 +137,7 @@ var (
 		"OP_OUTGOING_CALLS":    13,
 		"OP_SUPERTYPES":        14,
 		"OP_SUBTYPES":          15,
+		"OP_READ":              16,
 	}
 )
 
@@ -179,6 +184,11 @@ const (
 	Status_STATUS_TIMEOUT                Status = 9
 	Status_STATUS_UNAVAILABLE            Status = 10
 	Status_STATUS_CAPACITY_EXHAUSTED     Status = 11
+	// AMBIGUOUS_SYMBOL: symbol named more than one symbol; the answer's
+	// candidates list them.
+	Status_STATUS_AMBIGUOUS_SYMBOL Status = 12
+	// SYMBOL_NOT_FOUND: symbol (or text on its line) named nothing.
+	Status_STATUS_SYMBOL_NOT_FOUND Status = 13
 )
 
 // Enum value maps for Status.
@@ -196,6 +206,8 @@ var (
 		9:  "STATUS_TIMEOUT",
 		10: "STATUS_UNAVAILABLE",
 		11: "STATUS_CAPACITY_EXHAUSTED",
+		12: "STATUS_AMBIGUOUS_SYMBOL",
+		13: "STATUS_SYMBOL_NOT_FOUND",
 	}
 	Status_value = map[string]int32{
 		"STATUS_UNSPECIFIED":            0,
@@ -210,6 +222,8 @@ var (
 		"STATUS_TIMEOUT":                9,
 		"STATUS_UNAVAILABLE":            10,
 		"STATUS_CAPACITY_EXHAUSTED":     11,
+		"STATUS_AMBIGUOUS_SYMBOL":       12,
+		"STATUS_SYMBOL_NOT_FOUND":       13,
 	}
 )
 
@@ -583,7 +597,28 @@ type QueryRequest struct {
 	Offset uint32 `protobuf:"varint,8,opt,name=offset,proto3" json:"offset,omitempty"`
 	// generation, when non-zero, is the server generation a cursor was issued
 	// under; a different live generation answers CURSOR_EXPIRED.
-	Generation    uint64 `protobuf:"varint,9,opt,name=generation,proto3" json:"generation,omitempty"`
+	Generation uint64 `protobuf:"varint,9,opt,name=generation,proto3" json:"generation,omitempty"`
+	// symbol, when set, addresses the position by name instead of position:
+	// a name or a container path ("Client.Do", "uuid.NewRandom"), resolved
+	// through the document's symbols when path is set, else the workspace's.
+	// An ambiguous name answers AMBIGUOUS_SYMBOL with the candidates, none
+	// SYMBOL_NOT_FOUND.
+	Symbol string `protobuf:"bytes,10,opt,name=symbol,proto3" json:"symbol,omitempty"`
+	// text, when set, addresses the position as the first occurrence of text
+	// on position.line (position.character is ignored): the daemon does the
+	// UTF-16 arithmetic on the document's bytes.
+	Text string `protobuf:"bytes,11,opt,name=text,proto3" json:"text,omitempty"`
+	// context_lines, when present, asks for the code of every location of
+	// the answer: the lines of its range and this many around it (at most 50).
+	ContextLines *uint32 `protobuf:"varint,12,opt,name=context_lines,json=contextLines,proto3,oneof" json:"context_lines,omitempty"`
+	// include_body, on symbols, asks for each symbol's whole range as code.
+	IncludeBody bool `protobuf:"varint,13,opt,name=include_body,json=includeBody,proto3" json:"include_body,omitempty"`
+	// start_line and end_line (inclusive, 0-based) bound OP_READ; module
+	// names an external module ("std@go1.26.8", "example.com/dep@v1.0.0",
+	// "axios@1.7.0") whose file path names, instead of the tree.
+	StartLine     uint32 `protobuf:"varint,14,opt,name=start_line,json=startLine,proto3" json:"start_line,omitempty"`
+	EndLine       uint32 `protobuf:"varint,15,opt,name=end_line,json=endLine,proto3" json:"end_line,omitempty"`
+	Module        string `protobuf:"bytes,16,opt,name=module,proto3" json:"module,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -679,6 +714,55 @@ func (x *QueryRequest) GetGeneration() uint64 {
 		return x.Generation
 	}
 	return 0
+}
+
+func (x *QueryRequest) GetSymbol() string {
+	if x != nil {
+		return x.Symbol
+	}
+	return ""
+}
+
+func (x *QueryRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *QueryRequest) GetContextLines() uint32 {
+	if x != nil && x.ContextLines != nil {
+		return *x.ContextLines
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetIncludeBody() bool {
+	if x != nil {
+		return x.IncludeBody
+	}
+	return false
+}
+
+func (x *QueryRequest) GetStartLine() uint32 {
+	if x != nil {
+		return x.StartLine
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetEndLine() uint32 {
+	if x != nil {
+		return x.EndLine
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
 }
 
 type ServerInfo struct {
@@ -826,19 +910,83 @@ func (x *Evidence) GetWarnings() []string {
 	return nil
 }
 
+// Code is the source around a location: lines from start_line (0-based),
+// sanitised; truncated when the daemon's bounds cut them (or dropped them:
+// no lines then).
+type Code struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartLine     uint32                 `protobuf:"varint,1,opt,name=start_line,json=startLine,proto3" json:"start_line,omitempty"`
+	Lines         []string               `protobuf:"bytes,2,rep,name=lines,proto3" json:"lines,omitempty"`
+	Truncated     bool                   `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Code) Reset() {
+	*x = Code{}
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Code) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Code) ProtoMessage() {}
+
+func (x *Code) ProtoReflect() protoreflect.Message {
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Code.ProtoReflect.Descriptor instead.
+func (*Code) Descriptor() ([]byte, []int) {
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Code) GetStartLine() uint32 {
+	if x != nil {
+		return x.StartLine
+	}
+	return 0
+}
+
+func (x *Code) GetLines() []string {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+func (x *Code) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 type Location struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Range         *Range                 `protobuf:"bytes,2,opt,name=range,proto3" json:"range,omitempty"`
 	External      bool                   `protobuf:"varint,3,opt,name=external,proto3" json:"external,omitempty"`
 	Module        string                 `protobuf:"bytes,4,opt,name=module,proto3" json:"module,omitempty"`
+	Code          *Code                  `protobuf:"bytes,5,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Location) Reset() {
 	*x = Location{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +998,7 @@ func (x *Location) String() string {
 func (*Location) ProtoMessage() {}
 
 func (x *Location) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1011,7 @@ func (x *Location) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Location.ProtoReflect.Descriptor instead.
 func (*Location) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{8}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Location) GetPath() string {
@@ -894,6 +1042,13 @@ func (x *Location) GetModule() string {
 	return ""
 }
 
+func (x *Location) GetCode() *Code {
+	if x != nil {
+		return x.Code
+	}
+	return nil
+}
+
 type Hover struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// present is false when the server had nothing to say (JSON null).
@@ -906,7 +1061,7 @@ type Hover struct {
 
 func (x *Hover) Reset() {
 	*x = Hover{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1073,7 @@ func (x *Hover) String() string {
 func (*Hover) ProtoMessage() {}
 
 func (x *Hover) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1086,7 @@ func (x *Hover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hover.ProtoReflect.Descriptor instead.
 func (*Hover) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{9}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Hover) GetPresent() bool {
@@ -964,7 +1119,7 @@ type Locations struct {
 
 func (x *Locations) Reset() {
 	*x = Locations{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1131,7 @@ func (x *Locations) String() string {
 func (*Locations) ProtoMessage() {}
 
 func (x *Locations) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1144,7 @@ func (x *Locations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Locations.ProtoReflect.Descriptor instead.
 func (*Locations) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Locations) GetItems() []*Location {
@@ -1000,20 +1155,22 @@ func (x *Locations) GetItems() []*Location {
 }
 
 type Symbol struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
-	Detail        string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
-	Path          string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
-	Range         *Range                 `protobuf:"bytes,5,opt,name=range,proto3" json:"range,omitempty"`
-	Container     string                 `protobuf:"bytes,6,opt,name=container,proto3" json:"container,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Kind           string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Detail         string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	Path           string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	Range          *Range                 `protobuf:"bytes,5,opt,name=range,proto3" json:"range,omitempty"`
+	Container      string                 `protobuf:"bytes,6,opt,name=container,proto3" json:"container,omitempty"`
+	SelectionRange *Range                 `protobuf:"bytes,7,opt,name=selection_range,json=selectionRange,proto3" json:"selection_range,omitempty"`
+	Code           *Code                  `protobuf:"bytes,8,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Symbol) Reset() {
 	*x = Symbol{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1182,7 @@ func (x *Symbol) String() string {
 func (*Symbol) ProtoMessage() {}
 
 func (x *Symbol) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1195,7 @@ func (x *Symbol) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Symbol.ProtoReflect.Descriptor instead.
 func (*Symbol) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Symbol) GetName() string {
@@ -1083,6 +1240,20 @@ func (x *Symbol) GetContainer() string {
 	return ""
 }
 
+func (x *Symbol) GetSelectionRange() *Range {
+	if x != nil {
+		return x.SelectionRange
+	}
+	return nil
+}
+
+func (x *Symbol) GetCode() *Code {
+	if x != nil {
+		return x.Code
+	}
+	return nil
+}
+
 type Symbols struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*Symbol              `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -1092,7 +1263,7 @@ type Symbols struct {
 
 func (x *Symbols) Reset() {
 	*x = Symbols{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1275,7 @@ func (x *Symbols) String() string {
 func (*Symbols) ProtoMessage() {}
 
 func (x *Symbols) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1288,7 @@ func (x *Symbols) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Symbols.ProtoReflect.Descriptor instead.
 func (*Symbols) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Symbols) GetItems() []*Symbol {
@@ -1140,7 +1311,7 @@ type Diagnostic struct {
 
 func (x *Diagnostic) Reset() {
 	*x = Diagnostic{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1323,7 @@ func (x *Diagnostic) String() string {
 func (*Diagnostic) ProtoMessage() {}
 
 func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1336,7 @@ func (x *Diagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
 func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{13}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Diagnostic) GetRange() *Range {
@@ -1212,7 +1383,7 @@ type Diagnostics struct {
 
 func (x *Diagnostics) Reset() {
 	*x = Diagnostics{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1395,7 @@ func (x *Diagnostics) String() string {
 func (*Diagnostics) ProtoMessage() {}
 
 func (x *Diagnostics) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1408,7 @@ func (x *Diagnostics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnostics.ProtoReflect.Descriptor instead.
 func (*Diagnostics) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{14}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Diagnostics) GetItems() []*Diagnostic {
@@ -1259,7 +1430,7 @@ type Completion struct {
 
 func (x *Completion) Reset() {
 	*x = Completion{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1442,7 @@ func (x *Completion) String() string {
 func (*Completion) ProtoMessage() {}
 
 func (x *Completion) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1455,7 @@ func (x *Completion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Completion.ProtoReflect.Descriptor instead.
 func (*Completion) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{15}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Completion) GetLabel() string {
@@ -1325,7 +1496,7 @@ type Completions struct {
 
 func (x *Completions) Reset() {
 	*x = Completions{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1508,7 @@ func (x *Completions) String() string {
 func (*Completions) ProtoMessage() {}
 
 func (x *Completions) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1521,7 @@ func (x *Completions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Completions.ProtoReflect.Descriptor instead.
 func (*Completions) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{16}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Completions) GetItems() []*Completion {
@@ -1377,7 +1548,7 @@ type Parameter struct {
 
 func (x *Parameter) Reset() {
 	*x = Parameter{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1560,7 @@ func (x *Parameter) String() string {
 func (*Parameter) ProtoMessage() {}
 
 func (x *Parameter) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1573,7 @@ func (x *Parameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Parameter.ProtoReflect.Descriptor instead.
 func (*Parameter) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{17}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Parameter) GetLabel() string {
@@ -1430,7 +1601,7 @@ type Signature struct {
 
 func (x *Signature) Reset() {
 	*x = Signature{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1613,7 @@ func (x *Signature) String() string {
 func (*Signature) ProtoMessage() {}
 
 func (x *Signature) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1626,7 @@ func (x *Signature) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signature.ProtoReflect.Descriptor instead.
 func (*Signature) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{18}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Signature) GetLabel() string {
@@ -1490,7 +1661,7 @@ type Signatures struct {
 
 func (x *Signatures) Reset() {
 	*x = Signatures{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1673,7 @@ func (x *Signatures) String() string {
 func (*Signatures) ProtoMessage() {}
 
 func (x *Signatures) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1686,7 @@ func (x *Signatures) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signatures.ProtoReflect.Descriptor instead.
 func (*Signatures) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Signatures) GetItems() []*Signature {
@@ -1547,13 +1718,14 @@ type Call struct {
 	Range          *Range                 `protobuf:"bytes,4,opt,name=range,proto3" json:"range,omitempty"`
 	SelectionRange *Range                 `protobuf:"bytes,5,opt,name=selection_range,json=selectionRange,proto3" json:"selection_range,omitempty"`
 	FromRanges     []*Range               `protobuf:"bytes,6,rep,name=from_ranges,json=fromRanges,proto3" json:"from_ranges,omitempty"`
+	Code           *Code                  `protobuf:"bytes,7,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Call) Reset() {
 	*x = Call{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1737,7 @@ func (x *Call) String() string {
 func (*Call) ProtoMessage() {}
 
 func (x *Call) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1750,7 @@ func (x *Call) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Call.ProtoReflect.Descriptor instead.
 func (*Call) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{20}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Call) GetName() string {
@@ -1623,6 +1795,13 @@ func (x *Call) GetFromRanges() []*Range {
 	return nil
 }
 
+func (x *Call) GetCode() *Code {
+	if x != nil {
+		return x.Code
+	}
+	return nil
+}
+
 type Calls struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*Call                `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -1632,7 +1811,7 @@ type Calls struct {
 
 func (x *Calls) Reset() {
 	*x = Calls{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1823,7 @@ func (x *Calls) String() string {
 func (*Calls) ProtoMessage() {}
 
 func (x *Calls) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1836,7 @@ func (x *Calls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Calls.ProtoReflect.Descriptor instead.
 func (*Calls) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{21}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Calls) GetItems() []*Call {
@@ -1674,13 +1853,14 @@ type TypeItem struct {
 	Path           string                 `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
 	Range          *Range                 `protobuf:"bytes,4,opt,name=range,proto3" json:"range,omitempty"`
 	SelectionRange *Range                 `protobuf:"bytes,5,opt,name=selection_range,json=selectionRange,proto3" json:"selection_range,omitempty"`
+	Code           *Code                  `protobuf:"bytes,6,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TypeItem) Reset() {
 	*x = TypeItem{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1872,7 @@ func (x *TypeItem) String() string {
 func (*TypeItem) ProtoMessage() {}
 
 func (x *TypeItem) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1885,7 @@ func (x *TypeItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeItem.ProtoReflect.Descriptor instead.
 func (*TypeItem) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{22}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TypeItem) GetName() string {
@@ -1743,6 +1923,83 @@ func (x *TypeItem) GetSelectionRange() *Range {
 	return nil
 }
 
+func (x *TypeItem) GetCode() *Code {
+	if x != nil {
+		return x.Code
+	}
+	return nil
+}
+
+// Read is OP_READ's answer: the lines asked for (cut at the bounds:
+// truncated) of the file, and how many lines it has.
+type Read struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Module        string                 `protobuf:"bytes,2,opt,name=module,proto3" json:"module,omitempty"`
+	Code          *Code                  `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
+	LineCount     uint32                 `protobuf:"varint,4,opt,name=line_count,json=lineCount,proto3" json:"line_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Read) Reset() {
+	*x = Read{}
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Read) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Read) ProtoMessage() {}
+
+func (x *Read) ProtoReflect() protoreflect.Message {
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Read.ProtoReflect.Descriptor instead.
+func (*Read) Descriptor() ([]byte, []int) {
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Read) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Read) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *Read) GetCode() *Code {
+	if x != nil {
+		return x.Code
+	}
+	return nil
+}
+
+func (x *Read) GetLineCount() uint32 {
+	if x != nil {
+		return x.LineCount
+	}
+	return 0
+}
+
 type Types struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*TypeItem            `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -1752,7 +2009,7 @@ type Types struct {
 
 func (x *Types) Reset() {
 	*x = Types{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +2021,7 @@ func (x *Types) String() string {
 func (*Types) ProtoMessage() {}
 
 func (x *Types) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +2034,7 @@ func (x *Types) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Types.ProtoReflect.Descriptor instead.
 func (*Types) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{23}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Types) GetItems() []*TypeItem {
@@ -1801,6 +2058,13 @@ type QueryResponse struct {
 	// more remain.
 	Total      uint32  `protobuf:"varint,5,opt,name=total,proto3" json:"total,omitempty"`
 	NextOffset *uint32 `protobuf:"varint,6,opt,name=next_offset,json=nextOffset,proto3,oneof" json:"next_offset,omitempty"`
+	// candidates are the symbols an AMBIGUOUS_SYMBOL answer could mean (at
+	// most 20; total_candidates counts them all).
+	Candidates      []*Symbol `protobuf:"bytes,7,rep,name=candidates,proto3" json:"candidates,omitempty"`
+	TotalCandidates uint32    `protobuf:"varint,8,opt,name=total_candidates,json=totalCandidates,proto3" json:"total_candidates,omitempty"`
+	// resolved is where symbol or text put the position (the symbol's
+	// selection range, or the text's range), when the request gave either.
+	Resolved *Location `protobuf:"bytes,9,opt,name=resolved,proto3" json:"resolved,omitempty"`
 	// Types that are valid to be assigned to Result:
 	//
 	//	*QueryResponse_Hover
@@ -1811,6 +2075,7 @@ type QueryResponse struct {
 	//	*QueryResponse_Signatures
 	//	*QueryResponse_Calls
 	//	*QueryResponse_Types
+	//	*QueryResponse_Read
 	Result        isQueryResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1818,7 +2083,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +2095,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +2108,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{24}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueryResponse) GetStatus() Status {
@@ -1886,6 +2151,27 @@ func (x *QueryResponse) GetNextOffset() uint32 {
 		return *x.NextOffset
 	}
 	return 0
+}
+
+func (x *QueryResponse) GetCandidates() []*Symbol {
+	if x != nil {
+		return x.Candidates
+	}
+	return nil
+}
+
+func (x *QueryResponse) GetTotalCandidates() uint32 {
+	if x != nil {
+		return x.TotalCandidates
+	}
+	return 0
+}
+
+func (x *QueryResponse) GetResolved() *Location {
+	if x != nil {
+		return x.Resolved
+	}
+	return nil
 }
 
 func (x *QueryResponse) GetResult() isQueryResponse_Result {
@@ -1967,6 +2253,15 @@ func (x *QueryResponse) GetTypes() *Types {
 	return nil
 }
 
+func (x *QueryResponse) GetRead() *Read {
+	if x != nil {
+		if x, ok := x.Result.(*QueryResponse_Read); ok {
+			return x.Read
+		}
+	}
+	return nil
+}
+
 type isQueryResponse_Result interface {
 	isQueryResponse_Result()
 }
@@ -2003,6 +2298,10 @@ type QueryResponse_Types struct {
 	Types *Types `protobuf:"bytes,17,opt,name=types,proto3,oneof"`
 }
 
+type QueryResponse_Read struct {
+	Read *Read `protobuf:"bytes,18,opt,name=read,proto3,oneof"`
+}
+
 func (*QueryResponse_Hover) isQueryResponse_Result() {}
 
 func (*QueryResponse_Locations) isQueryResponse_Result() {}
@@ -2018,6 +2317,8 @@ func (*QueryResponse_Signatures) isQueryResponse_Result() {}
 func (*QueryResponse_Calls) isQueryResponse_Result() {}
 
 func (*QueryResponse_Types) isQueryResponse_Result() {}
+
+func (*QueryResponse_Read) isQueryResponse_Result() {}
 
 type FileEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2038,7 +2339,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2351,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2364,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{25}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FileEntry) GetPath() string {
@@ -2105,7 +2406,7 @@ type PrepareHeader struct {
 
 func (x *PrepareHeader) Reset() {
 	*x = PrepareHeader{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2418,7 @@ func (x *PrepareHeader) String() string {
 func (*PrepareHeader) ProtoMessage() {}
 
 func (x *PrepareHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2431,7 @@ func (x *PrepareHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareHeader.ProtoReflect.Descriptor instead.
 func (*PrepareHeader) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{26}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PrepareHeader) GetWorkspace() *WorkspaceKey {
@@ -2169,7 +2470,7 @@ type PrepareRequest struct {
 
 func (x *PrepareRequest) Reset() {
 	*x = PrepareRequest{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2482,7 @@ func (x *PrepareRequest) String() string {
 func (*PrepareRequest) ProtoMessage() {}
 
 func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2495,7 @@ func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareRequest.ProtoReflect.Descriptor instead.
 func (*PrepareRequest) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{27}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PrepareRequest) GetPart() isPrepareRequest_Part {
@@ -2255,7 +2556,7 @@ type LanguageTools struct {
 
 func (x *LanguageTools) Reset() {
 	*x = LanguageTools{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2568,7 @@ func (x *LanguageTools) String() string {
 func (*LanguageTools) ProtoMessage() {}
 
 func (x *LanguageTools) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2581,7 @@ func (x *LanguageTools) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LanguageTools.ProtoReflect.Descriptor instead.
 func (*LanguageTools) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{28}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LanguageTools) GetLanguage() string {
@@ -2333,7 +2634,7 @@ type PrepareResponse struct {
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2646,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2659,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{29}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PrepareResponse) GetPrepared() bool {
@@ -2398,7 +2699,7 @@ type CapabilitiesRequest struct {
 
 func (x *CapabilitiesRequest) Reset() {
 	*x = CapabilitiesRequest{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2711,7 @@ func (x *CapabilitiesRequest) String() string {
 func (*CapabilitiesRequest) ProtoMessage() {}
 
 func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2724,7 @@ func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{30}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CapabilitiesRequest) GetWorkspace() *WorkspaceKey {
@@ -2450,7 +2751,7 @@ type CapabilitiesResponse struct {
 
 func (x *CapabilitiesResponse) Reset() {
 	*x = CapabilitiesResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2763,7 @@ func (x *CapabilitiesResponse) String() string {
 func (*CapabilitiesResponse) ProtoMessage() {}
 
 func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2776,7 @@ func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesResponse.ProtoReflect.Descriptor instead.
 func (*CapabilitiesResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{31}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CapabilitiesResponse) GetWarm() bool {
@@ -2515,7 +2816,7 @@ type DeleteWorkspaceRequest struct {
 
 func (x *DeleteWorkspaceRequest) Reset() {
 	*x = DeleteWorkspaceRequest{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2828,7 @@ func (x *DeleteWorkspaceRequest) String() string {
 func (*DeleteWorkspaceRequest) ProtoMessage() {}
 
 func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2841,7 @@ func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{32}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteWorkspaceRequest) GetWorkspace() *WorkspaceKey {
@@ -2559,7 +2860,7 @@ type DeleteWorkspaceResponse struct {
 
 func (x *DeleteWorkspaceResponse) Reset() {
 	*x = DeleteWorkspaceResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2872,7 @@ func (x *DeleteWorkspaceResponse) String() string {
 func (*DeleteWorkspaceResponse) ProtoMessage() {}
 
 func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2885,7 @@ func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{33}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteWorkspaceResponse) GetDeleted() bool {
@@ -2615,7 +2916,7 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\tcharacter\x18\x02 \x01(\rR\tcharacter\"a\n" +
 	"\x05Range\x12-\n" +
 	"\x05start\x18\x01 \x01(\v2\x17.lsp.daemon.v1.PositionR\x05start\x12)\n" +
-	"\x03end\x18\x02 \x01(\v2\x17.lsp.daemon.v1.PositionR\x03end\"\xca\x02\n" +
+	"\x03end\x18\x02 \x01(\v2\x17.lsp.daemon.v1.PositionR\x03end\"\xa7\x04\n" +
 	"\fQueryRequest\x129\n" +
 	"\tworkspace\x18\x01 \x01(\v2\x1b.lsp.daemon.v1.WorkspaceKeyR\tworkspace\x12!\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x11.lsp.daemon.v1.OpR\x02op\x12\x12\n" +
@@ -2627,7 +2928,17 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x06offset\x18\b \x01(\rR\x06offset\x12\x1e\n" +
 	"\n" +
 	"generation\x18\t \x01(\x04R\n" +
-	"generation\"V\n" +
+	"generation\x12\x16\n" +
+	"\x06symbol\x18\n" +
+	" \x01(\tR\x06symbol\x12\x12\n" +
+	"\x04text\x18\v \x01(\tR\x04text\x12(\n" +
+	"\rcontext_lines\x18\f \x01(\rH\x00R\fcontextLines\x88\x01\x01\x12!\n" +
+	"\finclude_body\x18\r \x01(\bR\vincludeBody\x12\x1d\n" +
+	"\n" +
+	"start_line\x18\x0e \x01(\rR\tstartLine\x12\x19\n" +
+	"\bend_line\x18\x0f \x01(\rR\aendLine\x12\x16\n" +
+	"\x06module\x18\x10 \x01(\tR\x06moduleB\x10\n" +
+	"\x0e_context_lines\"V\n" +
 	"\n" +
 	"ServerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
@@ -2641,25 +2952,33 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x16capability_fingerprint\x18\x03 \x01(\tR\x15capabilityFingerprint\x12'\n" +
 	"\x0fdocument_sha256\x18\x04 \x01(\tR\x0edocumentSha256\x12+\n" +
 	"\x11query_fingerprint\x18\x05 \x01(\tR\x10queryFingerprint\x12\x1a\n" +
-	"\bwarnings\x18\x06 \x03(\tR\bwarnings\"~\n" +
+	"\bwarnings\x18\x06 \x03(\tR\bwarnings\"Y\n" +
+	"\x04Code\x12\x1d\n" +
+	"\n" +
+	"start_line\x18\x01 \x01(\rR\tstartLine\x12\x14\n" +
+	"\x05lines\x18\x02 \x03(\tR\x05lines\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xa7\x01\n" +
 	"\bLocation\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12*\n" +
 	"\x05range\x18\x02 \x01(\v2\x14.lsp.daemon.v1.RangeR\x05range\x12\x1a\n" +
 	"\bexternal\x18\x03 \x01(\bR\bexternal\x12\x16\n" +
-	"\x06module\x18\x04 \x01(\tR\x06module\"i\n" +
+	"\x06module\x18\x04 \x01(\tR\x06module\x12'\n" +
+	"\x04code\x18\x05 \x01(\v2\x13.lsp.daemon.v1.CodeR\x04code\"i\n" +
 	"\x05Hover\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12\x1a\n" +
 	"\bmarkdown\x18\x02 \x01(\tR\bmarkdown\x12*\n" +
 	"\x05range\x18\x03 \x01(\v2\x14.lsp.daemon.v1.RangeR\x05range\":\n" +
 	"\tLocations\x12-\n" +
-	"\x05items\x18\x01 \x03(\v2\x17.lsp.daemon.v1.LocationR\x05items\"\xa6\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.lsp.daemon.v1.LocationR\x05items\"\x8e\x02\n" +
 	"\x06Symbol\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x12\n" +
 	"\x04path\x18\x04 \x01(\tR\x04path\x12*\n" +
 	"\x05range\x18\x05 \x01(\v2\x14.lsp.daemon.v1.RangeR\x05range\x12\x1c\n" +
-	"\tcontainer\x18\x06 \x01(\tR\tcontainer\"6\n" +
+	"\tcontainer\x18\x06 \x01(\tR\tcontainer\x12=\n" +
+	"\x0fselection_range\x18\a \x01(\v2\x14.lsp.daemon.v1.RangeR\x0eselectionRange\x12'\n" +
+	"\x04code\x18\b \x01(\v2\x13.lsp.daemon.v1.CodeR\x04code\"6\n" +
 	"\aSymbols\x12+\n" +
 	"\x05items\x18\x01 \x03(\v2\x15.lsp.daemon.v1.SymbolR\x05items\"\x9a\x01\n" +
 	"\n" +
@@ -2698,7 +3017,7 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x10active_signature\x18\x02 \x01(\rH\x00R\x0factiveSignature\x88\x01\x01\x12.\n" +
 	"\x10active_parameter\x18\x03 \x01(\rH\x01R\x0factiveParameter\x88\x01\x01B\x13\n" +
 	"\x11_active_signatureB\x13\n" +
-	"\x11_active_parameter\"\xe4\x01\n" +
+	"\x11_active_parameter\"\x8d\x02\n" +
 	"\x04Call\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
@@ -2706,17 +3025,25 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x05range\x18\x04 \x01(\v2\x14.lsp.daemon.v1.RangeR\x05range\x12=\n" +
 	"\x0fselection_range\x18\x05 \x01(\v2\x14.lsp.daemon.v1.RangeR\x0eselectionRange\x125\n" +
 	"\vfrom_ranges\x18\x06 \x03(\v2\x14.lsp.daemon.v1.RangeR\n" +
-	"fromRanges\"2\n" +
+	"fromRanges\x12'\n" +
+	"\x04code\x18\a \x01(\v2\x13.lsp.daemon.v1.CodeR\x04code\"2\n" +
 	"\x05Calls\x12)\n" +
-	"\x05items\x18\x01 \x03(\v2\x13.lsp.daemon.v1.CallR\x05items\"\xb1\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x13.lsp.daemon.v1.CallR\x05items\"\xda\x01\n" +
 	"\bTypeItem\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12*\n" +
 	"\x05range\x18\x04 \x01(\v2\x14.lsp.daemon.v1.RangeR\x05range\x12=\n" +
-	"\x0fselection_range\x18\x05 \x01(\v2\x14.lsp.daemon.v1.RangeR\x0eselectionRange\"6\n" +
+	"\x0fselection_range\x18\x05 \x01(\v2\x14.lsp.daemon.v1.RangeR\x0eselectionRange\x12'\n" +
+	"\x04code\x18\x06 \x01(\v2\x13.lsp.daemon.v1.CodeR\x04code\"z\n" +
+	"\x04Read\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06module\x18\x02 \x01(\tR\x06module\x12'\n" +
+	"\x04code\x18\x03 \x01(\v2\x13.lsp.daemon.v1.CodeR\x04code\x12\x1d\n" +
+	"\n" +
+	"line_count\x18\x04 \x01(\rR\tlineCount\"6\n" +
 	"\x05Types\x12-\n" +
-	"\x05items\x18\x01 \x03(\v2\x17.lsp.daemon.v1.TypeItemR\x05items\"\xb7\x05\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.lsp.daemon.v1.TypeItemR\x05items\"\xf9\x06\n" +
 	"\rQueryResponse\x12-\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x15.lsp.daemon.v1.StatusR\x06status\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -2725,7 +3052,12 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\bevidence\x18\x04 \x01(\v2\x17.lsp.daemon.v1.EvidenceR\bevidence\x12\x14\n" +
 	"\x05total\x18\x05 \x01(\rR\x05total\x12$\n" +
 	"\vnext_offset\x18\x06 \x01(\rH\x01R\n" +
-	"nextOffset\x88\x01\x01\x12,\n" +
+	"nextOffset\x88\x01\x01\x125\n" +
+	"\n" +
+	"candidates\x18\a \x03(\v2\x15.lsp.daemon.v1.SymbolR\n" +
+	"candidates\x12)\n" +
+	"\x10total_candidates\x18\b \x01(\rR\x0ftotalCandidates\x123\n" +
+	"\bresolved\x18\t \x01(\v2\x17.lsp.daemon.v1.LocationR\bresolved\x12,\n" +
 	"\x05hover\x18\n" +
 	" \x01(\v2\x14.lsp.daemon.v1.HoverH\x00R\x05hover\x128\n" +
 	"\tlocations\x18\v \x01(\v2\x18.lsp.daemon.v1.LocationsH\x00R\tlocations\x122\n" +
@@ -2736,7 +3068,8 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"signatures\x18\x0f \x01(\v2\x19.lsp.daemon.v1.SignaturesH\x00R\n" +
 	"signatures\x12,\n" +
 	"\x05calls\x18\x10 \x01(\v2\x14.lsp.daemon.v1.CallsH\x00R\x05calls\x12,\n" +
-	"\x05types\x18\x11 \x01(\v2\x14.lsp.daemon.v1.TypesH\x00R\x05typesB\b\n" +
+	"\x05types\x18\x11 \x01(\v2\x14.lsp.daemon.v1.TypesH\x00R\x05types\x12)\n" +
+	"\x04read\x18\x12 \x01(\v2\x13.lsp.daemon.v1.ReadH\x00R\x04readB\b\n" +
 	"\x06resultB\x0e\n" +
 	"\f_next_offset\"k\n" +
 	"\tFileEntry\x12\x12\n" +
@@ -2781,7 +3114,7 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\adeleted\x18\x01 \x01(\bR\adeleted*Q\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x1c\n" +
-	"\x18PROTOCOL_VERSION_CURRENT\x10\x01*\xd2\x02\n" +
+	"\x18PROTOCOL_VERSION_CURRENT\x10\x01*\xdf\x02\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bOP_HOVER\x10\x01\x12\x11\n" +
@@ -2799,7 +3132,8 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x11OP_INCOMING_CALLS\x10\f\x12\x15\n" +
 	"\x11OP_OUTGOING_CALLS\x10\r\x12\x11\n" +
 	"\rOP_SUPERTYPES\x10\x0e\x12\x0f\n" +
-	"\vOP_SUBTYPES\x10\x0f*\xc4\x02\n" +
+	"\vOP_SUBTYPES\x10\x0f\x12\v\n" +
+	"\aOP_READ\x10\x10*\xfe\x02\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tSTATUS_OK\x10\x01\x12\x15\n" +
@@ -2813,7 +3147,9 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x0eSTATUS_TIMEOUT\x10\t\x12\x16\n" +
 	"\x12STATUS_UNAVAILABLE\x10\n" +
 	"\x12\x1d\n" +
-	"\x19STATUS_CAPACITY_EXHAUSTED\x10\v*\xa1\x01\n" +
+	"\x19STATUS_CAPACITY_EXHAUSTED\x10\v\x12\x1b\n" +
+	"\x17STATUS_AMBIGUOUS_SYMBOL\x10\f\x12\x1b\n" +
+	"\x17STATUS_SYMBOL_NOT_FOUND\x10\r*\xa1\x01\n" +
 	"\rEvidenceState\x12\x1e\n" +
 	"\x1aEVIDENCE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EVIDENCE_STATE_CURRENT\x10\x01\x12\x1a\n" +
@@ -2840,7 +3176,7 @@ func file_lspdaemon_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_lspdaemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_lspdaemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_lspdaemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_lspdaemon_v1_daemon_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: lsp.daemon.v1.ProtocolVersion
 	(Op)(0),                         // 1: lsp.daemon.v1.Op
@@ -2854,32 +3190,34 @@ var file_lspdaemon_v1_daemon_proto_goTypes = []any{
 	(*QueryRequest)(nil),            // 9: lsp.daemon.v1.QueryRequest
 	(*ServerInfo)(nil),              // 10: lsp.daemon.v1.ServerInfo
 	(*Evidence)(nil),                // 11: lsp.daemon.v1.Evidence
-	(*Location)(nil),                // 12: lsp.daemon.v1.Location
-	(*Hover)(nil),                   // 13: lsp.daemon.v1.Hover
-	(*Locations)(nil),               // 14: lsp.daemon.v1.Locations
-	(*Symbol)(nil),                  // 15: lsp.daemon.v1.Symbol
-	(*Symbols)(nil),                 // 16: lsp.daemon.v1.Symbols
-	(*Diagnostic)(nil),              // 17: lsp.daemon.v1.Diagnostic
-	(*Diagnostics)(nil),             // 18: lsp.daemon.v1.Diagnostics
-	(*Completion)(nil),              // 19: lsp.daemon.v1.Completion
-	(*Completions)(nil),             // 20: lsp.daemon.v1.Completions
-	(*Parameter)(nil),               // 21: lsp.daemon.v1.Parameter
-	(*Signature)(nil),               // 22: lsp.daemon.v1.Signature
-	(*Signatures)(nil),              // 23: lsp.daemon.v1.Signatures
-	(*Call)(nil),                    // 24: lsp.daemon.v1.Call
-	(*Calls)(nil),                   // 25: lsp.daemon.v1.Calls
-	(*TypeItem)(nil),                // 26: lsp.daemon.v1.TypeItem
-	(*Types)(nil),                   // 27: lsp.daemon.v1.Types
-	(*QueryResponse)(nil),           // 28: lsp.daemon.v1.QueryResponse
-	(*FileEntry)(nil),               // 29: lsp.daemon.v1.FileEntry
-	(*PrepareHeader)(nil),           // 30: lsp.daemon.v1.PrepareHeader
-	(*PrepareRequest)(nil),          // 31: lsp.daemon.v1.PrepareRequest
-	(*LanguageTools)(nil),           // 32: lsp.daemon.v1.LanguageTools
-	(*PrepareResponse)(nil),         // 33: lsp.daemon.v1.PrepareResponse
-	(*CapabilitiesRequest)(nil),     // 34: lsp.daemon.v1.CapabilitiesRequest
-	(*CapabilitiesResponse)(nil),    // 35: lsp.daemon.v1.CapabilitiesResponse
-	(*DeleteWorkspaceRequest)(nil),  // 36: lsp.daemon.v1.DeleteWorkspaceRequest
-	(*DeleteWorkspaceResponse)(nil), // 37: lsp.daemon.v1.DeleteWorkspaceResponse
+	(*Code)(nil),                    // 12: lsp.daemon.v1.Code
+	(*Location)(nil),                // 13: lsp.daemon.v1.Location
+	(*Hover)(nil),                   // 14: lsp.daemon.v1.Hover
+	(*Locations)(nil),               // 15: lsp.daemon.v1.Locations
+	(*Symbol)(nil),                  // 16: lsp.daemon.v1.Symbol
+	(*Symbols)(nil),                 // 17: lsp.daemon.v1.Symbols
+	(*Diagnostic)(nil),              // 18: lsp.daemon.v1.Diagnostic
+	(*Diagnostics)(nil),             // 19: lsp.daemon.v1.Diagnostics
+	(*Completion)(nil),              // 20: lsp.daemon.v1.Completion
+	(*Completions)(nil),             // 21: lsp.daemon.v1.Completions
+	(*Parameter)(nil),               // 22: lsp.daemon.v1.Parameter
+	(*Signature)(nil),               // 23: lsp.daemon.v1.Signature
+	(*Signatures)(nil),              // 24: lsp.daemon.v1.Signatures
+	(*Call)(nil),                    // 25: lsp.daemon.v1.Call
+	(*Calls)(nil),                   // 26: lsp.daemon.v1.Calls
+	(*TypeItem)(nil),                // 27: lsp.daemon.v1.TypeItem
+	(*Read)(nil),                    // 28: lsp.daemon.v1.Read
+	(*Types)(nil),                   // 29: lsp.daemon.v1.Types
+	(*QueryResponse)(nil),           // 30: lsp.daemon.v1.QueryResponse
+	(*FileEntry)(nil),               // 31: lsp.daemon.v1.FileEntry
+	(*PrepareHeader)(nil),           // 32: lsp.daemon.v1.PrepareHeader
+	(*PrepareRequest)(nil),          // 33: lsp.daemon.v1.PrepareRequest
+	(*LanguageTools)(nil),           // 34: lsp.daemon.v1.LanguageTools
+	(*PrepareResponse)(nil),         // 35: lsp.daemon.v1.PrepareResponse
+	(*CapabilitiesRequest)(nil),     // 36: lsp.daemon.v1.CapabilitiesRequest
+	(*CapabilitiesResponse)(nil),    // 37: lsp.daemon.v1.CapabilitiesResponse
+	(*DeleteWorkspaceRequest)(nil),  // 38: lsp.daemon.v1.DeleteWorkspaceRequest
+	(*DeleteWorkspaceResponse)(nil), // 39: lsp.daemon.v1.DeleteWorkspaceResponse
 }
 var file_lspdaemon_v1_daemon_proto_depIdxs = []int32{
 	7,  // 0: lsp.daemon.v1.Range.start:type_name -> lsp.daemon.v1.Position
@@ -2890,55 +3228,64 @@ var file_lspdaemon_v1_daemon_proto_depIdxs = []int32{
 	3,  // 5: lsp.daemon.v1.Evidence.state:type_name -> lsp.daemon.v1.EvidenceState
 	10, // 6: lsp.daemon.v1.Evidence.server:type_name -> lsp.daemon.v1.ServerInfo
 	8,  // 7: lsp.daemon.v1.Location.range:type_name -> lsp.daemon.v1.Range
-	8,  // 8: lsp.daemon.v1.Hover.range:type_name -> lsp.daemon.v1.Range
-	12, // 9: lsp.daemon.v1.Locations.items:type_name -> lsp.daemon.v1.Location
-	8,  // 10: lsp.daemon.v1.Symbol.range:type_name -> lsp.daemon.v1.Range
-	15, // 11: lsp.daemon.v1.Symbols.items:type_name -> lsp.daemon.v1.Symbol
-	8,  // 12: lsp.daemon.v1.Diagnostic.range:type_name -> lsp.daemon.v1.Range
-	17, // 13: lsp.daemon.v1.Diagnostics.items:type_name -> lsp.daemon.v1.Diagnostic
-	19, // 14: lsp.daemon.v1.Completions.items:type_name -> lsp.daemon.v1.Completion
-	21, // 15: lsp.daemon.v1.Signature.parameters:type_name -> lsp.daemon.v1.Parameter
-	22, // 16: lsp.daemon.v1.Signatures.items:type_name -> lsp.daemon.v1.Signature
-	8,  // 17: lsp.daemon.v1.Call.range:type_name -> lsp.daemon.v1.Range
-	8,  // 18: lsp.daemon.v1.Call.selection_range:type_name -> lsp.daemon.v1.Range
-	8,  // 19: lsp.daemon.v1.Call.from_ranges:type_name -> lsp.daemon.v1.Range
-	24, // 20: lsp.daemon.v1.Calls.items:type_name -> lsp.daemon.v1.Call
-	8,  // 21: lsp.daemon.v1.TypeItem.range:type_name -> lsp.daemon.v1.Range
-	8,  // 22: lsp.daemon.v1.TypeItem.selection_range:type_name -> lsp.daemon.v1.Range
-	26, // 23: lsp.daemon.v1.Types.items:type_name -> lsp.daemon.v1.TypeItem
-	2,  // 24: lsp.daemon.v1.QueryResponse.status:type_name -> lsp.daemon.v1.Status
-	11, // 25: lsp.daemon.v1.QueryResponse.evidence:type_name -> lsp.daemon.v1.Evidence
-	13, // 26: lsp.daemon.v1.QueryResponse.hover:type_name -> lsp.daemon.v1.Hover
-	14, // 27: lsp.daemon.v1.QueryResponse.locations:type_name -> lsp.daemon.v1.Locations
-	16, // 28: lsp.daemon.v1.QueryResponse.symbols:type_name -> lsp.daemon.v1.Symbols
-	18, // 29: lsp.daemon.v1.QueryResponse.diagnostics:type_name -> lsp.daemon.v1.Diagnostics
-	20, // 30: lsp.daemon.v1.QueryResponse.completions:type_name -> lsp.daemon.v1.Completions
-	23, // 31: lsp.daemon.v1.QueryResponse.signatures:type_name -> lsp.daemon.v1.Signatures
-	25, // 32: lsp.daemon.v1.QueryResponse.calls:type_name -> lsp.daemon.v1.Calls
-	27, // 33: lsp.daemon.v1.QueryResponse.types:type_name -> lsp.daemon.v1.Types
-	6,  // 34: lsp.daemon.v1.PrepareHeader.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
-	29, // 35: lsp.daemon.v1.PrepareHeader.files:type_name -> lsp.daemon.v1.FileEntry
-	30, // 36: lsp.daemon.v1.PrepareRequest.header:type_name -> lsp.daemon.v1.PrepareHeader
-	10, // 37: lsp.daemon.v1.LanguageTools.server:type_name -> lsp.daemon.v1.ServerInfo
-	32, // 38: lsp.daemon.v1.PrepareResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
-	6,  // 39: lsp.daemon.v1.CapabilitiesRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
-	32, // 40: lsp.daemon.v1.CapabilitiesResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
-	6,  // 41: lsp.daemon.v1.DeleteWorkspaceRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
-	4,  // 42: lsp.daemon.v1.Daemon.Hello:input_type -> lsp.daemon.v1.HelloRequest
-	9,  // 43: lsp.daemon.v1.Daemon.Query:input_type -> lsp.daemon.v1.QueryRequest
-	31, // 44: lsp.daemon.v1.Daemon.Prepare:input_type -> lsp.daemon.v1.PrepareRequest
-	34, // 45: lsp.daemon.v1.Daemon.Capabilities:input_type -> lsp.daemon.v1.CapabilitiesRequest
-	36, // 46: lsp.daemon.v1.Daemon.DeleteWorkspace:input_type -> lsp.daemon.v1.DeleteWorkspaceRequest
-	5,  // 47: lsp.daemon.v1.Daemon.Hello:output_type -> lsp.daemon.v1.HelloResponse
-	28, // 48: lsp.daemon.v1.Daemon.Query:output_type -> lsp.daemon.v1.QueryResponse
-	33, // 49: lsp.daemon.v1.Daemon.Prepare:output_type -> lsp.daemon.v1.PrepareResponse
-	35, // 50: lsp.daemon.v1.Daemon.Capabilities:output_type -> lsp.daemon.v1.CapabilitiesResponse
-	37, // 51: lsp.daemon.v1.Daemon.DeleteWorkspace:output_type -> lsp.daemon.v1.DeleteWorkspaceResponse
-	47, // [47:52] is the sub-list for method output_type
-	42, // [42:47] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	12, // 8: lsp.daemon.v1.Location.code:type_name -> lsp.daemon.v1.Code
+	8,  // 9: lsp.daemon.v1.Hover.range:type_name -> lsp.daemon.v1.Range
+	13, // 10: lsp.daemon.v1.Locations.items:type_name -> lsp.daemon.v1.Location
+	8,  // 11: lsp.daemon.v1.Symbol.range:type_name -> lsp.daemon.v1.Range
+	8,  // 12: lsp.daemon.v1.Symbol.selection_range:type_name -> lsp.daemon.v1.Range
+	12, // 13: lsp.daemon.v1.Symbol.code:type_name -> lsp.daemon.v1.Code
+	16, // 14: lsp.daemon.v1.Symbols.items:type_name -> lsp.daemon.v1.Symbol
+	8,  // 15: lsp.daemon.v1.Diagnostic.range:type_name -> lsp.daemon.v1.Range
+	18, // 16: lsp.daemon.v1.Diagnostics.items:type_name -> lsp.daemon.v1.Diagnostic
+	20, // 17: lsp.daemon.v1.Completions.items:type_name -> lsp.daemon.v1.Completion
+	22, // 18: lsp.daemon.v1.Signature.parameters:type_name -> lsp.daemon.v1.Parameter
+	23, // 19: lsp.daemon.v1.Signatures.items:type_name -> lsp.daemon.v1.Signature
+	8,  // 20: lsp.daemon.v1.Call.range:type_name -> lsp.daemon.v1.Range
+	8,  // 21: lsp.daemon.v1.Call.selection_range:type_name -> lsp.daemon.v1.Range
+	8,  // 22: lsp.daemon.v1.Call.from_ranges:type_name -> lsp.daemon.v1.Range
+	12, // 23: lsp.daemon.v1.Call.code:type_name -> lsp.daemon.v1.Code
+	25, // 24: lsp.daemon.v1.Calls.items:type_name -> lsp.daemon.v1.Call
+	8,  // 25: lsp.daemon.v1.TypeItem.range:type_name -> lsp.daemon.v1.Range
+	8,  // 26: lsp.daemon.v1.TypeItem.selection_range:type_name -> lsp.daemon.v1.Range
+	12, // 27: lsp.daemon.v1.TypeItem.code:type_name -> lsp.daemon.v1.Code
+	12, // 28: lsp.daemon.v1.Read.code:type_name -> lsp.daemon.v1.Code
+	27, // 29: lsp.daemon.v1.Types.items:type_name -> lsp.daemon.v1.TypeItem
+	2,  // 30: lsp.daemon.v1.QueryResponse.status:type_name -> lsp.daemon.v1.Status
+	11, // 31: lsp.daemon.v1.QueryResponse.evidence:type_name -> lsp.daemon.v1.Evidence
+	16, // 32: lsp.daemon.v1.QueryResponse.candidates:type_name -> lsp.daemon.v1.Symbol
+	13, // 33: lsp.daemon.v1.QueryResponse.resolved:type_name -> lsp.daemon.v1.Location
+	14, // 34: lsp.daemon.v1.QueryResponse.hover:type_name -> lsp.daemon.v1.Hover
+	15, // 35: lsp.daemon.v1.QueryResponse.locations:type_name -> lsp.daemon.v1.Locations
+	17, // 36: lsp.daemon.v1.QueryResponse.symbols:type_name -> lsp.daemon.v1.Symbols
+	19, // 37: lsp.daemon.v1.QueryResponse.diagnostics:type_name -> lsp.daemon.v1.Diagnostics
+	21, // 38: lsp.daemon.v1.QueryResponse.completions:type_name -> lsp.daemon.v1.Completions
+	24, // 39: lsp.daemon.v1.QueryResponse.signatures:type_name -> lsp.daemon.v1.Signatures
+	26, // 40: lsp.daemon.v1.QueryResponse.calls:type_name -> lsp.daemon.v1.Calls
+	29, // 41: lsp.daemon.v1.QueryResponse.types:type_name -> lsp.daemon.v1.Types
+	28, // 42: lsp.daemon.v1.QueryResponse.read:type_name -> lsp.daemon.v1.Read
+	6,  // 43: lsp.daemon.v1.PrepareHeader.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
+	31, // 44: lsp.daemon.v1.PrepareHeader.files:type_name -> lsp.daemon.v1.FileEntry
+	32, // 45: lsp.daemon.v1.PrepareRequest.header:type_name -> lsp.daemon.v1.PrepareHeader
+	10, // 46: lsp.daemon.v1.LanguageTools.server:type_name -> lsp.daemon.v1.ServerInfo
+	34, // 47: lsp.daemon.v1.PrepareResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
+	6,  // 48: lsp.daemon.v1.CapabilitiesRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
+	34, // 49: lsp.daemon.v1.CapabilitiesResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
+	6,  // 50: lsp.daemon.v1.DeleteWorkspaceRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
+	4,  // 51: lsp.daemon.v1.Daemon.Hello:input_type -> lsp.daemon.v1.HelloRequest
+	9,  // 52: lsp.daemon.v1.Daemon.Query:input_type -> lsp.daemon.v1.QueryRequest
+	33, // 53: lsp.daemon.v1.Daemon.Prepare:input_type -> lsp.daemon.v1.PrepareRequest
+	36, // 54: lsp.daemon.v1.Daemon.Capabilities:input_type -> lsp.daemon.v1.CapabilitiesRequest
+	38, // 55: lsp.daemon.v1.Daemon.DeleteWorkspace:input_type -> lsp.daemon.v1.DeleteWorkspaceRequest
+	5,  // 56: lsp.daemon.v1.Daemon.Hello:output_type -> lsp.daemon.v1.HelloResponse
+	30, // 57: lsp.daemon.v1.Daemon.Query:output_type -> lsp.daemon.v1.QueryResponse
+	35, // 58: lsp.daemon.v1.Daemon.Prepare:output_type -> lsp.daemon.v1.PrepareResponse
+	37, // 59: lsp.daemon.v1.Daemon.Capabilities:output_type -> lsp.daemon.v1.CapabilitiesResponse
+	39, // 60: lsp.daemon.v1.Daemon.DeleteWorkspace:output_type -> lsp.daemon.v1.DeleteWorkspaceResponse
+	56, // [56:61] is the sub-list for method output_type
+	51, // [51:56] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_lspdaemon_v1_daemon_proto_init() }
@@ -2946,8 +3293,9 @@ func file_lspdaemon_v1_daemon_proto_init() {
 	if File_lspdaemon_v1_daemon_proto != nil {
 		return
 	}
-	file_lspdaemon_v1_daemon_proto_msgTypes[19].OneofWrappers = []any{}
-	file_lspdaemon_v1_daemon_proto_msgTypes[24].OneofWrappers = []any{
+	file_lspdaemon_v1_daemon_proto_msgTypes[5].OneofWrappers = []any{}
+	file_lspdaemon_v1_daemon_proto_msgTypes[20].OneofWrappers = []any{}
+	file_lspdaemon_v1_daemon_proto_msgTypes[26].OneofWrappers = []any{
 		(*QueryResponse_Hover)(nil),
 		(*QueryResponse_Locations)(nil),
 		(*QueryResponse_Symbols)(nil),
@@ -2956,8 +3304,9 @@ func file_lspdaemon_v1_daemon_proto_init() {
 		(*QueryResponse_Signatures)(nil),
 		(*QueryResponse_Calls)(nil),
 		(*QueryResponse_Types)(nil),
+		(*QueryResponse_Read)(nil),
 	}
-	file_lspdaemon_v1_daemon_proto_msgTypes[27].OneofWrappers = []any{
+	file_lspdaemon_v1_daemon_proto_msgTypes[29].OneofWrappers = []any{
 		(*PrepareRequest_Header)(nil),
 		(*PrepareRequest_Data)(nil),
 	}
@@ -2967,7 +3316,7 @@ func file_lspdaemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lspdaemon_v1_daemon_proto_rawDesc), len(file_lspdaemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

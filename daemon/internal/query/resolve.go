@@ -1,0 +1,371 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
+	"github.com/hanzoai/lsp/daemon/internal/lsp"
+	"github.com/hanzoai/lsp/daemon/internal/pool"
+	"github.com/hanzoai/lsp/daemon/internal/sanitize"
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+)
+
+// Addressing by name (CONTRACT §4): a position given as a symbol's name or
+// container path, or as a text on a line. Resolution costs at most one
+// server round trip (document or workspace symbols) inside the same
+// request; a text anchor costs none.
+
+// Bounds of a name address.
+const (
+	maxSymbolQuery = 256
+	maxAnchorText  = 256
+	maxCandidates  = 20
+)
+
+// symbolForms are the qualified spellings of s a query may name: its
+// container path and name ("github.com/google/uuid.NewRandom"), its name
+// alone (which some servers already qualify: "UUID.String"), and its
+// container with its name's last segment. Method receivers as gopls
+// spells them ("(*Client).Do") become "Client.Do".
+func symbolForms(s lsp.Symbol) []string {
+	name, container := normName(s.Name), normName(s.Container)
+	forms := []string{name}
+	if container != "" {
+		forms = append(forms, container+"."+name)
+		if i := strings.LastIndexByte(name, '.'); i >= 0 {
+			forms = append(forms, container+"."+name[i+1:])
+		}
+	}
+	return forms
+}
+
+// normName drops what servers put around names: receiver parentheses and
+// pointers, quotes of module names, spaces.
+func normName(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '(', ')', '*', '"', '\'', '`', ' ':
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// matchesSymbol reports whether query names s: one of its forms is the
+// query, or ends with it at a '.' or '/' boundary ("uuid.NewRandom"
+// names "github.com/google/uuid.NewRandom"; "Random" names nothing).
+func matchesSymbol(s lsp.Symbol, query string) bool {
+	for _, f := range symbolForms(s) {
+		if f == query {
+			return true
+		}
+		if strings.HasSuffix(f, query) {
+			if b := f[len(f)-len(query)-1]; b == '.' || b == '/' {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unqualified is query without a package qualifier ("uuid.NewRandom" →
+// "NewRandom", "pkg/sub.Type.Method" → "Type.Method"): document symbols
+// carry no package, so a qualified query retries with this.
+func unqualified(query string) string {
+	q := query
+	if i := strings.LastIndexByte(q, '/'); i >= 0 {
+		q = q[i+1:]
+	}
+	if _, rest, ok := strings.Cut(q, "."); ok {
+		return rest
+	}
+	return ""
+}
+
+// lastSegment is the name a workspace-symbol query asks the server for.
+func lastSegment(query string) string {
+	if i := strings.LastIndexAny(query, "./"); i >= 0 {
+		return query[i+1:]
+	}
+	return query
+}
+
+// validSymbolQuery reports whether q is a name or container path: no
+// spaces or control characters, segments not empty.
+func validSymbolQuery(q string) bool {
+	if q == "" || len(q) > maxSymbolQuery || !utf8.ValidString(q) {
+		return false
+	}
+	for _, r := range q {
+		if r <= ' ' || r == 0x7f {
+			return false
+		}
+	}
+	for _, seg := range strings.FieldsFunc(q, func(r rune) bool { return r == '.' || r == '/' }) {
+		if seg == "" {
+			return false
+		}
+	}
+	return !strings.HasPrefix(q, ".") && !strings.HasSuffix(q, ".") && !strings.Contains(q, "..") &&
+		!strings.HasPrefix(q, "/") && !strings.HasSuffix(q, "/") && !strings.Contains(q, "//")
+}
+
+// matchSymbols keeps the symbols query names, once each (servers list a
+// symbol more than once under some queries).
+func matchSymbols(syms []lsp.Symbol, query string) []lsp.Symbol {
+	var out []lsp.Symbol
+	seen := map[string]bool{}
+	for _, s := range syms {
+		if !matchesSymbol(s, query) {
+			continue
+		}
+		k := string(s.URI) + "\x00" + posKey(s.SelectionRange.Start)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, s)
+	}
+	return out
+}
+
+func posKey(p lsp.Position) string {
+	return string(rune(p.Line)) + "\x00" + string(rune(p.Character))
+}
+
+// utf16Len is the length of s in UTF-16 code units.
+func utf16Len(s string) uint32 {
+	var n uint32
+	for _, r := range s {
+		n += runeUnits(r)
+	}
+	return n
+}
+
+// runeUnits is r's length in UTF-16 code units (an invalid byte reads as
+// U+FFFD: one, as inRange counts).
+func runeUnits(r rune) uint32 {
+	if r >= 0x10000 {
+		return 2
+	}
+	return 1
+}
+
+// lineText is line n of doc (without its line ending), false past the end.
+func lineText(doc []byte, n uint32) (string, bool) {
+	var cur uint32
+	start := 0
+	for i := 0; i < len(doc) && cur < n; i++ {
+		if doc[i] == '\n' {
+			cur++
+			start = i + 1
+		}
+	}
+	if cur < n {
+		return "", false
+	}
+	return string(lineAt(doc, start)), true
+}
+
+// textPosition is the range of the first occurrence of text on line of
+// doc, in UTF-16 code units: the LSP's own arithmetic, done here so that a
+// caller counting bytes or code points never has to.
+func textPosition(doc []byte, line uint32, text string) (lsp.Range, bool) {
+	l, ok := lineText(doc, line)
+	if !ok || text == "" {
+		return lsp.Range{}, false
+	}
+	i := strings.Index(l, text)
+	if i < 0 {
+		return lsp.Range{}, false
+	}
+	start := utf16Len(l[:i])
+	return lsp.Range{
+		Start: lsp.Position{Line: line, Character: start},
+		End:   lsp.Position{Line: line, Character: start + utf16Len(text)},
+	}, true
+}
+
+// namePosition is where name occurs as a word at or after r.Start and
+// within r in doc: a workspace symbol's range may be its whole
+// declaration, and the position must be its name's. r.Start when the name
+// does not occur there.
+func namePosition(doc []byte, r lsp.Range, name string) lsp.Position {
+	if name == "" {
+		return r.Start
+	}
+	for ln := r.Start.Line; ln <= r.End.Line && ln < r.Start.Line+200; ln++ {
+		l, ok := lineText(doc, ln)
+		if !ok {
+			break
+		}
+		from := 0
+		if ln == r.Start.Line {
+			from = byteOffset(l, r.Start.Character)
+		}
+		for off := from; off <= len(l); {
+			i := strings.Index(l[off:], name)
+			if i < 0 {
+				break
+			}
+			at := off + i
+			end := at + len(name)
+			if (at == 0 || !identByte(l[at-1])) && (end == len(l) || !identByte(l[end])) {
+				return lsp.Position{Line: ln, Character: utf16Len(l[:at])}
+			}
+			off = at + 1
+		}
+	}
+	return r.Start
+}
+
+func identByte(b byte) bool {
+	return b == '_' || b == '$' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= 0x80
+}
+
+// byteOffset is the byte offset in l of UTF-16 offset char (clamped).
+func byteOffset(l string, char uint32) int {
+	var units uint32
+	for i, r := range l {
+		if units >= char {
+			return i
+		}
+		units += runeUnits(r)
+	}
+	return len(l)
+}
+
+// resolution is where a symbol address put the position.
+type resolution struct {
+	rel string
+	doc *pool.Document
+	pos lsp.Position
+	loc *daemonv1.Location
+}
+
+// resolveSymbol finds the one symbol query names: among the document
+// symbols of rel when it is set, else among the workspace symbols the
+// server lists for the query's last segment (one round trip either way).
+// The position is the symbol's selection range start (its name); a
+// workspace symbol's range is searched for the name, since servers give
+// some as their whole declaration.
+func (r *Runner) resolveSymbol(ctx context.Context, w *pool.Workspace, client *lsp.Client, c *converter, rel, query string) (resolution, *daemonv1.QueryResponse) {
+	var l lsp.List[lsp.Symbol]
+	var err error
+	byDoc := rel != ""
+	if byDoc {
+		l, err = client.DocumentSymbols(ctx, lsp.DocumentURI(c.pol.FileURI(rel)))
+	} else {
+		l, err = client.WorkspaceSymbols(ctx, lastSegment(query))
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) && ctx.Err() == nil {
+		return resolution{}, fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND,
+			fmt.Sprintf("the language server could not list symbols (code %d)", rpcErr.Code))
+	}
+	if err != nil {
+		return resolution{}, serverFailure(ctx, err)
+	}
+	matches := matchSymbols(l.Items, query)
+	if len(matches) == 0 && byDoc {
+		if q := unqualified(query); q != "" {
+			matches = matchSymbols(l.Items, q)
+		}
+	}
+	type cand struct {
+		s    lsp.Symbol
+		wire *daemonv1.Symbol
+	}
+	var in []cand
+	for _, m := range matches {
+		loc, err := c.pol.Map(string(m.URI))
+		if err != nil || loc.External {
+			continue // only the repository's own symbols are addressable
+		}
+		in = append(in, cand{m, &daemonv1.Symbol{
+			Name: sanitize.Line(m.Name, maxName), Kind: m.Kind.String(), Detail: sanitize.Line(m.Detail, maxText),
+			Path: loc.Path, Range: pbRange(m.Range), SelectionRange: pbRange(m.SelectionRange),
+			Container: sanitize.Line(m.Container, maxName),
+		}})
+	}
+	sort.SliceStable(in, func(i, j int) bool {
+		a, b := in[i].wire, in[j].wire
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		return lessPos(a.SelectionRange.Start, b.SelectionRange.Start)
+	})
+	switch {
+	case len(in) == 0:
+		where := "the workspace"
+		if byDoc {
+			where = rel
+		}
+		return resolution{}, fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND, fmt.Sprintf("no symbol %s in %s", query, where))
+	case len(in) > 1:
+		resp := fail(daemonv1.Status_STATUS_AMBIGUOUS_SYMBOL,
+			fmt.Sprintf("%s names %d symbols: give a container path (Type.Method), a path, or a position", query, len(in)))
+		for _, x := range in[:min(len(in), maxCandidates)] {
+			resp.Candidates = append(resp.Candidates, x.wire)
+		}
+		resp.TotalCandidates = uint32(len(in))
+		return resolution{}, resp
+	}
+	s, wire := in[0].s, in[0].wire
+	doc, st := r.readDocument(w, wire.Path)
+	if st != nil {
+		return resolution{}, st
+	}
+	sel := s.SelectionRange
+	if !byDoc {
+		name := lastSegment(normName(s.Name))
+		start := namePosition(doc.Text, s.Range, name)
+		sel = lsp.Range{Start: start, End: lsp.Position{Line: start.Line, Character: start.Character + utf16Len(name)}}
+	}
+	if !inRange(doc.Text, &daemonv1.Position{Line: sel.Start.Line, Character: sel.Start.Character}) {
+		return resolution{}, fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND, "the server placed the symbol outside its file")
+	}
+	return resolution{rel: wire.Path, doc: doc, pos: sel.Start, loc: &daemonv1.Location{Path: wire.Path, Range: pbRange(sel)}}, nil
+}
+
+// attachCode gives every location of resp its code (cd's context lines
+// around its range); symbols get their whole range with includeBody, else
+// their name's lines.
+func attachCode(cd *coder, c *converter, resp *daemonv1.QueryResponse, includeBody bool) {
+	lines := func(r *daemonv1.Range) (uint32, uint32) { return r.GetStart().GetLine(), r.GetEnd().GetLine() }
+	if l := resp.Resolved; l != nil {
+		a, b := lines(l.Range)
+		l.Code = cd.code("", l.Path, a, b)
+	}
+	switch res := resp.GetResult().(type) {
+	case *daemonv1.QueryResponse_Locations:
+		for _, l := range res.Locations.GetItems() {
+			a, b := lines(l.Range)
+			l.Code = cd.code(l.Module, l.Path, a, b)
+		}
+	case *daemonv1.QueryResponse_Symbols:
+		for _, s := range res.Symbols.GetItems() {
+			rg := s.SelectionRange
+			if includeBody || rg == nil {
+				rg = s.Range
+			}
+			a, b := lines(rg)
+			s.Code = cd.code("", s.Path, a, b)
+		}
+	case *daemonv1.QueryResponse_Calls:
+		for _, x := range res.Calls.GetItems() {
+			a, b := lines(x.Range)
+			x.Code = cd.code(c.ext[x], x.Path, a, b)
+		}
+	case *daemonv1.QueryResponse_Types:
+		for _, x := range res.Types.GetItems() {
+			a, b := lines(x.Range)
+			x.Code = cd.code(c.ext[x], x.Path, a, b)
+		}
+	}
+}
