@@ -34,6 +34,14 @@ type body struct {
 	Direction          *string `json:"direction"`
 	Limit              *int64  `json:"limit"`
 	Cursor             *string `json:"cursor"`
+	Symbol             *string `json:"symbol"`
+	Text               *string `json:"text"`
+	ContextLines       *int64  `json:"context_lines"`
+	IncludeBody        *bool   `json:"include_body"`
+	StartLine          *int64  `json:"start_line"`
+	EndLine            *int64  `json:"end_line"`
+	Module             *string `json:"module"`
+	Prepare            *bool   `json:"prepare"`
 }
 
 // decodeBody reads one strict JSON object: bounded, no unknown fields, no
@@ -163,7 +171,7 @@ func checkPath(p *string) (string, error) {
 // checkPosition validates line and character: both required, not negative.
 func checkPosition(b *body) (uint32, uint32, error) {
 	if b.Line == nil || b.Character == nil {
-		return 0, 0, apierr.BadRequest("line and character are required")
+		return 0, 0, apierr.BadRequest("a position is required: line and character, symbol, or line and text")
 	}
 	if *b.Line < 0 || *b.Character < 0 {
 		return 0, 0, apierr.BadRequest("line and character must not be negative")

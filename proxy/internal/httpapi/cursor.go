@@ -25,7 +25,8 @@ type cursor struct {
 // queryFingerprint binds a cursor to the request that made it. The rev is
 // left out on purpose: the commit it resolved to is bound instead.
 func queryFingerprint(r *operation.Request) string {
-	b, _ := json.Marshal([]any{r.Repo, r.OpName, int32(r.Op), r.Path, r.Line, r.Character, r.Query, r.IncludeDeclaration, r.Limit})
+	b, _ := json.Marshal([]any{r.Repo, r.OpName, int32(r.Op), r.Path, r.Line, r.Character, r.Query, r.IncludeDeclaration, r.Limit,
+		r.Symbol, r.Text, r.ContextLines, r.IncludeBody})
 	sum := sha256.Sum256(b)
 	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }

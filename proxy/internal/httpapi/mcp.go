@@ -307,6 +307,10 @@ func (s *Server) newMCPSession(r *http.Request) *mcp.Server {
 // the SDK tells the session the list changed.
 func (ms *mcpSession) addNegotiated(daemonTools []string) {
 	for _, rt := range opRoutes {
+		if toolNeeds[rt.name] == nil {
+			ms.addTool(rt.name) // needs no server
+			continue
+		}
 		for _, t := range daemonTools {
 			if slices.Contains(toolNeeds[rt.name], t) {
 				ms.addTool(rt.name)
@@ -378,6 +382,10 @@ func (ms *mcpSession) handler(name string) mcp.ToolHandler {
 				}
 				return out, err
 			}
+			if rt.fields["context_lines"] && b.ContextLines == nil {
+				n := int64(mcpContextLines)
+				b.ContextLines = &n
+			}
 			opReq, err := rt.request(b)
 			if err != nil {
 				return nil, err
@@ -390,19 +398,22 @@ func (ms *mcpSession) handler(name string) mcp.ToolHandler {
 		}()
 		if err != nil {
 			_, env, _ := s.envelope(err, reqID)
-			return toolResult(env, true), nil
+			return toolResult(env, true, renderErrorText(env)), nil
 		}
-		return toolResult(out, false), nil
+		return toolResult(out, false, renderText(name, out)), nil
 	}
 }
 
-// toolResult carries v as structured content and as its JSON text, for
-// clients that read only text.
-func toolResult(v any, isErr bool) *mcp.CallToolResult {
+// toolResult carries v as structured content and, for the model to read,
+// text: a compact rendering when there is one, else v's JSON.
+func toolResult(v any, isErr bool, text string) *mcp.CallToolResult {
 	raw, _ := json.Marshal(v)
+	if text == "" {
+		text = string(raw)
+	}
 	return &mcp.CallToolResult{
 		IsError:           isErr,
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(raw)}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
 		StructuredContent: json.RawMessage(raw),
 	}
 }

@@ -15,20 +15,32 @@ var toolNeeds = map[string][]string{
 	"signature":   {"signature_help"},
 	"calls":       {"call_hierarchy"},
 	"types":       {"type_hierarchy"},
+	"read":        nil, // no server: every prepared revision can be read
 }
+
+// mcpContextLines is the context_lines an MCP call gets when it gives
+// none: agents cannot open the files, so locations come with their code.
+const mcpContextLines = 3
 
 // toolDescriptions say what each tool answers and when to use it.
 var toolDescriptions = map[string]string{
 	"prepare": "Make a repository revision ready and list the tools its language servers support, per language. " +
 		"The first prepare of a revision is charged (2 cents, once per revision per day); later calls are free. " +
 		"Call it first on a new revision: every other tool prepares implicitly, but this one reports progress and the supported tools.",
-	"hover": "Type signature and documentation of the symbol at a position (markdown), as the language server shows on hover. " +
-		"Use it to learn what an identifier is without reading its definition.",
-	"locate": "Where the symbol at a position is defined (relation definition, the default), declared, its type is defined, " +
-		"implemented, or referenced (relation reference; include_declaration adds the declaration). Locations in the standard " +
-		"library or a dependency come back with external: true and their module.",
+	"hover": "Type signature and documentation of a symbol (markdown), as the language server shows on hover. " +
+		"Use it to learn what an identifier is without reading its definition. Address it by name (symbol: \"NewRandom\", \"Client.Do\", " +
+		"\"uuid.NewRandom\"; add path to look only in that file) or by text on a line (path, line, text) — or by line and character.",
+	"locate": "Where a symbol is defined (relation definition, the default), declared, its type is defined, " +
+		"implemented, or referenced (relation reference; include_declaration adds the declaration), with the code at each location " +
+		"(context_lines around it, default 3). Address the symbol by name (symbol: \"NewRandom\", \"Client.Do\"), or by path, line and text. " +
+		"Use it to answer \"where is X defined and what does it do\" in one call. Locations in the standard " +
+		"library or a dependency come back with external: true and their module, and their code too.",
 	"symbols": "Symbols of one file (give path: its outline, containers first) or of the whole workspace matching a query " +
-		"(give query). Give exactly one of path and query.",
+		"(give query). Give exactly one of path and query. include_body returns each symbol's whole source; " +
+		"context_lines the lines around its name.",
+	"read": "Lines of a file of the prepared revision (path, start_line, end_line; 0-based, inclusive), or of an external module " +
+		"(module as a location names it, e.g. std@go1.26.8, and its path). Use it to read more around a location. Free; it never " +
+		"prepares a revision unless prepare is true (a cold revision answers not_prepared).",
 	"diagnostics": "Compiler and analyzer diagnostics (errors, warnings) of one file.",
 	"complete":    "Completion candidates at a position, as an editor would offer while typing there.",
 	"signature":   "Signature help at a position inside a call's parentheses: the callee's signatures and the active parameter.",
@@ -53,17 +65,46 @@ func toolSpec(name string, bound bool) *mcp.Tool {
 	}
 	pathSchema := map[string]any{"type": "string", "minLength": 1, "maxLength": 1024,
 		"description": "A repository-relative path with '/' separators, e.g. cmd/main.go."}
+	var anyOf []any
 	rt, isOp := routeByName(name)
 	if isOp {
 		f := rt.fields
-		if f["line"] {
-			add("path", pathSchema)
+		if f["symbol"] {
+			add("symbol", map[string]any{"type": "string", "minLength": 1, "maxLength": 256,
+				"description": "The symbol by name or container path (NewRandom, Client.Do, uuid.NewRandom, pkg/sub.Type.Method): " +
+					"looked up in path's symbols when path is given, else in the workspace's. Instead of line and character. " +
+					"An ambiguous name answers ambiguous_symbol with the candidates."})
+			add("path", map[string]any{"type": "string", "minLength": 1, "maxLength": 1024,
+				"description": "A repository-relative path with '/' separators, e.g. cmd/main.go. Optional with symbol."})
 			add("line", map[string]any{"type": "integer", "minimum": 0, "maximum": 1 << 31, "description": "0-based line."})
+			add("text", map[string]any{"type": "string", "minLength": 1, "maxLength": 256,
+				"description": "With path and line, instead of character: the position is the first occurrence of this text on the line."})
 			add("character", map[string]any{"type": "integer", "minimum": 0, "maximum": 1 << 31,
-				"description": "0-based character offset in UTF-16 code units (the LSP's own)."})
-			required = append(required, "path", "line", "character")
+				"description": "0-based character offset in UTF-16 code units (the LSP's own). Prefer symbol or text."})
+			anyOf = []any{
+				map[string]any{"required": []string{"symbol"}},
+				map[string]any{"required": []string{"path", "line", "text"}},
+				map[string]any{"required": []string{"path", "line", "character"}},
+			}
 		} else if f["path"] {
 			add("path", pathSchema)
+		}
+		if f["context_lines"] {
+			add("context_lines", map[string]any{"type": "integer", "minimum": 0, "maximum": 50, "default": mcpContextLines,
+				"description": "Lines of code around each location to return with it."})
+		}
+		if f["include_body"] {
+			add("include_body", map[string]any{"type": "boolean", "description": "Return each symbol's whole source (its range) as its code."})
+		}
+		if f["start_line"] {
+			add("start_line", map[string]any{"type": "integer", "minimum": 0, "maximum": 1 << 31, "default": 0, "description": "First line to read, 0-based."})
+			add("end_line", map[string]any{"type": "integer", "minimum": 0, "maximum": 1 << 31,
+				"description": "Last line to read, inclusive; default start_line + 199. At most 2000 lines come back (truncated)."})
+			add("module", map[string]any{"type": "string", "minLength": 3, "maxLength": 512,
+				"description": "An external module as a location names it (std@go1.26.8, example.com/dep@v1.0.0, axios@1.7.0); path is then inside it."})
+			add("prepare", map[string]any{"type": "boolean", "default": false,
+				"description": "Prepare the revision if it is not (charged like any first prepare). Without it a cold revision answers not_prepared."})
+			required = append(required, "path")
 		}
 		if f["relation"] {
 			add("relation", map[string]any{"type": "string", "enum": []string{"definition", "declaration", "type", "implementation", "reference"},
@@ -97,6 +138,9 @@ func toolSpec(name string, bound bool) *mcp.Tool {
 	}
 	if len(required) > 0 {
 		schema["required"] = required
+	}
+	if anyOf != nil {
+		schema["anyOf"] = anyOf
 	}
 	if name == "symbols" {
 		schema["oneOf"] = []any{

@@ -78,32 +78,87 @@ func renderHover(out map[string]any, ans *daemonv1.QueryResponse) {
 }
 
 type locationJSON struct {
-	Path     string  `json:"path"`
-	Range    *rng    `json:"range"`
-	External bool    `json:"external"`
-	Module   *string `json:"module"`
+	Path     string    `json:"path"`
+	Range    *rng      `json:"range"`
+	External bool      `json:"external"`
+	Module   *string   `json:"module"`
+	Code     *codeJSON `json:"code,omitempty"`
+}
+
+// codeJSON is the source around a location (context_lines): its lines
+// from start_line, truncated when the service's bounds cut them.
+type codeJSON struct {
+	StartLine uint32   `json:"start_line"`
+	Lines     []string `json:"lines"`
+	Truncated bool     `json:"truncated"`
+}
+
+func codeOf(c *daemonv1.Code) *codeJSON {
+	if c == nil {
+		return nil
+	}
+	return &codeJSON{StartLine: c.GetStartLine(), Lines: nonNil(c.GetLines()), Truncated: c.GetTruncated()}
+}
+
+// withCode adds the code field to item when the daemon sent code: on a
+// request without context_lines the field is absent.
+func withCode(item map[string]any, c *daemonv1.Code, asked bool) map[string]any {
+	if asked {
+		item["code"] = codeOf(c)
+	}
+	return item
+}
+
+func locationOf(l *daemonv1.Location) locationJSON {
+	var mod *string
+	if l.GetModule() != "" {
+		m := l.GetModule()
+		mod = &m
+	}
+	return locationJSON{Path: l.GetPath(), Range: rangeJSON(l.GetRange()), External: l.GetExternal(), Module: mod, Code: codeOf(l.GetCode())}
 }
 
 func renderLocations(out map[string]any, ans *daemonv1.QueryResponse) {
 	locs := []locationJSON{}
 	for _, l := range ans.GetLocations().GetItems() {
-		var mod *string
-		if l.GetModule() != "" {
-			m := l.GetModule()
-			mod = &m
-		}
-		locs = append(locs, locationJSON{Path: l.GetPath(), Range: rangeJSON(l.GetRange()), External: l.GetExternal(), Module: mod})
+		locs = append(locs, locationOf(l))
 	}
 	out["locations"] = locs
+}
+
+// renderResolved says where a symbol or text address put the position.
+func renderResolved(out map[string]any, ans *daemonv1.QueryResponse) {
+	if r := ans.GetResolved(); r != nil {
+		out["resolved"] = locationOf(r)
+	}
+}
+
+func symbolJSON(s *daemonv1.Symbol) map[string]any {
+	m := map[string]any{
+		"name": s.GetName(), "kind": s.GetKind(), "detail": nullable(s.GetDetail()),
+		"path": s.GetPath(), "range": rangeJSON(s.GetRange()), "selection_range": rangeJSON(s.GetSelectionRange()),
+		"container": nullable(s.GetContainer()),
+	}
+	if c := s.GetCode(); c != nil {
+		m["code"] = codeOf(c)
+	}
+	return m
+}
+
+func renderRead(out map[string]any, ans *daemonv1.QueryResponse) {
+	rd := ans.GetRead()
+	out["path"] = rd.GetPath()
+	out["module"] = nullable(rd.GetModule())
+	out["start_line"] = rd.GetCode().GetStartLine()
+	out["lines"] = nonNil(rd.GetCode().GetLines())
+	out["truncated"] = rd.GetCode().GetTruncated()
+	out["line_count"] = rd.GetLineCount()
 }
 
 func renderSymbols(out map[string]any, ans *daemonv1.QueryResponse) {
 	syms := []map[string]any{}
 	for _, s := range ans.GetSymbols().GetItems() {
-		syms = append(syms, map[string]any{
-			"name": s.GetName(), "kind": s.GetKind(), "detail": nullable(s.GetDetail()),
-			"path": s.GetPath(), "range": rangeJSON(s.GetRange()), "container": nullable(s.GetContainer()),
-		})
+		syms = append(syms, symbolJSON(s))
 	}
 	out["symbols"] = syms
 }
@@ -158,10 +213,10 @@ func renderCalls(out map[string]any, ans *daemonv1.QueryResponse) {
 		for _, r := range c.GetFromRanges() {
 			from = append(from, rangeJSON(r))
 		}
-		calls = append(calls, map[string]any{
+		calls = append(calls, withCode(map[string]any{
 			"name": c.GetName(), "kind": c.GetKind(), "path": c.GetPath(), "range": rangeJSON(c.GetRange()),
 			"selection_range": rangeJSON(c.GetSelectionRange()), "from_ranges": from,
-		})
+		}, c.GetCode(), c.GetCode() != nil))
 	}
 	out["calls"] = calls
 }
@@ -169,10 +224,10 @@ func renderCalls(out map[string]any, ans *daemonv1.QueryResponse) {
 func renderTypes(out map[string]any, ans *daemonv1.QueryResponse) {
 	types := []map[string]any{}
 	for _, t := range ans.GetTypes().GetItems() {
-		types = append(types, map[string]any{
+		types = append(types, withCode(map[string]any{
 			"name": t.GetName(), "kind": t.GetKind(), "path": t.GetPath(), "range": rangeJSON(t.GetRange()),
 			"selection_range": rangeJSON(t.GetSelectionRange()),
-		})
+		}, t.GetCode(), t.GetCode() != nil))
 	}
 	out["types"] = types
 }

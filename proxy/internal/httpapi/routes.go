@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
@@ -24,8 +25,10 @@ type opRoute struct {
 
 var (
 	commonFields   = []string{"repo", "rev"}
-	positionFields = []string{"repo", "rev", "path", "line", "character"}
+	positionFields = []string{"repo", "rev", "path", "line", "character", "symbol", "text"}
 	pageFields     = []string{"limit", "cursor"}
+	// codeFields belong to the routes whose answers are locations.
+	codeFields = []string{"context_lines"}
 )
 
 func fields(groups ...[]string) map[string]bool {
@@ -44,7 +47,7 @@ var opRoutes = []opRoute{
 	},
 	{
 		path: "/locate", name: "locate", list: true,
-		fields: fields(positionFields, []string{"relation", "include_declaration"}, pageFields),
+		fields: fields(positionFields, []string{"relation", "include_declaration"}, codeFields, pageFields),
 		build: func(b *body, r *operation.Request) error {
 			rel, err := oneOf(b.Relation, "definition", "definition", "declaration", "type", "implementation", "reference")
 			if err != nil {
@@ -61,14 +64,21 @@ var opRoutes = []opRoute{
 				"reference":      daemonv1.Op_OP_REFERENCES,
 			}[rel]
 			r.IncludeDeclaration = b.IncludeDeclaration != nil && *b.IncludeDeclaration
+			if err := setCode(b, r); err != nil {
+				return err
+			}
 			return setPosition(b, r)
 		},
 		render: renderLocations,
 	},
 	{
 		path: "/symbols", name: "symbols", list: true,
-		fields: fields(commonFields, []string{"path", "query"}, pageFields),
+		fields: fields(commonFields, []string{"path", "query", "include_body"}, codeFields, pageFields),
 		build: func(b *body, r *operation.Request) error {
+			if err := setCode(b, r); err != nil {
+				return err
+			}
+			r.IncludeBody = b.IncludeBody != nil && *b.IncludeBody
 			switch {
 			case b.Path != nil && b.Query != nil:
 				return apierr.BadRequest("give path (document symbols) or query (workspace symbols), not both")
@@ -108,8 +118,11 @@ var opRoutes = []opRoute{
 		render: renderSignatures,
 	},
 	{
-		path: "/calls", name: "calls", list: true, fields: fields(positionFields, []string{"direction"}, pageFields),
+		path: "/calls", name: "calls", list: true, fields: fields(positionFields, []string{"direction"}, codeFields, pageFields),
 		build: func(b *body, r *operation.Request) error {
+			if err := setCode(b, r); err != nil {
+				return err
+			}
 			d, err := oneOf(b.Direction, "", "incoming", "outgoing")
 			if err != nil || d == "" {
 				return apierr.BadRequest("direction must be incoming or outgoing")
@@ -120,8 +133,11 @@ var opRoutes = []opRoute{
 		render: renderCalls,
 	},
 	{
-		path: "/types", name: "types", list: true, fields: fields(positionFields, []string{"direction"}, pageFields),
+		path: "/types", name: "types", list: true, fields: fields(positionFields, []string{"direction"}, codeFields, pageFields),
 		build: func(b *body, r *operation.Request) error {
+			if err := setCode(b, r); err != nil {
+				return err
+			}
 			d, err := oneOf(b.Direction, "", "supertypes", "subtypes")
 			if err != nil || d == "" {
 				return apierr.BadRequest("direction must be supertypes or subtypes")
@@ -131,6 +147,61 @@ var opRoutes = []opRoute{
 		},
 		render: renderTypes,
 	},
+	{
+		path: "/read", name: "read", fields: fields(commonFields, []string{"path", "start_line", "end_line", "module", "prepare"}),
+		build: func(b *body, r *operation.Request) error {
+			p, err := checkPath(b.Path)
+			if err != nil {
+				return err
+			}
+			r.Op, r.Path = daemonv1.Op_OP_READ, p
+			if b.Module != nil {
+				m := *b.Module
+				if m == "" || len(m) > 512 || !strings.Contains(m, "@") || strings.ContainsFunc(m, func(c rune) bool { return c <= ' ' || c == 0x7f || c == '\\' }) {
+					return apierr.BadRequest("module must be a module as locations name it (std@go1.26.8, example.com/dep@v1.0.0, axios@1.7.0)")
+				}
+				r.Module = m
+			}
+			start, end := int64(0), int64(-1)
+			if b.StartLine != nil {
+				start = *b.StartLine
+			}
+			if b.EndLine != nil {
+				end = *b.EndLine
+			} else {
+				end = start + defaultReadLines - 1
+			}
+			switch {
+			case start < 0 || end < 0:
+				return apierr.BadRequest("start_line and end_line must not be negative")
+			case end < start:
+				return apierr.BadRequest("end_line must not be before start_line")
+			case start > 1<<31:
+				return apierr.New(422, apierr.PositionOutOfRange, "start_line is past the end of the file")
+			}
+			r.StartLine, r.EndLine = uint32(start), uint32(min(end, 1<<31))
+			r.WarmOnly = b.Prepare == nil || !*b.Prepare
+			return nil
+		},
+		render: renderRead,
+	},
+}
+
+// defaultReadLines is how many lines a read without end_line returns.
+const defaultReadLines = 200
+
+// setCode checks context_lines (0-50): present, the answer's locations
+// carry their code.
+func setCode(b *body, r *operation.Request) error {
+	if b.ContextLines == nil {
+		return nil
+	}
+	if *b.ContextLines < 0 || *b.ContextLines > 50 {
+		return apierr.BadRequest("context_lines must be between 0 and 50")
+	}
+	n := uint32(*b.ContextLines)
+	r.ContextLines = &n
+	return nil
 }
 
 func positionOp(op daemonv1.Op) func(*body, *operation.Request) error {
@@ -140,12 +211,53 @@ func positionOp(op daemonv1.Op) func(*body, *operation.Request) error {
 	}
 }
 
+// setPosition takes the position in one of its three forms: line and
+// character; symbol (path optional: without it the workspace's symbols);
+// line and text.
 func setPosition(b *body, r *operation.Request) error {
+	if b.Symbol != nil {
+		if b.Line != nil || b.Character != nil || b.Text != nil {
+			return apierr.BadRequest("give symbol alone, or line with character or text")
+		}
+		s := *b.Symbol
+		if s == "" || len(s) > 256 || strings.ContainsFunc(s, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+			return apierr.BadRequest("symbol must be a name or a container path such as Client.Do (at most 256 bytes, no spaces)")
+		}
+		r.Symbol = s
+		if b.Path != nil {
+			p, err := checkPath(b.Path)
+			if err != nil {
+				return err
+			}
+			r.Path = p
+		}
+		return nil
+	}
 	p, err := checkPath(b.Path)
 	if err != nil {
 		return err
 	}
 	r.Path = p
+	if b.Text != nil {
+		if b.Character != nil {
+			return apierr.BadRequest("give text or character, not both")
+		}
+		t := *b.Text
+		if t == "" || len(t) > 256 || strings.ContainsAny(t, "\r\n") {
+			return apierr.BadRequest("text must be 1 to 256 bytes of one line")
+		}
+		if b.Line == nil {
+			return apierr.BadRequest("text needs line")
+		}
+		zero := int64(0)
+		l := *b
+		l.Character = &zero
+		if r.Line, _, err = checkPosition(&l); err != nil {
+			return err
+		}
+		r.Text = t
+		return nil
+	}
 	r.Line, r.Character, err = checkPosition(b)
 	return err
 }

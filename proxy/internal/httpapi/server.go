@@ -223,6 +223,10 @@ type errorDetail struct {
 	Repo     *string `json:"repo,omitempty"`
 	Commit   *string `json:"commit,omitempty"`
 	Prepared *bool   `json:"prepared,omitempty"`
+	// Candidates are what an ambiguous_symbol could mean (at most 20 of
+	// total_candidates).
+	Candidates      []map[string]any `json:"candidates,omitempty"`
+	TotalCandidates *uint32          `json:"total_candidates,omitempty"`
 }
 
 // failure carries what is known about a request when it failed.

@@ -137,6 +137,7 @@ var validBodies = map[string]string{
 	"/signature":   `{"repo":"r","path":"a.go","line":3,"character":4}`,
 	"/calls":       `{"repo":"r","path":"a.go","line":1,"character":2,"direction":"incoming"}`,
 	"/types":       `{"repo":"r","path":"a.go","line":1,"character":2,"direction":"subtypes"}`,
+	"/read":        `{"repo":"r","path":"a.go","start_line":0,"end_line":9}`,
 }
 
 // TestOrderOfChecks: 401 → 400 → 403 (CONTRACT §4) on every POST route. A
@@ -235,9 +236,22 @@ func TestBodyRefusals(t *testing.T) {
 		{"include_declaration as string", "/locate", pos(`,"relation":"reference","include_declaration":"yes"`), 400, `"include_declaration" has the wrong type`},
 		{"limit as string", "/symbols", `{"repo":"r","query":"x","limit":"5"}`, 400, `"limit" has the wrong type`},
 		// Positions.
-		{"missing line", "/hover", `{"repo":"r","path":"a.go","character":2}`, 400, "line and character are required"},
-		{"missing character", "/complete", `{"repo":"r","path":"a.go","line":2}`, 400, "line and character are required"},
-		{"null line", "/hover", `{"repo":"r","path":"a.go","line":null,"character":2}`, 400, "line and character are required"},
+		{"missing line", "/hover", `{"repo":"r","path":"a.go","character":2}`, 400, "a position is required"},
+		{"missing character", "/complete", `{"repo":"r","path":"a.go","line":2}`, 400, "a position is required"},
+		{"null line", "/hover", `{"repo":"r","path":"a.go","line":null,"character":2}`, 400, "a position is required"},
+		{"symbol and line", "/hover", `{"repo":"r","symbol":"F","line":1,"character":2}`, 400, "give symbol alone"},
+		{"empty symbol", "/locate", `{"repo":"r","symbol":""}`, 400, "symbol must be"},
+		{"symbol with a space", "/locate", `{"repo":"r","symbol":"a b"}`, 400, "symbol must be"},
+		{"text and character", "/hover", `{"repo":"r","path":"a.go","line":1,"character":2,"text":"x"}`, 400, "text or character"},
+		{"text without line", "/hover", `{"repo":"r","path":"a.go","text":"x"}`, 400, "text needs line"},
+		{"text of two lines", "/hover", `{"repo":"r","path":"a.go","line":1,"text":"a\nb"}`, 400, "one line"},
+		{"text without path", "/hover", `{"repo":"r","line":1,"text":"x"}`, 400, "path is required"},
+		{"context_lines too many", "/locate", `{"repo":"r","symbol":"F","context_lines":51}`, 400, "context_lines"},
+		{"context_lines negative", "/calls", `{"repo":"r","symbol":"F","direction":"incoming","context_lines":-1}`, 400, "context_lines"},
+		{"read backwards", "/read", `{"repo":"r","path":"a.go","start_line":5,"end_line":4}`, 400, "end_line"},
+		{"read negative", "/read", `{"repo":"r","path":"a.go","start_line":-1}`, 400, "negative"},
+		{"read module not a module", "/read", `{"repo":"r","path":"a.go","module":"std"}`, 400, "module must be"},
+		{"read without path", "/read", `{"repo":"r","start_line":1}`, 400, "path is required"},
 		{"negative line", "/hover", `{"repo":"r","path":"a.go","line":-1,"character":2}`, 400, "negative"},
 		{"negative character", "/signature", `{"repo":"r","path":"a.go","line":1,"character":-1}`, 400, "negative"},
 		{"zero position", "/hover", `{"repo":"r","path":"a.go","line":0,"character":0}`, accepted, ""},

@@ -64,6 +64,7 @@ func (s *Server) runOperation(ctx context.Context, rt opRoute, b *body, req oper
 	}
 	out := answerHead(res)
 	rt.render(out, res.Answer)
+	renderResolved(out, res.Answer)
 	if rt.list {
 		out["next_cursor"] = nil
 		if n := res.Answer.NextOffset; n != nil {
@@ -125,6 +126,19 @@ func (s *Server) envelope(err error, requestID any) (int, errorBody, time.Durati
 		s.d.Log.Error("request failed", "request_id", requestID, "code", e.Code, "err", e.Err)
 	}
 	body.Error.Code, body.Error.Message = e.Code, e.Message
+	if f != nil && f.res != nil && e.Code == apierr.AmbiguousSymbol {
+		// The candidates let the caller pick one by container path or
+		// path without another round trip.
+		cands := []map[string]any{}
+		for _, c := range f.res.Answer.GetCandidates() {
+			cands = append(cands, map[string]any{
+				"name": c.GetName(), "kind": c.GetKind(), "path": c.GetPath(), "range": rangeJSON(c.GetRange()),
+				"selection_range": rangeJSON(c.GetSelectionRange()), "container": nullable(c.GetContainer()),
+			})
+		}
+		total := f.res.Answer.GetTotalCandidates()
+		body.Error.Candidates, body.Error.TotalCandidates = cands, &total
+	}
 	status := e.Status
 	retry := e.RetryAfter
 	if retry <= 0 && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {

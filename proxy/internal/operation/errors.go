@@ -26,6 +26,10 @@ func statusError(ans *daemonv1.QueryResponse) error {
 	switch ans.GetStatus() {
 	case daemonv1.Status_STATUS_OK:
 		return nil
+	case daemonv1.Status_STATUS_AMBIGUOUS_SYMBOL:
+		return apierr.New(http.StatusConflict, apierr.AmbiguousSymbol, "%s", or("the symbol names more than one symbol"))
+	case daemonv1.Status_STATUS_SYMBOL_NOT_FOUND:
+		return apierr.New(http.StatusNotFound, apierr.SymbolNotFound, "%s", or("no such symbol"))
 	case daemonv1.Status_STATUS_NOT_FOUND:
 		return apierr.New(http.StatusNotFound, apierr.NotFound, "%s", or("no such file in this revision"))
 	case daemonv1.Status_STATUS_POSITION_OUT_OF_RANGE:

@@ -98,6 +98,19 @@ type Request struct {
 	IncludeDeclaration bool
 	Limit, Offset      uint32
 	Generation         uint64
+	// Symbol or Text address the position by name or by text on Line
+	// (CONTRACT §4); the daemon resolves them in the same request.
+	Symbol, Text string
+	// ContextLines, when set, asks for the code around every location;
+	// IncludeBody for each symbol's whole range.
+	ContextLines *uint32
+	IncludeBody  bool
+	// StartLine, EndLine and Module bound a read.
+	StartLine, EndLine uint32
+	Module             string
+	// WarmOnly answers 409 not_prepared instead of preparing a revision
+	// the daemon does not hold (a read without prepare: true).
+	WarmOnly bool
 	// CursorCommit is the commit a cursor was issued for; a revision that
 	// now resolves elsewhere expires the cursor.
 	CursorCommit string
@@ -155,6 +168,13 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 		Limit:              req.Limit,
 		Offset:             req.Offset,
 		Generation:         req.Generation,
+		Symbol:             req.Symbol,
+		Text:               req.Text,
+		ContextLines:       req.ContextLines,
+		IncludeBody:        req.IncludeBody,
+		StartLine:          req.StartLine,
+		EndLine:            req.EndLine,
+		Module:             req.Module,
 	}
 
 	ans, qerr := s.query(ctx, shard, q)
@@ -165,7 +185,7 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 	// that evicts a workspace again before its first query is overloaded,
 	// and says so; the retry re-prepares free within the grace window.
 	var perr error
-	for attempt := 0; qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && attempt < 2 && !res.Prepared; attempt++ {
+	for attempt := 0; qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && attempt < 2 && !res.Prepared && !req.WarmOnly; attempt++ {
 		var p *prepared
 		if p, perr = s.ensure(ctx, c, key); perr != nil {
 			break
@@ -184,6 +204,10 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 		// Refused at the gate (402), or the fetch or push failed: the
 		// request reached the daemon, so it still gets its row.
 		qerr = perr
+	case qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && req.WarmOnly:
+		// Never a prepare on its own: the caller asked for a warm
+		// revision only, and pays nothing.
+		qerr = apierr.New(http.StatusConflict, apierr.NotPrepared, "this revision is not prepared: prepare it first, or ask with prepare: true")
 	case qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE:
 		qerr = apierr.New(http.StatusServiceUnavailable, apierr.CapacityExhausted, "the daemon could not keep the workspace")
 	}
