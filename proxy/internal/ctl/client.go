@@ -38,10 +38,25 @@ type serviceError struct {
 	Repo     *string `json:"repo"`
 	Commit   *string `json:"commit"`
 	Prepared *bool   `json:"prepared"`
+	// Candidates are an ambiguous_symbol's symbols.
+	Candidates []struct {
+		Name           string  `json:"name"`
+		Kind           string  `json:"kind"`
+		Path           string  `json:"path"`
+		SelectionRange *rng    `json:"selection_range"`
+		Container      *string `json:"container"`
+	} `json:"candidates"`
 }
 
 func (e *serviceError) Error() string {
 	s := fmt.Sprintf("%s: %s", e.Code, e.Message)
+	for _, c := range e.Candidates {
+		name := c.Name
+		if ct := deref(c.Container); ct != "" {
+			name = ct + "." + name
+		}
+		s += fmt.Sprintf("\n  %s %s\t%s", c.Kind, name, at(c.Path, c.SelectionRange))
+	}
 	if e.Status != 0 { // an error event of a stream carries no status
 		s = fmt.Sprintf("%d %s", e.Status, s)
 	}

@@ -31,7 +31,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = migrate(ctx)
 	case "dev-token":
 		err = devToken(args[1:], stdout)
-	case "hover", "locate", "symbols", "diagnostics", "complete", "signature", "calls", "types", "prepare":
+	case "hover", "locate", "symbols", "diagnostics", "complete", "signature", "calls", "types", "prepare", "read":
 		err = queryCmd(ctx, args[0], args[1:], os.Getenv, stdout, stderr)
 	case "lsp":
 		err = lspCmd(ctx, args[1:], os.Getenv, os.Stdin, stdout, stderr)
@@ -68,16 +68,20 @@ func usage(w io.Writer) {
 client commands (LSP_URL, LSP_TOKEN, LSP_FORGE_TOKEN, optional LSP_ORG):
   prepare     --repo R [--rev REV] [--progress]   (a progress bar on a terminal; --progress forces it)
   hover       --repo R [--rev REV] --path P --line L --character C   (or --at P:LINE:COL, 1-based)
+              or --symbol NAME [--path P] (NewRandom, Client.Do, uuid.NewRandom), or --path P --line L --text T
   signature   position as for hover
-  locate      position [--relation definition|declaration|type|implementation|reference] [--include-declaration]
+  locate      position [--relation definition|declaration|type|implementation|reference] [--include-declaration] [--context N]
   complete    position
   calls       position --direction incoming|outgoing
   types       position --direction supertypes|subtypes
-  symbols     --repo R (--path P | --query Q)
+  symbols     --repo R (--path P | --query Q) [--include-body] [--context N]
+  read        --repo R [--rev REV] --path P [--start L] [--end L] [--module M] [--prepare]   lines of a prepared revision's file
+              (0-based, inclusive; free: a cold revision is not_prepared unless --prepare)
   diagnostics --repo R --path P
   list commands take --limit N and --cursor C; every client command takes --json.
   lsp         --repo R [--rev REV] [--root DIR] [--log FILE]   a language server on stdio for an editor
   --line and --character are the API's 0-based LSP position; output is PATH:LINE:COL, 1-based.
+  --context N (0-50; calls and types too) prints N lines of code around each location.
   exit: 0 ok · 1 the service answered an error · 2 usage · 3 transport failure · 4 insufficient funds or spend cap
 `)
 }

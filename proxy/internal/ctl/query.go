@@ -16,14 +16,15 @@ import (
 // --repo, --rev and --json. The names are the routes'.
 var queryCommands = map[string][]string{
 	"prepare":     {"progress"},
-	"hover":       {"path", "line", "character", "at"},
-	"signature":   {"path", "line", "character", "at"},
-	"locate":      {"path", "line", "character", "at", "relation", "include-declaration", "limit", "cursor"},
-	"complete":    {"path", "line", "character", "at", "limit", "cursor"},
-	"calls":       {"path", "line", "character", "at", "direction", "limit", "cursor"},
-	"types":       {"path", "line", "character", "at", "direction", "limit", "cursor"},
-	"symbols":     {"path", "query", "limit", "cursor"},
+	"hover":       {"path", "line", "character", "at", "symbol", "text"},
+	"signature":   {"path", "line", "character", "at", "symbol", "text"},
+	"locate":      {"path", "line", "character", "at", "symbol", "text", "relation", "include-declaration", "context", "limit", "cursor"},
+	"complete":    {"path", "line", "character", "at", "symbol", "text", "limit", "cursor"},
+	"calls":       {"path", "line", "character", "at", "symbol", "text", "direction", "context", "limit", "cursor"},
+	"types":       {"path", "line", "character", "at", "symbol", "text", "direction", "context", "limit", "cursor"},
+	"symbols":     {"path", "query", "include-body", "context", "limit", "cursor"},
 	"diagnostics": {"path", "limit", "cursor"},
+	"read":        {"path", "start", "end", "module", "prepare"},
 }
 
 // positional reports whether cmd asks about a position.
@@ -50,6 +51,14 @@ func queryCmd(ctx context.Context, cmd string, args []string, getenv func(string
 	inclDecl := fs.Bool("include-declaration", false, "with --relation reference: include the declaration")
 	direction := fs.String("direction", "", "calls: incoming or outgoing; types: supertypes or subtypes")
 	query := fs.String("query", "", "workspace symbols matching this query")
+	symbol := fs.String("symbol", "", "the position by name or container path (NewRandom, Client.Do, uuid.NewRandom)")
+	text := fs.String("text", "", "with --path and --line: the position of the first occurrence of this text on the line")
+	contextLines := fs.Int64("context", 0, "lines of code to print around each location (0-50)")
+	includeBody := fs.Bool("include-body", false, "symbols: print each symbol's whole source")
+	start := fs.Int64("start", 0, "read: first line, 0-based")
+	end := fs.Int64("end", -1, "read: last line, inclusive (default start + 199)")
+	module := fs.String("module", "", "read: an external module as locations name it (std@go1.26.8)")
+	prep := fs.Bool("prepare", false, "read: prepare the revision if it is not (charged)")
 	limit := fs.Int64("limit", 0, "at most this many results (1-1000; default 100)")
 	cursor := fs.String("cursor", "", "continue a listing from its next_cursor")
 	asJSON := fs.Bool("json", false, "print the service's JSON answer as is")
@@ -94,10 +103,44 @@ func queryCmd(ctx context.Context, cmd string, args []string, getenv func(string
 		set["path"], set["line"], set["character"] = true, true, true
 	}
 	if positional(cmd) {
-		if !set["path"] || !set["line"] || !set["character"] {
-			return usageError(cmd + ": --path, --line and --character (or --at PATH:LINE:COL) are required")
+		switch {
+		case set["symbol"]:
+			if set["line"] || set["character"] || set["text"] {
+				return usageError(cmd + ": give --symbol alone (with --path to look in one file), or a position")
+			}
+			body["symbol"] = *symbol
+		case set["text"]:
+			if !set["path"] || !set["line"] || set["character"] {
+				return usageError(cmd + ": --text needs --path and --line (and no --character)")
+			}
+			body["line"], body["text"] = *line, *text
+		default:
+			if !set["path"] || !set["line"] || !set["character"] {
+				return usageError(cmd + ": --path, --line and --character (or --at PATH:LINE:COL, --symbol NAME, or --path --line --text) are required")
+			}
+			body["line"], body["character"] = *line, *character
 		}
-		body["line"], body["character"] = *line, *character
+	}
+	if set["context"] {
+		body["context_lines"] = *contextLines
+	}
+	if set["include-body"] {
+		body["include_body"] = *includeBody
+	}
+	if cmd == "read" {
+		if !set["path"] {
+			return usageError("read: --path is required")
+		}
+		body["start_line"] = *start
+		if set["end"] {
+			body["end_line"] = *end
+		}
+		if set["module"] {
+			body["module"] = *module
+		}
+		if set["prepare"] {
+			body["prepare"] = *prep
+		}
 	}
 	if set["path"] {
 		body["path"] = *path

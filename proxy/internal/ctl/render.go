@@ -26,19 +26,17 @@ type answer struct {
 		Markdown string `json:"markdown"`
 		Range    *rng   `json:"range"`
 	} `json:"hover"`
-	Locations []struct {
-		Path     string  `json:"path"`
-		Range    *rng    `json:"range"`
-		External bool    `json:"external"`
-		Module   *string `json:"module"`
-	} `json:"locations"`
-	Symbols []struct {
+	Locations []location `json:"locations"`
+	// Resolved is where a symbol or text address put the position.
+	Resolved *location `json:"resolved"`
+	Symbols  []struct {
 		Name      string  `json:"name"`
 		Kind      string  `json:"kind"`
 		Detail    *string `json:"detail"`
 		Path      string  `json:"path"`
 		Range     *rng    `json:"range"`
 		Container *string `json:"container"`
+		Code      *code   `json:"code"`
 	} `json:"symbols"`
 	Diagnostics []struct {
 		Range    *rng    `json:"range"`
@@ -68,6 +66,43 @@ type answer struct {
 	Languages       []string            `json:"languages"`
 	Tools           map[string][]string `json:"tools"`
 	Warnings        []string            `json:"warnings"`
+
+	// A read's answer.
+	Path      string   `json:"path"`
+	Module    *string  `json:"module"`
+	StartLine int      `json:"start_line"`
+	Lines     []string `json:"lines"`
+	Truncated bool     `json:"truncated"`
+	LineCount int      `json:"line_count"`
+}
+
+type location struct {
+	Path     string  `json:"path"`
+	Range    *rng    `json:"range"`
+	External bool    `json:"external"`
+	Module   *string `json:"module"`
+	Code     *code   `json:"code"`
+}
+
+// code is the source the service sent with a location (--context).
+type code struct {
+	StartLine int      `json:"start_line"`
+	Lines     []string `json:"lines"`
+	Truncated bool     `json:"truncated"`
+}
+
+// printCode prints c's lines numbered 1-based, indented under their
+// location.
+func printCode(w io.Writer, c *code) {
+	if c == nil {
+		return
+	}
+	for i, l := range c.Lines {
+		fmt.Fprintf(w, "  %6d| %s\n", c.StartLine+i+1, l)
+	}
+	if c.Truncated {
+		fmt.Fprintln(w, "  … (truncated)")
+	}
 }
 
 type hierItem struct {
@@ -77,6 +112,7 @@ type hierItem struct {
 	Range          *rng   `json:"range"`
 	SelectionRange *rng   `json:"selection_range"`
 	FromRanges     []*rng `json:"from_ranges"`
+	Code           *code  `json:"code"`
 }
 
 type rng struct {
@@ -113,9 +149,20 @@ func render(cmd, path string, a *answer, stdout, stderr io.Writer) {
 	if a.Prepared {
 		fmt.Fprintf(stderr, "prepared %s@%s (this request was charged for the prepare)\n", a.Repo, short(a.Commit))
 	}
+	if a.Resolved != nil {
+		fmt.Fprintf(stderr, "resolved to %s\n", at(a.Resolved.Path, a.Resolved.Range))
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
 	switch cmd {
+	case "read":
+		tw.Flush()
+		where := a.Path
+		if m := deref(a.Module); m != "" {
+			where = m + " " + where
+		}
+		fmt.Fprintf(stderr, "%s lines %d-%d of %d\n", where, a.StartLine+1, a.StartLine+len(a.Lines), a.LineCount)
+		printCode(stdout, &code{StartLine: a.StartLine, Lines: a.Lines, Truncated: a.Truncated})
 	case "prepare":
 		fmt.Fprintf(tw, "%s@%s is ready\n", a.Repo, short(a.Commit))
 		for _, l := range a.Languages {
@@ -134,9 +181,13 @@ func render(cmd, path string, a *answer, stdout, stderr io.Writer) {
 		for _, l := range a.Locations {
 			if l.External {
 				fmt.Fprintf(tw, "%s\t(%s)\n", at(l.Path, l.Range), deref(l.Module))
-				continue
+			} else {
+				fmt.Fprintln(tw, at(l.Path, l.Range))
 			}
-			fmt.Fprintln(tw, at(l.Path, l.Range))
+			if l.Code != nil {
+				tw.Flush()
+				printCode(stdout, l.Code)
+			}
 		}
 	case "symbols":
 		depth := map[string]int{}
@@ -149,6 +200,10 @@ func render(cmd, path string, a *answer, stdout, stderr io.Writer) {
 			}
 			depth[s.Name] = d
 			fmt.Fprintf(tw, "%s%s %s\t%s\t%s\n", strings.Repeat("  ", d), s.Kind, s.Name, deref(s.Detail), at(s.Path, s.Range))
+			if s.Code != nil {
+				tw.Flush()
+				printCode(stdout, s.Code)
+			}
 		}
 	case "diagnostics":
 		for _, d := range a.Diagnostics {
@@ -192,6 +247,10 @@ func render(cmd, path string, a *answer, stdout, stderr io.Writer) {
 			fmt.Fprintf(tw, "%s %s\t%s\n", it.Kind, it.Name, at(it.Path, it.Range))
 			for _, r := range it.FromRanges {
 				fmt.Fprintf(tw, "  from\t%s\n", at(it.Path, r))
+			}
+			if it.Code != nil {
+				tw.Flush()
+				printCode(stdout, it.Code)
 			}
 		}
 	}
