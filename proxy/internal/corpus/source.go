@@ -15,6 +15,9 @@ import (
 	goruntime "runtime"
 	"strings"
 	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
+	"github.com/hanzoai/lsp/proxy/internal/lspdirect"
 )
 
 // npmArch is the machine's architecture as npm's platform packages name it.
@@ -315,4 +318,31 @@ func removeTree(dir string) {
 		return nil
 	})
 	_ = os.RemoveAll(dir)
+}
+
+// Materialize writes the tree of the corpus entry name, as the corpus
+// commits it, into dir: a module from the Go module proxy (downloaded into
+// cacheDir's module cache) or a snapshot of corpusDir. Other tests use it
+// to serve a real repository.
+func Materialize(ctx context.Context, name, corpusDir, cacheDir, dir string) error {
+	r, ok := Lookup(name)
+	if !ok {
+		return fmt.Errorf("corpus: no entry %q", name)
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return err
+	}
+	return materialize(ctx, r, corpusDir, cacheDir, dir)
+}
+
+// StartDirect starts the entry's server on checkout the way the corpus's
+// ground truth does (a fresh home, the same pinned binaries), for tests
+// that compare the service with the server itself. ts is needed for a
+// TypeScript entry.
+func StartDirect(ctx context.Context, name, gopls string, ts *devstack.TypeScriptInstall, checkout, home, cacheDir string) (*lspdirect.Server, error) {
+	r, ok := Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("corpus: no entry %q", name)
+	}
+	return startDirect(ctx, r, servers{gopls: gopls, ts: ts}, checkout, home, cacheDir)
 }

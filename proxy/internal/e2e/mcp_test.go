@@ -106,10 +106,12 @@ func (c *mcpConn) call(t *testing.T, name string, args map[string]any, meta ...a
 	if err != nil {
 		t.Fatalf("call %s: %v", name, err)
 	}
-	text := res.Content[0].(*mcp.TextContent).Text
+	// The text content is a rendering for models (or the JSON, for the
+	// tools without one); the answer is the structured content.
+	raw, _ := json.Marshal(res.StructuredContent)
 	var out map[string]any
-	if err := json.Unmarshal([]byte(text), &out); err != nil {
-		t.Fatalf("call %s: text is not JSON: %q", name, text)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("call %s: structured content is not an object: %s", name, raw)
 	}
 	return out, res.IsError
 }
@@ -120,7 +122,7 @@ func errCode(m map[string]any) string {
 	return c
 }
 
-var allTools = []string{"calls", "complete", "diagnostics", "hover", "locate", "prepare", "signature", "symbols", "types"}
+var allTools = []string{"calls", "complete", "diagnostics", "hover", "locate", "prepare", "read", "signature", "symbols", "types"}
 
 // TestMCP: an agent on the SDK's client gets the same answers, identity,
 // gate and ledger rows as the REST routes.
