@@ -43,7 +43,12 @@ func serveCorpusRepo(t *testing.T, org, name string) *corpusRepo {
 	defer cancel()
 	base := t.TempDir()
 	dir := filepath.Join(base, name)
-	if err := corpus.Materialize(ctx, name, "../../../../shared/corpus", filepath.Join(base, "cache"), dir); err != nil {
+	// The worktree's ../shared/corpus.
+	corpusDir, err := filepath.Abs("../../../../shared/corpus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := corpus.Materialize(ctx, name, corpusDir, filepath.Join(base, "cache"), dir); err != nil {
 		t.Fatalf("materialize %s: %v", name, err)
 	}
 	git := func(args ...string) {
@@ -104,6 +109,12 @@ type lspLoc struct {
 // it is still loading (an empty answer).
 func directDefinition(t *testing.T, srv *lspdirect.Server, path string, pos lspdirect.Position) lspLoc {
 	t.Helper()
+	return directDefinitions(t, srv, path, pos)[0]
+}
+
+// directDefinitions is every location of the server's definition at pos.
+func directDefinitions(t *testing.T, srv *lspdirect.Server, path string, pos lspdirect.Position) []lspLoc {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for {
@@ -119,7 +130,7 @@ func directDefinition(t *testing.T, srv *lspdirect.Server, path string, pos lspd
 			}
 		}
 		if len(locs) > 0 {
-			return locs[0]
+			return locs
 		}
 		select {
 		case <-ctx.Done():
@@ -532,9 +543,19 @@ func TestAgentsTypeScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	rl := fileLines(t, filepath.Join(r.dir, "src/react.ts"))
-	def := directDefinition(t, srv, "src/react.ts", lspdirect.Position{Line: callLine, Character: strings.Index(rl[callLine], "createStore")})
-	if !strings.HasSuffix(def.URI, "/"+file) {
-		t.Fatalf("ground truth: createStore's definition %+v", def)
+	// From the call, tsserver gives every declaration of createStore's
+	// type's call signatures and the const itself; by name, the const.
+	defs := directDefinitions(t, srv, "src/react.ts", lspdirect.Position{Line: callLine, Character: strings.Index(rl[callLine], "createStore")})
+	var def lspLoc
+	want := map[string]bool{}
+	for _, d := range defs {
+		want[strings.TrimPrefix(d.URI, "file://"+r.dir+"/")+":"+itoa(d.Range.Start.Line)+":"+itoa(d.Range.Start.Character)] = true
+		if d.Range.Start.Line == sel.Line {
+			def = d
+		}
+	}
+	if !strings.HasSuffix(def.URI, "/"+file) || def.Range.Start != sel {
+		t.Fatalf("ground truth: createStore's definitions %+v, its symbol %+v", defs, sel)
 	}
 
 	var last answer
@@ -543,14 +564,20 @@ func TestAgentsTypeScript(t *testing.T) {
 		{"repo": r.repo, "path": "src/react.ts", "line": callLine, "text": "createStore", "context_lines": 3},
 	} {
 		a := r.post(t, "/locate", body)
-		l := firstLoc(t, a)
-		if line, char := startOf(l); l["path"] != file || line != def.Range.Start.Line || char != def.Range.Start.Character {
-			t.Fatalf("%v: %v; tsserver directly %+v", body, l, def)
+		firstLoc(t, a)
+		got := map[string]bool{}
+		for _, x := range a.body["locations"].([]any) {
+			l := x.(map[string]any)
+			line, char := startOf(l)
+			got[l["path"].(string)+":"+itoa(line)+":"+itoa(char)] = true
+			start, lines, _ := codeOf(t, l)
+			checkCode(t, "createStore's code", fileLines(t, filepath.Join(r.dir, l["path"].(string))), start, lines)
+			if line == sel.Line && !slices.ContainsFunc(lines, func(s string) bool { return strings.Contains(s, "export const createStore") }) {
+				t.Fatalf("%v: code %q", body, lines)
+			}
 		}
-		start, lines, _ := codeOf(t, l)
-		checkCode(t, "createStore's code", vl, start, lines)
-		if !slices.ContainsFunc(lines, func(s string) bool { return strings.Contains(s, "export const createStore") }) {
-			t.Fatalf("%v: code %q", body, lines)
+		if _, byName := body["symbol"]; (byName && !got[file+":"+itoa(sel.Line)+":"+itoa(sel.Character)]) || (!byName && !mapsEqual(got, want)) {
+			t.Fatalf("%v: locations %v; tsserver directly %v (by name: its symbol %+v)", body, got, want, sel)
 		}
 		last = a
 	}
