@@ -27,6 +27,7 @@ const (
 	maxCodeBytes     = 256 << 10 // per answer
 	maxReadLines     = 2000
 	maxExternalFile  = 8 << 20
+	maxSourceBytes   = 32 << 20 // files read for one answer
 )
 
 // errNoSource is returned for a location whose file cannot be read.
@@ -44,6 +45,7 @@ type coder struct {
 	w     *pool.Workspace
 	ctx   uint32 // context lines
 	left  int    // bytes this answer may still carry
+	read  int64  // bytes of source read for this answer
 	files map[string]*source
 	cut   bool // some code was truncated or dropped
 	miss  int  // locations whose source could not be read
@@ -72,10 +74,16 @@ func (cd *coder) file(module, path string) (*source, error) {
 	} else {
 		text, err = cd.r.externalFile(cd.w, module, path)
 	}
+	if err == nil && cd.read+int64(len(text)) > maxSourceBytes {
+		// Locations in many large files: the later ones carry no code.
+		cd.cut = true
+		err = errNoSource
+	}
 	if err != nil {
 		cd.files[key] = nil
 		return nil, errNoSource
 	}
+	cd.read += int64(len(text))
 	s := &source{lines: splitLines(text)}
 	sum := sha256.Sum256(text)
 	s.sha = hex.EncodeToString(sum[:])
@@ -235,7 +243,8 @@ func escapeModule(module string) (string, bool) {
 		return "", false
 	}
 	mod, ver := module[:at], module[at+1:]
-	if workspace.CheckPath(mod, 512) != nil || strings.ContainsAny(ver, "/!") || ver == "." || ver == ".." {
+	// The cache's own download area is no module.
+	if strings.HasPrefix(mod, "cache/") || workspace.CheckPath(mod, 512) != nil || strings.ContainsAny(ver, "/!") || ver == "." || ver == ".." {
 		return "", false
 	}
 	var b strings.Builder

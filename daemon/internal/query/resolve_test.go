@@ -104,6 +104,7 @@ func TestEscapeModule(t *testing.T) {
 		"../x@v1":                           "",
 		"x@":                                "",
 		"x@v1/../..":                        "",
+		"cache/download/x/@v@v1.0.0.zip":    "",
 	} {
 		got, ok := escapeModule(in)
 		if (want == "") == ok || got != want {

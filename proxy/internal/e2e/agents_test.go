@@ -585,6 +585,7 @@ func TestAgentsTypeScript(t *testing.T) {
 		t.Fatalf("text anchor resolved to %d:%d", line, char)
 	}
 	ws := r.post(t, "/locate", map[string]any{"repo": r.repo, "symbol": "createStore", "context_lines": 3})
+	t.Logf("workspace symbol createStore without path: %d %s", ws.status, ws.errorCode())
 	switch ws.status {
 	case 200:
 		if line, _ := startOf(firstLoc(t, ws)); line != def.Range.Start.Line {
@@ -625,6 +626,10 @@ func TestAgentsTypeScript(t *testing.T) {
 	}
 	start, lines, _ := codeOf(t, el)
 	checkCode(t, "Set's code", fileLines(t, tsLib), start, lines)
+	xr := r.post(t, "/read", map[string]any{"repo": r.repo, "module": el["module"], "path": el["path"], "start_line": start, "end_line": start + 2})
+	if xr.status != 200 || xr.body["lines"].([]any)[0] != lines[0] {
+		t.Fatalf("read of the TypeScript library: %d %s", xr.status, xr.raw)
+	}
 
 	mc := mcpConnect(t, "", r.mcpHeaders())
 	out, text, isErr := mc.callText(t, "locate", map[string]any{"repo": r.repo, "symbol": "createStore", "path": file})
