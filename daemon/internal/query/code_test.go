@@ -1,0 +1,90 @@
+package query
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hanzoai/lsp/daemon/internal/pool"
+	"github.com/hanzoai/lsp/daemon/internal/uri"
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+)
+
+// TestExternalCodeNeverFollowsLinks: the module cache lives in the
+// workspace's home, which jailed servers write. Code for a location in
+// it is read beneath the home with no link followed anywhere: a link a
+// jail planted as a module directory, as a file, or in place of the
+// cache's own directories reads nothing.
+func TestExternalCodeNeverFollowsLinks(t *testing.T) {
+	root := t.TempDir()
+	w := &pool.Workspace{Dir: filepath.Join(root, "tree"), Home: filepath.Join(root, "home")}
+	secret := filepath.Join(root, "secret")
+	mod := filepath.Join(w.Home, "go", "pkg", "mod")
+	std := filepath.Join(root, "goroot", "src")
+	for _, d := range []string{w.Dir, secret, filepath.Join(mod, "example.com", "!big@v1.0.0"), filepath.Join(std, "io")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(secret, "x.go"), "package secret\n")
+	write(filepath.Join(mod, "example.com", "!big@v1.0.0", "a.go"), "package big\n\nfunc A() {}\n")
+	write(filepath.Join(std, "io", "io.go"), "package io\n")
+	link := func(target, p string) {
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link(secret, filepath.Join(mod, "example.com", "evil@v1.0.0"))
+	link(filepath.Join(secret, "x.go"), filepath.Join(mod, "example.com", "!big@v1.0.0", "link.go"))
+	r := &Runner{Externals: func(*pool.Workspace) []uri.External {
+		return []uri.External{{Dir: std, Module: "std@go1.26.8"}, {Dir: mod}}
+	}}
+
+	for _, tc := range []struct {
+		module, path string
+		ok           bool
+	}{
+		{"example.com/Big@v1.0.0", "a.go", true},
+		{"std@go1.26.8", "io/io.go", true},
+		{"example.com/evil@v1.0.0", "x.go", false},      // a planted module directory
+		{"example.com/Big@v1.0.0", "link.go", false},    // a planted file
+		{"example.com/Big@v1.0.0", "../../x.go", false}, // out of the module
+		{"std@go1.0", "io/io.go", false},                // no such root
+	} {
+		b, err := r.externalFile(w, tc.module, tc.path)
+		if (err == nil) != tc.ok {
+			t.Errorf("externalFile(%s, %s) = %q, %v; want ok=%v", tc.module, tc.path, b, err, tc.ok)
+		}
+	}
+
+	// The cache's own directory replaced by a link: nothing is read
+	// through it either.
+	if err := os.Rename(filepath.Join(w.Home, "go"), filepath.Join(root, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	link(filepath.Join(root, "moved"), filepath.Join(w.Home, "go"))
+	if b, err := r.externalFile(w, "example.com/Big@v1.0.0", "a.go"); err == nil {
+		t.Errorf("read through a linked home/go: %q", b)
+	}
+
+	// Through the answer: a location whose source cannot be read carries
+	// no code, and the answer says so.
+	cd := r.newCoder(w, 1)
+	resp := &daemonv1.QueryResponse{Result: &daemonv1.QueryResponse_Locations{Locations: &daemonv1.Locations{Items: []*daemonv1.Location{
+		{Path: "io/io.go", External: true, Module: "std@go1.26.8", Range: &daemonv1.Range{Start: &daemonv1.Position{}, End: &daemonv1.Position{}}},
+		{Path: "x.go", External: true, Module: "example.com/evil@v1.0.0", Range: &daemonv1.Range{Start: &daemonv1.Position{}, End: &daemonv1.Position{}}},
+	}}}}
+	attachCode(cd, &converter{}, resp, false)
+	items := resp.GetLocations().GetItems()
+	if got := items[0].GetCode().GetLines(); len(got) != 1 || got[0] != "package io" {
+		t.Errorf("std code = %q", got)
+	}
+	if items[1].Code != nil || len(cd.warnings()) != 1 {
+		t.Errorf("planted module: code %v, warnings %v", items[1].Code, cd.warnings())
+	}
+}
