@@ -37,7 +37,7 @@ type corpusRepo struct {
 	dir string // the committed tree
 }
 
-func serveCorpusRepo(t *testing.T, org, name string) *corpusRepo {
+func serveCorpusRepo(t testing.TB, org, name string) *corpusRepo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -670,4 +670,34 @@ func mapsEqual(a, b map[string]bool) bool {
 		}
 	}
 	return true
+}
+
+// BenchmarkAgentsLocate: what addressing by name and code cost on a warm
+// revision, against the same definition asked by position (uuid's
+// NewRandom, through the whole path: JWT, forge check, gRPC, ledger row).
+func BenchmarkAgentsLocate(b *testing.B) {
+	r := serveCorpusRepo(b, "agents-bench", "uuid")
+	pos := map[string]any{"repo": r.repo, "path": "version4.go", "line": 38, "character": 5}
+	if a := r.post(b, "/locate", pos); a.status != 200 {
+		b.Fatalf("prepare: %d %s", a.status, a.raw)
+	}
+	for _, c := range []struct {
+		name string
+		body map[string]any
+	}{
+		{"position", pos},
+		{"text", map[string]any{"repo": r.repo, "path": "version4.go", "line": 38, "text": "NewRandom"}},
+		{"symbol_in_path", map[string]any{"repo": r.repo, "path": "version4.go", "symbol": "NewRandom"}},
+		{"symbol_in_workspace", map[string]any{"repo": r.repo, "symbol": "uuid.NewRandom"}},
+		{"position_context_8", with(pos, "context_lines", 8)},
+		{"symbol_in_workspace_context_8", map[string]any{"repo": r.repo, "symbol": "uuid.NewRandom", "context_lines": 8}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if a := r.post(b, "/locate", c.body); a.status != 200 {
+					b.Fatalf("%d %s", a.status, a.raw)
+				}
+			}
+		})
+	}
 }

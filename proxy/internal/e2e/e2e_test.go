@@ -145,12 +145,12 @@ type answer struct {
 	raw    string
 }
 
-func (tn *tenant) post(t *testing.T, route string, body any, hdr ...string) answer {
+func (tn *tenant) post(t testing.TB, route string, body any, hdr ...string) answer {
 	t.Helper()
 	return post(t, route, tn.jwt, tn.forgeToken, body, hdr...)
 }
 
-func post(t *testing.T, route, jwt, forgeToken string, body any, hdr ...string) answer {
+func post(t testing.TB, route, jwt, forgeToken string, body any, hdr ...string) answer {
 	t.Helper()
 	var b []byte
 	switch v := body.(type) {

@@ -281,7 +281,7 @@ func (s *Server) mcpServer(r *http.Request) *mcp.Server {
 func (s *Server) newMCPSession(r *http.Request) *mcp.Server {
 	b, _ := r.Context().Value(ctxMCPBinding).(*mcpBinding)
 	ms := &mcpSession{s: s, binding: b, added: map[string]bool{}}
-	instructions := "Semantic code intelligence (hover, definitions, references, symbols, diagnostics, completion, signatures, call and type hierarchies) over a repository revision on the forge, as the caller. Address code by name (symbol: "NewRandom", "Client.Do", "uuid.NewRandom") or by text on a line (path, line, text) rather than counting characters; raw positions are LSP positions: 0-based line, UTF-16 character. Location answers carry the code around each location; read returns more lines of a file. The first call on a revision prepares it (charged once per revision per day); call prepare first to learn the tools the revision's language servers support."
+	instructions := "Semantic code intelligence (hover, definitions, references, symbols, diagnostics, completion, signatures, call and type hierarchies) over a repository revision on the forge, as the caller. Address code by name (symbol: NewRandom, Client.Do, uuid.NewRandom) or by text on a line (path, line, text) rather than counting characters; raw positions are LSP positions: 0-based line, UTF-16 character. Location answers carry the code around each location; read returns more lines of a file. The first call on a revision prepares it (charged once per revision per day); call prepare first to learn the tools the revision's language servers support."
 	if b != nil {
 		instructions += " This session is bound to " + b.repo + "@" + b.commit + ": tools take no repo or rev."
 	}
