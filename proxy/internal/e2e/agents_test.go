@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -390,10 +389,11 @@ func TestAgentsGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	extDef := directDefinition(t, srv, "uuid.go", lspdirect.Position{Line: rl, Character: strings.Index(ul[rl], "Reader")})
-	goroot := runtime.GOROOT()
-	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
-		goroot = strings.TrimSpace(string(out))
+	goenv, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatal(err)
 	}
+	goroot := strings.TrimSpace(string(goenv))
 	extFile := strings.TrimPrefix(extDef.URI, "file://"+goroot+"/src/")
 	if line, char := startOf(el); el["external"] != true || !strings.HasPrefix(el["module"].(string), "std@go") || el["path"] != extFile ||
 		line != extDef.Range.Start.Line || char != extDef.Range.Start.Character {
