@@ -174,7 +174,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		}
 	}
 	if symbol != "" {
-		res, st := r.resolveSymbol(ctx, w, client, c, rel, symbol)
+		res, st := r.resolveSymbol(ctx, w, client, c, rel, symbol, symbolCacheFor(w, spec.ID, gen))
 		if st != nil {
 			return st
 		}

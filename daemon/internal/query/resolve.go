@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
@@ -254,12 +255,18 @@ type resolution struct {
 // The position is the symbol's selection range start (its name); a
 // workspace symbol's range is searched for the name, since servers give
 // some as their whole declaration.
-func (r *Runner) resolveSymbol(ctx context.Context, w *pool.Workspace, client *lsp.Client, c *converter, rel, query string) (resolution, *daemonv1.QueryResponse) {
+func (r *Runner) resolveSymbol(ctx context.Context, w *pool.Workspace, client *lsp.Client, c *converter, rel, query string, cache *symbolCache) (resolution, *daemonv1.QueryResponse) {
 	var l lsp.List[lsp.Symbol]
 	var err error
 	byDoc := rel != ""
 	if byDoc {
-		l, err = client.DocumentSymbols(ctx, lsp.DocumentURI(c.pol.FileURI(rel)))
+		var ok bool
+		if l, ok = cache.get(rel); !ok {
+			l, err = client.DocumentSymbols(ctx, lsp.DocumentURI(c.pol.FileURI(rel)))
+			if err == nil {
+				cache.put(rel, l)
+			}
+		}
 	} else {
 		l, err = client.WorkspaceSymbols(ctx, lastSegment(query))
 	}
@@ -331,6 +338,48 @@ func (r *Runner) resolveSymbol(ctx context.Context, w *pool.Workspace, client *l
 		return resolution{}, fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND, "the server placed the symbol outside its file")
 	}
 	return resolution{rel: wire.Path, doc: doc, pos: sel.Start, loc: &daemonv1.Location{Path: wire.Path, Range: pbRange(sel)}}, nil
+}
+
+// maxCachedSymbolFiles bounds the document symbols a symbol cache keeps.
+const maxCachedSymbolFiles = 256
+
+// symbolCache keeps one server generation's document symbols of a
+// workspace's files for name lookups: a tree never changes under its
+// commit, and document symbols are the file's syntax, so asking again
+// would give the same list. A new generation (a restarted server) starts
+// an empty cache.
+type symbolCache struct {
+	mu    sync.Mutex
+	files map[string]lsp.List[lsp.Symbol]
+}
+
+type symbolCacheKey struct {
+	spec string
+	gen  uint64
+}
+
+func symbolCacheFor(w *pool.Workspace, spec string, gen uint64) *symbolCache {
+	return w.Derived(symbolCacheKey{spec, gen}, func() any { return &symbolCache{files: map[string]lsp.List[lsp.Symbol]{}} }).(*symbolCache)
+}
+
+func (sc *symbolCache) get(rel string) (lsp.List[lsp.Symbol], bool) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	l, ok := sc.files[rel]
+	return l, ok
+}
+
+// put keeps a complete, non-empty list (an empty one may be a server
+// still loading). Elements the decoder dropped would be dropped again.
+func (sc *symbolCache) put(rel string, l lsp.List[lsp.Symbol]) {
+	if l.Truncated || len(l.Items) == 0 {
+		return
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if len(sc.files) < maxCachedSymbolFiles {
+		sc.files[rel] = l
+	}
 }
 
 // attachCode gives every location of resp its code (cd's context lines

@@ -430,6 +430,28 @@ func TestAgentsGo(t *testing.T) {
 		t.Fatalf("read of a module the workspace does not have: %d %s", a.status, a.raw)
 	}
 
+	// symbols with include_body: NewRandom's whole declaration.
+	sy := r.post(t, "/symbols", map[string]any{"repo": r.repo, "path": "version4.go", "include_body": true})
+	if sy.status != 200 {
+		t.Fatalf("symbols: %d %s", sy.status, sy.raw)
+	}
+	var body []string
+	for _, x := range sy.body["symbols"].([]any) {
+		m := x.(map[string]any)
+		if m["name"] == "NewRandom" {
+			var start int
+			start, body, _ = codeOf(t, m)
+			checkCode(t, "NewRandom's body", v4, start, body)
+			if l, _ := startOf(m); start != l {
+				t.Fatalf("body from %d; the symbol's range starts at %d", start, l)
+			}
+		}
+	}
+	if len(body) < 5 || body[len(body)-1] != "}" || !slices.Contains(body, "func NewRandom() (UUID, error) {") {
+		t.Fatalf("NewRandom's body = %q", body)
+	}
+	t.Logf("symbols version4.go: evidence %v", sy.body["evidence"])
+
 	// MCP, the SDK's own client: the same answer in one call, code at the
 	// default context, and a text rendering a model reads.
 	mc := mcpConnect(t, "", r.mcpHeaders())
