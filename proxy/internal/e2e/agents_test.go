@@ -607,27 +607,40 @@ func TestAgentsTypeScript(t *testing.T) {
 		t.Fatalf("text anchor resolved to %d:%d", line, char)
 	}
 	ws := r.post(t, "/locate", map[string]any{"repo": r.repo, "symbol": "createStore", "context_lines": 3})
-	t.Logf("workspace symbol createStore without path: %d %s", ws.status, ws.errorCode())
+	t.Logf("REST POST /v1/lsp/locate {\"repo\":\"zustand\",\"symbol\":\"createStore\"} → %d\n%s", ws.status, indent(ws.raw))
 	switch ws.status {
 	case 200:
 		if line, _ := startOf(firstLoc(t, ws)); line != def.Range.Start.Line {
 			t.Fatalf("workspace createStore: %s", ws.raw)
 		}
 	case 409:
-		// Tests declare createStore helpers of their own: every candidate
-		// must be a real declaration of that name, and vanilla.ts's among them.
-		found := false
+		// Tests declare createStore helpers of their own: the candidates
+		// are every declaration of the name the sources hold.
+		declRE := regexp.MustCompile(`\b(const|let|var|function)\s+createStore\b`)
+		want := map[string]bool{}
+		_ = filepath.WalkDir(r.dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || (d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), "."))) {
+				return filepath.SkipDir
+			}
+			if ext := filepath.Ext(p); ext != ".ts" && ext != ".tsx" {
+				return nil
+			}
+			rel, _ := filepath.Rel(r.dir, p)
+			for i, l := range fileLines(t, p) {
+				if declRE.MatchString(l) {
+					want[rel+":"+itoa(i)] = true
+				}
+			}
+			return nil
+		})
+		got := map[string]bool{}
 		for _, c := range ws.body["error"].(map[string]any)["candidates"].([]any) {
 			m := c.(map[string]any)
 			line, _ := startOf(map[string]any{"range": m["selection_range"]})
-			fl := fileLines(t, filepath.Join(r.dir, m["path"].(string)))
-			if !strings.Contains(fl[line], "createStore") {
-				t.Fatalf("candidate %v: line %q", m, fl[line])
-			}
-			found = found || (m["path"] == file && line == sel.Line)
+			got[m["path"].(string)+":"+itoa(line)] = true
 		}
-		if !found {
-			t.Fatalf("candidates lack %s:%d: %s", file, sel.Line, ws.raw)
+		if len(want) < 2 || !mapsEqual(got, want) || !got[file+":"+itoa(sel.Line)] {
+			t.Fatalf("ambiguous createStore: candidates %v; the sources declare %v", got, want)
 		}
 	default:
 		t.Fatalf("workspace createStore: %d %s", ws.status, ws.raw)
