@@ -79,7 +79,7 @@ func TestExternalCodeNeverFollowsLinks(t *testing.T) {
 		{Path: "io/io.go", External: true, Module: "std@go1.26.8", Range: &daemonv1.Range{Start: &daemonv1.Position{}, End: &daemonv1.Position{}}},
 		{Path: "x.go", External: true, Module: "example.com/evil@v1.0.0", Range: &daemonv1.Range{Start: &daemonv1.Position{}, End: &daemonv1.Position{}}},
 	}}}}
-	attachCode(cd, &converter{}, resp, false)
+	attachCode(cd, &converter{}, resp, false, false)
 	items := resp.GetLocations().GetItems()
 	if got := items[0].GetCode().GetLines(); len(got) != 1 || got[0] != "package io" {
 		t.Errorf("std code = %q", got)

@@ -298,7 +298,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	}
 	if req.ContextLines != nil || req.GetIncludeBody() {
 		cd := r.newCoder(w, req.GetContextLines())
-		attachCode(cd, c, resp, req.GetIncludeBody())
+		attachCode(cd, c, resp, req.GetIncludeBody(), req.GetOp() == daemonv1.Op_OP_INCOMING_CALLS)
 		c.warnings = append(c.warnings, cd.warnings()...)
 	}
 	// A server that could not load the project answers without it: say

@@ -384,8 +384,9 @@ func (sc *symbolCache) put(rel string, l lsp.List[lsp.Symbol]) {
 
 // attachCode gives every location of resp its code (cd's context lines
 // around its range); symbols get their whole range with includeBody, else
-// their name's lines.
-func attachCode(cd *coder, c *converter, resp *daemonv1.QueryResponse, includeBody bool) {
+// their name's lines; an incoming call's code runs from the caller's range
+// to its last call site (its from_ranges are in the caller's file).
+func attachCode(cd *coder, c *converter, resp *daemonv1.QueryResponse, includeBody, incoming bool) {
 	lines := func(r *daemonv1.Range) (uint32, uint32) { return r.GetStart().GetLine(), r.GetEnd().GetLine() }
 	if l := resp.Resolved; l != nil {
 		a, b := lines(l.Range)
@@ -409,6 +410,12 @@ func attachCode(cd *coder, c *converter, resp *daemonv1.QueryResponse, includeBo
 	case *daemonv1.QueryResponse_Calls:
 		for _, x := range res.Calls.GetItems() {
 			a, b := lines(x.Range)
+			if incoming {
+				for _, f := range x.GetFromRanges() {
+					fa, fb := lines(f)
+					a, b = min(a, fa), max(b, fb)
+				}
+			}
 			x.Code = cd.code(c.ext[x], x.Path, a, b)
 		}
 	case *daemonv1.QueryResponse_Types:

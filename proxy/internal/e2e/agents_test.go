@@ -430,6 +430,29 @@ func TestAgentsGo(t *testing.T) {
 		t.Fatalf("read of a module the workspace does not have: %d %s", a.status, a.raw)
 	}
 
+	// calls by name are the calls by position, each caller with its code.
+	byPos := r.post(t, "/calls", map[string]any{"repo": r.repo, "path": "version4.go", "line": sel.Line, "character": sel.Character, "direction": "incoming"})
+	byName := r.post(t, "/calls", map[string]any{"repo": r.repo, "symbol": "uuid.NewRandom", "direction": "incoming", "context_lines": 0})
+	if byPos.status != 200 || byName.status != 200 {
+		t.Fatalf("calls: %d %s / %d %s", byPos.status, byPos.raw, byName.status, byName.raw)
+	}
+	pc, nc := byPos.body["calls"].([]any), byName.body["calls"].([]any)
+	if len(pc) < 2 || len(pc) != len(nc) {
+		t.Fatalf("incoming calls by position %d, by name %d", len(pc), len(nc))
+	}
+	for i := range pc {
+		p, n := pc[i].(map[string]any), nc[i].(map[string]any)
+		if p["name"] != n["name"] || p["path"] != n["path"] || !reflectEqual(p["range"], n["range"]) {
+			t.Fatalf("call %d: by position %v, by name %v", i, p, n)
+		}
+		start, lines, _ := codeOf(t, n)
+		checkCode(t, "caller's code", fileLines(t, filepath.Join(r.dir, n["path"].(string))), start, lines)
+		// From the caller's name to its last call of NewRandom.
+		if l, _ := startOf(n); start != l || !strings.Contains(lines[len(lines)-1], "NewRandom()") {
+			t.Fatalf("caller %v: code from %d %q", n["name"], start, lines)
+		}
+	}
+
 	// symbols with include_body: NewRandom's whole declaration.
 	sy := r.post(t, "/symbols", map[string]any{"repo": r.repo, "path": "version4.go", "include_body": true})
 	if sy.status != 200 {
@@ -735,4 +758,10 @@ func BenchmarkAgentsLocate(b *testing.B) {
 			}
 		})
 	}
+}
+
+func reflectEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
 }
