@@ -167,6 +167,8 @@ func FuzzParseBody(f *testing.F) {
 		`{"repo":"r","repo":"s"}`, `{"line":-1}`, `{"path":"%2e%2e/x"}`, `{"limit":1001}`,
 		`{"repo":"r","path":"a//b","line":1,"character":1}`, `{"a":{"b":[1,2,{"c":null}]}}`,
 		`{"cursor":"x.y","limit":1}`, "{\"repo\":\"\\ud800\"}", `{"line":1e2}`, `{} {}`, `[`, "\xff",
+		`{"repo":"r","symbol":"uuid.NewRandom","context_lines":3}`, `{"repo":"r","path":"a.go","line":2,"text":"é x"}`,
+		`{"repo":"r","symbol":"F","path":"a.go","line":1}`, `{"repo":"r","path":"a.go","start_line":3,"end_line":2}`,
 	} {
 		f.Add([]byte(s), uint8(3))
 	}
@@ -235,6 +237,18 @@ func FuzzParseBody(f *testing.F) {
 		}
 		if req.IncludeDeclaration && req.Op != daemonv1.Op_OP_REFERENCES {
 			t.Fatalf("include_declaration on %v", req.Op)
+		}
+		if req.ContextLines != nil && *req.ContextLines > 50 {
+			t.Fatalf("context_lines %d", *req.ContextLines)
+		}
+		if req.Symbol != "" && (req.Text != "" || b.Line != nil || b.Character != nil) {
+			t.Fatalf("symbol with a position: %+v", req)
+		}
+		if req.Text != "" && (req.Path == "" || b.Character != nil || strings.ContainsAny(req.Text, "\r\n")) {
+			t.Fatalf("text without path or with character: %+v", req)
+		}
+		if req.Op == daemonv1.Op_OP_READ && (req.EndLine < req.StartLine || req.Path == "") {
+			t.Fatalf("read %+v", req)
 		}
 	})
 }

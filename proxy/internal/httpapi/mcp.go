@@ -383,7 +383,7 @@ func (ms *mcpSession) handler(name string) mcp.ToolHandler {
 				return out, err
 			}
 			if rt.fields["context_lines"] && b.ContextLines == nil {
-				n := int64(mcpContextLines)
+				n := mcpDefaultContext(name)
 				b.ContextLines = &n
 			}
 			opReq, err := rt.request(b)

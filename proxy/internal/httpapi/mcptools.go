@@ -20,7 +20,16 @@ var toolNeeds = map[string][]string{
 
 // mcpContextLines is the context_lines an MCP call gets when it gives
 // none: agents cannot open the files, so locations come with their code.
+// An outline (symbols) gets each symbol's own lines only; include_body
+// gives bodies.
 const mcpContextLines = 3
+
+func mcpDefaultContext(tool string) int64 {
+	if tool == "symbols" {
+		return 0
+	}
+	return mcpContextLines
+}
 
 // toolDescriptions say what each tool answers and when to use it.
 var toolDescriptions = map[string]string{
@@ -36,8 +45,8 @@ var toolDescriptions = map[string]string{
 		"Use it to answer \"where is X defined and what does it do\" in one call. Locations in the standard " +
 		"library or a dependency come back with external: true and their module, and their code too.",
 	"symbols": "Symbols of one file (give path: its outline, containers first) or of the whole workspace matching a query " +
-		"(give query). Give exactly one of path and query. include_body returns each symbol's whole source; " +
-		"context_lines the lines around its name.",
+		"(give query). Give exactly one of path and query. Each symbol comes with its name's line of code (context_lines adds " +
+		"lines around it); include_body returns each symbol's whole source.",
 	"read": "Lines of a file of the prepared revision (path, start_line, end_line; 0-based, inclusive), or of an external module " +
 		"(module as a location names it, e.g. std@go1.26.8, and its path). Use it to read more around a location. Free; it never " +
 		"prepares a revision unless prepare is true (a cold revision answers not_prepared).",
@@ -90,7 +99,7 @@ func toolSpec(name string, bound bool) *mcp.Tool {
 			add("path", pathSchema)
 		}
 		if f["context_lines"] {
-			add("context_lines", map[string]any{"type": "integer", "minimum": 0, "maximum": 50, "default": mcpContextLines,
+			add("context_lines", map[string]any{"type": "integer", "minimum": 0, "maximum": 50, "default": mcpDefaultContext(name),
 				"description": "Lines of code around each location to return with it."})
 		}
 		if f["include_body"] {
