@@ -388,10 +388,6 @@ func (sc *symbolCache) put(rel string, l lsp.List[lsp.Symbol]) {
 // to its last call site (its from_ranges are in the caller's file).
 func attachCode(cd *coder, c *converter, resp *daemonv1.QueryResponse, includeBody, incoming bool) {
 	lines := func(r *daemonv1.Range) (uint32, uint32) { return r.GetStart().GetLine(), r.GetEnd().GetLine() }
-	if l := resp.Resolved; l != nil {
-		a, b := lines(l.Range)
-		l.Code = cd.code("", l.Path, a, b)
-	}
 	switch res := resp.GetResult().(type) {
 	case *daemonv1.QueryResponse_Locations:
 		for _, l := range res.Locations.GetItems() {
