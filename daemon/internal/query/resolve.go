@@ -255,7 +255,7 @@ type resolution struct {
 // The position is the symbol's selection range start (its name); a
 // workspace symbol's range is searched for the name, since servers give
 // some as their whole declaration.
-func (r *Runner) resolveSymbol(ctx context.Context, w *pool.Workspace, client *lsp.Client, c *converter, rel, query string, cache *symbolCache) (resolution, *daemonv1.QueryResponse) {
+func (r *Runner) resolveSymbol(ctx context.Context, w *pool.Workspace, client *lsp.Client, c *converter, rel, query string, cache symbolCacheView) (resolution, *daemonv1.QueryResponse) {
 	var l lsp.List[lsp.Symbol]
 	var err error
 	byDoc := rel != ""
@@ -346,39 +346,56 @@ const maxCachedSymbolFiles = 256
 // symbolCache keeps one server generation's document symbols of a
 // workspace's files for name lookups: a tree never changes under its
 // commit, and document symbols are the file's syntax, so asking again
-// would give the same list. A new generation (a restarted server) starts
-// an empty cache.
+// would give the same list. There is one per server of a workspace; a new
+// generation (a restarted server) empties it, so earlier generations'
+// lists never pile up.
 type symbolCache struct {
 	mu    sync.Mutex
+	gen   uint64
 	files map[string]lsp.List[lsp.Symbol]
 }
 
-type symbolCacheKey struct {
-	spec string
-	gen  uint64
+type symbolCacheKey struct{ spec string }
+
+// symbolCacheView is a symbol cache as one server generation sees it.
+type symbolCacheView struct {
+	*symbolCache
+	gen uint64
 }
 
-func symbolCacheFor(w *pool.Workspace, spec string, gen uint64) *symbolCache {
-	return w.Derived(symbolCacheKey{spec, gen}, func() any { return &symbolCache{files: map[string]lsp.List[lsp.Symbol]{}} }).(*symbolCache)
+func symbolCacheFor(w *pool.Workspace, spec string, gen uint64) symbolCacheView {
+	sc := w.Derived(symbolCacheKey{spec}, func() any { return &symbolCache{files: map[string]lsp.List[lsp.Symbol]{}} }).(*symbolCache)
+	return symbolCacheView{sc, gen}
 }
 
-func (sc *symbolCache) get(rel string) (lsp.List[lsp.Symbol], bool) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	l, ok := sc.files[rel]
+func (v symbolCacheView) get(rel string) (lsp.List[lsp.Symbol], bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.gen != v.symbolCache.gen {
+		return lsp.List[lsp.Symbol]{}, false
+	}
+	l, ok := v.files[rel]
 	return l, ok
 }
 
 // put keeps a complete, non-empty list (an empty one may be a server
-// still loading). Elements the decoder dropped would be dropped again.
-func (sc *symbolCache) put(rel string, l lsp.List[lsp.Symbol]) {
+// still loading). Elements the decoder dropped would be dropped again. A
+// list of a newer generation than the cache's replaces the cache; one of
+// an older generation is not kept.
+func (v symbolCacheView) put(rel string, l lsp.List[lsp.Symbol]) {
 	if l.Truncated || len(l.Items) == 0 {
 		return
 	}
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if len(sc.files) < maxCachedSymbolFiles {
-		sc.files[rel] = l
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case v.gen > v.symbolCache.gen:
+		v.symbolCache.gen, v.files = v.gen, map[string]lsp.List[lsp.Symbol]{}
+	case v.gen < v.symbolCache.gen:
+		return
+	}
+	if len(v.files) < maxCachedSymbolFiles {
+		v.files[rel] = l
 	}
 }
 

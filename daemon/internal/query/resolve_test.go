@@ -147,3 +147,33 @@ func FuzzAddressing(f *testing.F) {
 		_ = splitLines(doc)
 	})
 }
+
+// A restarted server's generation empties the cache: lists of earlier
+// generations are neither served nor kept.
+func TestSymbolCacheKeepsOneGeneration(t *testing.T) {
+	sc := &symbolCache{files: map[string]lsp.List[lsp.Symbol]{}}
+	list := lsp.List[lsp.Symbol]{Items: []lsp.Symbol{{Name: "A"}}}
+	g1, g2 := symbolCacheView{sc, 1}, symbolCacheView{sc, 2}
+	g1.put("a.go", list)
+	if _, ok := g1.get("a.go"); !ok {
+		t.Fatal("generation 1 does not see its own list")
+	}
+	if _, ok := g2.get("a.go"); ok {
+		t.Fatal("generation 2 sees generation 1's list")
+	}
+	g2.put("b.go", list)
+	if len(sc.files) != 1 {
+		t.Fatalf("cache holds %d lists after a new generation's first, want 1", len(sc.files))
+	}
+	g1.put("c.go", list)
+	if _, ok := g1.get("c.go"); ok || len(sc.files) != 1 {
+		t.Fatal("an older generation's list was kept")
+	}
+	if _, ok := g2.get("b.go"); !ok {
+		t.Fatal("generation 2 lost its list")
+	}
+	g2.put("d.go", lsp.List[lsp.Symbol]{})
+	if _, ok := g2.get("d.go"); ok {
+		t.Fatal("an empty list (a server still loading) was kept")
+	}
+}
