@@ -1801,6 +1801,9 @@ type QueryResponse struct {
 	// more remain.
 	Total      uint32  `protobuf:"varint,5,opt,name=total,proto3" json:"total,omitempty"`
 	NextOffset *uint32 `protobuf:"varint,6,opt,name=next_offset,json=nextOffset,proto3,oneof" json:"next_offset,omitempty"`
+	// timing is where the daemon's time went on this query, for the proxy's
+	// per-stage histogram (HIP §5); durations only, never tenant data.
+	Timing *QueryTiming `protobuf:"bytes,7,opt,name=timing,proto3" json:"timing,omitempty"`
 	// Types that are valid to be assigned to Result:
 	//
 	//	*QueryResponse_Hover
@@ -1886,6 +1889,13 @@ func (x *QueryResponse) GetNextOffset() uint32 {
 		return *x.NextOffset
 	}
 	return 0
+}
+
+func (x *QueryResponse) GetTiming() *QueryTiming {
+	if x != nil {
+		return x.Timing
+	}
+	return nil
 }
 
 func (x *QueryResponse) GetResult() isQueryResponse_Result {
@@ -2019,6 +2029,64 @@ func (*QueryResponse_Calls) isQueryResponse_Result() {}
 
 func (*QueryResponse_Types) isQueryResponse_Result() {}
 
+// QueryTiming splits one query's time inside the daemon.
+type QueryTiming struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// handler_nanos is the Query handler's time, from the decoded request to
+	// the built response (the gRPC transport is outside it).
+	HandlerNanos uint64 `protobuf:"varint,1,opt,name=handler_nanos,json=handlerNanos,proto3" json:"handler_nanos,omitempty"`
+	// server_nanos is the time the language server's calls took on the
+	// wire: from handing each request to the writer to reading its reply's
+	// frame, before the daemon decodes it.
+	ServerNanos   uint64 `protobuf:"varint,2,opt,name=server_nanos,json=serverNanos,proto3" json:"server_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryTiming) Reset() {
+	*x = QueryTiming{}
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryTiming) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryTiming) ProtoMessage() {}
+
+func (x *QueryTiming) ProtoReflect() protoreflect.Message {
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryTiming.ProtoReflect.Descriptor instead.
+func (*QueryTiming) Descriptor() ([]byte, []int) {
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *QueryTiming) GetHandlerNanos() uint64 {
+	if x != nil {
+		return x.HandlerNanos
+	}
+	return 0
+}
+
+func (x *QueryTiming) GetServerNanos() uint64 {
+	if x != nil {
+		return x.ServerNanos
+	}
+	return 0
+}
+
 type FileEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// path keeps the tree path rule both sides apply, CheckTreePath in this
@@ -2038,7 +2106,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2118,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[25]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2131,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{25}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FileEntry) GetPath() string {
@@ -2105,7 +2173,7 @@ type PrepareHeader struct {
 
 func (x *PrepareHeader) Reset() {
 	*x = PrepareHeader{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2185,7 @@ func (x *PrepareHeader) String() string {
 func (*PrepareHeader) ProtoMessage() {}
 
 func (x *PrepareHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[26]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2198,7 @@ func (x *PrepareHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareHeader.ProtoReflect.Descriptor instead.
 func (*PrepareHeader) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{26}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PrepareHeader) GetWorkspace() *WorkspaceKey {
@@ -2169,7 +2237,7 @@ type PrepareRequest struct {
 
 func (x *PrepareRequest) Reset() {
 	*x = PrepareRequest{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2249,7 @@ func (x *PrepareRequest) String() string {
 func (*PrepareRequest) ProtoMessage() {}
 
 func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2262,7 @@ func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareRequest.ProtoReflect.Descriptor instead.
 func (*PrepareRequest) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{27}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PrepareRequest) GetPart() isPrepareRequest_Part {
@@ -2255,7 +2323,7 @@ type LanguageTools struct {
 
 func (x *LanguageTools) Reset() {
 	*x = LanguageTools{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2335,7 @@ func (x *LanguageTools) String() string {
 func (*LanguageTools) ProtoMessage() {}
 
 func (x *LanguageTools) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2348,7 @@ func (x *LanguageTools) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LanguageTools.ProtoReflect.Descriptor instead.
 func (*LanguageTools) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{28}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LanguageTools) GetLanguage() string {
@@ -2333,7 +2401,7 @@ type PrepareResponse struct {
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2413,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2426,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{29}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PrepareResponse) GetPrepared() bool {
@@ -2398,7 +2466,7 @@ type CapabilitiesRequest struct {
 
 func (x *CapabilitiesRequest) Reset() {
 	*x = CapabilitiesRequest{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2478,7 @@ func (x *CapabilitiesRequest) String() string {
 func (*CapabilitiesRequest) ProtoMessage() {}
 
 func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2491,7 @@ func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{30}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CapabilitiesRequest) GetWorkspace() *WorkspaceKey {
@@ -2450,7 +2518,7 @@ type CapabilitiesResponse struct {
 
 func (x *CapabilitiesResponse) Reset() {
 	*x = CapabilitiesResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2530,7 @@ func (x *CapabilitiesResponse) String() string {
 func (*CapabilitiesResponse) ProtoMessage() {}
 
 func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2543,7 @@ func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesResponse.ProtoReflect.Descriptor instead.
 func (*CapabilitiesResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{31}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CapabilitiesResponse) GetWarm() bool {
@@ -2515,7 +2583,7 @@ type DeleteWorkspaceRequest struct {
 
 func (x *DeleteWorkspaceRequest) Reset() {
 	*x = DeleteWorkspaceRequest{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2595,7 @@ func (x *DeleteWorkspaceRequest) String() string {
 func (*DeleteWorkspaceRequest) ProtoMessage() {}
 
 func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2608,7 @@ func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{32}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteWorkspaceRequest) GetWorkspace() *WorkspaceKey {
@@ -2559,7 +2627,7 @@ type DeleteWorkspaceResponse struct {
 
 func (x *DeleteWorkspaceResponse) Reset() {
 	*x = DeleteWorkspaceResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2639,7 @@ func (x *DeleteWorkspaceResponse) String() string {
 func (*DeleteWorkspaceResponse) ProtoMessage() {}
 
 func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2652,7 @@ func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{33}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteWorkspaceResponse) GetDeleted() bool {
@@ -2716,7 +2784,7 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x05range\x18\x04 \x01(\v2\x14.lsp.daemon.v1.RangeR\x05range\x12=\n" +
 	"\x0fselection_range\x18\x05 \x01(\v2\x14.lsp.daemon.v1.RangeR\x0eselectionRange\"6\n" +
 	"\x05Types\x12-\n" +
-	"\x05items\x18\x01 \x03(\v2\x17.lsp.daemon.v1.TypeItemR\x05items\"\xb7\x05\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.lsp.daemon.v1.TypeItemR\x05items\"\xeb\x05\n" +
 	"\rQueryResponse\x12-\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x15.lsp.daemon.v1.StatusR\x06status\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -2725,7 +2793,8 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\bevidence\x18\x04 \x01(\v2\x17.lsp.daemon.v1.EvidenceR\bevidence\x12\x14\n" +
 	"\x05total\x18\x05 \x01(\rR\x05total\x12$\n" +
 	"\vnext_offset\x18\x06 \x01(\rH\x01R\n" +
-	"nextOffset\x88\x01\x01\x12,\n" +
+	"nextOffset\x88\x01\x01\x122\n" +
+	"\x06timing\x18\a \x01(\v2\x1a.lsp.daemon.v1.QueryTimingR\x06timing\x12,\n" +
 	"\x05hover\x18\n" +
 	" \x01(\v2\x14.lsp.daemon.v1.HoverH\x00R\x05hover\x128\n" +
 	"\tlocations\x18\v \x01(\v2\x18.lsp.daemon.v1.LocationsH\x00R\tlocations\x122\n" +
@@ -2738,7 +2807,10 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x05calls\x18\x10 \x01(\v2\x14.lsp.daemon.v1.CallsH\x00R\x05calls\x12,\n" +
 	"\x05types\x18\x11 \x01(\v2\x14.lsp.daemon.v1.TypesH\x00R\x05typesB\b\n" +
 	"\x06resultB\x0e\n" +
-	"\f_next_offset\"k\n" +
+	"\f_next_offset\"U\n" +
+	"\vQueryTiming\x12#\n" +
+	"\rhandler_nanos\x18\x01 \x01(\x04R\fhandlerNanos\x12!\n" +
+	"\fserver_nanos\x18\x02 \x01(\x04R\vserverNanos\"k\n" +
 	"\tFileEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
@@ -2840,7 +2912,7 @@ func file_lspdaemon_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_lspdaemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_lspdaemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_lspdaemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_lspdaemon_v1_daemon_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: lsp.daemon.v1.ProtocolVersion
 	(Op)(0),                         // 1: lsp.daemon.v1.Op
@@ -2871,15 +2943,16 @@ var file_lspdaemon_v1_daemon_proto_goTypes = []any{
 	(*TypeItem)(nil),                // 26: lsp.daemon.v1.TypeItem
 	(*Types)(nil),                   // 27: lsp.daemon.v1.Types
 	(*QueryResponse)(nil),           // 28: lsp.daemon.v1.QueryResponse
-	(*FileEntry)(nil),               // 29: lsp.daemon.v1.FileEntry
-	(*PrepareHeader)(nil),           // 30: lsp.daemon.v1.PrepareHeader
-	(*PrepareRequest)(nil),          // 31: lsp.daemon.v1.PrepareRequest
-	(*LanguageTools)(nil),           // 32: lsp.daemon.v1.LanguageTools
-	(*PrepareResponse)(nil),         // 33: lsp.daemon.v1.PrepareResponse
-	(*CapabilitiesRequest)(nil),     // 34: lsp.daemon.v1.CapabilitiesRequest
-	(*CapabilitiesResponse)(nil),    // 35: lsp.daemon.v1.CapabilitiesResponse
-	(*DeleteWorkspaceRequest)(nil),  // 36: lsp.daemon.v1.DeleteWorkspaceRequest
-	(*DeleteWorkspaceResponse)(nil), // 37: lsp.daemon.v1.DeleteWorkspaceResponse
+	(*QueryTiming)(nil),             // 29: lsp.daemon.v1.QueryTiming
+	(*FileEntry)(nil),               // 30: lsp.daemon.v1.FileEntry
+	(*PrepareHeader)(nil),           // 31: lsp.daemon.v1.PrepareHeader
+	(*PrepareRequest)(nil),          // 32: lsp.daemon.v1.PrepareRequest
+	(*LanguageTools)(nil),           // 33: lsp.daemon.v1.LanguageTools
+	(*PrepareResponse)(nil),         // 34: lsp.daemon.v1.PrepareResponse
+	(*CapabilitiesRequest)(nil),     // 35: lsp.daemon.v1.CapabilitiesRequest
+	(*CapabilitiesResponse)(nil),    // 36: lsp.daemon.v1.CapabilitiesResponse
+	(*DeleteWorkspaceRequest)(nil),  // 37: lsp.daemon.v1.DeleteWorkspaceRequest
+	(*DeleteWorkspaceResponse)(nil), // 38: lsp.daemon.v1.DeleteWorkspaceResponse
 }
 var file_lspdaemon_v1_daemon_proto_depIdxs = []int32{
 	7,  // 0: lsp.daemon.v1.Range.start:type_name -> lsp.daemon.v1.Position
@@ -2908,37 +2981,38 @@ var file_lspdaemon_v1_daemon_proto_depIdxs = []int32{
 	26, // 23: lsp.daemon.v1.Types.items:type_name -> lsp.daemon.v1.TypeItem
 	2,  // 24: lsp.daemon.v1.QueryResponse.status:type_name -> lsp.daemon.v1.Status
 	11, // 25: lsp.daemon.v1.QueryResponse.evidence:type_name -> lsp.daemon.v1.Evidence
-	13, // 26: lsp.daemon.v1.QueryResponse.hover:type_name -> lsp.daemon.v1.Hover
-	14, // 27: lsp.daemon.v1.QueryResponse.locations:type_name -> lsp.daemon.v1.Locations
-	16, // 28: lsp.daemon.v1.QueryResponse.symbols:type_name -> lsp.daemon.v1.Symbols
-	18, // 29: lsp.daemon.v1.QueryResponse.diagnostics:type_name -> lsp.daemon.v1.Diagnostics
-	20, // 30: lsp.daemon.v1.QueryResponse.completions:type_name -> lsp.daemon.v1.Completions
-	23, // 31: lsp.daemon.v1.QueryResponse.signatures:type_name -> lsp.daemon.v1.Signatures
-	25, // 32: lsp.daemon.v1.QueryResponse.calls:type_name -> lsp.daemon.v1.Calls
-	27, // 33: lsp.daemon.v1.QueryResponse.types:type_name -> lsp.daemon.v1.Types
-	6,  // 34: lsp.daemon.v1.PrepareHeader.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
-	29, // 35: lsp.daemon.v1.PrepareHeader.files:type_name -> lsp.daemon.v1.FileEntry
-	30, // 36: lsp.daemon.v1.PrepareRequest.header:type_name -> lsp.daemon.v1.PrepareHeader
-	10, // 37: lsp.daemon.v1.LanguageTools.server:type_name -> lsp.daemon.v1.ServerInfo
-	32, // 38: lsp.daemon.v1.PrepareResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
-	6,  // 39: lsp.daemon.v1.CapabilitiesRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
-	32, // 40: lsp.daemon.v1.CapabilitiesResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
-	6,  // 41: lsp.daemon.v1.DeleteWorkspaceRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
-	4,  // 42: lsp.daemon.v1.Daemon.Hello:input_type -> lsp.daemon.v1.HelloRequest
-	9,  // 43: lsp.daemon.v1.Daemon.Query:input_type -> lsp.daemon.v1.QueryRequest
-	31, // 44: lsp.daemon.v1.Daemon.Prepare:input_type -> lsp.daemon.v1.PrepareRequest
-	34, // 45: lsp.daemon.v1.Daemon.Capabilities:input_type -> lsp.daemon.v1.CapabilitiesRequest
-	36, // 46: lsp.daemon.v1.Daemon.DeleteWorkspace:input_type -> lsp.daemon.v1.DeleteWorkspaceRequest
-	5,  // 47: lsp.daemon.v1.Daemon.Hello:output_type -> lsp.daemon.v1.HelloResponse
-	28, // 48: lsp.daemon.v1.Daemon.Query:output_type -> lsp.daemon.v1.QueryResponse
-	33, // 49: lsp.daemon.v1.Daemon.Prepare:output_type -> lsp.daemon.v1.PrepareResponse
-	35, // 50: lsp.daemon.v1.Daemon.Capabilities:output_type -> lsp.daemon.v1.CapabilitiesResponse
-	37, // 51: lsp.daemon.v1.Daemon.DeleteWorkspace:output_type -> lsp.daemon.v1.DeleteWorkspaceResponse
-	47, // [47:52] is the sub-list for method output_type
-	42, // [42:47] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	29, // 26: lsp.daemon.v1.QueryResponse.timing:type_name -> lsp.daemon.v1.QueryTiming
+	13, // 27: lsp.daemon.v1.QueryResponse.hover:type_name -> lsp.daemon.v1.Hover
+	14, // 28: lsp.daemon.v1.QueryResponse.locations:type_name -> lsp.daemon.v1.Locations
+	16, // 29: lsp.daemon.v1.QueryResponse.symbols:type_name -> lsp.daemon.v1.Symbols
+	18, // 30: lsp.daemon.v1.QueryResponse.diagnostics:type_name -> lsp.daemon.v1.Diagnostics
+	20, // 31: lsp.daemon.v1.QueryResponse.completions:type_name -> lsp.daemon.v1.Completions
+	23, // 32: lsp.daemon.v1.QueryResponse.signatures:type_name -> lsp.daemon.v1.Signatures
+	25, // 33: lsp.daemon.v1.QueryResponse.calls:type_name -> lsp.daemon.v1.Calls
+	27, // 34: lsp.daemon.v1.QueryResponse.types:type_name -> lsp.daemon.v1.Types
+	6,  // 35: lsp.daemon.v1.PrepareHeader.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
+	30, // 36: lsp.daemon.v1.PrepareHeader.files:type_name -> lsp.daemon.v1.FileEntry
+	31, // 37: lsp.daemon.v1.PrepareRequest.header:type_name -> lsp.daemon.v1.PrepareHeader
+	10, // 38: lsp.daemon.v1.LanguageTools.server:type_name -> lsp.daemon.v1.ServerInfo
+	33, // 39: lsp.daemon.v1.PrepareResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
+	6,  // 40: lsp.daemon.v1.CapabilitiesRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
+	33, // 41: lsp.daemon.v1.CapabilitiesResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
+	6,  // 42: lsp.daemon.v1.DeleteWorkspaceRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
+	4,  // 43: lsp.daemon.v1.Daemon.Hello:input_type -> lsp.daemon.v1.HelloRequest
+	9,  // 44: lsp.daemon.v1.Daemon.Query:input_type -> lsp.daemon.v1.QueryRequest
+	32, // 45: lsp.daemon.v1.Daemon.Prepare:input_type -> lsp.daemon.v1.PrepareRequest
+	35, // 46: lsp.daemon.v1.Daemon.Capabilities:input_type -> lsp.daemon.v1.CapabilitiesRequest
+	37, // 47: lsp.daemon.v1.Daemon.DeleteWorkspace:input_type -> lsp.daemon.v1.DeleteWorkspaceRequest
+	5,  // 48: lsp.daemon.v1.Daemon.Hello:output_type -> lsp.daemon.v1.HelloResponse
+	28, // 49: lsp.daemon.v1.Daemon.Query:output_type -> lsp.daemon.v1.QueryResponse
+	34, // 50: lsp.daemon.v1.Daemon.Prepare:output_type -> lsp.daemon.v1.PrepareResponse
+	36, // 51: lsp.daemon.v1.Daemon.Capabilities:output_type -> lsp.daemon.v1.CapabilitiesResponse
+	38, // 52: lsp.daemon.v1.Daemon.DeleteWorkspace:output_type -> lsp.daemon.v1.DeleteWorkspaceResponse
+	48, // [48:53] is the sub-list for method output_type
+	43, // [43:48] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_lspdaemon_v1_daemon_proto_init() }
@@ -2957,7 +3031,7 @@ func file_lspdaemon_v1_daemon_proto_init() {
 		(*QueryResponse_Calls)(nil),
 		(*QueryResponse_Types)(nil),
 	}
-	file_lspdaemon_v1_daemon_proto_msgTypes[27].OneofWrappers = []any{
+	file_lspdaemon_v1_daemon_proto_msgTypes[28].OneofWrappers = []any{
 		(*PrepareRequest_Header)(nil),
 		(*PrepareRequest_Data)(nil),
 	}
@@ -2967,7 +3041,7 @@ func file_lspdaemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lspdaemon_v1_daemon_proto_rawDesc), len(file_lspdaemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -132,7 +132,7 @@ func Run(ctx context.Context, o Options) error {
 	defer direct.Close()
 
 	if o.on("latency") {
-		if err := runLatency(ctx, o, client, direct, cold); err != nil {
+		if err := runLatency(ctx, o, s, client, direct, cold); err != nil {
 			return err
 		}
 	}
@@ -196,21 +196,38 @@ func runLargeSection(ctx context.Context, o Options) error {
 	return nil
 }
 
-// runLatency prints the per-tool warm latency table.
-func runLatency(ctx context.Context, o Options, client *proxyClient, direct *lspdirect.Server, cold time.Duration) error {
+// runLatency prints the per-tool warm latency table and the per-stage
+// budget beside the floor of each piece, measured in the same run.
+func runLatency(ctx context.Context, o Options, s *devstack.Stack, client *proxyClient, direct *lspdirect.Server, cold time.Duration) error {
 	var rows []row
+	raw := map[string]json.RawMessage{}
 	for _, f := range tools(direct) {
-		before := scrapeStages(client)
-		d, p, err := interleave(ctx, o.N, o.Warmup, f.direct, func(ctx context.Context) error {
+		viaProxy := func(ctx context.Context) error {
 			_, err := client.do(ctx, f.route, f.body)
 			return err
-		})
+		}
+		// Warm up first, so the stage means cover the measured calls only.
+		if _, _, err := interleave(ctx, o.Warmup, 0, f.direct, viaProxy); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		before := scrapeStages(client)
+		d, p, err := interleave(ctx, o.N, 0, f.direct, viaProxy)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
+		var r json.RawMessage
+		if err := direct.Call(ctx, f.method, f.params, &r); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		raw[f.name] = r
 		rows = append(rows, row{f.name, d, p, stageMeans(before, scrapeStages(client))})
 	}
 	printTable(o.Out, rows, cold, o.N)
+	fl, err := measureFloors(ctx, o.N, s.DaemonSock, s.DatabaseURL, raw)
+	if err != nil {
+		return err
+	}
+	printBudget(o.Out, rows, fl)
 	return nil
 }
 
@@ -268,6 +285,9 @@ type tool struct {
 	route  string
 	body   map[string]any
 	direct func(ctx context.Context) error
+	// method and params are the direct call's, for the decode floor.
+	method string
+	params any
 }
 
 // tools are the per-tool figures: each asks the proxy and gopls the same
@@ -292,16 +312,19 @@ func tools(d *lspdirect.Server) []tool {
 	}
 	refs := at("main.go", 10, 20)
 	refs["context"] = map[string]any{"includeDeclaration": true}
+	mk := func(name, route string, body map[string]any, method string, params any) tool {
+		return tool{name, route, body, call(method, params), method, params}
+	}
 	return []tool{
-		{"hover", "/hover", hoverBody, call("textDocument/hover", at("main.go", 10, 20))},
-		{"definition", "/locate", hoverBody, call("textDocument/definition", at("main.go", 10, 20))},
-		{"type_definition", "/locate", body("main.go", 9, 5, "relation", "type"), call("textDocument/typeDefinition", at("main.go", 9, 5))},
-		{"implementation", "/locate", body("greet/greet.go", 6, 6, "relation", "implementation"), call("textDocument/implementation", at("greet/greet.go", 6, 6))},
-		{"references", "/locate", body("main.go", 10, 20, "relation", "reference", "include_declaration", true), call("textDocument/references", refs)},
-		{"document_symbols", "/symbols", map[string]any{"repo": "hello", "path": "greet/greet.go"}, call("textDocument/documentSymbol", map[string]any{"textDocument": doc("greet/greet.go")})},
-		{"workspace_symbols", "/symbols", map[string]any{"repo": "hello", "query": "Hello"}, call("workspace/symbol", map[string]any{"query": "Hello"})},
-		{"completion", "/complete", body("main.go", 10, 20), call("textDocument/completion", at("main.go", 10, 20))},
-		{"signature_help", "/signature", body("main.go", 10, 25), call("textDocument/signatureHelp", at("main.go", 10, 25))},
+		mk("hover", "/hover", hoverBody, "textDocument/hover", at("main.go", 10, 20)),
+		mk("definition", "/locate", hoverBody, "textDocument/definition", at("main.go", 10, 20)),
+		mk("type_definition", "/locate", body("main.go", 9, 5, "relation", "type"), "textDocument/typeDefinition", at("main.go", 9, 5)),
+		mk("implementation", "/locate", body("greet/greet.go", 6, 6, "relation", "implementation"), "textDocument/implementation", at("greet/greet.go", 6, 6)),
+		mk("references", "/locate", body("main.go", 10, 20, "relation", "reference", "include_declaration", true), "textDocument/references", refs),
+		mk("document_symbols", "/symbols", map[string]any{"repo": "hello", "path": "greet/greet.go"}, "textDocument/documentSymbol", map[string]any{"textDocument": doc("greet/greet.go")}),
+		mk("workspace_symbols", "/symbols", map[string]any{"repo": "hello", "query": "Hello"}, "workspace/symbol", map[string]any{"query": "Hello"}),
+		mk("completion", "/complete", body("main.go", 10, 20), "textDocument/completion", at("main.go", 10, 20)),
+		mk("signature_help", "/signature", body("main.go", 10, 25), "textDocument/signatureHelp", at("main.go", 10, 25)),
 	}
 }
 
@@ -330,7 +353,7 @@ func throughput(ctx context.Context, n int, d time.Duration, fn func(context.Con
 type row struct {
 	name          string
 	direct, proxy []time.Duration
-	stages        string // mean time per stage of the proxy path
+	stages        map[string]time.Duration // mean time per stage of the proxy path
 }
 
 // scrapeStages reads the proxy's per-stage sums and counts.
@@ -358,15 +381,16 @@ func scrapeStages(c *proxyClient) map[string][2]float64 {
 	return out
 }
 
-func stageMeans(before, after map[string][2]float64) string {
-	var parts []string
-	for _, st := range []string{"forge_resolve", "daemon_query", "ledger_row", "ledger_amend"} {
-		a, b := after[st], before[st]
+// stageMeans is the mean time per stage between two scrapes.
+func stageMeans(before, after map[string][2]float64) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for st, a := range after {
+		b := before[st]
 		if n := a[1] - b[1]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %.3f", st, (a[0]-b[0])/n*1e3))
+			out[st] = time.Duration((a[0] - b[0]) / n * 1e9)
 		}
 	}
-	return strings.Join(parts, ", ")
+	return out
 }
 
 // interleave alternates the two measurements so that load on the machine
@@ -419,10 +443,6 @@ func printTable(w io.Writer, rows []row, cold time.Duration, n int) {
 			float64(p50)/float64(d50), ms(d99), ms(p99), ms(p99-d99), verdict)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "\nMean ms per stage of the proxy path:")
-	for _, r := range rows {
-		fmt.Fprintf(w, "  %-10s %s\n", r.name, r.stages)
-	}
 	fmt.Fprintf(w, "\nCold hover (resolve, gate, fetch, push, gopls cold start, answer): %s\n", cold.Round(time.Millisecond))
 }
 
