@@ -62,6 +62,10 @@ type Options struct {
 	// ReconcileRows is the size of the ledger the usage figure reconciles
 	// (default DefaultReconcileRows).
 	ReconcileRows int
+	// BenchDaemonBin is an lsp-daemon built with -tags lspbench, whose
+	// jail can switch single pieces off (LSP_BENCH_JAIL_OFF) for the jail
+	// figure; empty leaves that figure out.
+	BenchDaemonBin string
 }
 
 func (o Options) on(section string) bool { return len(o.Sections) == 0 || o.Sections[section] }
@@ -92,6 +96,9 @@ func Run(ctx context.Context, o Options) error {
 		}
 		printUsage(o.Out, uf)
 		return nil
+	}
+	if len(o.Sections) == 1 && o.Sections["jail"] {
+		return runJailSection(ctx, o)
 	}
 	if len(o.Sections) == 1 && o.Sections["large-prepare"] {
 		// The one figure with a stack of its own: skip the shared one.
@@ -181,9 +188,23 @@ func Run(ctx context.Context, o Options) error {
 		}
 		printPool(o.Out, poolf)
 	}
+	if o.on("jail") && o.BenchDaemonBin != "" {
+		if err := runJailSection(ctx, o); err != nil {
+			return err
+		}
+	}
 	if o.on("large-prepare") {
 		return runLargeSection(ctx, o)
 	}
+	return nil
+}
+
+func runJailSection(ctx context.Context, o Options) error {
+	runs, err := runJail(ctx, o)
+	if err != nil {
+		return fmt.Errorf("jail: %w", err)
+	}
+	printJail(o.Out, runs)
 	return nil
 }
 
