@@ -20,6 +20,7 @@ import (
 
 	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
 	"github.com/hanzoai/lsp/proxy/internal/devstack"
+	"github.com/hanzoai/lsp/proxy/internal/lspdirect"
 )
 
 // jailVariant is one daemon of the jail-price figure: the production jail,
@@ -29,6 +30,7 @@ type jailVariant struct {
 	name     string
 	off      string // LSP_BENCH_JAIL_OFF
 	unjailed bool
+	direct   bool // gopls spoken to by the bench itself, as the latency baseline is
 }
 
 var jailVariants = []jailVariant{
@@ -40,6 +42,7 @@ var jailVariants = []jailVariant{
 	{name: "memory: the pool's cgroup, none per jail", off: "jail-memory"},
 	{name: "no cgroups at all", off: "pids,memory"},
 	{name: "unjailed (LSP_UNJAILED=1)", unjailed: true},
+	{name: "gopls directly (no daemon: lspdirect)", direct: true},
 }
 
 // jailRun is what one variant measured.
@@ -52,6 +55,17 @@ type jailRun struct {
 	rss        int64 // the server tree's RSS at the end
 	daemonLog  string
 	selfTestOK bool
+}
+
+// live is one variant while it runs.
+type live struct {
+	run   *jailRun
+	d     *devstack.Daemon
+	pool  *daemonclient.Pool
+	shard *daemonclient.Shard
+	q     *daemonv1.QueryRequest
+	// direct: the baseline gopls, no daemon
+	direct *lspdirect.Server
 }
 
 // runJail prices the jail: one daemon per variant, all with the same
@@ -70,23 +84,29 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 		files = append(files, daemonclient.File{Path: p, Data: []byte(content), SHA256: hex.EncodeToString(sum[:])})
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	type live struct {
-		run   *jailRun
-		d     *devstack.Daemon
-		pool  *daemonclient.Pool
-		shard *daemonclient.Shard
-		q     *daemonv1.QueryRequest
-	}
 	var ls []*live
 	defer func() {
 		for _, l := range ls {
 			if l.pool != nil {
 				l.pool.Close()
 			}
-			l.d.Stop()
+			if l.d != nil {
+				l.d.Stop()
+			}
+			if l.direct != nil {
+				l.direct.Close()
+			}
 		}
 	}()
 	for i, v := range jailVariants {
+		if v.direct {
+			srv, err := startDirect(ctx, filepath.Join(o.Dir, "jail", strconv.Itoa(i)), o.Gopls)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", v.name, err)
+			}
+			ls = append(ls, &live{run: &jailRun{v: v}, direct: srv})
+			continue
+		}
 		dir := filepath.Join(o.Dir, "jail", strconv.Itoa(i))
 		env := map[string]string{"LSP_LOG_LEVEL": "warn"}
 		if v.off != "" {
@@ -123,6 +143,13 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		t := time.Now()
+		if l.direct != nil {
+			loc, err := l.direct.Definition(qctx, "main.go", lspdirect.Position{Line: 10, Character: 20})
+			if err == nil && len(loc) < 3 {
+				err = fmt.Errorf("no definition")
+			}
+			return time.Since(t), err
+		}
 		ans, err := l.shard.Query(qctx, l.q)
 		took := time.Since(t)
 		if err == nil && ans.GetStatus() != daemonv1.Status_STATUS_OK {
@@ -146,7 +173,7 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 	for r := 0; r < rounds; r++ {
 		for i := range ls {
 			l := ls[(i+r)%len(ls)]
-			pid := l.d.Pid()
+			pid := l.pid()
 			t0 := treeRunTime(pid)
 			for j := 0; j < batch; j++ {
 				took, err := ask(l)
@@ -156,13 +183,22 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 				l.run.lat = append(l.run.lat, took)
 			}
 			t1 := treeRunTime(pid)
-			l.run.serverCPU += since(t0.tree, t1.tree)
-			l.run.daemonCPU += since(t0.self, t1.self)
+			if l.direct != nil {
+				l.run.serverCPU += since(t0.self, t1.self) // the pid is gopls's own
+			} else {
+				l.run.serverCPU += since(t0.tree, t1.tree)
+				l.run.daemonCPU += since(t0.self, t1.self)
+			}
 			l.run.requests += batch
 		}
 	}
 	var out []*jailRun
 	for _, l := range ls {
+		if l.direct != nil {
+			l.run.rss = treeRSS(l.direct.Pid())
+			out = append(out, l.run)
+			continue
+		}
 		pid := l.d.Pid()
 		l.run.rss = treeRSS(pid) - procRSS(pid)
 		l.run.daemonLog = l.d.Log()
@@ -170,6 +206,13 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 		out = append(out, l.run)
 	}
 	return out, nil
+}
+
+func (l *live) pid() int {
+	if l.direct != nil {
+		return l.direct.Pid()
+	}
+	return l.d.Pid()
 }
 
 func randomHex(n int) string {
@@ -268,7 +311,7 @@ func printJail(w io.Writer, runs []*jailRun) {
 		if !r.selfTestOK {
 			st = "not run"
 		}
-		if r.v.unjailed {
+		if r.v.unjailed || r.v.direct {
 			st = "—"
 		}
 		fmt.Fprintf(tw, "%s\t%.1f\t%+.0f %%\t%.1f\t%s\t%s\t%d\t%s\t\n", r.v.name, per/1e3, 100*(per-base)/base,
