@@ -276,6 +276,12 @@ func runDiagnostics(ctx context.Context, o Options, client *proxyClient) error {
 func runThroughput(ctx context.Context, o Options, client *proxyClient, direct *lspdirect.Server) {
 	const clients = 4
 	defRoute, defBody, defDirect := tools(direct)[1].route, tools(direct)[1].body, tools(direct)[1].direct
+	// Both sides warm (with -sections throughput alone, nothing else
+	// has asked the direct server yet).
+	for i := 0; i < o.Warmup; i++ {
+		_ = defDirect(ctx)
+		_, _ = client.do(ctx, defRoute, defBody)
+	}
 	stop := o.measured("throughput-direct", 3*time.Second)
 	dq := throughput(ctx, clients, 3*time.Second, defDirect)
 	stop()

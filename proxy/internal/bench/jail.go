@@ -112,6 +112,13 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 		if v.off != "" {
 			env["LSP_BENCH_JAIL_OFF"] = v.off
 		}
+		if i == 0 {
+			// The production daemon gets the caller's variables (lsp-bench
+			// --profile: its debug endpoint).
+			for k, val := range o.DaemonEnv {
+				env[k] = val
+			}
+		}
 		d, err := devstack.StartDaemon(ctx, devstack.DaemonOptions{
 			Bin: o.BenchDaemonBin, Dir: dir, Listen: "unix://" + filepath.Join(dir, "daemon.sock"),
 			Servers: devstack.Options{Gopls: o.Gopls, Unjailed: v.unjailed}, Env: env,
@@ -170,6 +177,8 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 	}
 	const batch = 25
 	rounds := max(4, o.N/batch)
+	stop := o.measured("jail", time.Duration(rounds*batch*len(ls))*time.Millisecond)
+	defer stop()
 	for r := 0; r < rounds; r++ {
 		for i := range ls {
 			l := ls[(i+r)%len(ls)]
