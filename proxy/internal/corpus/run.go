@@ -76,16 +76,16 @@ type Result struct {
 	// Prepare is POST /prepare through the first useful answer; Clone and
 	// Cold are git clone --depth 1 and the direct server's own cold start
 	// (start → first useful answer) on the ground-truth checkout.
-	Prepare float64         `json:"prepare_seconds"`
-	Clone   float64         `json:"clone_seconds"`
-	Cold    float64         `json:"cold_start_seconds"`
+	Prepare float64 `json:"prepare_seconds"`
+	Clone   float64 `json:"clone_seconds"`
+	Cold    float64 `json:"cold_start_seconds"`
 	// ServiceRSS is the RSS of the daemon's server trees (bwrap, init,
 	// servers; the daemon itself left out) with this repository's
 	// workspace warm and alone, after every query; DirectRSS the same
 	// servers' tree run directly on the ground-truth checkout.
-	ServiceRSS int64 `json:"service_rss_bytes"`
-	DirectRSS  int64 `json:"direct_rss_bytes"`
-	Tools   map[string]Stat `json:"tools"`
+	ServiceRSS int64           `json:"service_rss_bytes"`
+	DirectRSS  int64           `json:"direct_rss_bytes"`
+	Tools      map[string]Stat `json:"tools"`
 	// Externals: definitions the ground truth placed outside the
 	// repository, and how many of them the service matched.
 	Externals Stat `json:"externals"`
