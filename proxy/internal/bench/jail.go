@@ -31,6 +31,8 @@ type jailVariant struct {
 	off      string // LSP_BENCH_JAIL_OFF
 	unjailed bool
 	direct   bool // gopls spoken to by the bench itself, as the latency baseline is
+	// goplsEnv goes into gopls's reviewed entry (a memory knob to try).
+	goplsEnv []string
 }
 
 var jailVariants = []jailVariant{
@@ -41,6 +43,8 @@ var jailVariants = []jailVariant{
 	{name: "no memory cgroup", off: "memory"},
 	{name: "memory: the pool's cgroup, none per jail", off: "jail-memory"},
 	{name: "no cgroups at all", off: "pids,memory"},
+	{name: "jailed + GOMEMLIMIT=128MiB", goplsEnv: []string{"GOMEMLIMIT=128MiB"}},
+	{name: "jailed + GOMEMLIMIT=256MiB", goplsEnv: []string{"GOMEMLIMIT=256MiB"}},
 	{name: "unjailed (LSP_UNJAILED=1)", unjailed: true},
 	{name: "gopls directly (no daemon: lspdirect)", direct: true},
 }
@@ -52,7 +56,8 @@ type jailRun struct {
 	serverCPU  time.Duration // CPU of the daemon's process tree less the daemon: bwrap, init, gopls
 	daemonCPU  time.Duration
 	requests   int
-	rss        int64 // the server tree's RSS at the end
+	rss        int64  // the server tree's RSS at the end
+	answer     string // the definition, as path and range: the same on every variant?
 	daemonLog  string
 	selfTestOK bool
 }
@@ -121,7 +126,7 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 		}
 		d, err := devstack.StartDaemon(ctx, devstack.DaemonOptions{
 			Bin: o.BenchDaemonBin, Dir: dir, Listen: "unix://" + filepath.Join(dir, "daemon.sock"),
-			Servers: devstack.Options{Gopls: o.Gopls, Unjailed: v.unjailed}, Env: env,
+			Servers: devstack.Options{Gopls: o.Gopls, Unjailed: v.unjailed, GoplsEnv: v.goplsEnv}, Env: env,
 		})
 		if err != nil {
 			var tail string
@@ -159,6 +164,12 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 		}
 		ans, err := l.shard.Query(qctx, l.q)
 		took := time.Since(t)
+		if err == nil && l.run.answer == "" {
+			for _, it := range ans.GetLocations().GetItems() {
+				r := it.GetRange()
+				l.run.answer += fmt.Sprintf("%s:%d.%d-%d.%d ", it.GetPath(), r.GetStart().GetLine(), r.GetStart().GetCharacter(), r.GetEnd().GetLine(), r.GetEnd().GetCharacter())
+			}
+		}
 		if err == nil && ans.GetStatus() != daemonv1.Status_STATUS_OK {
 			err = fmt.Errorf("status %s: %s", ans.GetStatus(), ans.GetMessage())
 		}
@@ -312,7 +323,7 @@ func printJail(w io.Writer, runs []*jailRun) {
 	fmt.Fprintf(w, "\nThe jail's price: definitions straight to the daemon over gRPC, one daemon per variant, same workspace, interleaved in batches of 25 (n=%d each)\n", runs[0].requests)
 	fmt.Fprintln(w, "CPU per request of the server's process tree (bwrap, init, gopls) from the kernel's per-thread run time; the daemon's own beside it")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\tserver CPU µs/req\tvs production\tdaemon CPU µs/req\tp50 ms\tp99 ms\tserver RSS MiB\tself-test\t")
+	fmt.Fprintln(tw, "variant\tserver CPU µs/req\tvs production\tdaemon CPU µs/req\tp50 ms\tp99 ms\tserver RSS MiB\tself-test\tanswer\t")
 	base := float64(runs[0].serverCPU) / float64(runs[0].requests)
 	for _, r := range runs {
 		per := float64(r.serverCPU) / float64(r.requests)
@@ -323,8 +334,15 @@ func printJail(w io.Writer, runs []*jailRun) {
 		if r.v.unjailed || r.v.direct {
 			st = "—"
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%+.0f %%\t%.1f\t%s\t%s\t%d\t%s\t\n", r.v.name, per/1e3, 100*(per-base)/base,
-			float64(r.daemonCPU)/float64(r.requests)/1e3, ms(pct(r.lat, .5)), ms(pct(r.lat, .99)), r.rss>>20, st)
+		same := "same"
+		switch {
+		case r.v.direct:
+			same = "—"
+		case r.answer != runs[0].answer:
+			same = "DIFFERS: " + r.answer
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%+.0f %%\t%.1f\t%s\t%s\t%d\t%s\t%s\t\n", r.v.name, per/1e3, 100*(per-base)/base,
+			float64(r.daemonCPU)/float64(r.requests)/1e3, ms(pct(r.lat, .5)), ms(pct(r.lat, .99)), r.rss>>20, st, same)
 	}
 	tw.Flush()
 }
