@@ -43,7 +43,7 @@ var jailVariants = []jailVariant{
 	{name: "no memory cgroup", off: "memory"},
 	{name: "memory: the pool's cgroup, none per jail", off: "jail-memory"},
 	{name: "no cgroups at all", off: "pids,memory"},
-	{name: "jailed + GOMEMLIMIT=128MiB", goplsEnv: []string{"GOMEMLIMIT=128MiB"}},
+	{name: "jailed + GOMEMLIMIT=512MiB", goplsEnv: []string{"GOMEMLIMIT=512MiB"}},
 	{name: "jailed + GOMEMLIMIT=256MiB", goplsEnv: []string{"GOMEMLIMIT=256MiB"}},
 	{name: "unjailed (LSP_UNJAILED=1)", unjailed: true},
 	{name: "gopls directly (no daemon: lspdirect)", direct: true},
