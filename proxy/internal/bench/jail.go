@@ -33,6 +33,8 @@ type jailVariant struct {
 	direct   bool // gopls spoken to by the bench itself, as the latency baseline is
 	// goplsEnv goes into gopls's reviewed entry (a memory knob to try).
 	goplsEnv []string
+	// daemonEnv goes to the daemon process (a runtime knob to try).
+	daemonEnv map[string]string
 }
 
 var jailVariants = []jailVariant{
@@ -45,6 +47,7 @@ var jailVariants = []jailVariant{
 	{name: "no cgroups at all", off: "pids,memory"},
 	{name: "jailed + GOMEMLIMIT=512MiB", goplsEnv: []string{"GOMEMLIMIT=512MiB"}},
 	{name: "jailed + GOMEMLIMIT=256MiB", goplsEnv: []string{"GOMEMLIMIT=256MiB"}},
+	{name: "jailed, daemon GOMAXPROCS=1", daemonEnv: map[string]string{"GOMAXPROCS": "1"}},
 	{name: "unjailed (LSP_UNJAILED=1)", unjailed: true},
 	{name: "gopls directly (no daemon: lspdirect)", direct: true},
 }
@@ -116,6 +119,9 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 		env := map[string]string{"LSP_LOG_LEVEL": "warn"}
 		if v.off != "" {
 			env["LSP_BENCH_JAIL_OFF"] = v.off
+		}
+		for k, val := range v.daemonEnv {
+			env[k] = val
 		}
 		if i == 0 {
 			// The production daemon gets the caller's variables (lsp-bench
