@@ -38,6 +38,7 @@ func main() {
 	unjailed := flag.Bool("unjailed", false, "run the language servers without the jail, to measure what it costs (never the product's figures)")
 	reconcileRows := flag.Int("reconcile-rows", bench.DefaultReconcileRows, "rows in the ledger the usage figure reconciles")
 	profile := flag.String("profile", "", "directory for proxy and daemon profiles of the measured throughput phases")
+	baselineDaemon := flag.String("baseline-daemon-bin", "", "an earlier lsp-daemon build, priced beside the current one in the jail figure")
 	benchDaemon := flag.String("bench-daemon-bin", "", "an lsp-daemon built with -tags lspbench (make bench: .bin/lsp-daemon-bench), for the jail figure; empty leaves it out")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -57,7 +58,7 @@ func main() {
 		}
 	}
 	o := bench.Options{Dir: dir, Gopls: *gopls, DaemonBin: *daemonBin, TypeScript: absOrEmpty(*typescript), N: *n, Out: os.Stdout,
-		LargeTarget: *large, LargeRuns: *largeRuns, Unjailed: *unjailed, ReconcileRows: *reconcileRows, BenchDaemonBin: absOrEmpty(*benchDaemon)}
+		LargeTarget: *large, LargeRuns: *largeRuns, Unjailed: *unjailed, ReconcileRows: *reconcileRows, BenchDaemonBin: absOrEmpty(*benchDaemon), BaselineDaemonBin: absOrEmpty(*baselineDaemon)}
 	if *sections != "" {
 		o.Sections = map[string]bool{}
 		for _, s := range strings.Split(*sections, ",") {

@@ -66,6 +66,10 @@ type Options struct {
 	// jail can switch single pieces off (LSP_BENCH_JAIL_OFF) for the jail
 	// figure; empty leaves that figure out.
 	BenchDaemonBin string
+	// BaselineDaemonBin, when set, adds to the jail figure a daemon of an
+	// earlier build in the production jail: the same interleaved CPU per
+	// request shows what a change to the daemon's hot path bought.
+	BaselineDaemonBin string
 }
 
 func (o Options) on(section string) bool { return len(o.Sections) == 0 || o.Sections[section] }

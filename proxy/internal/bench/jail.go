@@ -35,6 +35,9 @@ type jailVariant struct {
 	goplsEnv []string
 	// daemonEnv goes to the daemon process (a runtime knob to try).
 	daemonEnv map[string]string
+	// baseline runs Options.BaselineDaemonBin instead (an earlier build of
+	// the daemon, to see what a change to its hot path bought).
+	baseline bool
 }
 
 var jailVariants = []jailVariant{
@@ -48,6 +51,7 @@ var jailVariants = []jailVariant{
 	{name: "jailed + GOMEMLIMIT=512MiB", goplsEnv: []string{"GOMEMLIMIT=512MiB"}},
 	{name: "jailed + GOMEMLIMIT=256MiB", goplsEnv: []string{"GOMEMLIMIT=256MiB"}},
 	{name: "jailed, daemon GOMAXPROCS=1", daemonEnv: map[string]string{"GOMAXPROCS": "1"}},
+	{name: "jailed, the baseline daemon (--baseline-daemon-bin)", baseline: true},
 	{name: "unjailed (LSP_UNJAILED=1)", unjailed: true},
 	{name: "gopls directly (no daemon: lspdirect)", direct: true},
 }
@@ -107,6 +111,9 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 		}
 	}()
 	for i, v := range jailVariants {
+		if v.baseline && o.BaselineDaemonBin == "" {
+			continue
+		}
 		if v.direct {
 			srv, err := startDirect(ctx, filepath.Join(o.Dir, "jail", strconv.Itoa(i)), o.Gopls)
 			if err != nil {
@@ -130,8 +137,12 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 				env[k] = val
 			}
 		}
+		bin := o.BenchDaemonBin
+		if v.baseline {
+			bin = o.BaselineDaemonBin
+		}
 		d, err := devstack.StartDaemon(ctx, devstack.DaemonOptions{
-			Bin: o.BenchDaemonBin, Dir: dir, Listen: "unix://" + filepath.Join(dir, "daemon.sock"),
+			Bin: bin, Dir: dir, Listen: "unix://" + filepath.Join(dir, "daemon.sock"),
 			Servers: devstack.Options{Gopls: o.Gopls, Unjailed: v.unjailed, GoplsEnv: v.goplsEnv}, Env: env,
 		})
 		if err != nil {
