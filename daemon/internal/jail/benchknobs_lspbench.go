@@ -13,7 +13,9 @@ import (
 // jail) can say what each costs: seccomp, init (bwrap runs the server
 // itself, without the in-jail init and its rlimits), pids (no pids cgroup),
 // memory (no memory cgroup), jail-memory (jails share the pool's memory
-// cgroup instead of one each). Only a daemon built with -tags lspbench
+// cgroup instead of one each; cgroup v1 only). On cgroup v2, where one
+// directory holds both controllers, pids or memory leaves the jail without
+// its cgroup altogether. Only a daemon built with -tags lspbench
 // reads it; the product's builds have no such variable (benchknobs.go).
 func benchHoles(log *slog.Logger) holes {
 	var h holes
