@@ -226,17 +226,22 @@ func runLargeSection(ctx context.Context, o Options) error {
 func runLatency(ctx context.Context, o Options, s *devstack.Stack, client *proxyClient, direct *lspdirect.Server, cold time.Duration) error {
 	var rows []row
 	raw := map[string]json.RawMessage{}
+	fs, err := newFloorSampler(ctx, s.DaemonSock, s.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer fs.close()
 	for _, f := range tools(direct) {
 		viaProxy := func(ctx context.Context) error {
 			_, err := client.do(ctx, f.route, f.body)
 			return err
 		}
 		// Warm up first, so the stage means cover the measured calls only.
-		if _, _, err := interleave(ctx, o.Warmup, 0, f.direct, viaProxy); err != nil {
+		if _, _, err := interleave(ctx, o.Warmup, 0, f.direct, viaProxy, nil); err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
 		before := scrapeStages(client)
-		d, p, err := interleave(ctx, o.N, 0, f.direct, viaProxy)
+		d, p, err := interleave(ctx, o.N, 0, f.direct, viaProxy, fs.sample)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
@@ -248,11 +253,7 @@ func runLatency(ctx context.Context, o Options, s *devstack.Stack, client *proxy
 		rows = append(rows, row{f.name, d, p, stageMeans(before, scrapeStages(client))})
 	}
 	printTable(o.Out, rows, cold, o.N)
-	fl, err := measureFloors(ctx, o.N, s.DaemonSock, s.DatabaseURL, raw)
-	if err != nil {
-		return err
-	}
-	printBudget(o.Out, rows, fl)
+	printBudget(o.Out, rows, fs.floors(o.N, raw))
 	return nil
 }
 
@@ -425,8 +426,9 @@ func stageMeans(before, after map[string][2]float64) map[string]time.Duration {
 }
 
 // interleave alternates the two measurements so that load on the machine
-// hits both alike.
-func interleave(ctx context.Context, n, warmup int, a, b func(context.Context) error) ([]time.Duration, []time.Duration, error) {
+// hits both alike; between, when not nil, runs untimed after each pair
+// (the floors' sampler).
+func interleave(ctx context.Context, n, warmup int, a, b func(context.Context) error, between func()) ([]time.Duration, []time.Duration, error) {
 	for i := 0; i < warmup; i++ {
 		if err := a(ctx); err != nil {
 			return nil, nil, err
@@ -447,6 +449,9 @@ func interleave(ctx context.Context, n, warmup int, a, b func(context.Context) e
 			return nil, nil, err
 		}
 		db = append(db, time.Since(t))
+		if between != nil {
+			between()
+		}
 	}
 	return da, db, nil
 }

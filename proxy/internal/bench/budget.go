@@ -47,7 +47,7 @@ func mean(ds []time.Duration) time.Duration {
 // printBudget prints, per tool, each stage's mean beside its floor; a stage
 // over twice its floor is marked "!" (HIP §5 explains each).
 func printBudget(w io.Writer, rows []row, f *floors) {
-	fmt.Fprintln(w, "\nPer-stage budget of the warm path: mean ms per request (× its floor, measured alone in this run; ! over 2×)")
+	fmt.Fprintln(w, "\nPer-stage budget of the warm path: mean ms per request (× its floor, each piece alone, sampled between the latency calls; ! over 2×)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "op\t")
 	for _, st := range budgetStages {
