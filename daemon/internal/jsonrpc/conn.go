@@ -123,13 +123,22 @@ type wireMsg struct {
 
 type wireTimerKey struct{}
 
-// WithWireTimer returns a context whose Calls add their wire time to d:
-// from handing the request to the writer to reading the reply's frame,
-// before it is decoded. That is the peer's time plus the pipe's, the part
-// of a call a client spoken to directly pays too; the daemon's per-stage
-// timing (HIP §5) subtracts it from the handler's.
-func WithWireTimer(ctx context.Context, d *atomic.Int64) context.Context {
-	return context.WithValue(ctx, wireTimerKey{}, d)
+// WireTimes add up where a context's Calls spent their time.
+type WireTimes struct {
+	// Wire is from handing the request to the writer to reading the
+	// reply's frame, before it is decoded: the peer's time plus the
+	// pipe's, the part of a call a client spoken to directly pays too.
+	Wire atomic.Int64
+	// Wakeup is from the reader having the reply's frame to the waiting
+	// Call running again: the hand-off between goroutines.
+	Wakeup atomic.Int64
+}
+
+// WithWireTimer returns a context whose Calls add their times to t; the
+// daemon's per-stage timing (HIP §5) subtracts the wire time from the
+// handler's.
+func WithWireTimer(ctx context.Context, t *WireTimes) context.Context {
+	return context.WithValue(ctx, wireTimerKey{}, t)
 }
 
 // NewConn starts reading from and writing to rwc. Closing rwc must unblock
@@ -222,8 +231,9 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 	}
 	select {
 	case resp := <-ch:
-		if d, ok := ctx.Value(wireTimerKey{}).(*atomic.Int64); ok {
-			d.Add(int64(resp.recv.Sub(sent)))
+		if t, ok := ctx.Value(wireTimerKey{}).(*WireTimes); ok {
+			t.Wakeup.Add(int64(time.Since(resp.recv)))
+			t.Wire.Add(int64(resp.recv.Sub(sent)))
 		}
 		if resp.Error != nil {
 			return resp.Error

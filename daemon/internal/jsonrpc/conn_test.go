@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -315,8 +314,9 @@ func TestCloseFailsCallsInFlight(t *testing.T) {
 // and a context without a timer is left alone.
 func TestWireTimer(t *testing.T) {
 	c, p := newPair(t, Options{})
-	var wire atomic.Int64
-	ctx := WithWireTimer(context.Background(), &wire)
+	var times WireTimes
+	wire := &times.Wire
+	ctx := WithWireTimer(context.Background(), &times)
 	done := make(chan error, 2)
 	go func() { done <- c.Call(ctx, "a", nil, nil) }()
 	m := p.read()
@@ -337,5 +337,8 @@ func TestWireTimer(t *testing.T) {
 	}
 	if got := time.Duration(wire.Load()); got != first {
 		t.Fatalf("a call without the timer changed it: %v → %v", first, got)
+	}
+	if w := time.Duration(times.Wakeup.Load()); w < 0 || w > first {
+		t.Fatalf("wake-up %v: want between 0 and the wire time %v", w, first)
 	}
 }

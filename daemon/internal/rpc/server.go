@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
-	"sync/atomic"
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/deps"
@@ -75,9 +74,9 @@ func (s *Server) Query(ctx context.Context, req *daemonv1.QueryRequest) (*daemon
 		return &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_NEEDS_TREE}, nil
 	}
 	defer release()
-	var wire atomic.Int64
-	resp := s.Runner.Run(jsonrpc.WithWireTimer(ctx, &wire), w, req)
-	resp.Timing = &daemonv1.QueryTiming{HandlerNanos: uint64(time.Since(start)), ServerNanos: uint64(wire.Load())}
+	var times jsonrpc.WireTimes
+	resp := s.Runner.Run(jsonrpc.WithWireTimer(ctx, &times), w, req)
+	resp.Timing = &daemonv1.QueryTiming{HandlerNanos: uint64(time.Since(start)), ServerNanos: uint64(times.Wire.Load()), WakeupNanos: uint64(times.Wakeup.Load())}
 	return resp, nil
 }
 

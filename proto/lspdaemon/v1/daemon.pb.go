@@ -2038,7 +2038,12 @@ type QueryTiming struct {
 	// server_nanos is the time the language server's calls took on the
 	// wire: from handing each request to the writer to reading its reply's
 	// frame, before the daemon decodes it.
-	ServerNanos   uint64 `protobuf:"varint,2,opt,name=server_nanos,json=serverNanos,proto3" json:"server_nanos,omitempty"`
+	ServerNanos uint64 `protobuf:"varint,2,opt,name=server_nanos,json=serverNanos,proto3" json:"server_nanos,omitempty"`
+	// wakeup_nanos is the part of the handler's own time between the
+	// JSON-RPC reader having each reply's frame and the waiting handler
+	// running again: the goroutine hand-off, counted in neither of the
+	// above's difference alone.
+	WakeupNanos   uint64 `protobuf:"varint,3,opt,name=wakeup_nanos,json=wakeupNanos,proto3" json:"wakeup_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2083,6 +2088,13 @@ func (x *QueryTiming) GetHandlerNanos() uint64 {
 func (x *QueryTiming) GetServerNanos() uint64 {
 	if x != nil {
 		return x.ServerNanos
+	}
+	return 0
+}
+
+func (x *QueryTiming) GetWakeupNanos() uint64 {
+	if x != nil {
+		return x.WakeupNanos
 	}
 	return 0
 }
@@ -2807,10 +2819,11 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x05calls\x18\x10 \x01(\v2\x14.lsp.daemon.v1.CallsH\x00R\x05calls\x12,\n" +
 	"\x05types\x18\x11 \x01(\v2\x14.lsp.daemon.v1.TypesH\x00R\x05typesB\b\n" +
 	"\x06resultB\x0e\n" +
-	"\f_next_offset\"U\n" +
+	"\f_next_offset\"x\n" +
 	"\vQueryTiming\x12#\n" +
 	"\rhandler_nanos\x18\x01 \x01(\x04R\fhandlerNanos\x12!\n" +
-	"\fserver_nanos\x18\x02 \x01(\x04R\vserverNanos\"k\n" +
+	"\fserver_nanos\x18\x02 \x01(\x04R\vserverNanos\x12!\n" +
+	"\fwakeup_nanos\x18\x03 \x01(\x04R\vwakeupNanos\"k\n" +
 	"\tFileEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +

@@ -53,7 +53,7 @@ func printBudget(w io.Writer, rows []row, f *floors) {
 	for _, st := range budgetStages {
 		fmt.Fprintf(tw, "%s\t", st.name)
 	}
-	fmt.Fprintln(tw, "client mean\tover direct\t")
+	fmt.Fprintln(tw, "daemon's wake-up\tclient mean\tover direct\t")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t", r.name)
 		for _, st := range budgetStages {
@@ -68,7 +68,7 @@ func printBudget(w io.Writer, rows []row, f *floors) {
 			}
 			fmt.Fprintf(tw, "%s (%s)%s\t", ms(m), ratio, mark)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t\n", ms(mean(r.proxy)), ms(mean(r.proxy)-mean(r.direct)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", ms(r.stages["daemon_wakeup"]), ms(mean(r.proxy)), ms(mean(r.proxy)-mean(r.direct)))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "Floors (p50 of each piece alone):")

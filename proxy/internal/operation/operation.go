@@ -278,6 +278,9 @@ func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemo
 		s.stages.observe("grpc", took-handler)
 		s.stages.observe("daemon", handler-server)
 		s.stages.observe("server", server)
+		// Inside the daemon's part: its reader goroutine handing the
+		// server's reply to the waiting handler.
+		s.stages.observe("daemon_wakeup", time.Duration(t.GetWakeupNanos()))
 	}
 	return ans, nil
 }
