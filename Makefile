@@ -80,8 +80,11 @@ test: deps
 	echo "make test: $$(( $$(date +%s) - start ))s in all"
 
 ## bench: the performance table (ratios against baselines measured in the same run).
+## The jail figure prices each piece of the jail with a daemon built with
+## -tags lspbench (LSP_BENCH_JAIL_OFF); the product's binaries cannot.
 bench: deps build
-	LSP_TEST_GOPLS=$(GOPLS) go run ./proxy/cmd/lsp-bench --gopls $(GOPLS) --typescript $(TS_DIR) --daemon-bin $(BIN)/lsp-daemon
+	go build -tags lspbench -o $(BIN)/lsp-daemon-bench ./daemon/cmd/lsp-daemon
+	LSP_TEST_GOPLS=$(GOPLS) go run ./proxy/cmd/lsp-bench --gopls $(GOPLS) --typescript $(TS_DIR) --daemon-bin $(BIN)/lsp-daemon --bench-daemon-bin $(BIN)/lsp-daemon-bench
 
 ## corpus: real repositories, jailed, against the same pinned servers on a
 ## normal checkout: prints the agreement table and exits non-zero below 98%

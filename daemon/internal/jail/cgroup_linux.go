@@ -225,6 +225,9 @@ type cgroupParent struct {
 type jailCgroup struct {
 	fsys cgroupFS
 	dirs []string
+	// shared are parent cgroups the jail joins without one of its own
+	// (the jail-price bench only: holes.jailInShare).
+	shared []string
 }
 
 const cgroupPrefix = "lsp-jail-"
@@ -423,11 +426,21 @@ func writeCgroup(dir, file, val string) error {
 	return nil
 }
 
-// create makes a jail's cgroups and sets their limits.
-func (cg *cgroups) create(name string, pids int, memory int64) (*jailCgroup, error) {
+// create makes a jail's cgroups and sets their limits. skip and inParent
+// are the jail-price bench's holes (nil and false in production): no
+// cgroup at all for a controller, or the memory parent's own cgroup
+// instead of one per jail.
+func (cg *cgroups) create(name string, pids int, memory int64, skip map[string]bool, inParent bool) (*jailCgroup, error) {
 	fsys := cg.fsys
 	j := &jailCgroup{fsys: fsys}
 	for _, p := range cg.parents {
+		if slices.ContainsFunc(p.ctrls, func(c string) bool { return skip[c] }) {
+			continue
+		}
+		if inParent && !p.v2 && slices.Contains(p.ctrls, ctrlMemory) {
+			j.shared = append(j.shared, p.dir)
+			continue
+		}
 		dir := filepath.Join(p.dir, name)
 		if err := fsys.Mkdir(dir); err != nil {
 			_ = j.remove()
@@ -464,7 +477,7 @@ func (cg *cgroups) create(name string, pids int, memory int64) (*jailCgroup, err
 // procsFiles are what the launcher writes its pid into.
 func (j *jailCgroup) procsFiles() []string {
 	var out []string
-	for _, d := range j.dirs {
+	for _, d := range append(j.dirs, j.shared...) {
 		out = append(out, filepath.Join(d, "cgroup.procs"))
 	}
 	return out

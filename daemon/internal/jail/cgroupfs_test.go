@@ -206,7 +206,7 @@ func TestCgroupV2Layout(t *testing.T) {
 		t.Errorf("memoryParent = %+v, %v", mp, ok)
 	}
 
-	j, err := cg.create("1", 64, 256<<20)
+	j, err := cg.create("1", 64, 256<<20, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,20 @@ type holes struct {
 	noLimits  bool
 	bindExtra string
 	anySocket bool // a filter that lets every address family through
+
+	// The jail-price bench switches pieces off one at a time (only in a
+	// daemon built with -tags lspbench, benchknobs_lspbench.go; a
+	// production build has no way to set these).
+	noSeccomp   bool
+	noInit      bool            // bwrap runs the server itself: no in-jail init, no rlimits
+	noCtrl      map[string]bool // controllers whose jail cgroups are not made at all
+	jailInShare bool            // memory: jails join their parent cgroup instead of one each
+}
+
+// benchOnly reports whether a bench-only hole is open (never in a
+// production build: benchHoles returns none there).
+func (h holes) benchOnly() bool {
+	return h.noSeccomp || h.noInit || len(h.noCtrl) > 0 || h.jailInShare
 }
 
 var _ runtime.Spawner = (*Spawner)(nil)
@@ -86,7 +100,7 @@ func New(opts Options, log *slog.Logger) (*Spawner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jail: %w", err)
 	}
-	s := &Spawner{opts: opts, log: log, root: os.Geteuid() == 0, version: version, seccomp: seccompProgram(), libs: systemLibs()}
+	s := &Spawner{opts: opts, log: log, root: os.Geteuid() == 0, version: version, seccomp: seccompProgram(), libs: systemLibs(), holes: benchHoles(log)}
 	cg, missing, err := setupCgroups(opts.PoolMemory)
 	if err != nil {
 		return nil, fmt.Errorf("jail: %w", err)
@@ -315,7 +329,7 @@ func (s *Spawner) bwrapArgs(spec runtime.Spec, ws runtime.Workspace, js jailSpec
 	if s.holes.shareNet {
 		a = append(a, "--share-net")
 	}
-	if s.seccomp != nil {
+	if s.seccomp != nil && !s.holes.noSeccomp {
 		a = append(a, "--seccomp", "3")
 	}
 	ms := s.mounts(spec, ws, js)
@@ -338,6 +352,10 @@ func (s *Spawner) bwrapArgs(spec runtime.Spec, ws runtime.Workspace, js jailSpec
 	for _, kv := range js.env {
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)
+	}
+	if s.holes.noInit {
+		a = append(a, "--", js.exe)
+		return append(a, js.args...), sources
 	}
 	a = append(a, "--", initPath, modeInit)
 	a = append(a, js.initLimits...)
@@ -394,7 +412,7 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 	var jc *jailCgroup
 	if s.cg != nil && !s.holes.noLimits {
 		name := strconv.FormatUint(s.seq.Add(1), 10)
-		if jc, err = s.cg.create(name, js.pids, s.opts.Memory); err != nil {
+		if jc, err = s.cg.create(name, js.pids, s.opts.Memory, s.holes.noCtrl, s.holes.jailInShare); err != nil {
 			return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
 		}
 		defer func() {
@@ -413,6 +431,9 @@ func (s *Spawner) spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 	prog := s.seccomp
 	if s.holes.anySocket && prog != nil {
 		prog = buildSeccomp(nil)
+	}
+	if s.holes.noSeccomp {
+		prog = nil
 	}
 	if prog != nil {
 		scR, scW, err := os.Pipe()

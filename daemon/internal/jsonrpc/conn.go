@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Standard JSON-RPC and LSP error codes.
@@ -116,6 +117,28 @@ type wireMsg struct {
 	Params  json.RawMessage `json:"params,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   *Error          `json:"error,omitempty"`
+
+	recv time.Time // when the reader had the frame, before decoding it
+}
+
+type wireTimerKey struct{}
+
+// WireTimes add up where a context's Calls spent their time.
+type WireTimes struct {
+	// Wire is from handing the request to the writer to reading the
+	// reply's frame, before it is decoded: the peer's time plus the
+	// pipe's, the part of a call a client spoken to directly pays too.
+	Wire atomic.Int64
+	// Wakeup is from the reader having the reply's frame to the waiting
+	// Call running again: the hand-off between goroutines.
+	Wakeup atomic.Int64
+}
+
+// WithWireTimer returns a context whose Calls add their times to t; the
+// daemon's per-stage timing (HIP §5) subtracts the wire time from the
+// handler's.
+func WithWireTimer(ctx context.Context, t *WireTimes) context.Context {
+	return context.WithValue(ctx, wireTimerKey{}, t)
 }
 
 // NewConn starts reading from and writing to rwc. Closing rwc must unblock
@@ -201,12 +224,17 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 	c.pending[id] = ch
 	c.mu.Unlock()
 
+	sent := time.Now()
 	if err := c.send(ctx, body); err != nil {
 		c.forget(id)
 		return err
 	}
 	select {
 	case resp := <-ch:
+		if t, ok := ctx.Value(wireTimerKey{}).(*WireTimes); ok {
+			t.Wakeup.Add(int64(time.Since(resp.recv)))
+			t.Wire.Add(int64(resp.recv.Sub(sent)))
+		}
 		if resp.Error != nil {
 			return resp.Error
 		}
@@ -344,7 +372,7 @@ func (c *Conn) readLoop() {
 			c.stop(err)
 			return
 		}
-		var m wireMsg
+		m := wireMsg{recv: time.Now()}
 		if err := json.Unmarshal(body, &m); err != nil {
 			c.stop(fmt.Errorf("%w: %v", ErrBadMessage, err))
 			return

@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -305,5 +306,39 @@ func TestCloseFailsCallsInFlight(t *testing.T) {
 	}
 	if err := c.Call(context.Background(), "m", nil, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("call after close: %v", err)
+	}
+}
+
+// The wire timer adds each Call's time from handing the request over to
+// reading its reply: a peer that answers 30 ms late shows at least that,
+// and a context without a timer is left alone.
+func TestWireTimer(t *testing.T) {
+	c, p := newPair(t, Options{})
+	var times WireTimes
+	wire := &times.Wire
+	ctx := WithWireTimer(context.Background(), &times)
+	done := make(chan error, 2)
+	go func() { done <- c.Call(ctx, "a", nil, nil) }()
+	m := p.read()
+	time.Sleep(30 * time.Millisecond)
+	p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, m.ID))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	first := time.Duration(wire.Load())
+	if first < 30*time.Millisecond || first > 10*time.Second {
+		t.Fatalf("wire time %v, want at least the peer's 30 ms", first)
+	}
+	go func() { done <- c.Call(context.Background(), "b", nil, nil) }()
+	m = p.read()
+	p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, m.ID))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Duration(wire.Load()); got != first {
+		t.Fatalf("a call without the timer changed it: %v → %v", first, got)
+	}
+	if w := time.Duration(times.Wakeup.Load()); w < 0 || w > first {
+		t.Fatalf("wake-up %v: want between 0 and the wire time %v", w, first)
 	}
 }

@@ -207,6 +207,7 @@ type Client struct {
 	mu            sync.Mutex
 	registrations map[string]string // registration id → method
 	fingerprint   string            // CapabilityFingerprint, cached; "" after a change
+	tools         []string          // toolsLocked, cached (every query asks); nil after a change
 	progress      map[string]struct{}
 	progressEnd   time.Time // when the last work-done progress ended
 	logs          []LogMessage
@@ -495,6 +496,9 @@ func (c *Client) Tools() []string {
 }
 
 func (c *Client) toolsLocked() []string {
+	if c.tools != nil {
+		return c.tools
+	}
 	registered := map[string]bool{}
 	for _, m := range c.registrations {
 		registered[m] = true
@@ -505,7 +509,10 @@ func (c *Client) toolsLocked() []string {
 			tools = append(tools, s.tool)
 		}
 	}
-	return tools
+	// Clipped: a caller's append copies rather than writing into the
+	// cache. An empty list is cached too.
+	c.tools = slices.Clip(append(make([]string, 0, len(tools)), tools...))
+	return c.tools
 }
 
 // Has reports whether tool is negotiated.
@@ -744,7 +751,7 @@ func (c *Client) register(params json.RawMessage) {
 			return false
 		}
 		c.registrations[r.ID] = clipName(r.Method)
-		c.fingerprint = ""
+		c.fingerprint, c.tools = "", nil
 		return true
 	})
 }
@@ -763,7 +770,7 @@ func (c *Client) unregister(params json.RawMessage) {
 		}
 		if json.Unmarshal(e, &r) == nil {
 			delete(c.registrations, r.ID)
-			c.fingerprint = ""
+			c.fingerprint, c.tools = "", nil
 		}
 		return true
 	})

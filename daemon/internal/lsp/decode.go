@@ -220,11 +220,20 @@ func (w wireLocation) location() (Location, bool) {
 
 // decodeLocations folds Location | Location[] | LocationLink[] | null.
 func decodeLocations(raw json.RawMessage, lim Limits) (List[Location], error) {
-	var out List[Location]
 	raw = bytes.TrimSpace(raw)
 	if isNull(raw) {
-		return out, nil
+		return List[Location]{}, nil
 	}
+	if l, ok := decodeLocationsFast(raw, lim); ok {
+		return l, nil
+	}
+	return decodeLocationsEach(raw, lim)
+}
+
+// decodeLocationsEach decodes element by element: a malformed element is
+// dropped and counted, and reading stops at MaxItems.
+func decodeLocationsEach(raw json.RawMessage, lim Limits) (List[Location], error) {
+	var out List[Location]
 	add := func(e json.RawMessage) bool {
 		var w wireLocation
 		if json.Unmarshal(e, &w) != nil {
@@ -246,6 +255,39 @@ func decodeLocations(raw json.RawMessage, lim Limits) (List[Location], error) {
 	truncated, err := eachElement(raw, lim.MaxItems, add)
 	out.Truncated = truncated
 	return out, err
+}
+
+// fastDecodeMax bounds the replies decodeLocationsFast takes: a warm
+// definition is a few hundred bytes, and a large reply is left to the
+// element-wise path, which stops reading at MaxItems.
+const fastDecodeMax = 64 << 10
+
+// decodeLocationsFast decodes a small, well-formed array in one pass: a
+// warm query's reply was scanned three times element by element (the
+// decoder's tokens, each element's bytes, each element's struct), a tenth
+// of the daemon's CPU per definition. It answers exactly what the
+// element-wise path would, or reports false (an element that is not an
+// object, a syntax error, a large reply) and leaves the reply to it.
+func decodeLocationsFast(raw json.RawMessage, lim Limits) (List[Location], bool) {
+	var out List[Location]
+	if len(raw) > fastDecodeMax || raw[0] != '[' {
+		return out, false
+	}
+	var ws []wireLocation
+	if json.Unmarshal(raw, &ws) != nil {
+		return out, false
+	}
+	if len(ws) > lim.MaxItems {
+		ws, out.Truncated = ws[:lim.MaxItems], true
+	}
+	for _, w := range ws {
+		if loc, ok := w.location(); ok {
+			out.Items = append(out.Items, loc)
+		} else {
+			out.Dropped++
+		}
+	}
+	return out, true
 }
 
 func decodeDiagnostic(raw json.RawMessage, lim Limits) (Diagnostic, bool) {

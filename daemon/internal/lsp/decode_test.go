@@ -1,8 +1,10 @@
 package lsp
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -348,5 +350,33 @@ func FuzzDecoders(f *testing.F) {
 		_ = parseCapabilities(raw)
 		_ = parseServerInfo(raw)
 		_, _ = URIPath(DocumentURI(data))
+	})
+}
+
+// FuzzDecodeLocationsFast: whenever the one-pass decoder takes a reply,
+// it answers exactly what the element-by-element decoder does.
+func FuzzDecodeLocationsFast(f *testing.F) {
+	for _, s := range []string{
+		`[]`, `[null]`, `[{}]`, `[1]`, `["a"]`, `[{"uri":1}]`, `[{"uri":"file:///a"}] x`,
+		`[{"uri":"file:///a","range":{"start":{"line":1,"character":1},"end":{"line":1,"character":2}}}]`,
+		`[{"uri":"file:///a","range":{"start":{"line":1,"character":1},"end":{"line":1,"character":2}}},{"URI":"file:///b","RANGE":{"start":{"line":0,"character":0},"end":{"line":0,"character":0}}}]`,
+		`[{"targetUri":"file:///a","targetRange":{"start":{"line":0,"character":0},"end":{"line":0,"character":0}}},{"uri":"file:///c"},{"targetUri":"file:///a","targetSelectionRange":{"start":{"line":0,"character":3},"end":{"line":0,"character":4}}},{},{},{}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	lim := Limits{MaxItems: 4}.withDefaults()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		raw := json.RawMessage(bytes.TrimSpace(data))
+		if len(raw) == 0 {
+			return
+		}
+		fast, ok := decodeLocationsFast(raw, lim)
+		if !ok {
+			return
+		}
+		each, err := decodeLocationsEach(raw, lim)
+		if err != nil || !reflect.DeepEqual(fast, each) {
+			t.Fatalf("%s:\n fast %+v\n each %+v (%v)", raw, fast, each, err)
+		}
 	})
 }

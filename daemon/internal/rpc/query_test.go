@@ -162,6 +162,11 @@ func TestQueryGo(t *testing.T) {
 					t.Fatalf("definition %v, want greet.go at %v", locs, want)
 				}
 				checkEvidence(t, resp, "main.go")
+				// The daemon's split of its time: the server's wire time
+				// lies inside the handler's.
+				if tm := resp.GetTiming(); tm.GetServerNanos() == 0 || tm.GetHandlerNanos() < tm.GetServerNanos() {
+					t.Fatalf("timing %v: want 0 < server ≤ handler", tm)
+				}
 			}},
 		{"definition in the standard library", &daemonv1.QueryRequest{Op: daemonv1.Op_OP_DEFINITION, Path: "main.go", Position: position(t, "main.go", "Println", 1), Limit: 10},
 			daemonv1.Status_STATUS_OK, func(t *testing.T, resp *daemonv1.QueryResponse) {

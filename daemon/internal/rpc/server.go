@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/deps"
+	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
 	"github.com/hanzoai/lsp/daemon/internal/pool"
 	"github.com/hanzoai/lsp/daemon/internal/query"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
@@ -55,6 +56,7 @@ func (s *Server) Hello(_ context.Context, req *daemonv1.HelloRequest) (*daemonv1
 
 // Query answers one operation, or NEEDS_TREE.
 func (s *Server) Query(ctx context.Context, req *daemonv1.QueryRequest) (*daemonv1.QueryResponse, error) {
+	start := time.Now()
 	k, err := workspace.ParseKey(req.GetWorkspace())
 	if err != nil {
 		return &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_INVALID_REQUEST, Message: err.Error()}, nil
@@ -72,7 +74,10 @@ func (s *Server) Query(ctx context.Context, req *daemonv1.QueryRequest) (*daemon
 		return &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_NEEDS_TREE}, nil
 	}
 	defer release()
-	return s.Runner.Run(ctx, w, req), nil
+	var times jsonrpc.WireTimes
+	resp := s.Runner.Run(jsonrpc.WithWireTimer(ctx, &times), w, req)
+	resp.Timing = &daemonv1.QueryTiming{HandlerNanos: uint64(time.Since(start)), ServerNanos: uint64(times.Wire.Load()), WakeupNanos: uint64(times.Wakeup.Load())}
+	return resp, nil
 }
 
 // awaitInFlight waits, for at most half of the query's remaining time,

@@ -2065,6 +2065,9 @@ type QueryResponse struct {
 	// resolved is where symbol or text put the position (the symbol's
 	// selection range, or the text's range), when the request gave either.
 	Resolved *Location `protobuf:"bytes,9,opt,name=resolved,proto3" json:"resolved,omitempty"`
+	// timing is where the daemon's time went on this query, for the proxy's
+	// per-stage histogram (HIP §5); durations only, never tenant data.
+	Timing *QueryTiming `protobuf:"bytes,20,opt,name=timing,proto3" json:"timing,omitempty"`
 	// Types that are valid to be assigned to Result:
 	//
 	//	*QueryResponse_Hover
@@ -2170,6 +2173,13 @@ func (x *QueryResponse) GetTotalCandidates() uint32 {
 func (x *QueryResponse) GetResolved() *Location {
 	if x != nil {
 		return x.Resolved
+	}
+	return nil
+}
+
+func (x *QueryResponse) GetTiming() *QueryTiming {
+	if x != nil {
+		return x.Timing
 	}
 	return nil
 }
@@ -2320,6 +2330,76 @@ func (*QueryResponse_Types) isQueryResponse_Result() {}
 
 func (*QueryResponse_Read) isQueryResponse_Result() {}
 
+// QueryTiming splits one query's time inside the daemon.
+type QueryTiming struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// handler_nanos is the Query handler's time, from the decoded request to
+	// the built response (the gRPC transport is outside it).
+	HandlerNanos uint64 `protobuf:"varint,1,opt,name=handler_nanos,json=handlerNanos,proto3" json:"handler_nanos,omitempty"`
+	// server_nanos is the time the language server's calls took on the
+	// wire: from handing each request to the writer to reading its reply's
+	// frame, before the daemon decodes it.
+	ServerNanos uint64 `protobuf:"varint,2,opt,name=server_nanos,json=serverNanos,proto3" json:"server_nanos,omitempty"`
+	// wakeup_nanos is the part of the handler's own time between the
+	// JSON-RPC reader having each reply's frame and the waiting handler
+	// running again: the goroutine hand-off, counted in neither of the
+	// above's difference alone.
+	WakeupNanos   uint64 `protobuf:"varint,3,opt,name=wakeup_nanos,json=wakeupNanos,proto3" json:"wakeup_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryTiming) Reset() {
+	*x = QueryTiming{}
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryTiming) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryTiming) ProtoMessage() {}
+
+func (x *QueryTiming) ProtoReflect() protoreflect.Message {
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryTiming.ProtoReflect.Descriptor instead.
+func (*QueryTiming) Descriptor() ([]byte, []int) {
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *QueryTiming) GetHandlerNanos() uint64 {
+	if x != nil {
+		return x.HandlerNanos
+	}
+	return 0
+}
+
+func (x *QueryTiming) GetServerNanos() uint64 {
+	if x != nil {
+		return x.ServerNanos
+	}
+	return 0
+}
+
+func (x *QueryTiming) GetWakeupNanos() uint64 {
+	if x != nil {
+		return x.WakeupNanos
+	}
+	return 0
+}
+
 type FileEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// path keeps the tree path rule both sides apply, CheckTreePath in this
@@ -2339,7 +2419,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2431,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[27]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2444,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{27}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FileEntry) GetPath() string {
@@ -2406,7 +2486,7 @@ type PrepareHeader struct {
 
 func (x *PrepareHeader) Reset() {
 	*x = PrepareHeader{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2498,7 @@ func (x *PrepareHeader) String() string {
 func (*PrepareHeader) ProtoMessage() {}
 
 func (x *PrepareHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[28]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2511,7 @@ func (x *PrepareHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareHeader.ProtoReflect.Descriptor instead.
 func (*PrepareHeader) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{28}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PrepareHeader) GetWorkspace() *WorkspaceKey {
@@ -2470,7 +2550,7 @@ type PrepareRequest struct {
 
 func (x *PrepareRequest) Reset() {
 	*x = PrepareRequest{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2562,7 @@ func (x *PrepareRequest) String() string {
 func (*PrepareRequest) ProtoMessage() {}
 
 func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[29]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2575,7 @@ func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareRequest.ProtoReflect.Descriptor instead.
 func (*PrepareRequest) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{29}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PrepareRequest) GetPart() isPrepareRequest_Part {
@@ -2556,7 +2636,7 @@ type LanguageTools struct {
 
 func (x *LanguageTools) Reset() {
 	*x = LanguageTools{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2648,7 @@ func (x *LanguageTools) String() string {
 func (*LanguageTools) ProtoMessage() {}
 
 func (x *LanguageTools) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2661,7 @@ func (x *LanguageTools) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LanguageTools.ProtoReflect.Descriptor instead.
 func (*LanguageTools) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{30}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LanguageTools) GetLanguage() string {
@@ -2634,7 +2714,7 @@ type PrepareResponse struct {
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2726,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +2739,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{31}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PrepareResponse) GetPrepared() bool {
@@ -2699,7 +2779,7 @@ type CapabilitiesRequest struct {
 
 func (x *CapabilitiesRequest) Reset() {
 	*x = CapabilitiesRequest{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +2791,7 @@ func (x *CapabilitiesRequest) String() string {
 func (*CapabilitiesRequest) ProtoMessage() {}
 
 func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2804,7 @@ func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{32}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CapabilitiesRequest) GetWorkspace() *WorkspaceKey {
@@ -2751,7 +2831,7 @@ type CapabilitiesResponse struct {
 
 func (x *CapabilitiesResponse) Reset() {
 	*x = CapabilitiesResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +2843,7 @@ func (x *CapabilitiesResponse) String() string {
 func (*CapabilitiesResponse) ProtoMessage() {}
 
 func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +2856,7 @@ func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesResponse.ProtoReflect.Descriptor instead.
 func (*CapabilitiesResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{33}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CapabilitiesResponse) GetWarm() bool {
@@ -2816,7 +2896,7 @@ type DeleteWorkspaceRequest struct {
 
 func (x *DeleteWorkspaceRequest) Reset() {
 	*x = DeleteWorkspaceRequest{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[34]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2828,7 +2908,7 @@ func (x *DeleteWorkspaceRequest) String() string {
 func (*DeleteWorkspaceRequest) ProtoMessage() {}
 
 func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[34]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2841,7 +2921,7 @@ func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{34}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteWorkspaceRequest) GetWorkspace() *WorkspaceKey {
@@ -2860,7 +2940,7 @@ type DeleteWorkspaceResponse struct {
 
 func (x *DeleteWorkspaceResponse) Reset() {
 	*x = DeleteWorkspaceResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[35]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +2952,7 @@ func (x *DeleteWorkspaceResponse) String() string {
 func (*DeleteWorkspaceResponse) ProtoMessage() {}
 
 func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[35]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +2965,7 @@ func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{35}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteWorkspaceResponse) GetDeleted() bool {
@@ -3043,7 +3123,7 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\n" +
 	"line_count\x18\x04 \x01(\rR\tlineCount\"6\n" +
 	"\x05Types\x12-\n" +
-	"\x05items\x18\x01 \x03(\v2\x17.lsp.daemon.v1.TypeItemR\x05items\"\xf9\x06\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.lsp.daemon.v1.TypeItemR\x05items\"\xad\a\n" +
 	"\rQueryResponse\x12-\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x15.lsp.daemon.v1.StatusR\x06status\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -3057,7 +3137,8 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"candidates\x18\a \x03(\v2\x15.lsp.daemon.v1.SymbolR\n" +
 	"candidates\x12)\n" +
 	"\x10total_candidates\x18\b \x01(\rR\x0ftotalCandidates\x123\n" +
-	"\bresolved\x18\t \x01(\v2\x17.lsp.daemon.v1.LocationR\bresolved\x12,\n" +
+	"\bresolved\x18\t \x01(\v2\x17.lsp.daemon.v1.LocationR\bresolved\x122\n" +
+	"\x06timing\x18\x14 \x01(\v2\x1a.lsp.daemon.v1.QueryTimingR\x06timing\x12,\n" +
 	"\x05hover\x18\n" +
 	" \x01(\v2\x14.lsp.daemon.v1.HoverH\x00R\x05hover\x128\n" +
 	"\tlocations\x18\v \x01(\v2\x18.lsp.daemon.v1.LocationsH\x00R\tlocations\x122\n" +
@@ -3071,7 +3152,11 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x05types\x18\x11 \x01(\v2\x14.lsp.daemon.v1.TypesH\x00R\x05types\x12)\n" +
 	"\x04read\x18\x12 \x01(\v2\x13.lsp.daemon.v1.ReadH\x00R\x04readB\b\n" +
 	"\x06resultB\x0e\n" +
-	"\f_next_offset\"k\n" +
+	"\f_next_offset\"x\n" +
+	"\vQueryTiming\x12#\n" +
+	"\rhandler_nanos\x18\x01 \x01(\x04R\fhandlerNanos\x12!\n" +
+	"\fserver_nanos\x18\x02 \x01(\x04R\vserverNanos\x12!\n" +
+	"\fwakeup_nanos\x18\x03 \x01(\x04R\vwakeupNanos\"k\n" +
 	"\tFileEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
@@ -3176,7 +3261,7 @@ func file_lspdaemon_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_lspdaemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_lspdaemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_lspdaemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_lspdaemon_v1_daemon_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: lsp.daemon.v1.ProtocolVersion
 	(Op)(0),                         // 1: lsp.daemon.v1.Op
@@ -3209,15 +3294,16 @@ var file_lspdaemon_v1_daemon_proto_goTypes = []any{
 	(*Read)(nil),                    // 28: lsp.daemon.v1.Read
 	(*Types)(nil),                   // 29: lsp.daemon.v1.Types
 	(*QueryResponse)(nil),           // 30: lsp.daemon.v1.QueryResponse
-	(*FileEntry)(nil),               // 31: lsp.daemon.v1.FileEntry
-	(*PrepareHeader)(nil),           // 32: lsp.daemon.v1.PrepareHeader
-	(*PrepareRequest)(nil),          // 33: lsp.daemon.v1.PrepareRequest
-	(*LanguageTools)(nil),           // 34: lsp.daemon.v1.LanguageTools
-	(*PrepareResponse)(nil),         // 35: lsp.daemon.v1.PrepareResponse
-	(*CapabilitiesRequest)(nil),     // 36: lsp.daemon.v1.CapabilitiesRequest
-	(*CapabilitiesResponse)(nil),    // 37: lsp.daemon.v1.CapabilitiesResponse
-	(*DeleteWorkspaceRequest)(nil),  // 38: lsp.daemon.v1.DeleteWorkspaceRequest
-	(*DeleteWorkspaceResponse)(nil), // 39: lsp.daemon.v1.DeleteWorkspaceResponse
+	(*QueryTiming)(nil),             // 31: lsp.daemon.v1.QueryTiming
+	(*FileEntry)(nil),               // 32: lsp.daemon.v1.FileEntry
+	(*PrepareHeader)(nil),           // 33: lsp.daemon.v1.PrepareHeader
+	(*PrepareRequest)(nil),          // 34: lsp.daemon.v1.PrepareRequest
+	(*LanguageTools)(nil),           // 35: lsp.daemon.v1.LanguageTools
+	(*PrepareResponse)(nil),         // 36: lsp.daemon.v1.PrepareResponse
+	(*CapabilitiesRequest)(nil),     // 37: lsp.daemon.v1.CapabilitiesRequest
+	(*CapabilitiesResponse)(nil),    // 38: lsp.daemon.v1.CapabilitiesResponse
+	(*DeleteWorkspaceRequest)(nil),  // 39: lsp.daemon.v1.DeleteWorkspaceRequest
+	(*DeleteWorkspaceResponse)(nil), // 40: lsp.daemon.v1.DeleteWorkspaceResponse
 }
 var file_lspdaemon_v1_daemon_proto_depIdxs = []int32{
 	7,  // 0: lsp.daemon.v1.Range.start:type_name -> lsp.daemon.v1.Position
@@ -3254,38 +3340,39 @@ var file_lspdaemon_v1_daemon_proto_depIdxs = []int32{
 	11, // 31: lsp.daemon.v1.QueryResponse.evidence:type_name -> lsp.daemon.v1.Evidence
 	16, // 32: lsp.daemon.v1.QueryResponse.candidates:type_name -> lsp.daemon.v1.Symbol
 	13, // 33: lsp.daemon.v1.QueryResponse.resolved:type_name -> lsp.daemon.v1.Location
-	14, // 34: lsp.daemon.v1.QueryResponse.hover:type_name -> lsp.daemon.v1.Hover
-	15, // 35: lsp.daemon.v1.QueryResponse.locations:type_name -> lsp.daemon.v1.Locations
-	17, // 36: lsp.daemon.v1.QueryResponse.symbols:type_name -> lsp.daemon.v1.Symbols
-	19, // 37: lsp.daemon.v1.QueryResponse.diagnostics:type_name -> lsp.daemon.v1.Diagnostics
-	21, // 38: lsp.daemon.v1.QueryResponse.completions:type_name -> lsp.daemon.v1.Completions
-	24, // 39: lsp.daemon.v1.QueryResponse.signatures:type_name -> lsp.daemon.v1.Signatures
-	26, // 40: lsp.daemon.v1.QueryResponse.calls:type_name -> lsp.daemon.v1.Calls
-	29, // 41: lsp.daemon.v1.QueryResponse.types:type_name -> lsp.daemon.v1.Types
-	28, // 42: lsp.daemon.v1.QueryResponse.read:type_name -> lsp.daemon.v1.Read
-	6,  // 43: lsp.daemon.v1.PrepareHeader.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
-	31, // 44: lsp.daemon.v1.PrepareHeader.files:type_name -> lsp.daemon.v1.FileEntry
-	32, // 45: lsp.daemon.v1.PrepareRequest.header:type_name -> lsp.daemon.v1.PrepareHeader
-	10, // 46: lsp.daemon.v1.LanguageTools.server:type_name -> lsp.daemon.v1.ServerInfo
-	34, // 47: lsp.daemon.v1.PrepareResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
-	6,  // 48: lsp.daemon.v1.CapabilitiesRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
-	34, // 49: lsp.daemon.v1.CapabilitiesResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
-	6,  // 50: lsp.daemon.v1.DeleteWorkspaceRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
-	4,  // 51: lsp.daemon.v1.Daemon.Hello:input_type -> lsp.daemon.v1.HelloRequest
-	9,  // 52: lsp.daemon.v1.Daemon.Query:input_type -> lsp.daemon.v1.QueryRequest
-	33, // 53: lsp.daemon.v1.Daemon.Prepare:input_type -> lsp.daemon.v1.PrepareRequest
-	36, // 54: lsp.daemon.v1.Daemon.Capabilities:input_type -> lsp.daemon.v1.CapabilitiesRequest
-	38, // 55: lsp.daemon.v1.Daemon.DeleteWorkspace:input_type -> lsp.daemon.v1.DeleteWorkspaceRequest
-	5,  // 56: lsp.daemon.v1.Daemon.Hello:output_type -> lsp.daemon.v1.HelloResponse
-	30, // 57: lsp.daemon.v1.Daemon.Query:output_type -> lsp.daemon.v1.QueryResponse
-	35, // 58: lsp.daemon.v1.Daemon.Prepare:output_type -> lsp.daemon.v1.PrepareResponse
-	37, // 59: lsp.daemon.v1.Daemon.Capabilities:output_type -> lsp.daemon.v1.CapabilitiesResponse
-	39, // 60: lsp.daemon.v1.Daemon.DeleteWorkspace:output_type -> lsp.daemon.v1.DeleteWorkspaceResponse
-	56, // [56:61] is the sub-list for method output_type
-	51, // [51:56] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	31, // 34: lsp.daemon.v1.QueryResponse.timing:type_name -> lsp.daemon.v1.QueryTiming
+	14, // 35: lsp.daemon.v1.QueryResponse.hover:type_name -> lsp.daemon.v1.Hover
+	15, // 36: lsp.daemon.v1.QueryResponse.locations:type_name -> lsp.daemon.v1.Locations
+	17, // 37: lsp.daemon.v1.QueryResponse.symbols:type_name -> lsp.daemon.v1.Symbols
+	19, // 38: lsp.daemon.v1.QueryResponse.diagnostics:type_name -> lsp.daemon.v1.Diagnostics
+	21, // 39: lsp.daemon.v1.QueryResponse.completions:type_name -> lsp.daemon.v1.Completions
+	24, // 40: lsp.daemon.v1.QueryResponse.signatures:type_name -> lsp.daemon.v1.Signatures
+	26, // 41: lsp.daemon.v1.QueryResponse.calls:type_name -> lsp.daemon.v1.Calls
+	29, // 42: lsp.daemon.v1.QueryResponse.types:type_name -> lsp.daemon.v1.Types
+	28, // 43: lsp.daemon.v1.QueryResponse.read:type_name -> lsp.daemon.v1.Read
+	6,  // 44: lsp.daemon.v1.PrepareHeader.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
+	32, // 45: lsp.daemon.v1.PrepareHeader.files:type_name -> lsp.daemon.v1.FileEntry
+	33, // 46: lsp.daemon.v1.PrepareRequest.header:type_name -> lsp.daemon.v1.PrepareHeader
+	10, // 47: lsp.daemon.v1.LanguageTools.server:type_name -> lsp.daemon.v1.ServerInfo
+	35, // 48: lsp.daemon.v1.PrepareResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
+	6,  // 49: lsp.daemon.v1.CapabilitiesRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
+	35, // 50: lsp.daemon.v1.CapabilitiesResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
+	6,  // 51: lsp.daemon.v1.DeleteWorkspaceRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
+	4,  // 52: lsp.daemon.v1.Daemon.Hello:input_type -> lsp.daemon.v1.HelloRequest
+	9,  // 53: lsp.daemon.v1.Daemon.Query:input_type -> lsp.daemon.v1.QueryRequest
+	34, // 54: lsp.daemon.v1.Daemon.Prepare:input_type -> lsp.daemon.v1.PrepareRequest
+	37, // 55: lsp.daemon.v1.Daemon.Capabilities:input_type -> lsp.daemon.v1.CapabilitiesRequest
+	39, // 56: lsp.daemon.v1.Daemon.DeleteWorkspace:input_type -> lsp.daemon.v1.DeleteWorkspaceRequest
+	5,  // 57: lsp.daemon.v1.Daemon.Hello:output_type -> lsp.daemon.v1.HelloResponse
+	30, // 58: lsp.daemon.v1.Daemon.Query:output_type -> lsp.daemon.v1.QueryResponse
+	36, // 59: lsp.daemon.v1.Daemon.Prepare:output_type -> lsp.daemon.v1.PrepareResponse
+	38, // 60: lsp.daemon.v1.Daemon.Capabilities:output_type -> lsp.daemon.v1.CapabilitiesResponse
+	40, // 61: lsp.daemon.v1.Daemon.DeleteWorkspace:output_type -> lsp.daemon.v1.DeleteWorkspaceResponse
+	57, // [57:62] is the sub-list for method output_type
+	52, // [52:57] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_lspdaemon_v1_daemon_proto_init() }
@@ -3306,7 +3393,7 @@ func file_lspdaemon_v1_daemon_proto_init() {
 		(*QueryResponse_Types)(nil),
 		(*QueryResponse_Read)(nil),
 	}
-	file_lspdaemon_v1_daemon_proto_msgTypes[29].OneofWrappers = []any{
+	file_lspdaemon_v1_daemon_proto_msgTypes[30].OneofWrappers = []any{
 		(*PrepareRequest_Header)(nil),
 		(*PrepareRequest_Data)(nil),
 	}
@@ -3316,7 +3403,7 @@ func file_lspdaemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lspdaemon_v1_daemon_proto_rawDesc), len(file_lspdaemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,10 +34,12 @@ func main() {
 	large := flag.String("large", bench.DefaultLargeTarget, "the module of the large-prepare figure (aws-sdk-go or x-tools)")
 	largeRuns := flag.Int("large-runs", 3, "cold runs per side of the large-prepare figure")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the bench process (which runs the proxy) to this file")
-	sections := flag.String("sections", "", "comma-separated figures to run (latency,diagnostics,throughput,ledger,usage,push,typescript,pool,large-prepare); empty runs all")
+	sections := flag.String("sections", "", "comma-separated figures to run (latency,diagnostics,throughput,ledger,usage,push,typescript,pool,jail,large-prepare); empty runs all")
 	unjailed := flag.Bool("unjailed", false, "run the language servers without the jail, to measure what it costs (never the product's figures)")
 	reconcileRows := flag.Int("reconcile-rows", bench.DefaultReconcileRows, "rows in the ledger the usage figure reconciles")
 	profile := flag.String("profile", "", "directory for proxy and daemon profiles of the measured throughput phases")
+	baselineDaemon := flag.String("baseline-daemon-bin", "", "an earlier lsp-daemon build, priced beside the current one in the jail figure")
+	benchDaemon := flag.String("bench-daemon-bin", "", "an lsp-daemon built with -tags lspbench (make bench: .bin/lsp-daemon-bench), for the jail figure; empty leaves it out")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -56,7 +58,7 @@ func main() {
 		}
 	}
 	o := bench.Options{Dir: dir, Gopls: *gopls, DaemonBin: *daemonBin, TypeScript: absOrEmpty(*typescript), N: *n, Out: os.Stdout,
-		LargeTarget: *large, LargeRuns: *largeRuns, Unjailed: *unjailed, ReconcileRows: *reconcileRows}
+		LargeTarget: *large, LargeRuns: *largeRuns, Unjailed: *unjailed, ReconcileRows: *reconcileRows, BenchDaemonBin: absOrEmpty(*benchDaemon), BaselineDaemonBin: absOrEmpty(*baselineDaemon)}
 	if *sections != "" {
 		o.Sections = map[string]bool{}
 		for _, s := range strings.Split(*sections, ",") {

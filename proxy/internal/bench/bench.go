@@ -62,6 +62,14 @@ type Options struct {
 	// ReconcileRows is the size of the ledger the usage figure reconciles
 	// (default DefaultReconcileRows).
 	ReconcileRows int
+	// BenchDaemonBin is an lsp-daemon built with -tags lspbench, whose
+	// jail can switch single pieces off (LSP_BENCH_JAIL_OFF) for the jail
+	// figure; empty leaves that figure out.
+	BenchDaemonBin string
+	// BaselineDaemonBin, when set, adds to the jail figure a daemon of an
+	// earlier build in the production jail: the same interleaved CPU per
+	// request shows what a change to the daemon's hot path bought.
+	BaselineDaemonBin string
 }
 
 func (o Options) on(section string) bool { return len(o.Sections) == 0 || o.Sections[section] }
@@ -92,6 +100,9 @@ func Run(ctx context.Context, o Options) error {
 		}
 		printUsage(o.Out, uf)
 		return nil
+	}
+	if len(o.Sections) == 1 && o.Sections["jail"] {
+		return runJailSection(ctx, o)
 	}
 	if len(o.Sections) == 1 && o.Sections["large-prepare"] {
 		// The one figure with a stack of its own: skip the shared one.
@@ -132,7 +143,7 @@ func Run(ctx context.Context, o Options) error {
 	defer direct.Close()
 
 	if o.on("latency") {
-		if err := runLatency(ctx, o, client, direct, cold); err != nil {
+		if err := runLatency(ctx, o, s, client, direct, cold); err != nil {
 			return err
 		}
 	}
@@ -181,9 +192,23 @@ func Run(ctx context.Context, o Options) error {
 		}
 		printPool(o.Out, poolf)
 	}
+	if o.on("jail") && o.BenchDaemonBin != "" {
+		if err := runJailSection(ctx, o); err != nil {
+			return err
+		}
+	}
 	if o.on("large-prepare") {
 		return runLargeSection(ctx, o)
 	}
+	return nil
+}
+
+func runJailSection(ctx context.Context, o Options) error {
+	runs, err := runJail(ctx, o)
+	if err != nil {
+		return fmt.Errorf("jail: %w", err)
+	}
+	printJail(o.Out, runs)
 	return nil
 }
 
@@ -196,21 +221,39 @@ func runLargeSection(ctx context.Context, o Options) error {
 	return nil
 }
 
-// runLatency prints the per-tool warm latency table.
-func runLatency(ctx context.Context, o Options, client *proxyClient, direct *lspdirect.Server, cold time.Duration) error {
+// runLatency prints the per-tool warm latency table and the per-stage
+// budget beside the floor of each piece, measured in the same run.
+func runLatency(ctx context.Context, o Options, s *devstack.Stack, client *proxyClient, direct *lspdirect.Server, cold time.Duration) error {
 	var rows []row
+	raw := map[string]json.RawMessage{}
+	fs, err := newFloorSampler(ctx, s.DaemonSock, s.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer fs.close()
 	for _, f := range tools(direct) {
-		before := scrapeStages(client)
-		d, p, err := interleave(ctx, o.N, o.Warmup, f.direct, func(ctx context.Context) error {
+		viaProxy := func(ctx context.Context) error {
 			_, err := client.do(ctx, f.route, f.body)
 			return err
-		})
+		}
+		// Warm up first, so the stage means cover the measured calls only.
+		if _, _, err := interleave(ctx, o.Warmup, 0, f.direct, viaProxy, nil); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		before := scrapeStages(client)
+		d, p, err := interleave(ctx, o.N, 0, f.direct, viaProxy, fs.sample)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
+		var r json.RawMessage
+		if err := direct.Call(ctx, f.method, f.params, &r); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		raw[f.name] = r
 		rows = append(rows, row{f.name, d, p, stageMeans(before, scrapeStages(client))})
 	}
 	printTable(o.Out, rows, cold, o.N)
+	printBudget(o.Out, rows, fs.floors(o.N, raw))
 	return nil
 }
 
@@ -238,6 +281,12 @@ func runDiagnostics(ctx context.Context, o Options, client *proxyClient) error {
 func runThroughput(ctx context.Context, o Options, client *proxyClient, direct *lspdirect.Server) {
 	const clients = 4
 	defRoute, defBody, defDirect := tools(direct)[1].route, tools(direct)[1].body, tools(direct)[1].direct
+	// Both sides warm (with -sections throughput alone, nothing else
+	// has asked the direct server yet).
+	for i := 0; i < o.Warmup; i++ {
+		_ = defDirect(ctx)
+		_, _ = client.do(ctx, defRoute, defBody)
+	}
 	stop := o.measured("throughput-direct", 3*time.Second)
 	dq := throughput(ctx, clients, 3*time.Second, defDirect)
 	stop()
@@ -268,6 +317,9 @@ type tool struct {
 	route  string
 	body   map[string]any
 	direct func(ctx context.Context) error
+	// method and params are the direct call's, for the decode floor.
+	method string
+	params any
 }
 
 // tools are the per-tool figures: each asks the proxy and gopls the same
@@ -292,16 +344,19 @@ func tools(d *lspdirect.Server) []tool {
 	}
 	refs := at("main.go", 10, 20)
 	refs["context"] = map[string]any{"includeDeclaration": true}
+	mk := func(name, route string, body map[string]any, method string, params any) tool {
+		return tool{name, route, body, call(method, params), method, params}
+	}
 	return []tool{
-		{"hover", "/hover", hoverBody, call("textDocument/hover", at("main.go", 10, 20))},
-		{"definition", "/locate", hoverBody, call("textDocument/definition", at("main.go", 10, 20))},
-		{"type_definition", "/locate", body("main.go", 9, 5, "relation", "type"), call("textDocument/typeDefinition", at("main.go", 9, 5))},
-		{"implementation", "/locate", body("greet/greet.go", 6, 6, "relation", "implementation"), call("textDocument/implementation", at("greet/greet.go", 6, 6))},
-		{"references", "/locate", body("main.go", 10, 20, "relation", "reference", "include_declaration", true), call("textDocument/references", refs)},
-		{"document_symbols", "/symbols", map[string]any{"repo": "hello", "path": "greet/greet.go"}, call("textDocument/documentSymbol", map[string]any{"textDocument": doc("greet/greet.go")})},
-		{"workspace_symbols", "/symbols", map[string]any{"repo": "hello", "query": "Hello"}, call("workspace/symbol", map[string]any{"query": "Hello"})},
-		{"completion", "/complete", body("main.go", 10, 20), call("textDocument/completion", at("main.go", 10, 20))},
-		{"signature_help", "/signature", body("main.go", 10, 25), call("textDocument/signatureHelp", at("main.go", 10, 25))},
+		mk("hover", "/hover", hoverBody, "textDocument/hover", at("main.go", 10, 20)),
+		mk("definition", "/locate", hoverBody, "textDocument/definition", at("main.go", 10, 20)),
+		mk("type_definition", "/locate", body("main.go", 9, 5, "relation", "type"), "textDocument/typeDefinition", at("main.go", 9, 5)),
+		mk("implementation", "/locate", body("greet/greet.go", 6, 6, "relation", "implementation"), "textDocument/implementation", at("greet/greet.go", 6, 6)),
+		mk("references", "/locate", body("main.go", 10, 20, "relation", "reference", "include_declaration", true), "textDocument/references", refs),
+		mk("document_symbols", "/symbols", map[string]any{"repo": "hello", "path": "greet/greet.go"}, "textDocument/documentSymbol", map[string]any{"textDocument": doc("greet/greet.go")}),
+		mk("workspace_symbols", "/symbols", map[string]any{"repo": "hello", "query": "Hello"}, "workspace/symbol", map[string]any{"query": "Hello"}),
+		mk("completion", "/complete", body("main.go", 10, 20), "textDocument/completion", at("main.go", 10, 20)),
+		mk("signature_help", "/signature", body("main.go", 10, 25), "textDocument/signatureHelp", at("main.go", 10, 25)),
 	}
 }
 
@@ -330,7 +385,7 @@ func throughput(ctx context.Context, n int, d time.Duration, fn func(context.Con
 type row struct {
 	name          string
 	direct, proxy []time.Duration
-	stages        string // mean time per stage of the proxy path
+	stages        map[string]time.Duration // mean time per stage of the proxy path
 }
 
 // scrapeStages reads the proxy's per-stage sums and counts.
@@ -358,20 +413,22 @@ func scrapeStages(c *proxyClient) map[string][2]float64 {
 	return out
 }
 
-func stageMeans(before, after map[string][2]float64) string {
-	var parts []string
-	for _, st := range []string{"forge_resolve", "daemon_query", "ledger_row", "ledger_amend"} {
-		a, b := after[st], before[st]
+// stageMeans is the mean time per stage between two scrapes.
+func stageMeans(before, after map[string][2]float64) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for st, a := range after {
+		b := before[st]
 		if n := a[1] - b[1]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %.3f", st, (a[0]-b[0])/n*1e3))
+			out[st] = time.Duration((a[0] - b[0]) / n * 1e9)
 		}
 	}
-	return strings.Join(parts, ", ")
+	return out
 }
 
 // interleave alternates the two measurements so that load on the machine
-// hits both alike.
-func interleave(ctx context.Context, n, warmup int, a, b func(context.Context) error) ([]time.Duration, []time.Duration, error) {
+// hits both alike; between, when not nil, runs untimed after each pair
+// (the floors' sampler).
+func interleave(ctx context.Context, n, warmup int, a, b func(context.Context) error, between func()) ([]time.Duration, []time.Duration, error) {
 	for i := 0; i < warmup; i++ {
 		if err := a(ctx); err != nil {
 			return nil, nil, err
@@ -392,6 +449,9 @@ func interleave(ctx context.Context, n, warmup int, a, b func(context.Context) e
 			return nil, nil, err
 		}
 		db = append(db, time.Since(t))
+		if between != nil {
+			between()
+		}
 	}
 	return da, db, nil
 }
@@ -419,10 +479,6 @@ func printTable(w io.Writer, rows []row, cold time.Duration, n int) {
 			float64(p50)/float64(d50), ms(d99), ms(p99), ms(p99-d99), verdict)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "\nMean ms per stage of the proxy path:")
-	for _, r := range rows {
-		fmt.Fprintf(w, "  %-10s %s\n", r.name, r.stages)
-	}
 	fmt.Fprintf(w, "\nCold hover (resolve, gate, fetch, push, gopls cold start, answer): %s\n", cold.Round(time.Millisecond))
 }
 

@@ -76,10 +76,16 @@ type Result struct {
 	// Prepare is POST /prepare through the first useful answer; Clone and
 	// Cold are git clone --depth 1 and the direct server's own cold start
 	// (start → first useful answer) on the ground-truth checkout.
-	Prepare float64         `json:"prepare_seconds"`
-	Clone   float64         `json:"clone_seconds"`
-	Cold    float64         `json:"cold_start_seconds"`
-	Tools   map[string]Stat `json:"tools"`
+	Prepare float64 `json:"prepare_seconds"`
+	Clone   float64 `json:"clone_seconds"`
+	Cold    float64 `json:"cold_start_seconds"`
+	// ServiceRSS is the RSS of the daemon's server trees (bwrap, init,
+	// servers; the daemon itself left out) with this repository's
+	// workspace warm and alone, after every query; DirectRSS the same
+	// servers' tree run directly on the ground-truth checkout.
+	ServiceRSS int64           `json:"service_rss_bytes"`
+	DirectRSS  int64           `json:"direct_rss_bytes"`
+	Tools      map[string]Stat `json:"tools"`
 	// Externals: definitions the ground truth placed outside the
 	// repository, and how many of them the service matched.
 	Externals Stat `json:"externals"`
@@ -243,6 +249,11 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 	}
 	res.NoUsefulAnswer, res.ColdWait = err != nil, o.ColdWait.Seconds()
 	pos, file := serviceAnswers(ctx, c, r.Name, t)
+	if stack.Daemon != nil {
+		pid := stack.Daemon.Pid()
+		res.ServiceRSS = devstack.TreeRSS(pid) - devstack.ProcRSS(pid)
+	}
+	res.DirectRSS = t.rss
 	defer dropWorkspace(context.WithoutCancel(ctx), c, r.Name)
 	compare(res, t, pos, file)
 	return res
@@ -290,8 +301,8 @@ func compare(res *Result, t *truth, pos, file map[string][]Answer) {
 
 // PrintTable writes the table of a run.
 func PrintTable(w io.Writer, results []*Result) {
-	fmt.Fprintf(w, "%-27s %-4s %6s %4s %9s %13s %6s %6s %6s %6s %6s %7s %5s %4s\n",
-		"repository", "lang", "files", "pos", "prepare", "clone+cold", "hover", "def", "refs", "syms", "diags", "extern", "warn", "emty")
+	fmt.Fprintf(w, "%-27s %-4s %6s %4s %9s %13s %5s %6s %6s %6s %6s %6s %7s %5s %4s %11s\n",
+		"repository", "lang", "files", "pos", "prepare", "clone+cold", "ratio", "hover", "def", "refs", "syms", "diags", "extern", "warn", "emty", "RSS svc/dir")
 	for _, r := range results {
 		lang := map[string]string{"go": "go", "typescript": "ts"}[r.Language]
 		if r.Err != "" && r.Positions == 0 {
@@ -308,13 +319,18 @@ func PrintTable(w io.Writer, results []*Result) {
 		if r.NoUsefulAnswer {
 			prep = fmt.Sprintf(">%.0fs", r.ColdWait)
 		}
-		fmt.Fprintf(w, "%-27s %-4s %6d %4d %9s %5.1fs+%5.1fs %6s %6s %6s %6s %6s %3d/%-3d %5d %4d\n",
-			r.Repo, lang, r.Files, r.Positions, prep, r.Clone, r.Cold,
+		ratio := "-"
+		if base := r.Clone + r.Cold; base > 0 && !r.NoUsefulAnswer {
+			ratio = fmt.Sprintf("%.2f", r.Prepare/base)
+		}
+		fmt.Fprintf(w, "%-27s %-4s %6d %4d %9s %5.1fs+%5.1fs %5s %6s %6s %6s %6s %6s %3d/%-3d %5d %4d %5d/%-5d\n",
+			r.Repo, lang, r.Files, r.Positions, prep, r.Clone, r.Cold, ratio,
 			pct("hover"), pct("definition"), pct("references"), pct("symbols"), pct("diagnostics"),
-			r.Externals.Agree, r.Externals.Total, len(r.Warnings), r.EmptyCurrent)
+			r.Externals.Agree, r.Externals.Total, len(r.Warnings), r.EmptyCurrent, r.ServiceRSS>>20, r.DirectRSS>>20)
 	}
 	fmt.Fprintf(w, "\ntarget: ≥ %.0f%% per tool per repository. prepare = POST /prepare → first useful hover through the proxy (daemon jailed);\n", Target)
-	fmt.Fprintln(w, "clone+cold = git clone --depth 1 from the same forge + the pinned server's own cold start on the ground-truth checkout.")
+	fmt.Fprintln(w, "clone+cold = git clone --depth 1 from the same forge + the pinned server's own cold start on the ground-truth checkout; ratio = prepare / (clone+cold), target ≤ 1.2.")
+	fmt.Fprintln(w, "RSS svc/dir = MiB of the servers' process trees, warm after every query: the daemon's (jailed, the daemon itself left out) / the same servers run directly.")
 	fmt.Fprintln(w, "extern = definitions outside the repository the service matched / the ground truth gave; emty = empty answers marked current where the ground truth answered.")
 	for _, r := range results {
 		if r.Err != "" && r.Positions > 0 {

@@ -28,6 +28,7 @@ type truth struct {
 	positions []Position
 	cold      Position      // the position of the first useful answer
 	coldStart time.Duration // server start → first useful answer
+	rss       int64         // the direct server's process tree, warm, after every query
 	// pos[tool][i] answers positions[i]; file[tool][j] answers chosen[j].
 	pos  map[string][]Answer
 	file map[string][]Answer
@@ -300,6 +301,7 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 		t.file["diagnostics"] = append(t.file["diagnostics"], Answer{Lines: truthDiagnostics(raw, checkout)})
 	}
 	log("ground truth %s: %d positions in %d files, cold start %.2fs", r.Name, len(t.positions), len(t.chosen), t.coldStart.Seconds())
+	t.rss = devstack.TreeRSS(srv.Pid())
 	return t, nil
 }
 

@@ -36,7 +36,10 @@ type Options struct {
 	// and .jsx too. Node runs it (default: node on PATH).
 	TypeScript string
 	Node       string
-	Listen     string // proxy listen address (default 127.0.0.1:0)
+	// GoplsEnv adds variables to gopls's reviewed entry (the jail-price
+	// bench's GOMEMLIMIT).
+	GoplsEnv []string
+	Listen   string // proxy listen address (default 127.0.0.1:0)
 	// Unjailed runs the daemons with LSP_UNJAILED=1. The default is the
 	// product's own configuration: every language server jailed.
 	Unjailed bool

@@ -63,6 +63,9 @@ func WriteServerConfig(path string, o Options) error {
 	if err != nil {
 		return err
 	}
+	if len(o.GoplsEnv) > 0 {
+		gopls["env"] = o.GoplsEnv
+	}
 	servers := []map[string]any{gopls}
 	if o.TypeScript != "" {
 		ts, err := FindTypeScript(o.TypeScript, o.Node)

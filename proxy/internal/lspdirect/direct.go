@@ -106,6 +106,9 @@ func StartWith(ctx context.Context, root string, env []string, initOptions any, 
 	return s, nil
 }
 
+// Pid is the server process's id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 // URI is the file URI of a root-relative path.
 func (s *Server) URI(rel string) string {
 	return (&url.URL{Scheme: "file", Path: filepath.Join(s.root, rel)}).String()

@@ -288,10 +288,23 @@ func withLoadWarnings(warnings []string, langs []*daemonv1.LanguageTools) []stri
 }
 
 func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemonv1.QueryRequest) (*daemonv1.QueryResponse, error) {
-	defer s.stages.since("daemon_query", time.Now())
+	start := time.Now()
 	ans, err := shard.Query(ctx, q)
+	took := time.Since(start)
+	s.stages.observe("daemon_query", took)
 	if err != nil {
 		return nil, daemonError(err)
+	}
+	if t := ans.GetTiming(); t != nil && t.GetHandlerNanos() > 0 {
+		// The daemon's own split: what is left of the call is the gRPC
+		// hop (both ends' marshalling, the socket, the wake-ups).
+		handler, server := time.Duration(t.GetHandlerNanos()), time.Duration(t.GetServerNanos())
+		s.stages.observe("grpc", took-handler)
+		s.stages.observe("daemon", handler-server)
+		s.stages.observe("server", server)
+		// Inside the daemon's part: its reader goroutine handing the
+		// server's reply to the waiting handler.
+		s.stages.observe("daemon_wakeup", time.Duration(t.GetWakeupNanos()))
 	}
 	return ans, nil
 }
