@@ -27,6 +27,11 @@ type Options struct {
 	// their own path (LSP_JAIL_RO_PATHS, colon-separated); the system
 	// library directories and each server's own directory come on top.
 	ReadOnly []string
+	// CC is the C compiler driver the jail shows, with the binutils beside
+	// it and the system headers, so that the go command loads cgo files
+	// (LSP_JAIL_CC): empty means DefaultCC when it exists, "off" none
+	// (CGO_ENABLED=0). See ctoolchain.go.
+	CC string
 	// Launcher is the daemon's own executable, which runs the jail's hidden
 	// modes (see Main); os.Executable() when empty.
 	Launcher string
@@ -191,6 +196,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		o.UIDCount = uint32(n)
 	}
 	o.UIDLockDir = getenv("LSP_JAIL_UID_LOCK_DIR")
+	o.CC = getenv("LSP_JAIL_CC")
 	if v := getenv("LSP_JAIL_NOFILE"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil || n == 0 {
