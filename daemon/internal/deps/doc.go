@@ -94,7 +94,11 @@
 // package at the shallowest node_modules on its dependent's path that
 // holds no other version of it in between and shadows nothing already
 // placed (bounded in depth, placements and work; past the work bound a
-// package nests below its dependent, still correct). Workspaces become link entries (node_modules/<name> → its
+// package nests below its dependent, still correct). For Yarn v1 a
+// prepass first puts at the top what Yarn 1 puts there (yarnV1Popular):
+// of a name the project does not require itself and that comes in several
+// versions, the version the most packages require (more than one; on a
+// tie the one that sorts first). Workspaces become link entries (node_modules/<name> → its
 // directory); a workspace's dependency the root holds at another
 // version shares the root's, since the workspace's own node_modules
 // would be inside the read-only tree. package.json "resolutions" are
