@@ -66,7 +66,9 @@
 // the repository, and hoist the workspaces' own nested packages to the
 // top where free. pnpm-lock.yaml v6 to v9 (pnpm.go) is decoded as YAML,
 // its importers, packages and snapshots resolved into a graph, and laid
-// out as npm would hoist it (pnpmhoist.go); what is not from the registry
+// out as npm would hoist it except that only the importers' own
+// dependencies go to the top, as in pnpm's layout (pnpmhoist.go); what is
+// not from the registry
 // is left out with a warning.
 //
 // The packages are installed by the phase itself, never by npm or pnpm,
