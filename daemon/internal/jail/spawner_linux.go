@@ -369,10 +369,12 @@ func (s *Spawner) Spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
 	}
 	// The C compiler's variables replace the minimal environment's
-	// CGO_ENABLED=0; the server's own Env still has the last word.
+	// CGO_ENABLED=0, and Go programs get a soft memory limit below the
+	// jail's; the server's own Env still has the last word.
 	base := spec
 	base.Env = nil
-	env := append(s.cc.withCC(runtime.Environment(base, ws)), spec.Env...)
+	env := append(s.cc.withCC(runtime.Environment(base, ws)), goMemLimit(s.opts.Memory))
+	env = append(env, spec.Env...)
 	return s.spawn(ctx, spec, ws, jailSpec{
 		exe: spec.Executable, args: spec.Args, env: env,
 		ownBinds: true, pids: s.opts.Pids,
