@@ -289,13 +289,15 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 		}
 	}
 	// Diagnostics as an editor sees them: what the server published, once
-	// it has published for every chosen file and been quiet for two
-	// seconds on all of them. (Waiting on the first file alone took the
-	// others before gopls's analyzers reached them on a large module under
-	// load: aws-sdk-go's "+build line is no longer needed" hints, the
-	// orphaned-file warning of a file excluded by build tags.)
+	// it has published for every chosen file and been quiet for five
+	// seconds on all of them. (Waiting two seconds on the first file alone
+	// took the others before gopls's analyzers reached them under load:
+	// aws-sdk-go's "+build line is no longer needed" hints, the
+	// orphaned-file warning of a file excluded by build tags, and
+	// pkcs11's analyzer findings, which come after its cgo preambles are
+	// compiled.)
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if settled(srv, t.chosen, 2*time.Second) {
+		if settled(srv, t.chosen, 5*time.Second) {
 			break
 		}
 	}
