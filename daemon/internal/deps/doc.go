@@ -66,7 +66,9 @@
 // the repository, and hoist the workspaces' own nested packages to the
 // top where free. pnpm-lock.yaml v6 to v9 (pnpm.go) is decoded as YAML,
 // its importers, packages and snapshots resolved into a graph, and laid
-// out as npm would hoist it (pnpmhoist.go); what is not from the registry
+// out as npm would hoist it except that only the importers' own
+// dependencies go to the top, as in pnpm's layout (pnpmhoist.go); what is
+// not from the registry
 // is left out with a warning.
 //
 // The packages are installed by the phase itself, never by npm or pnpm,
@@ -94,7 +96,11 @@
 // package at the shallowest node_modules on its dependent's path that
 // holds no other version of it in between and shadows nothing already
 // placed (bounded in depth, placements and work; past the work bound a
-// package nests below its dependent, still correct). Workspaces become link entries (node_modules/<name> → its
+// package nests below its dependent, still correct). For Yarn v1 a
+// prepass first puts at the top what Yarn 1 puts there (yarnV1Popular):
+// of a name the project does not require itself and that comes in several
+// versions, the version the most packages require (more than one; on a
+// tie the one that sorts first). Workspaces become link entries (node_modules/<name> → its
 // directory); a workspace's dependency the root holds at another
 // version shares the root's, since the workspace's own node_modules
 // would be inside the read-only tree. package.json "resolutions" are

@@ -27,9 +27,10 @@ import (
 // keyed with the peers, while v6 keeps it in packages.
 //
 // pnpm installs into a content-addressed store with symbolic links; the
-// phase instead lays out a hoisted node_modules, as npm would for the same
-// graph (hoistPNPM), because what it writes must stay inside the
-// workspace's read-only node_modules beside the tree.
+// phase instead lays out a plain node_modules in which every package sees
+// what it sees in pnpm's layout (hoistPNPM: nothing transitive at the
+// top), because what it writes must stay inside the workspace's
+// read-only node_modules beside the tree.
 
 // errPNPMLock is a pnpm-lock.yaml the phase refuses whole.
 var errPNPMLock = errors.New("pnpm-lock.yaml refused")
@@ -115,7 +116,7 @@ type pnpmGraph struct {
 type pnpmLinkDep struct{ importer, name, dir string }
 
 // ParsePNPMLock reads a pnpm-lock.yaml (lockfile version 6 to 9) and lays
-// its packages out as npm would hoist them, in package-lock.json's shape:
+// its packages out as hoistPNPM does, in package-lock.json's shape:
 // node_modules/… keys with registry tarball URLs (the resolution's
 // tarball, or <registry>/<name>/-/<unscoped name>-<version>.tgz) and
 // sha512 integrities, and workspace packages depended on by link: as

@@ -100,12 +100,12 @@ func TestPNPMZustand(t *testing.T) {
 		"node_modules/@types/node": {Name: "@types/node", Version: "25.9.5",
 			Resolved:  "https://registry.npmjs.org/@types/node/-/node-25.9.5.tgz",
 			Integrity: "sha512-OScDchr2fwuUmWdf4kZ9h7PcJiYDVInhJizG/biAq3cAvqwYktuy/TYGGdZNMtNTFUP7rnb0NU4TUdm82kt4Rg=="},
-		"node_modules/csstype":                   {Name: "csstype", Version: "3.2.3"},                 // @types/react's, hoisted
-		"node_modules/undici-types":              {Name: "undici-types", Version: "7.24.6"},           // @types/node's
-		"node_modules/use-sync-external-store":   {Name: "use-sync-external-store", Version: "1.6.0"}, // 1.6.0(react@19.2.8)
-		"node_modules/@redux-devtools/extension": {Name: "@redux-devtools/extension", Version: "4.0.0"},
-		"node_modules/immer":                     {Name: "immer", Version: "11.1.16"},
-		"node_modules/@esbuild/linux-x64":        {Name: "@esbuild/linux-x64", Version: "0.28.2", Optional: true},
+		"node_modules/@types/react/node_modules/csstype":       {Name: "csstype", Version: "3.2.3"},                 // @types/react's: pnpm's top holds the importers' own
+		"node_modules/@types/node/node_modules/undici-types":   {Name: "undici-types", Version: "7.24.6"},           // @types/node's
+		"node_modules/use-sync-external-store":                 {Name: "use-sync-external-store", Version: "1.6.0"}, // 1.6.0(react@19.2.8)
+		"node_modules/@redux-devtools/extension":               {Name: "@redux-devtools/extension", Version: "4.0.0"},
+		"node_modules/immer":                                   {Name: "immer", Version: "11.1.16"},
+		"node_modules/esbuild/node_modules/@esbuild/linux-x64": {Name: "@esbuild/linux-x64", Version: "0.28.2", Optional: true},
 	} {
 		got, ok := out[k]
 		if !ok {
@@ -117,7 +117,23 @@ func TestPNPMZustand(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", k, got, want)
 		}
 	}
-	if p := out["node_modules/@esbuild/linux-x64"]; strings.Join(p.OS, ",") != "linux" || strings.Join(p.CPU, ",") != "x64" {
+	// As pnpm 12 installs it: the top of node_modules holds the root
+	// importer's own dependencies and nothing else (vitest's vite is
+	// not visible from examples/, which is no workspace package, so its
+	// vite/client types do not resolve there, as on a checkout).
+	for k := range out {
+		name, nested := strings.CutPrefix(k, "node_modules/")
+		if !nested || strings.Contains(name, "/node_modules/") {
+			continue
+		}
+		if _, ok := g.roots[name]; !ok {
+			t.Errorf("%s is at the top of node_modules, but the root does not depend on it", k)
+		}
+	}
+	if _, ok := out["node_modules/vite"]; ok {
+		t.Error("vite is at the top of node_modules")
+	}
+	if p := out["node_modules/esbuild/node_modules/@esbuild/linux-x64"]; strings.Join(p.OS, ",") != "linux" || strings.Join(p.CPU, ",") != "x64" {
 		t.Errorf("platform of @esbuild/linux-x64: %v %v", p.OS, p.CPU)
 	}
 	checkLayout(t, g, out)
@@ -251,13 +267,15 @@ func TestParsePNPMV9(t *testing.T) {
 		t.Errorf("%d warnings: %q", len(warn), warn)
 	}
 	want := map[string]string{
-		"node_modules/a":                "a@1.0.0",
-		"node_modules/b":                "b@1.0.0",
-		"node_modules/b/node_modules/p": "p@1.0.0", // p@2.0.0 holds the top
-		"node_modules/p":                "p@2.0.0",
-		"node_modules/alias":            "real@3.0.0",
-		"node_modules/only-lib":         "only-lib@1.0.0", // packages/lib's, hoisted
-		"node_modules/@ws/lib":          "link:packages/lib",
+		"node_modules/a": "a@1.0.0",
+		// a's own b, below a (pnpm's top holds the importers' own
+		// dependencies only); b's p@1.0.0 below b, since a sees p@2.0.0.
+		"node_modules/a/node_modules/b":                "b@1.0.0",
+		"node_modules/a/node_modules/b/node_modules/p": "p@1.0.0",
+		"node_modules/p":                               "p@2.0.0",
+		"node_modules/alias":                           "real@3.0.0",
+		"node_modules/only-lib":                        "only-lib@1.0.0", // packages/lib's, hoisted
+		"node_modules/@ws/lib":                         "link:packages/lib",
 	}
 	if len(out) != len(want) {
 		t.Errorf("%d packages laid out: %v", len(out), out)
@@ -335,16 +353,19 @@ packages:
 		t.Fatalf("%v, %q", err, warn)
 	}
 	for k, w := range map[string]string{
-		"node_modules/@scope/a":     "@scope/a@1.0.0",
-		"node_modules/react":        "react@18.2.0",
-		"node_modules/loose-envify": "loose-envify@1.4.0",
-		"node_modules/wrap":         "wrap-ansi@7.0.0",
+		"node_modules/@scope/a": "@scope/a@1.0.0",
+		"node_modules/react":    "react@18.2.0",
+		// No importer's own: below each dependent, as pnpm's top holds it
+		// for neither.
+		"node_modules/@scope/a/node_modules/loose-envify": "loose-envify@1.4.0",
+		"node_modules/react/node_modules/loose-envify":    "loose-envify@1.4.0",
+		"node_modules/wrap":                               "wrap-ansi@7.0.0",
 	} {
 		if p := out[k]; p.Name+"@"+p.Version != w {
 			t.Errorf("%s: %+v, want %s", k, p, w)
 		}
 	}
-	if len(out) != 4 {
+	if len(out) != 5 {
 		t.Errorf("%d packages: %v (fsevents is no importer's)", len(out), out)
 	}
 	if r := out["node_modules/@scope/a"].Resolved; r != "https://registry.npmjs.org/@scope/a/-/a-1.0.0.tgz" {
@@ -412,7 +433,7 @@ func TestHoistNoShadow(t *testing.T) {
 }
 
 // TestInstallPNPM: a pnpm repository's packages are installed from the
-// registry, checked against their integrity, in the hoisted layout, with
+// registry, checked against their integrity, in pnpm's visible layout, with
 // its workspace package linked into the tree.
 func TestInstallPNPM(t *testing.T) {
 	r := newRegistry(t)
@@ -435,12 +456,12 @@ func TestInstallPNPM(t *testing.T) {
 	}
 	nm := runtime.NodeModules(ws)
 	for p, want := range map[string]string{
-		"a/package.json":                "1.0.0",
-		"b/node_modules/p/package.json": "1.0.0",
-		"p/package.json":                "2.0.0",
-		"alias/package.json":            `"real"`,
-		"only-lib/package.json":         "only-lib",
-		"@ws/lib/package.json":          "@ws/lib", // through the link into the tree
+		"a/package.json": "1.0.0",
+		"a/node_modules/b/node_modules/p/package.json": "1.0.0",
+		"p/package.json":        "2.0.0",
+		"alias/package.json":    `"real"`,
+		"only-lib/package.json": "only-lib",
+		"@ws/lib/package.json":  "@ws/lib", // through the link into the tree
 	} {
 		if b, err := os.ReadFile(filepath.Join(nm, p)); err != nil || !strings.Contains(string(b), want) {
 			t.Errorf("%s: %q, %v", p, b, err)

@@ -5,16 +5,23 @@ import (
 	"strings"
 )
 
-// hoistPNPM lays a pnpm graph out as npm would: the root importer's direct
-// dependencies (and its link: workspace packages) at the top of
-// node_modules; the other importers' direct dependencies there too, since
-// their directories are in the immutable tree and module resolution
-// walking up from them reaches the top, when no other version holds the
-// place (else a warning); then, breadth first, each transitive dependency
-// at the highest level on its dependent's path where no other version of
-// it is visible and where it hides no other version from a package
-// already resolved through that level, else nested below its dependent. A
-// dependency a visible place already holds in the same version is shared.
+// hoistPNPM lays a pnpm graph out so that each package sees what it sees
+// in pnpm's own layout: the root importer's direct dependencies (and its
+// link: workspace packages) at the top of node_modules; the other
+// importers' direct dependencies there too, since their directories are
+// in the immutable tree and module resolution walking up from them
+// reaches the top, when no other version holds the place (else a
+// warning); then, breadth first, each transitive dependency at the
+// highest level below the top on its dependent's path where no other
+// version of it is visible and where it hides no other version from a
+// package already resolved through that level, else nested below its
+// dependent. A dependency a visible place already holds in the same
+// version is shared. Nothing transitive goes to the top: pnpm puts only
+// the importers' own dependencies there (pnpm 12 hoists nothing publicly
+// by default), so code of the repository that imports what it does not
+// declare resolves nothing, as on a checkout — with npm's hoisting,
+// zustand's examples/starter saw vitest's vite and its vite/client types,
+// and a diagnostic the checkout has was missing.
 func hoistPNPM(g *pnpmGraph) (map[string]lockPackage, []string) {
 	return hoistWithin(g, maxHoistWork)
 }
@@ -156,6 +163,9 @@ func (h *hoister) resolve(p, name string, d *pnpmNode) {
 		return
 	}
 	for i := top - 1; i > 0; i-- {
+		if ls[i] == "node_modules/" {
+			continue // the importers' own dependencies only
+		}
 		if !h.hides(ls[i], name, d) {
 			h.place(ls[i]+name, d)
 			return

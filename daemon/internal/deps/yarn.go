@@ -75,6 +75,9 @@ type yarnGraph struct {
 	resolve func(e yarnEdge) *yarnPkg
 	// berry: workspaces are named by workspace: specs.
 	berry bool
+	// popular are edges placed at the top of node_modules right after the
+	// roots' own (Yarn v1's prepass, yarnV1Popular).
+	popular []yarnEdge
 }
 
 func (g *yarnGraph) lookup(e yarnEdge) *yarnPkg {
@@ -132,7 +135,9 @@ func hoist(g *yarnGraph) (yarnLayout, error) {
 		queue = queue[1:]
 		var edges []yarnEdge
 		if dir == "" {
-			edges = g.roots // in the order given: the root's own first
+			// In the order given: the root's own first, then what a
+			// prepass chose for the top.
+			edges = append(append([]yarnEdge(nil), g.roots...), g.popular...)
 		} else {
 			edges = append([]yarnEdge(nil), placed[dir].deps...)
 			sort.SliceStable(edges, func(i, j int) bool { return edges[i].name < edges[j].name })
@@ -793,7 +798,91 @@ func yarnV1Layout(root string, data []byte, registry *url.URL, w *warnings) (yar
 		g.links[wm.Name] = &yarnPkg{id: "workspace:" + d, name: wm.Name, link: d}
 		g.roots = append(g.roots, wm.edges()...)
 	}
+	g.popular = yarnV1Popular(g)
 	return hoist(g)
+}
+
+// yarnV1Popular is Yarn v1's hoisting prepass (its documented rule: "if
+// there's multiple versions of the same package, hoist the one with the
+// most dependents to the top"): over the packages the project reaches,
+// for each name the project does not depend on itself and that appears in
+// more than one version, the version required by the most distinct
+// packages goes to the top of node_modules before anything else is
+// hoisted — if more than one package requires it; on a tie, the version
+// that sorts first as a string. Without it, the first version met breadth
+// first took the top: on immer, tsup's source-map@0.8.0-beta.0 (a direct
+// dependency's) instead of the 0.5.7 that six packages require and Yarn
+// 1.22 puts there. One edge per chosen version, in name order.
+func yarnV1Popular(g *yarnGraph) []yarnEdge {
+	type version struct {
+		edge       yarnEdge
+		dependents map[string]bool
+	}
+	byName := map[string]map[string]*version{}
+	rootNames := map[string]bool{}
+	var queue []*yarnPkg
+	seen := map[*yarnPkg]bool{}
+	reach := func(e yarnEdge) *yarnPkg {
+		p := g.lookup(e)
+		if p == nil || p.link != "" {
+			return nil
+		}
+		if !seen[p] && len(seen) < maxLockPackages {
+			seen[p] = true
+			queue = append(queue, p)
+		}
+		vs := byName[p.name]
+		if vs == nil {
+			vs = map[string]*version{}
+			byName[p.name] = vs
+		}
+		if vs[p.version] == nil {
+			vs[p.version] = &version{edge: e, dependents: map[string]bool{}}
+		}
+		return p
+	}
+	for _, e := range g.roots {
+		if p := reach(e); p != nil {
+			rootNames[p.name] = true
+		}
+	}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, e := range p.deps {
+			if q := reach(e); q != nil && q != p {
+				byName[q.name][q.version].dependents[p.id] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(byName))
+	for n, vs := range byName {
+		if len(vs) > 1 && !rootNames[n] {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var out []yarnEdge
+	for _, n := range names {
+		vs := byName[n]
+		keys := make([]string, 0, len(vs))
+		for v := range vs {
+			keys = append(keys, v)
+		}
+		sort.Strings(keys)
+		best := ""
+		for _, v := range keys {
+			if best == "" || len(vs[v].dependents) > len(vs[best].dependents) {
+				best = v
+			}
+		}
+		if len(vs[best].dependents) > 1 {
+			e := vs[best].edge
+			e.optional = true // nothing is missing if it is not placed
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // yarnV1Graph checks each entry and keys it by its selectors. A whole

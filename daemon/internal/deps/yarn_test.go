@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -346,23 +347,27 @@ func TestYarnV1Immer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.placed) != 1951 || len(l.pkgs) != 1951 || len(l.refused) != 0 || len(l.missing) != 0 {
+	if len(l.placed) != 1500 || len(l.pkgs) != 1500 || len(l.refused) != 0 || len(l.missing) != 0 {
 		t.Fatalf("%d placed, %d installed, %d refused, missing %v", len(l.placed), len(l.pkgs), len(l.refused), l.missing)
 	}
 	for k, want := range map[string]lockPackage{
 		"node_modules/typescript": {Version: "5.0.2", Resolved: "https://mirror.example/npm/typescript/-/typescript-5.0.2.tgz",
 			Integrity: "sha512-wVORMBGO/FAs/++blGNeAVdbNKtIh1rbBL2EyQ1+J9lClJ93KiiKe8PmFIVdXhHcyv44SL9oglmfeSsndo0jRw=="},
-		"node_modules/semver": {Version: "6.3.1", Resolved: "https://mirror.example/npm/semver/-/semver-6.3.1.tgz",
-			Integrity: "sha512-BR7VvDCVHO+q2xBEWskxS6DJE1qRnb7DxzUrogb71CWoSficBxYsiAGd+Kl0mmq/MprG9yArRkyrQxTO6XjMzA=="},
+		// As Yarn 1.22.22 installs it: the most required semver at the top.
+		"node_modules/semver": {Version: "7.7.4", Resolved: "https://mirror.example/npm/semver/-/semver-7.7.4.tgz",
+			Integrity: "sha512-vFKC2IEtQnVhpT78h1Yp8wzwrf8CM+MzKMHGJZfBtzhZNycRFnXsHk6E5TxIkkMsgNS7mdX3AGB7x2QM2di4lA=="},
 	} {
 		if got := l.pkgs[k]; !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: %+v, want %+v", k, got, want)
 		}
 	}
 	for k, v := range map[string]string{
-		"node_modules/@babel/core":                                       "7.29.6",
-		"node_modules/conventional-changelog-writer/node_modules/semver": "7.7.4",
-		"node_modules/tsup/node_modules/human-signals":                   "2.1.0",
+		"node_modules/@babel/core":                     "7.29.6",
+		"node_modules/tsup/node_modules/human-signals": "2.1.0",
+		// Yarn's prepass: six packages require 0.5.7, one (tsup, a
+		// direct dependency) 0.8.0-beta.0.
+		"node_modules/source-map":                   "0.5.7",
+		"node_modules/tsup/node_modules/source-map": "0.8.0-beta.0",
 	} {
 		if l.pkgs[k].Version != v {
 			t.Errorf("%s: %q, want %s", k, l.pkgs[k].Version, v)
@@ -377,6 +382,110 @@ func TestYarnV1Immer(t *testing.T) {
 	if got := w.list(); len(got) != 0 {
 		t.Fatalf("warnings %q", got)
 	}
+}
+
+// TestYarnV1ImmerLikeYarn: the layout of immer's real lockfile against
+// what Yarn 1.22.22 installed from it (testdata/immer-yarn1-layout.golden:
+// every package directory of `yarn install --frozen-lockfile
+// --ignore-scripts` with its version, less the platform packages Yarn
+// skips by os/cpu and npm's bundled dependencies, which come inside its
+// tarball). Before the prepass 1197 lines differed; what still differs
+// comes from Yarn's peer-dependency ordering and optional packages of
+// skipped platforms.
+func TestYarnV1ImmerLikeYarn(t *testing.T) {
+	files := corpus(t, "immerjs__immer", "yarn.lock", "package.json")
+	want, err := os.ReadFile(filepath.Join("testdata", "immer-yarn1-layout.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := repo(t, files)
+	reg, _ := url.Parse("https://mirror.example/npm")
+	l, err := yarnV1Layout(ws.Root, []byte(files["yarn.lock"]), reg, &warnings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for k, p := range l.pkgs {
+		if len(p.OS) > 0 && !slices.Contains(p.OS, "linux") || len(p.CPU) > 0 && !slices.Contains(p.CPU, "x64") ||
+			strings.Contains(k, "@esbuild/") || strings.Contains(k, "@rollup/rollup-") || strings.Contains(k, "fsevents") {
+			continue
+		}
+		got[k+" "+p.Version] = true
+	}
+	var onlyYarn []string
+	for _, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
+		if !got[line] {
+			onlyYarn = append(onlyYarn, line)
+		}
+		delete(got, line)
+	}
+	if len(onlyYarn)+len(got) > 30 {
+		t.Errorf("%d packages where Yarn has none or another version, %d Yarn did not install; first: %q", len(onlyYarn), len(got), onlyYarn[:min(10, len(onlyYarn))])
+	}
+}
+
+// TestYarnV1Prepass: of two versions, the one most packages require goes
+// to the top even when a direct dependency met first breadth first
+// requires the other (a-tsup sorts first); a name the project requires
+// itself stays its own; on a tie the version that sorts first wins.
+func TestYarnV1Prepass(t *testing.T) {
+	entry := func(sel, name, version string, deps ...string) string {
+		s := sel + ":\n  version \"" + version + "\"\n  resolved \"https://registry.yarnpkg.com/" + name + "/-/" + name + "-" + version + ".tgz\"\n  integrity sha512-" + strings.Repeat("A", 86) + "==\n"
+		if len(deps) > 0 {
+			s += "  dependencies:\n"
+			for _, d := range deps {
+				n, r, _ := strings.Cut(d, " ")
+				s += "    " + n + " \"" + r + "\"\n"
+			}
+		}
+		return s + "\n"
+	}
+	lock := "# yarn lockfile v1\n\n" +
+		entry("aa@^1.0.0", "aa", "1.0.0", "sm ^0.5.0", "tie ^2.0.0") +
+		entry("bb@^1.0.0", "bb", "1.0.0", "sm ^0.5.6", "tie ^1.0.0") +
+		entry("cc@^1.0.0", "cc", "1.0.0", "own ^2.0.0", "lone ^1.0.0") +
+		entry("dd@^1.0.0", "dd", "1.0.0", "tie ^2.0.0", "lone ^2.0.0") +
+		entry("ee@^1.0.0", "ee", "1.0.0", "tie ^1.0.0") +
+		entry("a-tsup@^6.0.0", "a-tsup", "6.0.0", "sm 0.8.0-beta.0", "lone ^2.0.0") +
+		entry("sm@0.8.0-beta.0", "sm", "0.8.0-beta.0") +
+		entry("sm@^0.5.0, sm@^0.5.6", "sm", "0.5.7") +
+		entry("own@^1.0.0", "own", "1.0.0") +
+		entry("own@^2.0.0", "own", "2.0.0") +
+		entry("lone@^1.0.0", "lone", "1.0.0") +
+		entry("lone@^2.0.0", "lone", "2.0.0") +
+		entry("tie@^1.0.0", "tie", "1.0.0") +
+		entry("tie@^2.0.0", "tie", "2.0.0")
+	ws := repo(t, map[string]string{
+		"package.json": `{"name":"p","devDependencies":{"a-tsup":"^6.0.0","aa":"^1.0.0","bb":"^1.0.0","cc":"^1.0.0","dd":"^1.0.0","ee":"^1.0.0","own":"^1.0.0"}}`,
+		"yarn.lock":    lock,
+	})
+	reg, _ := url.Parse("https://mirror.example/npm")
+	l, err := yarnV1Layout(ws.Root, []byte(lock), reg, &warnings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for k, p := range l.pkgs {
+		got[k] = p.Version
+	}
+	for k, v := range map[string]string{
+		"node_modules/sm":                     "0.5.7",
+		"node_modules/a-tsup/node_modules/sm": "0.8.0-beta.0",
+		"node_modules/own":                    "1.0.0",
+		"node_modules/cc/node_modules/own":    "2.0.0",
+		// lone: 1.0.0 (cc, met first) and 2.0.0 (dd, a-tsup): 2.0.0 by count.
+		"node_modules/lone":                 "2.0.0",
+		"node_modules/cc/node_modules/lone": "1.0.0",
+		// tie: two each, 2.0.0 met first; "1.0.0" sorts first.
+		"node_modules/tie":                 "1.0.0",
+		"node_modules/aa/node_modules/tie": "2.0.0",
+		"node_modules/dd/node_modules/tie": "2.0.0",
+	} {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %s (layout %v)", k, got[k], v, got)
+		}
+	}
+	checkYarnLayout(t, yarnV1GraphOf(t, ws.Root, lock, reg), l)
 }
 
 func yarnV1GraphOf(t *testing.T, root, lock string, reg *url.URL) *yarnGraph {

@@ -27,6 +27,11 @@ type Options struct {
 	// their own path (LSP_JAIL_RO_PATHS, colon-separated); the system
 	// library directories and each server's own directory come on top.
 	ReadOnly []string
+	// CC is the C compiler driver the jail shows, with the binutils beside
+	// it and the system headers, so that the go command loads cgo files
+	// (LSP_JAIL_CC): empty means DefaultCC when it exists, "off" none
+	// (CGO_ENABLED=0). See ctoolchain.go.
+	CC string
 	// Launcher is the daemon's own executable, which runs the jail's hidden
 	// modes (see Main); os.Executable() when empty.
 	Launcher string
@@ -63,6 +68,18 @@ const (
 	// DefaultUIDLockDir is where the host's uid leases live.
 	DefaultUIDLockDir = "/run/lsp-jail"
 )
+
+// goMemLimit is GOMEMLIMIT for a jail of memory bytes: three quarters of
+// it, so that a Go server (gopls, and the go command it runs in the same
+// jail) collects garbage before the kernel's limit kills it. Without it
+// the Go runtime lets the heap grow to twice what is live (GOGC=100)
+// whatever the limit, and gopls on github.com/aws/aws-sdk-go (a module of
+// over 2,000 files) was OOM-killed by the jail's 4 GiB memory cgroup at
+// 4.2 GB resident, again after every restart, while references type-check
+// the whole module. Programs not written in Go ignore the variable.
+func goMemLimit(memory int64) string {
+	return "GOMEMLIMIT=" + strconv.FormatInt(memory/4*3, 10)
+}
 
 // DefaultReadOnly is the Go toolchain, which gopls runs.
 var DefaultReadOnly = []string{"/usr/local/go"}
@@ -191,6 +208,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		o.UIDCount = uint32(n)
 	}
 	o.UIDLockDir = getenv("LSP_JAIL_UID_LOCK_DIR")
+	o.CC = getenv("LSP_JAIL_CC")
 	if v := getenv("LSP_JAIL_NOFILE"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil || n == 0 {

@@ -30,6 +30,7 @@ type Spawner struct {
 	version string
 	seccomp []byte
 	libs    []mount
+	cc      cToolchain
 	uids    *uids     // root only: the jails' host uids
 	lease   *uidLease // root only: the host-wide hold on their range
 	seq     atomic.Uint64
@@ -100,7 +101,11 @@ func New(opts Options, log *slog.Logger) (*Spawner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jail: %w", err)
 	}
-	s := &Spawner{opts: opts, log: log, root: os.Geteuid() == 0, version: version, seccomp: seccompProgram(), libs: systemLibs(), holes: benchHoles(log)}
+	cc, err := resolveCToolchain(opts.CC)
+	if err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
+	s := &Spawner{opts: opts, log: log, root: os.Geteuid() == 0, version: version, seccomp: seccompProgram(), libs: systemLibs(), cc: cc, holes: benchHoles(log)}
 	cg, missing, err := setupCgroups(opts.PoolMemory)
 	if err != nil {
 		return nil, fmt.Errorf("jail: %w", err)
@@ -187,8 +192,8 @@ func (s *Spawner) Describe() string {
 	if s.uids != nil {
 		uid = fmt.Sprintf("a host uid per home from the range [%d, %d) leased under %s", s.uids.base, uint64(s.uids.base)+uint64(s.uids.count), s.opts.UIDLockDir)
 	}
-	return fmt.Sprintf("bubblewrap %s; %s; %s; %s; memory %d, tasks %d, files %d, file size %d",
-		s.version, uid, limits, sc, s.opts.Memory, s.opts.Pids, s.opts.Files, s.opts.FileSize)
+	return fmt.Sprintf("bubblewrap %s; %s; %s; %s; %s; memory %d, tasks %d, files %d, file size %d",
+		s.version, uid, limits, sc, s.cc.describe(), s.opts.Memory, s.opts.Pids, s.opts.Files, s.opts.FileSize)
 }
 
 // Close removes the daemon's parent cgroups and gives up its uid range.
@@ -283,6 +288,7 @@ func stagePath(i int) string { return stageDir + "/" + strconv.Itoa(i) }
 func (s *Spawner) mounts(spec runtime.Spec, ws runtime.Workspace, js jailSpec) []mount {
 	var ms []mount
 	ms = append(ms, s.libs...)
+	ms = append(ms, s.cc.mounts...)
 	for _, p := range s.opts.ReadOnly {
 		if _, err := os.Stat(p); err == nil {
 			ms = append(ms, mount{op: "--ro-bind", src: p, dst: p})
@@ -380,8 +386,15 @@ func (s *Spawner) Spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 	if err := checkExecutable(spec.Executable); err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
 	}
+	// The C compiler's variables replace the minimal environment's
+	// CGO_ENABLED=0, and Go programs get a soft memory limit below the
+	// jail's; the server's own Env still has the last word.
+	base := spec
+	base.Env = nil
+	env := append(s.cc.withCC(runtime.Environment(base, ws)), goMemLimit(s.opts.Memory))
+	env = append(env, spec.Env...)
 	return s.spawn(ctx, spec, ws, jailSpec{
-		exe: spec.Executable, args: spec.Args, env: runtime.Environment(spec, ws),
+		exe: spec.Executable, args: spec.Args, env: env,
 		ownBinds: true, pids: s.opts.Pids,
 	})
 }

@@ -31,6 +31,8 @@ import (
 //	forever    sleeps for an hour (escapees: only a kill ends it)
 //	alloc      allocates and touches JAILTEST_ALLOC bytes, then says so
 //	hold       as alloc, then holds the memory until stdin closes
+//	churn      keeps JAILTEST_ALLOC bytes live while it allocates ten
+//	           times as much garbage, as a type checker does, then says so
 //	uidlease   leases a uid range as a daemon does (see uidlease_test.go)
 //	planter    plants links in its home (JAILTEST_PLANT), then exits
 const serverEnv = "JAILTEST_SERVER"
@@ -80,6 +82,20 @@ func testServerMain() (int, bool) {
 		return uidLeaseMain(os.Args[1:]), true
 	case "planter":
 		return planterMain(), true
+	case "churn":
+		n, _ := strconv.ParseInt(os.Getenv("JAILTEST_ALLOC"), 10, 64)
+		const chunk = 1 << 20
+		live := make([][]byte, n/chunk)
+		for i := 0; i < 10*len(live); i++ {
+			b := make([]byte, chunk)
+			for j := 0; j < len(b); j += 4096 {
+				b[j] = 1
+			}
+			live[i%len(live)] = b // the one it replaces is garbage
+		}
+		goruntime.KeepAlive(live)
+		fmt.Println("churned", len(live), "MiB live")
+		return 0, true
 	case "alloc", "hold":
 		n, _ := strconv.ParseInt(os.Getenv("JAILTEST_ALLOC"), 10, 64)
 		var chunks [][]byte

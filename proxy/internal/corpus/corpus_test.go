@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,6 +186,14 @@ func TestNormalize(t *testing.T) {
 	}
 	if got := (serviceLocation{Path: "src/fmt/print.go", External: true, Module: "std@go1.26"}).key(); got != "ext std fmt/print.go 0:0-0:0" {
 		t.Errorf("service std location = %q", got)
+	}
+	// A doc link into GOROOT (pkcs11's const_generate.go, outside every
+	// package): a file:// URL from the direct server, std@goX/… from the
+	// service.
+	truthMD := "has mode \\[O\\_RDONLY].\n\n\\[O\\_RDONLY]: file:///usr/local/go/src/os/file.go#81,2 \\*PathError]: file:///usr/local/go/src/os/error.go#46,6"
+	serviceMD := "has mode \\[O\\_RDONLY].\n\n\\[O\\_RDONLY]: std@go1.26.8/os/file.go#81,2 \\*PathError]: std@go1.26.8/os/error.go#46,6"
+	if a, b := hoverLines(truthMD, "/ck", "/usr/local/go"), hoverLines(serviceMD, ""); !slices.Equal(a, b) || !strings.Contains(a[0], "std/os/file.go") {
+		t.Errorf("a GOROOT doc link: truth %q, service %q", a, b)
 	}
 	md := "```go\nfunc F()\n```\n\n[`x.F` on pkg.go.dev](https://pkg.go.dev/x#F)"
 	if a, b := hoverLines(md, ""), hoverLines(sanitizeMarkdown(md), ""); len(a) != 1 || a[0] != b[0] || strings.Contains(a[0], "https") {

@@ -189,13 +189,28 @@ func sanitizeMarkdown(s string) string {
 	return strings.TrimRight(s, "\n ")
 }
 
+// stdLink is a Go standard library file in the service's hover text
+// (std@go1.26.8/os/file.go#81,2: a doc link's target, GOROOT scrubbed).
+var stdLink = regexp.MustCompile(`\bstd@go[0-9][0-9A-Za-z.\-]*/`)
+
 // hoverLines is a hover's comparable form: its sanitised text, the
 // ground truth's checkout path taken out (the service never shows a host
-// path; a direct server does).
-func hoverLines(md, checkout string) []string {
+// path; a direct server does), and a standard library file named std/…
+// on both sides: gopls links a doc comment's [os.O_RDONLY] to
+// file://GOROOT/src/os/file.go#81,2 where it has no pkg.go.dev link (a
+// file outside every package), which the service shows as
+// std@goX/os/file.go#81,2 and the sanitiser would take away on the ground
+// truth's side only.
+func hoverLines(md, checkout string, goroot ...string) []string {
 	if checkout != "" {
 		md = strings.ReplaceAll(md, checkout+"/", "")
 	}
+	for _, g := range goroot {
+		if g != "" {
+			md = strings.ReplaceAll(md, "file://"+g+"/src/", "std/")
+		}
+	}
+	md = stdLink.ReplaceAllString(md, "std/")
 	md = sanitizeMarkdown(md)
 	if md == "" {
 		return nil

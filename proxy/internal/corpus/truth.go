@@ -262,7 +262,7 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			t.positions = append(t.positions, c)
 			t.pos["definition"] = append(t.pos["definition"], Answer{Lines: locs})
 			h, err := srv.Hover(ctx, f, lspdirect.Position{Line: c.Line, Character: c.Character})
-			a := Answer{Lines: hoverLines(h, checkout)}
+			a := Answer{Lines: hoverLines(h, checkout, t.rt.goroot)}
 			if err != nil {
 				a.Err = err.Error()
 			}
@@ -290,9 +290,15 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 		}
 	}
 	// Diagnostics as an editor sees them: what the server published, once
-	// it has been quiet for two seconds.
+	// it has published for every chosen file and been quiet for five
+	// seconds on all of them. (Waiting two seconds on the first file alone
+	// took the others before gopls's analyzers reached them under load:
+	// aws-sdk-go's "+build line is no longer needed" hints, the
+	// orphaned-file warning of a file excluded by build tags, and
+	// pkcs11's analyzer findings, which come after its cgo preambles are
+	// compiled.)
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if _, last := srv.Diagnostics(t.chosen[0]); !last.IsZero() && time.Since(last) > 2*time.Second {
+		if settled(srv, t.chosen, 5*time.Second) {
 			break
 		}
 	}
@@ -396,4 +402,21 @@ func (f Fixed) resolve(root string) (Position, error) {
 		return Position{Path: f.Path, Line: i, Character: col + 1, Ident: f.Ident, Test: isTestFile(f.Path)}, nil
 	}
 	return Position{}, fmt.Errorf("%s: no line holds %q with %q", f.Path, f.Needle, f.Ident)
+}
+
+// settled: every file has been published and none for quiet.
+func settled(srv interface {
+	Diagnostics(string) (json.RawMessage, time.Time)
+}, files []string, quiet time.Duration) bool {
+	var latest time.Time
+	for _, f := range files {
+		_, last := srv.Diagnostics(f)
+		if last.IsZero() {
+			return false
+		}
+		if last.After(latest) {
+			latest = last
+		}
+	}
+	return time.Since(latest) > quiet
 }

@@ -2,6 +2,7 @@ package corpus
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,5 +68,30 @@ func TestTruthOpensAsTheServiceDoes(t *testing.T) {
 	}
 	if !in(refs[1], "b.js") || !in(refs[1], "helper.js") {
 		t.Errorf("references from b.js: %q, want b.js and helper.js", refs[1].Lines)
+	}
+}
+
+type published map[string]time.Time
+
+func (p published) Diagnostics(f string) (json.RawMessage, time.Time) { return nil, p[f] }
+
+// TestSettled: the ground truth's diagnostics are taken once every chosen
+// file has been published and the server has been quiet on all of them,
+// not as soon as the first file is quiet.
+func TestSettled(t *testing.T) {
+	now := time.Now()
+	files := []string{"a.go", "b.go"}
+	for _, tc := range []struct {
+		name string
+		p    published
+		want bool
+	}{
+		{"first quiet, second never published", published{"a.go": now.Add(-time.Minute)}, false},
+		{"first quiet, second just published", published{"a.go": now.Add(-time.Minute), "b.go": now}, false},
+		{"both quiet", published{"a.go": now.Add(-time.Minute), "b.go": now.Add(-3 * time.Second)}, true},
+	} {
+		if got := settled(tc.p, files, 2*time.Second); got != tc.want {
+			t.Errorf("%s: settled = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package jail
+
+const raceEnabled = false
