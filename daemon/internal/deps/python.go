@@ -41,6 +41,9 @@ func pythonWarnings(root string) []string {
 	byName := map[string][]string{} // normalized name → manifests declaring it
 	var display = map[string]string{}
 	var refused []string
+	// Distributions the tree itself is (a pyproject.toml's [project]
+	// name: click's examples depend on click) resolve from the project.
+	local := map[string]bool{}
 	for _, rel := range files {
 		b, err := readBounded(filepath.Join(root, filepath.FromSlash(rel)), maxPyManifestBytes)
 		if err != nil {
@@ -49,7 +52,11 @@ func pythonWarnings(root string) []string {
 		}
 		var names []string
 		if filepath.Base(rel) == "pyproject.toml" {
-			names, err = parsePyproject(b)
+			var own string
+			own, names, err = parsePyproject(b)
+			if own != "" {
+				local[normalizePyName(own)] = true
+			}
 		} else {
 			names, err = parseRequirements(b)
 		}
@@ -74,7 +81,9 @@ func pythonWarnings(root string) []string {
 	var out []string
 	keys := make([]string, 0, len(byName))
 	for k := range byName {
-		keys = append(keys, k)
+		if !local[k] {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
@@ -229,6 +238,7 @@ func parseRequirements(b []byte) ([]string, error) {
 // pyproject is what parsePyproject reads of pyproject.toml.
 type pyproject struct {
 	Project struct {
+		Name                 string              `toml:"name"`
 		Dependencies         []string            `toml:"dependencies"`
 		OptionalDependencies map[string][]string `toml:"optional-dependencies"`
 	} `toml:"project"`
@@ -245,12 +255,13 @@ type pyproject struct {
 	} `toml:"tool"`
 }
 
-// parsePyproject lists the distributions pyproject.toml declares, in file
-// order within each table (sorted where TOML tables have no order).
-func parsePyproject(b []byte) ([]string, error) {
+// parsePyproject returns the project's own name and lists the
+// distributions pyproject.toml declares, in file order within each table
+// (sorted where TOML tables have no order).
+func parsePyproject(b []byte) (string, []string, error) {
 	var p pyproject
 	if _, err := toml.NewDecoder(bytes.NewReader(b)).Decode(&p); err != nil {
-		return nil, fmt.Errorf("pyproject.toml: %s", firstLineOf(err.Error()))
+		return "", nil, fmt.Errorf("pyproject.toml: %s", firstLineOf(err.Error()))
 	}
 	var out []string
 	add := func(req string) {
@@ -285,7 +296,7 @@ func parsePyproject(b []byte) ([]string, error) {
 			add(n)
 		}
 	}
-	return out, nil
+	return requirementName(p.Project.Name), out, nil
 }
 
 func pySorted[V any](m map[string]V) []string {

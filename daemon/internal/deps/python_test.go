@@ -63,15 +63,15 @@ Django = "^5"
 [tool.poetry.group.lint.dependencies]
 mypy = "*"
 `
-	got, err := parsePyproject([]byte(in))
-	if err != nil {
-		t.Fatal(err)
+	own, got, err := parsePyproject([]byte(in))
+	if err != nil || own != "click" {
+		t.Fatal(own, err)
 	}
 	want := []string{"colorama", "sphinx", "pallets-sphinx-themes", "ruff", "pytest", "Django", "mypy"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if _, err := parsePyproject([]byte("[project\n")); err == nil {
+	if _, _, err := parsePyproject([]byte("[project\n")); err == nil {
 		t.Error("broken TOML parsed")
 	}
 }
@@ -131,7 +131,7 @@ func FuzzParsePyproject(f *testing.F) {
 		if len(b) > maxPyManifestBytes {
 			return
 		}
-		names, err := parsePyproject(b)
+		_, names, err := parsePyproject(b)
 		if err == nil && len(names) > maxPyDeps {
 			t.Fatalf("%d names", len(names))
 		}

@@ -306,6 +306,9 @@ func PrintTable(w io.Writer, results []*Result) {
 			if r.Err != "" {
 				return "-"
 			}
+			if r.Tools[t].Total == 0 {
+				return "n/a" // nothing to compare: no position the ground truth answered
+			}
 			return fmt.Sprintf("%.0f%%", r.Tools[t].Pct())
 		}
 		prep := fmt.Sprintf("%.1fs", r.Prepare)
@@ -319,7 +322,8 @@ func PrintTable(w io.Writer, results []*Result) {
 	}
 	fmt.Fprintf(w, "\ntarget: ≥ %.0f%% per tool per repository. prepare = POST /prepare → first useful hover through the proxy (daemon jailed);\n", Target)
 	fmt.Fprintln(w, "clone+cold = git clone --depth 1 from the same forge + the pinned server's own cold start on the ground-truth checkout.")
-	fmt.Fprintln(w, "extern = definitions outside the repository the service matched / the ground truth gave; emty = empty answers marked current where the ground truth answered.")
+	fmt.Fprintln(w, "extern = definitions outside the repository the service matched / the ground truth gave; emty = empty answers marked current where the ground truth answered;")
+	fmt.Fprintln(w, "n/a = no position or file to compare (positions are identifier uses the direct server resolves a definition for).")
 	for _, r := range results {
 		if r.Err != "" && r.Positions > 0 {
 			fmt.Fprintf(w, "%s: error: %s\n", r.Repo, r.Err)
