@@ -19,6 +19,9 @@ type Position struct {
 	Test      bool   `json:"test"`
 }
 
+// hashCommentExt are the extensions whose line comments start with #.
+var hashCommentExt = map[string]bool{".sh": true, ".bash": true, ".py": true, ".pyi": true, ".yaml": true, ".yml": true}
+
 // skipDirs are never chosen from: installed or generated code, and what a
 // repository keeps of others'.
 var skipDirs = map[string]bool{"node_modules": true, "dist": true, "build": true, "out": true, "lib-cov": true,
@@ -143,6 +146,9 @@ func init() {
 // exported identifier), outside comments and strings, not right after a
 // declaring keyword. Columns are UTF-16.
 func candidates(rel string, text []byte) []Position {
+	// Shell, Python and YAML comments run from # to the end of the line:
+	// their words are no identifier uses.
+	hashComments := hashCommentExt[filepath.Ext(rel)]
 	var out []Position
 	s := string(text)
 	line, lineStart := 0, 0
@@ -157,6 +163,10 @@ func candidates(rel string, text []byte) []Position {
 		case c == '\n':
 			newline(i)
 			i++
+		case c == '#' && hashComments:
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
 		case c == '/' && i+1 < len(s) && s[i+1] == '/':
 			for i < len(s) && s[i] != '\n' {
 				i++
