@@ -24,6 +24,11 @@ type Lang struct {
 	// daemon's own environment gives the server (Go's module cache and
 	// mirror). home is the direct run's home, cacheDir the corpus cache.
 	Env func(home, cacheDir string) ([]string, error)
+	// FileTools: the language's server answers hover and definition only
+	// from a schema (YAML, JSON without one), so no position is asked; the
+	// first useful answer is a file's non-empty document symbols, and
+	// symbols and diagnostics are compared per file.
+	FileTools bool
 }
 
 // Langs are the corpus's languages.
@@ -32,8 +37,8 @@ var Langs = []Lang{
 	{Name: "typescript", Short: "ts", Server: "typescript"},
 	{Name: "python", Short: "py", Server: "basedpyright"},
 	{Name: "shellscript", Short: "sh", Server: "bash"},
-	{Name: "yaml", Short: "yaml", Server: "yaml"},
-	{Name: "json", Short: "json", Server: "json"},
+	{Name: "yaml", Short: "yaml", Server: "yaml", FileTools: true},
+	{Name: "json", Short: "json", Server: "json", FileTools: true},
 }
 
 // langOf is the row of a Repo.Language.
