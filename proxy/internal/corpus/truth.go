@@ -27,6 +27,7 @@ type truth struct {
 	positions []Position
 	cold      Position      // the position of the first useful answer
 	coldStart time.Duration // server start → first useful answer
+	rss       int64         // the direct server's process tree, warm (after the answers)
 	// pos[tool][i] answers positions[i]; file[tool][j] answers chosen[j].
 	pos  map[string][]Answer
 	file map[string][]Answer
@@ -275,6 +276,7 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 		raw, _ := srv.Diagnostics(f)
 		t.file["diagnostics"] = append(t.file["diagnostics"], Answer{Lines: truthDiagnostics(raw, checkout)})
 	}
+	t.rss = treeRSSOf(srv.Pid())
 	log("ground truth %s: %d positions in %d files, cold start %.2fs", r.Name, len(t.positions), len(t.chosen), t.coldStart.Seconds())
 	return t, nil
 }
@@ -335,6 +337,7 @@ func fileTruth(ctx context.Context, r Repo, sv servers, srv *lspdirect.Server, t
 		raw, _ := srv.Diagnostics(f)
 		t.file["diagnostics"] = append(t.file["diagnostics"], Answer{Lines: truthDiagnostics(raw, checkout)})
 	}
+	t.rss = treeRSSOf(srv.Pid())
 	log("ground truth %s: %d files (document symbols and diagnostics), cold start %.2fs", r.Name, len(t.chosen), t.coldStart.Seconds())
 	return t, nil
 }

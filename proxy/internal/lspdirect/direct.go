@@ -144,6 +144,9 @@ func (s *Server) Open(rel, languageID string) error {
 	})
 }
 
+// Pid is the server process's id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 // CloseDoc sends didClose for a root-relative file.
 func (s *Server) CloseDoc(rel string) error {
 	return s.notify("textDocument/didClose", map[string]any{"textDocument": map[string]any{"uri": s.URI(rel)}})
