@@ -29,6 +29,13 @@ type Lang struct {
 	// first useful answer is a file's non-empty document symbols, and
 	// symbols and diagnostics are compared per file.
 	FileTools bool
+	// Settle: after its first useful answer the direct server is left
+	// until it has been quiet for 2.5s (at most 20s), as the daemon's
+	// prepare waits for a server's first load (pool.LoadQuiet):
+	// bash-language-server scans the workspace's scripts in the
+	// background, and references found before the scan ends miss the
+	// other files'.
+	Settle bool
 }
 
 // Langs are the corpus's languages.
@@ -36,7 +43,7 @@ var Langs = []Lang{
 	{Name: "go", Short: "go", Server: "gopls", Env: goEnv},
 	{Name: "typescript", Short: "ts", Server: "typescript"},
 	{Name: "python", Short: "py", Server: "basedpyright"},
-	{Name: "shellscript", Short: "sh", Server: "bash"},
+	{Name: "shellscript", Short: "sh", Server: "bash", Settle: true},
 	{Name: "yaml", Short: "yaml", Server: "yaml", FileTools: true},
 	{Name: "json", Short: "json", Server: "json", FileTools: true},
 }

@@ -170,6 +170,11 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	if l, _ := langOf(r.Language); l.Settle {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		srv.WaitQuiet(sctx, 2500*time.Millisecond)
+		cancel()
+	}
 	// The other files open as the loop reaches them, as the service opens
 	// a file at its first query: tsserver's references search only the
 	// projects of open files (and an inferred project holds the open loose
