@@ -57,6 +57,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	serverPkgs := qualify.ServerPackageExternals(cf)
 	store, err := workspace.NewStore(env.Root, workspace.DefaultLimits())
 	if err != nil {
 		return err
@@ -93,6 +94,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 				ex = append(ex, uri.External{Dir: filepath.Join(goroot, "src"), Module: "std@" + goversion})
 			}
 			ex = append(ex, tsLibs...)
+			ex = append(ex, serverPkgs...)
 			ws := runtime.Workspace{Root: w.Dir, Home: w.Home}
 			// The npm packages the dependency phase installed, each its
 			// own root named name@version.

@@ -63,8 +63,15 @@ func (f *Fetcher) Enabled() bool {
 // under ws.Home, and returns the warnings for the prepare answer. It never
 // fails the prepare.
 func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
+	// Python's manifests are read whatever mirrors are configured: there
+	// is no PyPI mirror, so each declared dependency is a warning.
+	py := pythonWarnings(ws.Root)
 	if !f.Enabled() {
-		return nil
+		w := &warnings{}
+		for _, p := range py {
+			w.add("%s", p)
+		}
+		return w.list()
 	}
 	timeout := f.cfg.Timeout
 	if timeout <= 0 {
@@ -78,6 +85,9 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	defer cancel()
 
 	w := &warnings{}
+	for _, p := range py {
+		w.add("%s", p)
+	}
 	// One download budget for the whole phase, npm and Go together.
 	left := &atomic.Int64{}
 	left.Store(f.cfg.MaxBytes)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
 )
 
 // The make test slice of the corpus: a few fixed positions per kind of
@@ -28,6 +30,13 @@ var slice = []struct {
 		{Path: "version4.go", Needle: "return Must(NewRandom()).String()", Ident: "String"},
 		{Path: "util.go", Needle: "io.ReadFull(rander, b)", Ident: "ReadFull"},
 	}},
+	{repo: "click", tools: []string{"hover", "definition", "references"}, extern: true, fixed: []Fixed{
+		// A method of the project, and sys.exit: typeshed's stub, bundled
+		// with basedpyright (external basedpyright@1.40.1).
+		{Path: "src/click/core.py", Needle: "with self.make_context(prog_name, args, **extra) as ctx:", Ident: "make_context"},
+		{Path: "src/click/core.py", Needle: "sys.exit(e.exit_code)", Ident: "exit"},
+		{Path: "src/click/termui.py", Needle: "echo(None, err=err)", Ident: "echo"},
+	}},
 	{repo: "vscode-languageserver-node", tools: []string{"definition"}, extern: true, fixed: []Fixed{
 		// process.pid: declared in @types/node, a dependency.
 		{Path: "client/src/node/main.ts", Needle: "params.processId = process.pid", Ident: "pid"},
@@ -39,7 +48,6 @@ func TestSlice(t *testing.T) {
 	if gopls == "" {
 		t.Skip("no gopls: set LSP_TEST_GOPLS (make test installs the pinned one)")
 	}
-	ts := findFile(os.Getenv("LSP_TEST_TYPESCRIPT"), "../../../.bin/ts")
 	shared, err := sharedCorpus()
 	if err != nil {
 		t.Fatal(err)
@@ -63,16 +71,20 @@ func TestSlice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The servers make deps installed beside gopls, from production's
+	// template (those not installed are left out).
+	sf := testServerFile(t, filepath.Dir(gopls), tmp)
 	o := Options{Dir: filepath.Join(tmp, "run"), CacheDir: filepath.Join(cache, "lsp-corpus"), CorpusDir: shared,
-		DaemonBin: daemon, Gopls: gopls, TypeScript: ts, Fixed: map[string][]Fixed{}, ColdWait: 45 * time.Second,
+		DaemonBin: daemon, Servers: sf.Path, Fixed: map[string][]Fixed{}, ColdWait: 45 * time.Second,
 		Log: func(f string, a ...any) { t.Logf(f, a...) }}
+	sv := servers{file: sf}
 	for _, s := range slice {
 		r, ok := Lookup(s.repo)
 		if !ok {
 			t.Fatalf("%s: not in the corpus", s.repo)
 		}
-		if r.Language == "typescript" && ts == "" {
-			t.Logf("%s: no TypeScript server (LSP_TEST_TYPESCRIPT): skipped", s.repo)
+		if !sv.has(r.Language) {
+			t.Logf("%s: no %s server installed beside %s (make deps): skipped", s.repo, r.Language, gopls)
 			continue
 		}
 		o.Repos = append(o.Repos, r)
@@ -217,4 +229,16 @@ func TestPackagePaths(t *testing.T) {
 			t.Errorf("packagePaths(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// testServerFile renders deploy/images/servers.json.in for the install in
+// bin into dir, leaving out the servers not installed there.
+func testServerFile(t *testing.T, bin, dir string) *devstack.ServerFile {
+	t.Helper()
+	sf, err := devstack.WriteServerFile("../../../deploy/images/servers.json.in", filepath.Join(dir, "servers.json"),
+		devstack.Render{Bin: bin, SkipMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sf
 }

@@ -20,15 +20,18 @@ const Target = 98.0
 
 // Options configure a run.
 type Options struct {
-	Dir        string // scratch: checkouts, the stack; removed by the caller
-	CacheDir   string // downloads kept between runs (module cache, npm, tools)
-	CorpusDir  string // shared/corpus
-	DaemonBin  string
-	Gopls      string
-	TypeScript string // the reviewed TypeScript install (.bin/ts); "" skips TypeScript entries
-	Repos      []Repo
-	PerRepo    int  // positions per repository (default 40)
-	Keep       bool // keep each repository's checkouts (for debugging)
+	Dir       string // scratch: checkouts, the stack; removed by the caller
+	CacheDir  string // downloads kept between runs (module cache, npm, tools)
+	CorpusDir string // shared/corpus
+	DaemonBin string
+	// Servers is the reviewed-server file both sides run (make deps:
+	// .bin/servers.json): the daemon is configured with it, the ground
+	// truth starts its entries directly. A repository whose language has
+	// no entry there is skipped.
+	Servers string
+	Repos   []Repo
+	PerRepo int  // positions per repository (default 40)
+	Keep    bool // keep each repository's checkouts (for debugging)
 	// Fixed, per repository name, replaces the chosen positions with these
 	// (the make test slice).
 	Fixed map[string][]Fixed
@@ -79,10 +82,10 @@ type Result struct {
 	Prepare float64 `json:"prepare_seconds"`
 	Clone   float64 `json:"clone_seconds"`
 	Cold    float64 `json:"cold_start_seconds"`
-	// ServiceRSS is the RSS of the daemon's server trees (bwrap, init,
-	// servers; the daemon itself left out) with this repository's
+	// ServiceRSS is the RSS of the language's server tree in the daemon
+	// (bwrap, init, the server and its children) with this repository's
 	// workspace warm and alone, after every query; DirectRSS the same
-	// servers' tree run directly on the ground-truth checkout.
+	// server's tree run directly on the ground-truth checkout.
 	ServiceRSS int64           `json:"service_rss_bytes"`
 	DirectRSS  int64           `json:"direct_rss_bytes"`
 	Tools      map[string]Stat `json:"tools"`
@@ -96,6 +99,9 @@ type Result struct {
 	// EmptyCurrent counts answers the service marked current with nothing
 	// in them where the ground truth answered.
 	EmptyCurrent int `json:"empty_current"`
+	// Answered counts, per tool, the compared answers where the ground
+	// truth said something (an agreement on nothing proves little).
+	Answered map[string]int `json:"answered"`
 	// NoUsefulAnswer: the service gave no useful hover at the cold
 	// position within ColdWait (Prepare is then that wait, not a time).
 	NoUsefulAnswer bool           `json:"no_useful_answer,omitempty"`
@@ -136,14 +142,11 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
-	sv := servers{gopls: o.Gopls}
-	if o.TypeScript != "" {
-		ts, err := devstack.FindTypeScript(o.TypeScript, "")
-		if err != nil {
-			return nil, err
-		}
-		sv.ts = &ts
+	sf, err := devstack.LoadServerFile(o.Servers)
+	if err != nil {
+		return nil, err
 	}
+	sv := servers{file: sf}
 	for _, d := range []string{o.Dir, o.CacheDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -153,7 +156,7 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		return nil, err
 	}
 	stack, err := devstack.Start(ctx, devstack.Options{
-		Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, Gopls: o.Gopls, TypeScript: o.TypeScript,
+		Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, ServerFile: sf.Path,
 		DaemonEnv: map[string]string{
 			"LSP_DEPS_GO_PROXY":     goMirror(o.CacheDir),
 			"LSP_DEPS_NPM_REGISTRY": "https://registry.npmjs.org/",
@@ -179,7 +182,8 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	c := &client{url: stack.ProxyURL, jwt: jwt, forge: token, http: &http.Client{}}
 	var out []*Result
 	for _, r := range o.Repos {
-		if r.Language == "typescript" && sv.ts == nil {
+		if !sv.has(r.Language) {
+			o.Log("%s: no %s server in %s: skipped", r.Name, r.Language, sf.Path)
 			continue
 		}
 		start := time.Now()
@@ -249,11 +253,17 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 	}
 	res.NoUsefulAnswer, res.ColdWait = err != nil, o.ColdWait.Seconds()
 	pos, file := serviceAnswers(ctx, c, r.Name, t)
-	if stack.Daemon != nil {
-		pid := stack.Daemon.Pid()
-		res.ServiceRSS = devstack.TreeRSS(pid) - devstack.ProcRSS(pid)
-	}
 	res.DirectRSS = t.rss
+	if e, err := sv.entry(r.Language); err == nil && stack.Daemon != nil {
+		needle := filepath.Join(stack.Daemon.Root, "bin", e.ExecutableSHA256)
+		for _, a := range e.Arguments {
+			if filepath.IsAbs(a) {
+				needle = a
+				break
+			}
+		}
+		res.ServiceRSS = devstack.MatchingRSS(stack.Daemon.Pid(), needle)
+	}
 	defer dropWorkspace(context.WithoutCancel(ctx), c, r.Name)
 	compare(res, t, pos, file)
 	return res
@@ -264,6 +274,12 @@ func compare(res *Result, t *truth, pos, file map[string][]Answer) {
 	add := func(tool string, p *Position, path string, want, got Answer) {
 		st := res.Tools[tool]
 		st.Total++
+		if !want.empty() {
+			if res.Answered == nil {
+				res.Answered = map[string]int{}
+			}
+			res.Answered[tool]++
+		}
 		if want.equal(got) {
 			st.Agree++
 		} else {
@@ -304,7 +320,10 @@ func PrintTable(w io.Writer, results []*Result) {
 	fmt.Fprintf(w, "%-27s %-4s %6s %4s %9s %13s %5s %6s %6s %6s %6s %6s %7s %5s %4s %11s\n",
 		"repository", "lang", "files", "pos", "prepare", "clone+cold", "ratio", "hover", "def", "refs", "syms", "diags", "extern", "warn", "emty", "RSS svc/dir")
 	for _, r := range results {
-		lang := map[string]string{"go": "go", "typescript": "ts"}[r.Language]
+		lang := r.Language
+		if l, ok := langOf(r.Language); ok {
+			lang = l.Short
+		}
 		if r.Err != "" && r.Positions == 0 {
 			fmt.Fprintf(w, "%-27s %-4s %6d  ERROR %s\n", r.Repo, lang, r.Files, r.Err)
 			continue
@@ -312,6 +331,9 @@ func PrintTable(w io.Writer, results []*Result) {
 		pct := func(t string) string {
 			if r.Err != "" {
 				return "-"
+			}
+			if r.Tools[t].Total == 0 {
+				return "n/a" // nothing to compare: no position the ground truth answered
 			}
 			return fmt.Sprintf("%.0f%%", r.Tools[t].Pct())
 		}
@@ -330,8 +352,9 @@ func PrintTable(w io.Writer, results []*Result) {
 	}
 	fmt.Fprintf(w, "\ntarget: ≥ %.0f%% per tool per repository. prepare = POST /prepare → first useful hover through the proxy (daemon jailed);\n", Target)
 	fmt.Fprintln(w, "clone+cold = git clone --depth 1 from the same forge + the pinned server's own cold start on the ground-truth checkout; ratio = prepare / (clone+cold), target ≤ 1.2.")
-	fmt.Fprintln(w, "RSS svc/dir = MiB of the servers' process trees, warm after every query: the daemon's (jailed, the daemon itself left out) / the same servers run directly.")
-	fmt.Fprintln(w, "extern = definitions outside the repository the service matched / the ground truth gave; emty = empty answers marked current where the ground truth answered.")
+	fmt.Fprintln(w, "RSS svc/dir = MiB of the language's server tree, warm after every query: in the daemon (jailed) / the same server run directly.")
+	fmt.Fprintln(w, "extern = definitions outside the repository the service matched / the ground truth gave; emty = empty answers marked current where the ground truth answered;")
+	fmt.Fprintln(w, "n/a = no position or file to compare (positions are identifier uses the direct server resolves a definition for).")
 	for _, r := range results {
 		if r.Err != "" && r.Positions > 0 {
 			fmt.Fprintf(w, "%s: error: %s\n", r.Repo, r.Err)

@@ -178,6 +178,8 @@ func unzipModule(zipPath, dest string) error {
 func install(ctx context.Context, r Repo, cacheDir, dir string) error {
 	env := downloadEnv(cacheDir)
 	switch r.Install {
+	case "none":
+		return nil
 	case "go":
 		var firstErr error
 		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -337,12 +339,12 @@ func Materialize(ctx context.Context, name, corpusDir, cacheDir, dir string) err
 
 // StartDirect starts the entry's server on checkout the way the corpus's
 // ground truth does (a fresh home, the same pinned binaries), for tests
-// that compare the service with the server itself. ts is needed for a
-// TypeScript entry.
-func StartDirect(ctx context.Context, name, gopls string, ts *devstack.TypeScriptInstall, checkout, home, cacheDir string) (*lspdirect.Server, error) {
+// that compare the service with the server itself; sf is the rendered
+// reviewed-server file holding the entry's server.
+func StartDirect(ctx context.Context, name string, sf *devstack.ServerFile, checkout, home, cacheDir string) (*lspdirect.Server, error) {
 	r, ok := Lookup(name)
 	if !ok {
 		return nil, fmt.Errorf("corpus: no entry %q", name)
 	}
-	return startDirect(ctx, r, servers{gopls: gopls, ts: ts}, checkout, home, cacheDir)
+	return startDirect(ctx, r, servers{file: sf}, checkout, home, cacheDir)
 }

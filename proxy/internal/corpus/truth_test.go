@@ -3,6 +3,7 @@ package corpus
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,9 +27,12 @@ func TestTruthOpensAsTheServiceDoes(t *testing.T) {
 	if dir == "" {
 		t.Skip("no TypeScript server: set LSP_TEST_TYPESCRIPT")
 	}
-	ts, err := devstack.FindTypeScript(dir, "")
-	if err != nil {
+	if _, err := devstack.FindTypeScript(dir, ""); err != nil {
 		t.Skip(err)
+	}
+	sf := testServerFile(t, filepath.Dir(dir), t.TempDir())
+	if _, ok := sf.Server("typescript"); !ok {
+		t.Skip("no TypeScript server in", filepath.Dir(dir))
 	}
 	checkout := t.TempDir()
 	files := map[string]string{
@@ -46,7 +50,7 @@ func TestTruthOpensAsTheServiceDoes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	fix := []Fixed{{Path: "a.js", Needle: "colorize('a')", Ident: "colorize"}, {Path: "b.js", Needle: "colorize('b')", Ident: "colorize"}}
-	tr, err := groundTruth(ctx, Repo{Name: "loose-js", Language: "typescript"}, servers{ts: &ts}, checkout, t.TempDir(), t.TempDir(), len(fix), fix, t.Logf)
+	tr, err := groundTruth(ctx, Repo{Name: "loose-js", Language: "typescript"}, servers{file: sf}, checkout, t.TempDir(), t.TempDir(), len(fix), fix, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,5 +97,20 @@ func TestSettled(t *testing.T) {
 		if got := settled(tc.p, files, 2*time.Second); got != tc.want {
 			t.Errorf("%s: settled = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A shell script's positions are its parameter expansions (in double
+// quotes too) and calls of its own functions, never comments, single
+// quotes or the definition itself.
+func TestShellCandidates(t *testing.T) {
+	src := "#!/bin/sh\n# uses $HIDDEN in a comment\ngreet() {\n\techo \"hi ${name}\" '$quoted'\n}\nname=x\ngreet \"$name\" # $also\n"
+	var got []string
+	for _, p := range candidates("s.sh", []byte(src)) {
+		got = append(got, fmt.Sprintf("%d:%d:%s", p.Line, p.Character, p.Ident))
+	}
+	want := []string{"3:13:name", "6:1:greet", "6:9:name"} // one character inside each name
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("candidates %v, want %v", got, want)
 	}
 }

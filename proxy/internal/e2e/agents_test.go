@@ -80,15 +80,16 @@ func (r *corpusRepo) direct(t *testing.T) *lspdirect.Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var ts *devstack.TypeScriptInstall
-	if typescript != "" {
-		install, err := devstack.FindTypeScript(typescript, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts = &install
+	bin := os.Getenv("LSP_TEST_BIN")
+	if bin == "" {
+		bin = filepath.Dir(gopls)
 	}
-	srv, err := corpus.StartDirect(ctx, r.repo, gopls, ts, r.dir, t.TempDir(), t.TempDir())
+	sf, err := devstack.WriteServerFile("../../../deploy/images/servers.json.in", filepath.Join(t.TempDir(), "servers.json"),
+		devstack.Render{Bin: bin, SkipMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := corpus.StartDirect(ctx, r.repo, sf, r.dir, t.TempDir(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
