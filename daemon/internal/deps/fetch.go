@@ -54,7 +54,7 @@ func New(cfg Config, log *slog.Logger) *Fetcher {
 }
 
 // Enabled reports whether any mirror is configured; without one Fetch
-// does nothing.
+// runs only the units that need none.
 func (f *Fetcher) Enabled() bool {
 	return f != nil && (len(f.cfg.GoProxies) > 0 || f.cfg.NPMRegistry != nil)
 }
@@ -63,7 +63,7 @@ func (f *Fetcher) Enabled() bool {
 // under ws.Home, and returns the warnings for the prepare answer. It never
 // fails the prepare.
 func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
-	if !f.Enabled() {
+	if f == nil {
 		return nil
 	}
 	timeout := f.cfg.Timeout
@@ -78,6 +78,13 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	defer cancel()
 
 	w := &warnings{}
+	// What needs no mirror: C/C++ compile flags read from the build files
+	// (cfamily.go), the crates a Cargo.lock pins (cargo.go).
+	f.synthesizeC(ws, w)
+	f.checkCargo(ws, w)
+	if !f.Enabled() {
+		return w.list()
+	}
 	// One download budget for the whole phase, npm and Go together.
 	left := &atomic.Int64{}
 	left.Store(f.cfg.MaxBytes)

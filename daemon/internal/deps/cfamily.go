@@ -1,0 +1,335 @@
+package deps
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+)
+
+// C and C++ (clangd). clangd reads a file with the flags of a compilation
+// database; without one it guesses (no include paths, no defines) and
+// reports false errors and loses references. A repository that commits a
+// compile_commands.json (or compile_flags.txt) at its root or in build/
+// is read as it is, by clangd's own search. Otherwise the phase writes a
+// synthesized one into the workspace home, never into the tree and never
+// by running the build: one entry per C/C++ source with the include
+// directories, definitions and standard its CMakeLists.txt / Makefile.am
+// / Makefile files say statically (cbuild.go), each build file's flags
+// applying to its directory and below. clangd gets its path as the
+// initialization option compilationDatabasePath (CInit), and keeps its
+// background index beside it, in the home. Answers say it: the index
+// beside the tree records what the database was made from, and CProblems
+// turns that into a load warning, so every answer is partial.
+
+// cIndexFile, beside the tree, records the synthesized database.
+const cIndexFile = "c-compile.json"
+
+// Bounds of the walk and of the database.
+const (
+	maxCWalk       = 50_000
+	maxCBuildFiles = 256
+	maxCSources    = 20_000
+	maxCDepth      = 24
+)
+
+type cIndex struct {
+	// Dir is the database's directory, relative to the home.
+	Dir string `json:"dir"`
+	// From lists the build files read (tree paths); Sources counts entries.
+	From    []string `json:"from"`
+	Sources int      `json:"sources"`
+	// Truncated: a bound cut the walk short.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+var cSourceExts = map[string]bool{".c": false, ".cc": true, ".cpp": true, ".cxx": true, ".c++": true, ".C": true}
+
+// cdbDir is where a tree's synthesized database lives in the home: the
+// home is shared by every revision of a repository, so it is named by the
+// tree.
+func cdbDir(ws runtime.Workspace) string {
+	sum := sha256.Sum256([]byte(ws.Root))
+	return "clangd/" + hex.EncodeToString(sum[:8])
+}
+
+type buildFile struct {
+	dir, name string // slash directory in the tree, base name
+}
+
+// scanC walks the tree once: its C/C++ sources, its build files and
+// whether it has a database of its own.
+func scanC(root string) (sources []string, builds []buildFile, own, truncated bool) {
+	seen := 0
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if seen++; seen > maxCWalk {
+			truncated = true
+			return filepath.SkipAll
+		}
+		rel, rerr := filepath.Rel(root, p)
+		if rerr != nil {
+			return nil
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || strings.Count(rel, "/") >= maxCDepth) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		name := d.Name()
+		dir := path.Dir(rel)
+		switch name {
+		case "compile_commands.json", "compile_flags.txt":
+			if dir == "." || dir == "build" {
+				own = true
+			}
+		case "CMakeLists.txt", "Makefile.am", "Makefile", "GNUmakefile", "makefile":
+			if len(builds) < maxCBuildFiles {
+				builds = append(builds, buildFile{dir: dir, name: name})
+			} else {
+				truncated = true
+			}
+		}
+		if _, ok := cSourceExts[path.Ext(name)]; ok {
+			if len(sources) < maxCSources {
+				sources = append(sources, rel)
+			} else {
+				truncated = true
+			}
+		}
+		return nil
+	})
+	return sources, builds, own, truncated
+}
+
+// synthesizeC writes the compilation database of a tree without one. It
+// returns nothing to warn about at prepare: the index beside the tree
+// carries the note every clangd answer gets (CProblems).
+func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
+	sources, builds, own, truncated := scanC(ws.Root)
+	if own || len(sources) == 0 {
+		return
+	}
+	// Directory flags: CMake's variables flow into subdirectories, so
+	// parents are read first.
+	sort.Slice(builds, func(i, j int) bool {
+		di, dj := depthOf(builds[i].dir), depthOf(builds[j].dir)
+		if di != dj {
+			return di < dj
+		}
+		if builds[i].dir != builds[j].dir {
+			return builds[i].dir < builds[j].dir
+		}
+		return buildRank(builds[i].name) < buildRank(builds[j].name)
+	})
+	flags := map[string][]cFlags{}
+	cmakeVars := map[string]map[string]string{}
+	var from []string
+	hasCMake := map[string]bool{}
+	for _, b := range builds {
+		if b.name == "CMakeLists.txt" {
+			hasCMake[b.dir] = true
+		}
+	}
+	for _, b := range builds {
+		// A generated Makefile beside the CMakeLists.txt or Makefile.am
+		// that made it says nothing more (and is seldom committed).
+		if (b.name == "Makefile" || b.name == "GNUmakefile" || b.name == "makefile") && (hasCMake[b.dir] || hasBuild(builds, b.dir, "Makefile.am")) {
+			continue
+		}
+		data, err := readRegular(filepath.Join(ws.Root, filepath.FromSlash(b.dir), b.name), maxBuildFileBytes)
+		if err != nil {
+			continue
+		}
+		rel := path.Join(b.dir, b.name)
+		from = append(from, rel)
+		var fl cFlags
+		if b.name == "CMakeLists.txt" {
+			inherited := parentVars(cmakeVars, b.dir)
+			var vars map[string]string
+			fl, vars = parseCMake(data, b.dir, inherited)
+			cmakeVars[b.dir] = vars
+		} else {
+			fl = parseMakefile(data, b.dir, ".", b.name == "Makefile.am")
+		}
+		flags[b.dir] = append(flags[b.dir], fl)
+	}
+	home, owner, err := openHomeDir(ws.Home, cdbDir(ws))
+	if err != nil {
+		f.log.Error("deps: clangd database directory", "err", err)
+		w.add("the C/C++ compilation database could not be written; clangd reads files without include paths")
+		return
+	}
+	defer home.Close()
+	type entry struct {
+		Directory string   `json:"directory"`
+		File      string   `json:"file"`
+		Arguments []string `json:"arguments"`
+	}
+	entries := make([]entry, 0, len(sources))
+	for _, src := range sources {
+		cxx := cSourceExts[path.Ext(src)]
+		args := []string{"clang"}
+		if cxx {
+			args[0] = "clang++"
+		}
+		var all cFlags
+		for _, d := range ancestors(path.Dir(src)) {
+			for _, fl := range flags[d] {
+				for _, i := range fl.Includes {
+					all.addInclude(i)
+				}
+				for _, x := range fl.Defines {
+					all.addDefine(x)
+				}
+				if fl.CStd != "" {
+					all.CStd = fl.CStd
+				}
+				if fl.CxxStd != "" {
+					all.CxxStd = fl.CxxStd
+				}
+			}
+		}
+		if cxx && all.CxxStd != "" {
+			args = append(args, "-std="+all.CxxStd)
+		} else if !cxx && all.CStd != "" {
+			args = append(args, "-std="+all.CStd)
+		}
+		for _, x := range all.Defines {
+			args = append(args, "-D"+x)
+		}
+		for _, i := range all.Includes {
+			args = append(args, "-I"+filepath.Join(ws.Root, filepath.FromSlash(i)))
+		}
+		abs := filepath.Join(ws.Root, filepath.FromSlash(src))
+		args = append(args, "-c", abs)
+		entries = append(entries, entry{Directory: ws.Root, File: abs, Arguments: args})
+	}
+	data, err := json.MarshalIndent(entries, "", " ")
+	if err == nil {
+		err = home.WriteFile("compile_commands.json", append(data, '\n'), 0o644, owner)
+	}
+	if err != nil {
+		f.log.Error("deps: clangd database", "err", err)
+		w.add("the C/C++ compilation database could not be written; clangd reads files without include paths")
+		return
+	}
+	idx := cIndex{Dir: cdbDir(ws), From: from, Sources: len(sources), Truncated: truncated}
+	raw, _ := json.Marshal(idx)
+	if err := writeAtomic(filepath.Join(filepath.Dir(ws.Root), cIndexFile), append(raw, '\n'), 0o444); err != nil {
+		f.log.Error("deps: clangd index", "err", err)
+	}
+}
+
+func depthOf(dir string) int {
+	if dir == "." {
+		return 0
+	}
+	return strings.Count(dir, "/") + 1
+}
+
+func buildRank(name string) int {
+	switch name {
+	case "CMakeLists.txt":
+		return 0
+	case "Makefile.am":
+		return 1
+	}
+	return 2
+}
+
+func hasBuild(bs []buildFile, dir, name string) bool {
+	for _, b := range bs {
+		if b.dir == dir && b.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// parentVars are the CMake variables of the nearest read ancestor of dir.
+func parentVars(vars map[string]map[string]string, dir string) map[string]string {
+	as := ancestors(dir)
+	for i := len(as) - 2; i >= 0; i-- {
+		if v, ok := vars[as[i]]; ok {
+			return v
+		}
+	}
+	return nil
+}
+
+// ancestors are ".", then each directory down to dir itself.
+func ancestors(dir string) []string {
+	out := []string{"."}
+	if dir == "." || dir == "" {
+		return out
+	}
+	parts := strings.Split(dir, "/")
+	for i := range parts {
+		out = append(out, strings.Join(parts[:i+1], "/"))
+	}
+	return out
+}
+
+func readCIndex(ws runtime.Workspace) (cIndex, bool) {
+	var idx cIndex
+	data, err := readRegular(filepath.Join(filepath.Dir(ws.Root), cIndexFile), 1<<20)
+	if err != nil || json.Unmarshal(data, &idx) != nil || idx.Dir != cdbDir(ws) {
+		return cIndex{}, false
+	}
+	return idx, true
+}
+
+// CInit is clangd's initialization options for ws (runtime.Spec.Init):
+// the synthesized database's directory when the phase wrote one.
+func CInit(ws runtime.Workspace) json.RawMessage {
+	idx, ok := readCIndex(ws)
+	if !ok {
+		return nil
+	}
+	raw, err := json.Marshal(map[string]any{"compilationDatabasePath": filepath.Join(ws.Home, filepath.FromSlash(idx.Dir))})
+	if err != nil {
+		return nil
+	}
+	return raw
+}
+
+// CProblems is what clangd's answers on ws are partial for
+// (runtime.Spec.Problems): flags that were synthesized, not the build's.
+func CProblems(ws runtime.Workspace) []string {
+	idx, ok := readCIndex(ws)
+	if !ok {
+		return nil
+	}
+	from := "no build file (no include paths)"
+	if len(idx.From) > 0 {
+		from = strings.Join(clipList(idx.From, 4), ", ")
+	}
+	msg := "no compile_commands.json in the repository: compile flags were synthesized from " + from +
+		" (include directories, definitions and standard read statically; the build was not run, so generated headers and configure-time definitions are missing)"
+	if idx.Truncated {
+		msg += "; the tree was larger than the walk's bound, so some sources have no entry"
+	}
+	return []string{msg}
+}
+
+func clipList(l []string, n int) []string {
+	if len(l) <= n {
+		return l
+	}
+	out := append([]string(nil), l[:n]...)
+	return append(out, "…")
+}
