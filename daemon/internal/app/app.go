@@ -52,6 +52,10 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	// come from what its dependency phase prepared.
 	for i := range specs {
 		specs[i].Folders = deps.Folders(specs[i].Language)
+		// clangd's compilation database, when the phase synthesized one,
+		// and the note that makes its answers partial.
+		specs[i].Init = deps.Init(specs[i].Language)
+		specs[i].Problems = deps.Problems(specs[i].Language)
 	}
 	tsLibs, err := qualify.TypeScriptExternals(cf)
 	if err != nil {

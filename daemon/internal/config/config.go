@@ -149,9 +149,13 @@ type Server struct {
 	InitializationOptions json.RawMessage `json:"initialization_options,omitempty"`
 	Settings              json.RawMessage `json:"settings,omitempty"`
 	Env                   []string        `json:"env,omitempty"`
-	RequestTimeoutMS      int             `json:"request_timeout_ms"`
-	ReviewedBy            string          `json:"reviewed_by"`
-	ReviewedAt            time.Time       `json:"reviewed_at"`
+	// ReadOnly are system paths the server reads besides the libraries
+	// every jail has (clangd: /usr/include; rust-analyzer: cargo, rustc
+	// and the patched sysroot), bound read-only at their own path.
+	ReadOnly         []string  `json:"read_only,omitempty"`
+	RequestTimeoutMS int       `json:"request_timeout_ms"`
+	ReviewedBy       string    `json:"reviewed_by"`
+	ReviewedAt       time.Time `json:"reviewed_at"`
 }
 
 var (
@@ -241,6 +245,14 @@ func Parse(raw []byte) (*File, error) {
 		for _, a := range s.Arguments {
 			if len(a) > 4096 || strings.ContainsRune(a, 0) {
 				return nil, fmt.Errorf("%s: an argument is too long or has NUL", field("arguments"))
+			}
+		}
+		if len(s.ReadOnly) > 16 {
+			return nil, fmt.Errorf("%s: at most 16", field("read_only"))
+		}
+		for _, p := range s.ReadOnly {
+			if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" || strings.ContainsRune(p, 0) {
+				return nil, fmt.Errorf("%s: %q is not a clean absolute path below /", field("read_only"), p)
 			}
 		}
 		for _, e := range s.Env {

@@ -333,3 +333,24 @@ func clipList(l []string, n int) []string {
 	out := append([]string(nil), l[:n]...)
 	return append(out, "…")
 }
+
+// cFamily are the languages clangd serves.
+var cFamily = map[string]bool{"c": true, "cpp": true, "objective-c": true, "objective-cpp": true}
+
+// Init is the initialization-options hook (runtime.Spec.Init) of a
+// language's servers, nil for a language without one.
+func Init(language string) func(runtime.Workspace) json.RawMessage {
+	if cFamily[language] {
+		return CInit
+	}
+	return nil
+}
+
+// Problems is the load-problems hook (runtime.Spec.Problems) of a
+// language's servers, nil for a language without one.
+func Problems(language string) func(runtime.Workspace) []string {
+	if cFamily[language] {
+		return CProblems
+	}
+	return nil
+}

@@ -43,7 +43,7 @@ func Spec(s config.Server, exe string) pool.Spec {
 	return pool.Spec{
 		Spec: runtime.Spec{
 			ID: s.ID, Language: s.Languages[0].ID, Extensions: exts,
-			Executable: exe, Args: s.Arguments, Env: s.Env,
+			Executable: exe, Args: s.Arguments, Env: s.Env, ReadOnly: s.ReadOnly,
 			InitializationOptions: s.InitializationOptions, Settings: s.Settings,
 			RequestTimeout: time.Duration(s.RequestTimeoutMS) * time.Millisecond,
 		},

@@ -23,7 +23,10 @@ type Spec struct {
 	Executable string
 	Args       []string
 	// Env is added to the minimal environment (and overrides it).
-	Env                   []string
+	Env []string
+	// ReadOnly are more system paths the jail binds read-only at their
+	// own path for this server (the reviewed entry's read_only).
+	ReadOnly              []string
 	InitializationOptions json.RawMessage
 	// Settings answers workspace/configuration (see lsp.Options.Settings).
 	Settings json.RawMessage
