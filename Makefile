@@ -7,10 +7,16 @@ export GOFLAGS := -buildvcs=false
 BIN        := $(CURDIR)/.bin
 GOPLS      := $(BIN)/gopls
 GOPLS_VERSION := v0.21.1
-# The reviewed TypeScript server: exact versions and integrity hashes in
-# deploy/typescript/package-lock.json, installed with npm ci into $(TS_DIR).
+# The reviewed node-based servers, one table entry each (deploy/<name>/ →
+# .bin/<dir>): exact versions and integrity hashes in the package-lock.json,
+# installed with npm ci --ignore-scripts. Adding a language is a row here,
+# an entry in deploy/images/servers.json.in and its corpus/readiness units.
+NPM_SERVERS := typescript:ts basedpyright:basedpyright bash:bash yaml:yaml json:json
 TS_DIR     := $(BIN)/ts
-TS_LSP     := $(TS_DIR)/node_modules/typescript-language-server/lib/cli.mjs
+NPM_STAMPS := $(foreach s,$(NPM_SERVERS),$(BIN)/$(word 2,$(subst :, ,$(s)))/.installed)
+# The reviewed-server file of the dev stack, the corpus and the bench:
+# production's template with .bin paths and real SHA-256s.
+SERVERS    := $(BIN)/servers.json
 # A real Gitea for the forge tests: the pinned release built from the Go
 # module proxy (no prebuilt binary), SQLite, cached outside the checkout.
 GITEA_VERSION := v1.26.0
@@ -24,10 +30,10 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 all: build
 
 ## deps: install what running and testing need (Debian packages, pinned gopls,
-## pinned typescript-language-server + typescript).
+## every reviewed node-based server, shellcheck) and write .bin/servers.json.
 deps: $(GOPLS)
 	@missing=""; \
-	for p in git:git initdb:postgresql protoc:protobuf-compiler bwrap:bubblewrap node:nodejs npm:npm nvim:neovim chromium:chromium; do \
+	for p in git:git initdb:postgresql protoc:protobuf-compiler bwrap:bubblewrap node:nodejs npm:npm nvim:neovim chromium:chromium shellcheck:shellcheck; do \
 	  cmd=$${p%%:*}; pkg=$${p##*:}; \
 	  if ! command -v $$cmd >/dev/null && ! ls /usr/lib/postgresql/*/bin/$$cmd >/dev/null 2>&1; then missing="$$missing $$pkg"; fi; \
 	done; \
@@ -36,8 +42,9 @@ deps: $(GOPLS)
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
 	fi
-	@$(MAKE) --no-print-directory $(TS_LSP) $(GITEA)
+	@$(MAKE) --no-print-directory $(NPM_STAMPS) $(GITEA)
 	@$(MAKE) --no-print-directory native-servers
+	@$(MAKE) --no-print-directory $(SERVERS)
 
 # The reviewed native servers, from Debian bookworm at exact versions (the
 # daemon image pins the same): clangd for C/C++, rust-analyzer with cargo
@@ -69,13 +76,23 @@ $(GOPLS):
 	@mkdir -p $(BIN)
 	GOBIN=$(BIN) go install golang.org/x/tools/gopls@$(GOPLS_VERSION)
 
-# typescript-language-server 6.0.0 declares node >= 22 but runs on the
-# machine's Node 20; --ignore-scripts: no package script runs at install.
-$(TS_LSP): deploy/typescript/package.json deploy/typescript/package-lock.json
-	@mkdir -p $(TS_DIR)
-	cp deploy/typescript/package.json deploy/typescript/package-lock.json $(TS_DIR)/
-	cd $(TS_DIR) && npm ci --ignore-scripts --engine-strict=false --no-audit --no-fund --loglevel=error
-	@touch $@
+# One rule per NPM_SERVERS row. typescript-language-server 6.0.0 declares
+# node >= 22 but runs on the machine's Node 20; --ignore-scripts: no
+# package script runs at install.
+define npm_server
+$(BIN)/$(2)/.installed: deploy/$(1)/package.json deploy/$(1)/package-lock.json
+	@mkdir -p $(BIN)/$(2)
+	cp deploy/$(1)/package.json deploy/$(1)/package-lock.json $(BIN)/$(2)/
+	cd $(BIN)/$(2) && npm ci --ignore-scripts --engine-strict=false --no-audit --no-fund --loglevel=error
+	@touch $$@
+endef
+$(foreach s,$(NPM_SERVERS),$(eval $(call npm_server,$(word 1,$(subst :, ,$(s))),$(word 2,$(subst :, ,$(s))))))
+
+# The dev reviewed-server file, from the production template: /opt/lsp/bin/X
+# becomes .bin/X, /opt/lsp/X .bin/X, /usr/local/bin/node the node on PATH,
+# and each @SHA256:path@ the hash of the file there.
+$(SERVERS): deploy/images/servers.json.in $(GOPLS) $(NPM_STAMPS)
+	go run ./proxy/cmd/lspctl servers --template deploy/images/servers.json.in --bin $(BIN) --out $@
 
 # Gitea's go.mod has replace directives, so go install cannot build it: the
 # module's source comes from the proxy and is built in a scratch copy. A
@@ -98,7 +115,7 @@ build:
 ## REPOS="~/src/a ~/src/b" also serves those local git repositories (as dev/a, dev/b).
 REPOS ?=
 run: deps build
-	$(BIN)/lspctl dev --gopls $(GOPLS) --typescript $(TS_DIR) --daemon-bin $(BIN)/lsp-daemon $(foreach r,$(REPOS),--repo $(r))
+	$(BIN)/lspctl dev --servers $(SERVERS) --daemon-bin $(BIN)/lsp-daemon $(foreach r,$(REPOS),--repo $(r))
 
 ## test: everything, with per-package durations.
 test: deps
@@ -117,7 +134,7 @@ bench: deps build
 ## -large=false to leave the large module out).
 CORPUS_FLAGS ?=
 corpus: deps build
-	go run ./proxy/cmd/lsp-corpus --gopls $(GOPLS) --typescript $(TS_DIR) --daemon-bin $(BIN)/lsp-daemon $(CORPUS_FLAGS)
+	go run ./proxy/cmd/lsp-corpus --servers $(SERVERS) --daemon-bin $(BIN)/lsp-daemon $(CORPUS_FLAGS)
 
 ## soak: the reliability run (SOAK_DURATION, default 5m): mixed load, faults,
 ## hostile input, then the ledger and leak invariants; prints the table

@@ -293,6 +293,8 @@ type serverConfig struct {
 		Arguments             []string        `json:"arguments"`
 		ExecutableSHA256      string          `json:"executable_sha256"`
 		InitializationOptions json.RawMessage `json:"initialization_options"`
+		Settings              json.RawMessage `json:"settings"`
+		Env                   []string        `json:"env"`
 		RequestTimeoutMS      int             `json:"request_timeout_ms"`
 		ReviewedBy            string          `json:"reviewed_by"`
 		ReviewedAt            string          `json:"reviewed_at"`
@@ -350,6 +352,28 @@ func TestServerConfigMatchesImage(t *testing.T) {
 	if _, ok := installed[tsDir]; !ok {
 		t.Errorf("the TypeScript install %s is not copied into the shipped stage", tsDir)
 	}
+	// Every npm-installed server (a stage installing a deploy/<name> lock
+	// file into its WORKDIR) is copied into the shipped stage, and only
+	// their installs hold the servers' scripts.
+	npmDirs := map[string]string{} // install dir → stage
+	for _, st := range npmStages(f) {
+		dir := ""
+		for _, in := range st.Each("WORKDIR") {
+			dir = in.Args
+		}
+		npmDirs[dir] = st.Name
+		if _, ok := installed[dir]; !ok {
+			t.Errorf("the %s install %s is not copied into the shipped stage", st.Name, dir)
+		}
+	}
+	inNpm := func(p string) bool {
+		for dir := range npmDirs {
+			if strings.HasPrefix(p, dir+"/") {
+				return true
+			}
+		}
+		return false
+	}
 
 	ids := map[string]bool{}
 	for _, s := range cfg.Servers {
@@ -364,13 +388,17 @@ func TestServerConfigMatchesImage(t *testing.T) {
 			t.Errorf("server %s: reviewed_by/reviewed_at must come from the build (REVIEWED_BY, REVIEWED_AT)", s.ID)
 		}
 		for _, a := range s.Arguments {
-			if strings.HasPrefix(a, "/") && !strings.HasPrefix(a, tsDir+"/") {
+			if strings.HasPrefix(a, "/") && !inNpm(a) {
 				t.Errorf("server %s: argument %s is outside the image's installs", s.ID, a)
 			}
 		}
 	}
-	if len(ids) != 2 || !ids["gopls"] || !ids["typescript"] {
-		t.Errorf("servers %v: want exactly gopls and typescript, the image's tools", ids)
+	want := map[string]bool{"gopls": true}
+	for _, st := range npmDirs {
+		want[st] = true
+	}
+	if fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Errorf("servers %v: want exactly %v, the image's servers", ids, want)
 	}
 	gopls := makefileVar(t, "GOPLS_VERSION")
 	lock := readTSLock(t)
@@ -446,8 +474,22 @@ func TestServerConfigQualifies(t *testing.T) {
 	if gopls == "" || tsDir == "" || node == "" {
 		t.Skip("needs the pinned gopls, the TypeScript server and node: run make deps (make test does)")
 	}
+	// The other npm servers make deps installs beside the TypeScript one
+	// (.bin/<name> for /opt/lsp/<name>).
+	bin := filepath.Dir(tsDir)
+	mapped := map[string]string{"/opt/lsp/bin/gopls": gopls, "/usr/local/bin/node": node, "/opt/lsp/ts": tsDir}
+	for _, st := range npmStages(parseDockerfile(t, "daemon.Dockerfile")) {
+		for _, in := range st.Each("WORKDIR") {
+			if in.Args != "/opt/lsp/ts" {
+				mapped[in.Args] = filepath.Join(bin, filepath.Base(in.Args))
+				if _, err := os.Stat(mapped[in.Args]); err != nil {
+					t.Skipf("needs %s installed at %s: run make deps", st.Name, mapped[in.Args])
+				}
+			}
+		}
+	}
 	paths := map[string]string{}
-	for k, v := range map[string]string{"/opt/lsp/bin/gopls": gopls, "/usr/local/bin/node": node, "/opt/lsp/ts": tsDir} {
+	for k, v := range mapped {
 		real, err := filepath.EvalSymlinks(v)
 		if err != nil {
 			t.Fatal(err)
@@ -467,7 +509,11 @@ func TestServerConfigQualifies(t *testing.T) {
 		}
 		cfg = strings.ReplaceAll(cfg, m[0], strings.Fields(string(sum))[0])
 	}
-	cfg = strings.NewReplacer("/opt/lsp/bin/gopls", paths["/opt/lsp/bin/gopls"], "/usr/local/bin/node", paths["/usr/local/bin/node"], "/opt/lsp/ts", paths["/opt/lsp/ts"]).Replace(cfg)
+	var pairs []string
+	for k, v := range paths {
+		pairs = append(pairs, k, v)
+	}
+	cfg = strings.NewReplacer(pairs...).Replace(cfg)
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "servers.json")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o444); err != nil {
@@ -497,7 +543,7 @@ func TestServerConfigQualifies(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
 		t.Fatalf("qualify --json: %v\n%s", err, stdout.String())
 	}
-	if !report.Qualified || len(report.Servers) != 2 {
+	if _, cfgParsed := readConfigTemplate(t); !report.Qualified || len(report.Servers) != len(cfgParsed.Servers) {
 		t.Fatalf("qualify: %s", stdout.String())
 	}
 	t.Logf("qualified: %s", summarize(report.Servers))
@@ -518,4 +564,17 @@ func firstExisting(paths ...string) string {
 		}
 	}
 	return ""
+}
+
+// npmStages are the stages installing a reviewed npm server: npm ci of a
+// deploy/<name>/package-lock.json.
+func npmStages(f *dockerfile.File) []*dockerfile.Stage {
+	var out []*dockerfile.Stage
+	for i := range f.Stages {
+		st := &f.Stages[i]
+		if containsRun(st, "npm ci") && strings.Contains(strings.Join(argsOf(st.Each("COPY")), "\n"), "package-lock.json") {
+			out = append(out, st)
+		}
+	}
+	return out
 }

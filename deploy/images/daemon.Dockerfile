@@ -16,6 +16,12 @@
 #     typescript-language-server 6.0.0 declares (engines: node >= 22.22.2;
 #     --engine-strict fails the build on a Node that does not satisfy it).
 #     CI tests the same servers on the machine's Node 20;
+#   - basedpyright 1.40.1 (Python), bash-language-server 5.8.1 (Bash, with
+#     Debian's shellcheck), yaml-language-server 1.25.0 (YAML) and
+#     vscode-json-language-server from vscode-langservers-extracted 4.10.0
+#     (JSON), each installed like TypeScript: `npm ci --ignore-scripts
+#     --engine-strict` from deploy/<name>'s lock file into /opt/lsp/<name>,
+#     its version checked against the lock;
 #   - bubblewrap, the jail of every language server.
 #
 # The reviewed-server config (code-intel-config.v1) is generated here from
@@ -55,11 +61,41 @@ RUN npm ci --ignore-scripts --omit=dev --engine-strict --no-audit --no-fund --lo
  && test "$(node -p 'require("./node_modules/typescript-language-server/package.json").version')" = "${TYPESCRIPT_LANGUAGE_SERVER_VERSION}" \
  && test "$(node -p 'require("./node_modules/typescript/package.json").version')" = "${TYPESCRIPT_VERSION}"
 
+FROM ${NODE_IMAGE} AS basedpyright
+ARG BASEDPYRIGHT_VERSION=1.40.1
+WORKDIR /opt/lsp/basedpyright
+COPY deploy/basedpyright/package.json deploy/basedpyright/package-lock.json ./
+RUN npm ci --ignore-scripts --omit=dev --engine-strict --no-audit --no-fund --loglevel=error \
+ && test "$(node -p 'require("./node_modules/basedpyright/package.json").version')" = "${BASEDPYRIGHT_VERSION}"
+
+FROM ${NODE_IMAGE} AS bash
+ARG BASH_LANGUAGE_SERVER_VERSION=5.8.1
+WORKDIR /opt/lsp/bash
+COPY deploy/bash/package.json deploy/bash/package-lock.json ./
+RUN npm ci --ignore-scripts --omit=dev --engine-strict --no-audit --no-fund --loglevel=error \
+ && test "$(node -p 'require("./node_modules/bash-language-server/package.json").version')" = "${BASH_LANGUAGE_SERVER_VERSION}"
+
+FROM ${NODE_IMAGE} AS yaml
+ARG YAML_LANGUAGE_SERVER_VERSION=1.25.0
+WORKDIR /opt/lsp/yaml
+COPY deploy/yaml/package.json deploy/yaml/package-lock.json ./
+RUN npm ci --ignore-scripts --omit=dev --engine-strict --no-audit --no-fund --loglevel=error \
+ && test "$(node -p 'require("./node_modules/yaml-language-server/package.json").version')" = "${YAML_LANGUAGE_SERVER_VERSION}"
+
+FROM ${NODE_IMAGE} AS json
+ARG VSCODE_LANGSERVERS_EXTRACTED_VERSION=4.10.0
+WORKDIR /opt/lsp/json
+COPY deploy/json/package.json deploy/json/package-lock.json ./
+RUN npm ci --ignore-scripts --omit=dev --engine-strict --no-audit --no-fund --loglevel=error \
+ && test "$(node -p 'require("./node_modules/vscode-langservers-extracted/package.json").version')" = "${VSCODE_LANGSERVERS_EXTRACTED_VERSION}"
+
 FROM ${NODE_IMAGE}
 ARG BUBBLEWRAP_VERSION=0.8.0-2+deb12u1
+ARG SHELLCHECK_VERSION=0.9.0-1
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       bubblewrap=${BUBBLEWRAP_VERSION} \
+      shellcheck=${SHELLCHECK_VERSION} \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 65532 nonroot \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin nonroot \
@@ -68,6 +104,10 @@ COPY --from=build /usr/local/go /usr/local/go
 COPY --from=build /out/gopls /opt/lsp/bin/gopls
 COPY --from=build /out/lsp-daemon /usr/local/bin/lsp-daemon
 COPY --from=typescript /opt/lsp/ts /opt/lsp/ts
+COPY --from=basedpyright /opt/lsp/basedpyright /opt/lsp/basedpyright
+COPY --from=bash /opt/lsp/bash /opt/lsp/bash
+COPY --from=yaml /opt/lsp/yaml /opt/lsp/yaml
+COPY --from=json /opt/lsp/json /opt/lsp/json
 COPY deploy/images/servers.json.in /etc/lsp-daemon/servers.json.in
 
 # The reviewer's name is the only input; it must be plain text so that it

@@ -46,6 +46,18 @@ func (s *Spec) LanguageID(rel string) string {
 	return s.Language
 }
 
+// Languages are the distinct languageIds s serves, in the order of its
+// extensions: a server's tools are listed under each of them.
+func (s *Spec) Languages() []string {
+	out := []string{s.Language}
+	for _, x := range s.Extensions {
+		if id := s.LanguageID("f" + x); !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // Pool is every workspace of this daemon.
 type Pool struct {
 	store   *workspace.Store
@@ -108,6 +120,11 @@ type Workspace struct {
 	mu      sync.Mutex
 	servers map[string]*slot
 	closed  bool
+
+	// present are the languageIds of the files the last prepare pushed
+	// (nil for a tree adopted from disk).
+	presentMu sync.Mutex
+	present   map[string]bool
 
 	// deleting is set, under the pool's lock, once a Delete has taken w
 	// out of service; whoever sees w idle afterwards (the Delete itself or
@@ -373,18 +390,65 @@ func (w *Workspace) Warm(ctx context.Context, files []*daemonv1.FileEntry) ([]La
 			specs = append(specs, s)
 		}
 	}
+	present := map[string]bool{}
+	for _, f := range files {
+		if s, ok := w.pool.SpecFor(f.GetPath()); ok {
+			present[s.LanguageID(f.GetPath())] = true
+		}
+	}
+	w.presentMu.Lock()
+	w.present = present
+	w.presentMu.Unlock()
+	// Every language's server starts at once: one slow to initialize
+	// does not hold the others back (the pool's budgets still apply to
+	// each start).
+	type started struct {
+		srv *runtime.Server
+		err error
+	}
+	out := make([]started, len(specs))
+	var wg sync.WaitGroup
+	for i, s := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].srv, out[i].err = w.Server(ctx, s)
+		}()
+	}
+	wg.Wait()
 	var infos []LanguageInfo
 	var warnings []string
-	for _, s := range specs {
-		srv, err := w.Server(ctx, s)
-		if err != nil {
+	for i, s := range specs {
+		if err := out[i].err; err != nil {
 			warnings = append(warnings, fmt.Sprintf("language server %s did not start", s.ID))
 			w.pool.log.Warn("warm server", "server", s.ID, "workspace", w.Key.String(), "err", err)
 			continue
 		}
-		infos = append(infos, info(s, srv))
+		infos = append(infos, w.infos(s, out[i].srv)...)
 	}
 	return infos, warnings
+}
+
+// languagesOf are the languageIds of s to list for w: those of the
+// files its last prepare pushed, or every one s serves when w was not
+// prepared by this process (adopted from disk).
+func (w *Workspace) languagesOf(s *Spec) []string {
+	w.presentMu.Lock()
+	defer w.presentMu.Unlock()
+	all := s.Languages()
+	if w.present == nil {
+		return all
+	}
+	var out []string
+	for _, id := range all {
+		if w.present[id] {
+			out = append(out, id)
+		}
+	}
+	if len(out) == 0 {
+		return all[:1]
+	}
+	return out
 }
 
 // LoadQuiet is how long a server must stay quiet (no progress, no
@@ -510,8 +574,15 @@ func (w *Workspace) KnownLoadWarnings(infos []LanguageInfo) []LanguageInfo {
 
 type scrubKey struct{}
 
-func info(s *Spec, srv *runtime.Server) LanguageInfo {
-	return LanguageInfo{Language: s.Language, Server: srv.Info(), Tools: srv.Tools(), Fingerprint: srv.CapabilityFingerprint()}
+// infos are what srv negotiated, once per languageId of s present in w:
+// answers route by file extension, and a polyglot tree lists each of its
+// languages with the tools its server offers.
+func (w *Workspace) infos(s *Spec, srv *runtime.Server) []LanguageInfo {
+	var out []LanguageInfo
+	for _, id := range w.languagesOf(s) {
+		out = append(out, LanguageInfo{Language: id, Server: srv.Info(), Tools: srv.Tools(), Fingerprint: srv.CapabilityFingerprint()})
+	}
+	return out
 }
 
 // Languages reports the servers running for w.
@@ -523,14 +594,17 @@ func (w *Workspace) Languages() []LanguageInfo {
 	for i := range w.pool.specs {
 		s := &w.pool.specs[i]
 		if sl, ok := w.servers[s.ID]; ok && isDone(sl.ready) && sl.err == nil {
-			out = append(out, LanguageInfo{Language: s.Language, Server: sl.srv.Info(), Tools: sl.srv.Tools(), Fingerprint: sl.srv.CapabilityFingerprint()})
 			srvs = append(srvs, sl.srv)
 			specs = append(specs, s)
 		}
 	}
 	w.mu.Unlock()
-	for i := range out {
-		out[i].Warnings = w.LoadWarnings(specs[i], srvs[i])
+	for i, s := range specs {
+		warnings := w.LoadWarnings(s, srvs[i])
+		for _, l := range w.infos(s, srvs[i]) {
+			l.Warnings = slices.Clone(warnings)
+			out = append(out, l)
+		}
 	}
 	return out
 }
@@ -541,8 +615,10 @@ func (w *Workspace) Languages() []LanguageInfo {
 // tenant's workspace).
 func (p *Pool) Configured() []LanguageInfo {
 	out := make([]LanguageInfo, 0, len(p.specs))
-	for _, s := range p.specs {
-		out = append(out, LanguageInfo{Language: s.Language, Server: runtime.Info{ID: s.ID}})
+	for i := range p.specs {
+		for _, id := range p.specs[i].Languages() {
+			out = append(out, LanguageInfo{Language: id, Server: runtime.Info{ID: p.specs[i].ID}})
+		}
 	}
 	return out
 }

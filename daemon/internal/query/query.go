@@ -95,10 +95,17 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	var doc *pool.Document
 	rel := req.GetPath()
 	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS {
-		// Workspace symbols go to the first configured language present.
+		// Workspace symbols go to the server of the path's language when
+		// the request names a file, else to the first configured server
+		// running for the workspace.
+		if s, ok := r.Pool.SpecFor(rel); ok && rel != "" {
+			spec = s
+		}
 		for _, s := range w.Languages() {
-			spec = r.specByLanguage(s.Language)
-			break
+			if spec != nil {
+				break
+			}
+			spec = r.specByID(s.Server.ID)
 		}
 		if spec == nil && len(r.Pool.Specs()) > 0 {
 			spec = &r.Pool.Specs()[0]
@@ -282,10 +289,10 @@ func (c *converter) truncated(t bool, dropped int) {
 	c.dropped += dropped
 }
 
-func (r *Runner) specByLanguage(lang string) *pool.Spec {
+func (r *Runner) specByID(id string) *pool.Spec {
 	specs := r.Pool.Specs()
 	for i := range specs {
-		if specs[i].Language == lang {
+		if specs[i].ID == id {
 			return &specs[i]
 		}
 	}

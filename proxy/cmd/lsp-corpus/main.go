@@ -22,8 +22,7 @@ import (
 )
 
 func main() {
-	gopls := flag.String("gopls", ".bin/gopls", "the pinned gopls")
-	typescript := flag.String("typescript", ".bin/ts", "the reviewed TypeScript install (make deps); empty leaves TypeScript out")
+	servers := flag.String("servers", ".bin/servers.json", "the reviewed-server file both sides run (make deps renders it); a repository whose language it lacks is skipped")
 	daemonBin := flag.String("daemon-bin", ".bin/lsp-daemon", "the lsp-daemon binary")
 	corpusDir := flag.String("corpus", "", "the snapshots' directory (default: ../shared/corpus beside the checkout)")
 	cacheDir := flag.String("cache", "", "downloads kept between runs (default: $XDG_CACHE_HOME/lsp-corpus)")
@@ -36,7 +35,7 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *gopls, *typescript, *daemonBin, *corpusDir, *cacheDir, *repos, *large, *positions, *jsonOut, *keep, *coldWait); err != nil {
+	if err := run(ctx, *servers, *daemonBin, *corpusDir, *cacheDir, *repos, *large, *positions, *jsonOut, *keep, *coldWait); err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-corpus:", err)
 		os.Exit(1)
 	}
@@ -50,7 +49,7 @@ func names() string {
 	return strings.Join(n, ", ")
 }
 
-func run(ctx context.Context, gopls, typescript, daemonBin, corpusDir, cacheDir, repos string, large bool, positions int, jsonOut string, keep bool, coldWait time.Duration) error {
+func run(ctx context.Context, servers, daemonBin, corpusDir, cacheDir, repos string, large bool, positions int, jsonOut string, keep bool, coldWait time.Duration) error {
 	var sel []corpus.Repo
 	if repos == "" {
 		for _, r := range corpus.Repos {
@@ -80,7 +79,7 @@ func run(ctx context.Context, gopls, typescript, daemonBin, corpusDir, cacheDir,
 		}
 		cacheDir = filepath.Join(d, "lsp-corpus")
 	}
-	for _, p := range []*string{&gopls, &typescript, &daemonBin, &corpusDir, &cacheDir} {
+	for _, p := range []*string{&servers, &daemonBin, &corpusDir, &cacheDir} {
 		if *p != "" {
 			if *p, err = filepath.Abs(*p); err != nil {
 				return err
@@ -110,7 +109,7 @@ func run(ctx context.Context, gopls, typescript, daemonBin, corpusDir, cacheDir,
 		return os.WriteFile(jsonOut, b, 0o644)
 	}
 	results, err := corpus.Run(ctx, corpus.Options{
-		Dir: dir, CacheDir: cacheDir, CorpusDir: corpusDir, DaemonBin: daemonBin, Gopls: gopls, TypeScript: typescript,
+		Dir: dir, CacheDir: cacheDir, CorpusDir: corpusDir, DaemonBin: daemonBin, Servers: servers,
 		Repos: sel, PerRepo: positions, Keep: keep, ColdWait: coldWait,
 		OnResult: func(r *corpus.Result) {
 			done = append(done, r)

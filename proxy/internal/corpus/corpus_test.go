@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
 )
 
 // The make test slice of the corpus: a few fixed positions per kind of
@@ -38,7 +40,6 @@ func TestSlice(t *testing.T) {
 	if gopls == "" {
 		t.Skip("no gopls: set LSP_TEST_GOPLS (make test installs the pinned one)")
 	}
-	ts := findFile(os.Getenv("LSP_TEST_TYPESCRIPT"), "../../../.bin/ts")
 	shared, err := sharedCorpus()
 	if err != nil {
 		t.Fatal(err)
@@ -62,16 +63,20 @@ func TestSlice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The servers make deps installed beside gopls, from production's
+	// template (those not installed are left out).
+	sf := testServerFile(t, filepath.Dir(gopls), tmp)
 	o := Options{Dir: filepath.Join(tmp, "run"), CacheDir: filepath.Join(cache, "lsp-corpus"), CorpusDir: shared,
-		DaemonBin: daemon, Gopls: gopls, TypeScript: ts, Fixed: map[string][]Fixed{}, ColdWait: 45 * time.Second,
+		DaemonBin: daemon, Servers: sf.Path, Fixed: map[string][]Fixed{}, ColdWait: 45 * time.Second,
 		Log: func(f string, a ...any) { t.Logf(f, a...) }}
+	sv := servers{file: sf}
 	for _, s := range slice {
 		r, ok := Lookup(s.repo)
 		if !ok {
 			t.Fatalf("%s: not in the corpus", s.repo)
 		}
-		if r.Language == "typescript" && ts == "" {
-			t.Logf("%s: no TypeScript server (LSP_TEST_TYPESCRIPT): skipped", s.repo)
+		if !sv.has(r.Language) {
+			t.Logf("%s: no %s server installed beside %s (make deps): skipped", s.repo, r.Language, gopls)
 			continue
 		}
 		o.Repos = append(o.Repos, r)
@@ -208,4 +213,27 @@ func TestPackagePaths(t *testing.T) {
 			t.Errorf("packagePaths(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// testServerFile renders deploy/images/servers.json.in for the install in
+// bin into dir, leaving out the servers not installed there.
+func testServerFile(t *testing.T, bin, dir string) *devstack.ServerFile {
+	t.Helper()
+	tmpl, err := os.ReadFile("../../../deploy/images/servers.json.in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := devstack.RenderServers(tmpl, devstack.Render{Bin: bin, SkipMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "servers.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sf, err := devstack.LoadServerFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sf
 }

@@ -19,13 +19,6 @@ type Position struct {
 	Test      bool   `json:"test"`
 }
 
-// sourceExt are the extensions the service serves for a language (the
-// daemon's reviewed entries).
-var sourceExt = map[string][]string{
-	"go":         {".go"},
-	"typescript": {".ts", ".tsx", ".js", ".jsx"},
-}
-
 // skipDirs are never chosen from: installed or generated code, and what a
 // repository keeps of others'.
 var skipDirs = map[string]bool{"node_modules": true, "dist": true, "build": true, "out": true, "lib-cov": true,
@@ -47,7 +40,7 @@ func isTestFile(rel string) bool {
 
 // chooseFiles picks up to n source files spread evenly over the sorted
 // list, three in four outside tests.
-func chooseFiles(root, lang string, n int) (all int, files []string) {
+func chooseFiles(root string, exts []string, n int) (all int, files []string) {
 	var src, tests []string
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -60,7 +53,7 @@ func chooseFiles(root, lang string, n int) (all int, files []string) {
 			return nil
 		}
 		ok := false
-		for _, e := range sourceExt[lang] {
+		for _, e := range exts {
 			ok = ok || strings.HasSuffix(d.Name(), e)
 		}
 		if !ok || strings.HasSuffix(d.Name(), ".min.js") {

@@ -20,15 +20,18 @@ const Target = 98.0
 
 // Options configure a run.
 type Options struct {
-	Dir        string // scratch: checkouts, the stack; removed by the caller
-	CacheDir   string // downloads kept between runs (module cache, npm, tools)
-	CorpusDir  string // shared/corpus
-	DaemonBin  string
-	Gopls      string
-	TypeScript string // the reviewed TypeScript install (.bin/ts); "" skips TypeScript entries
-	Repos      []Repo
-	PerRepo    int  // positions per repository (default 40)
-	Keep       bool // keep each repository's checkouts (for debugging)
+	Dir       string // scratch: checkouts, the stack; removed by the caller
+	CacheDir  string // downloads kept between runs (module cache, npm, tools)
+	CorpusDir string // shared/corpus
+	DaemonBin string
+	// Servers is the reviewed-server file both sides run (make deps:
+	// .bin/servers.json): the daemon is configured with it, the ground
+	// truth starts its entries directly. A repository whose language has
+	// no entry there is skipped.
+	Servers string
+	Repos   []Repo
+	PerRepo int  // positions per repository (default 40)
+	Keep    bool // keep each repository's checkouts (for debugging)
 	// Fixed, per repository name, replaces the chosen positions with these
 	// (the make test slice).
 	Fixed map[string][]Fixed
@@ -130,14 +133,11 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
-	sv := servers{gopls: o.Gopls}
-	if o.TypeScript != "" {
-		ts, err := devstack.FindTypeScript(o.TypeScript, "")
-		if err != nil {
-			return nil, err
-		}
-		sv.ts = &ts
+	sf, err := devstack.LoadServerFile(o.Servers)
+	if err != nil {
+		return nil, err
 	}
+	sv := servers{file: sf}
 	for _, d := range []string{o.Dir, o.CacheDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -147,7 +147,7 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		return nil, err
 	}
 	stack, err := devstack.Start(ctx, devstack.Options{
-		Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, Gopls: o.Gopls, TypeScript: o.TypeScript,
+		Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, ServerFile: sf.Path,
 		DaemonEnv: map[string]string{
 			"LSP_DEPS_GO_PROXY":     goMirror(o.CacheDir),
 			"LSP_DEPS_NPM_REGISTRY": "https://registry.npmjs.org/",
@@ -173,7 +173,8 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	c := &client{url: stack.ProxyURL, jwt: jwt, forge: token, http: &http.Client{}}
 	var out []*Result
 	for _, r := range o.Repos {
-		if r.Language == "typescript" && sv.ts == nil {
+		if !sv.has(r.Language) {
+			o.Log("%s: no %s server in %s: skipped", r.Name, r.Language, sf.Path)
 			continue
 		}
 		start := time.Now()
@@ -293,7 +294,10 @@ func PrintTable(w io.Writer, results []*Result) {
 	fmt.Fprintf(w, "%-27s %-4s %6s %4s %9s %13s %6s %6s %6s %6s %6s %7s %5s %4s\n",
 		"repository", "lang", "files", "pos", "prepare", "clone+cold", "hover", "def", "refs", "syms", "diags", "extern", "warn", "emty")
 	for _, r := range results {
-		lang := map[string]string{"go": "go", "typescript": "ts"}[r.Language]
+		lang := r.Language
+		if l, ok := langOf(r.Language); ok {
+			lang = l.Short
+		}
 		if r.Err != "" && r.Positions == 0 {
 			fmt.Fprintf(w, "%-27s %-4s %6d  ERROR %s\n", r.Repo, lang, r.Files, r.Err)
 			continue

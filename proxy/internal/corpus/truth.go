@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf16"
 
-	"github.com/hanzoai/lsp/proxy/internal/devstack"
 	"github.com/hanzoai/lsp/proxy/internal/lspdirect"
 )
 
@@ -34,60 +33,32 @@ type truth struct {
 	rt   roots
 }
 
-// servers are the pinned language servers both sides run.
-type servers struct {
-	gopls string
-	ts    *devstack.TypeScriptInstall
-}
-
-func languageID(path string) string {
-	switch filepath.Ext(path) {
-	case ".go":
-		return "go"
-	case ".ts":
-		return "typescript"
-	case ".tsx":
-		return "typescriptreact"
-	case ".jsx":
-		return "javascriptreact"
-	}
-	return "javascript"
-}
-
-// startDirect starts the pinned server on the checkout, the ordinary way: a
-// fresh home and build cache, the dependencies where the install put them.
+// startDirect starts the reviewed entry of r's language on the checkout,
+// the ordinary way: its executable, arguments, environment,
+// initialization options and settings as the server file has them, a
+// fresh home, the dependencies where the install put them.
 func startDirect(ctx context.Context, r Repo, sv servers, checkout, home, cacheDir string) (*lspdirect.Server, error) {
-	if err := os.MkdirAll(filepath.Join(home, ".config", "go", "telemetry"), 0o755); err != nil {
+	e, err := sv.entry(r.Language)
+	if err != nil {
 		return nil, err
 	}
-	// No telemetry child outliving gopls, as the daemon does for its own.
-	if err := os.WriteFile(filepath.Join(home, ".config", "go", "telemetry", "mode"), []byte("off\n"), 0o644); err != nil {
-		return nil, err
+	for _, d := range []string{".cache", ".config", filepath.Join(".local", "share"), "tmp"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o755); err != nil {
+			return nil, err
+		}
 	}
-	base := []string{"HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
-		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "LANG=C.UTF-8", "TMPDIR=" + os.TempDir()}
-	if r.Language == "go" {
-		goBin, err := exec.LookPath("go")
+	env := []string{"HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
+		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"),
+		"LANG=C.UTF-8", "TMPDIR=" + os.TempDir(), "PATH=" + filepath.Dir(e.Executable) + ":/usr/bin:/bin"}
+	if l, _ := langOf(r.Language); l.Env != nil {
+		extra, err := l.Env(home, cacheDir)
 		if err != nil {
 			return nil, err
 		}
-		env := append(base, "PATH="+filepath.Dir(goBin)+":/usr/bin:/bin",
-			"GOCACHE="+filepath.Join(home, ".cache", "go-build"), "GOPATH="+filepath.Join(home, "go"),
-			"GOMODCACHE="+modCache(cacheDir), "GOPROXY="+goMirror(cacheDir), "GOSUMDB=off",
-			"GOTOOLCHAIN=local", "GOTELEMETRY=off")
-		return lspdirect.Start(ctx, checkout, env, sv.gopls, "serve")
+		env = append(env, extra...)
 	}
-	if sv.ts == nil {
-		return nil, fmt.Errorf("no TypeScript server configured")
-	}
-	env := append(base, "PATH="+filepath.Dir(sv.ts.Node)+":/usr/bin:/bin")
-	// The reviewed entry's own options (devstack's server file): the pinned
-	// tsserver, one semantic server, no type acquisition.
-	init := map[string]any{
-		"tsserver":                          map[string]any{"path": sv.ts.TSServer, "useSyntaxServer": "never"},
-		"disableAutomaticTypingAcquisition": true,
-	}
-	return lspdirect.StartWith(ctx, checkout, env, init, sv.ts.Node, sv.ts.CLI, "--stdio")
+	env = append(env, e.Env...)
+	return lspdirect.StartConfigured(ctx, checkout, env, e.InitializationOptions, e.Settings, append([]string{e.Executable}, e.Arguments...)...)
 }
 
 func textPos(uri string, p Position) map[string]any {
@@ -106,7 +77,7 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 	// Eight files give the positions; more stand by for a repository
 	// whose first eight give fewer than perRepo (small files, few uses).
 	const baseFiles = 8
-	t.files, t.chosen = chooseFiles(checkout, r.Language, 3*baseFiles)
+	t.files, t.chosen = chooseFiles(checkout, sv.extensions(r.Language), 3*baseFiles)
 	var fixed []Position
 	if len(fix) > 0 {
 		t.chosen = nil
@@ -162,14 +133,14 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 	// daemon's query.findAnchor: the first file of the language in path
 	// order, outside node_modules and hidden directories) and keeps it
 	// open: tsserver's references search its project too.
-	anchor := findAnchor(checkout, r.Language)
+	anchor := findAnchor(checkout, sv.extensions(r.Language))
 	if anchor != "" {
-		if err := srv.Open(anchor, languageID(anchor)); err != nil {
+		if err := srv.Open(anchor, sv.languageID(anchor)); err != nil {
 			return nil, err
 		}
 	}
 	if t.chosen[0] != anchor {
-		if err := srv.Open(t.chosen[0], languageID(t.chosen[0])); err != nil {
+		if err := srv.Open(t.chosen[0], sv.languageID(t.chosen[0])); err != nil {
 			return nil, err
 		}
 	}
@@ -218,7 +189,7 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 		}
 		used++
 		if !open[f] {
-			if err := srv.Open(f, languageID(f)); err != nil {
+			if err := srv.Open(f, sv.languageID(f)); err != nil {
 				return nil, err
 			}
 			open[f] = true
@@ -284,7 +255,7 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 	}
 	t.chosen = t.chosen[:used]
 	for _, f := range unqueried {
-		if err := srv.Open(f, languageID(f)); err != nil {
+		if err := srv.Open(f, sv.languageID(f)); err != nil {
 			return nil, err
 		}
 	}
@@ -305,15 +276,11 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 
 // declStarts are the selection-range starts of a document's symbols: a
 // position there is a declaration, not a use.
-// findAnchor is the daemon's anchor document for language in root (see
+// findAnchor is the daemon's anchor document for a language in root (see
 // daemon/internal/query/anchor.go): the first file in path order with one
 // of the language server's extensions, node_modules and hidden
 // directories skipped; "" when none.
-func findAnchor(root, language string) string {
-	exts := []string{".go"}
-	if language == "typescript" {
-		exts = []string{".ts", ".tsx", ".js", ".jsx"}
-	}
+func findAnchor(root string, exts []string) string {
 	found, seen := "", 0
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -25,9 +25,12 @@ func TestTruthOpensAsTheServiceDoes(t *testing.T) {
 	if dir == "" {
 		t.Skip("no TypeScript server: set LSP_TEST_TYPESCRIPT")
 	}
-	ts, err := devstack.FindTypeScript(dir, "")
-	if err != nil {
+	if _, err := devstack.FindTypeScript(dir, ""); err != nil {
 		t.Skip(err)
+	}
+	sf := testServerFile(t, filepath.Dir(dir), t.TempDir())
+	if _, ok := sf.Server("typescript"); !ok {
+		t.Skip("no TypeScript server in", filepath.Dir(dir))
 	}
 	checkout := t.TempDir()
 	files := map[string]string{
@@ -45,7 +48,7 @@ func TestTruthOpensAsTheServiceDoes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	fix := []Fixed{{Path: "a.js", Needle: "colorize('a')", Ident: "colorize"}, {Path: "b.js", Needle: "colorize('b')", Ident: "colorize"}}
-	tr, err := groundTruth(ctx, Repo{Name: "loose-js", Language: "typescript"}, servers{ts: &ts}, checkout, t.TempDir(), t.TempDir(), len(fix), fix, t.Logf)
+	tr, err := groundTruth(ctx, Repo{Name: "loose-js", Language: "typescript"}, servers{file: sf}, checkout, t.TempDir(), t.TempDir(), len(fix), fix, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

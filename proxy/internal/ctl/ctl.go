@@ -31,6 +31,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = migrate(ctx)
 	case "dev-token":
 		err = devToken(args[1:], stdout)
+	case "servers":
+		err = serversCmd(args[1:])
 	case "hover", "locate", "symbols", "diagnostics", "complete", "signature", "calls", "types", "prepare":
 		err = queryCmd(ctx, args[0], args[1:], os.Getenv, stdout, stderr)
 	case "lsp":
@@ -58,6 +60,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: lspctl COMMAND [flags]
 
   dev                                  run the whole stack locally (make run)
+  servers --bin .bin --out F           render the reviewed-server template for a dev install (make deps)
   migrate                              apply the ledger schema (LSP_DATABASE_URL)
   ledger credit --org ORG --cents N    credit an org (prints the new balance)
   ledger balance --org ORG             show an org's balance

@@ -19,9 +19,8 @@ import (
 func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	dir := fs.String("dir", ".dev", "where the stack keeps its state (recreated on every run)")
-	gopls := fs.String("gopls", ".bin/gopls", "the pinned gopls binary")
+	servers := fs.String("servers", ".bin/servers.json", "the reviewed-server file (make deps renders production's template with the .bin paths): every language it names is served")
 	daemonBin := fs.String("daemon-bin", ".bin/lsp-daemon", "the lsp-daemon binary")
-	typescript := fs.String("typescript", "", "the reviewed TypeScript install (make deps: .bin/ts); empty serves Go only")
 	listen := fs.String("listen", "127.0.0.1:8080", "proxy listen address")
 	var repos repoList
 	fs.Var(&repos, "repo", "a local git repository to serve as dev/<its folder name> (repeatable; its branches and tags as they are at start)")
@@ -45,14 +44,16 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	fmt.Fprintln(stdout, "starting Postgres, the dev forge, the daemon (gopls) and the proxy…")
-	ts := ""
-	if *typescript != "" {
-		if ts, err = filepath.Abs(*typescript); err != nil {
-			return err
-		}
+	sf, err := devstack.LoadServerFile(*servers)
+	if err != nil {
+		return err
 	}
-	s, err := devstack.Start(ctx, devstack.Options{Dir: abs, DaemonBin: *daemonBin, Gopls: *gopls, TypeScript: ts, Listen: *listen, Log: log})
+	ids := make([]string, 0, len(sf.Servers))
+	for _, e := range sf.Servers {
+		ids = append(ids, e.ID)
+	}
+	fmt.Fprintf(stdout, "starting Postgres, the dev forge, the daemon (%s) and the proxy…\n", strings.Join(ids, ", "))
+	s, err := devstack.Start(ctx, devstack.Options{Dir: abs, DaemonBin: *daemonBin, ServerFile: sf.Path, Listen: *listen, Log: log})
 	if err != nil {
 		return err
 	}

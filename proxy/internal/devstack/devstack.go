@@ -31,6 +31,10 @@ type Options struct {
 	Dir       string // everything lives below it
 	DaemonBin string // the lsp-daemon binary
 	Gopls     string // the pinned gopls binary
+	// ServerFile, when set, is the reviewed-server file the daemons run
+	// (make deps: .bin/servers.json, production's template rendered with
+	// the dev install's paths); Gopls and TypeScript are then unused.
+	ServerFile string
 	// TypeScript, when set, is the reviewed TypeScript server's install
 	// directory (make deps: .bin/ts); the daemon then serves .ts, .tsx, .js
 	// and .jsx too. Node runs it (default: node on PATH).

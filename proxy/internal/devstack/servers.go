@@ -56,9 +56,21 @@ func FindTypeScript(dir, node string) (TypeScriptInstall, error) {
 }
 
 // WriteServerConfig writes the code-intel-config.v1 file of a dev stack:
-// the pinned gopls, and the reviewed TypeScript server when o.TypeScript
-// names its install.
+// o.ServerFile when set (every reviewed server); otherwise the pinned
+// gopls, and the reviewed TypeScript server when o.TypeScript names its
+// install (tests that find just those two).
 func WriteServerConfig(path string, o Options) error {
+	if o.ServerFile != "" {
+		f, err := LoadServerFile(o.ServerFile)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(f.Path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(path, b, 0o644)
+	}
 	gopls, err := goplsEntry(o.Gopls)
 	if err != nil {
 		return err

@@ -27,9 +27,10 @@ import (
 
 // Server is one language server process.
 type Server struct {
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-	root string
+	cmd      *exec.Cmd
+	in       io.WriteCloser
+	root     string
+	settings any // answers workspace/configuration
 
 	wmu  sync.Mutex
 	mu   sync.Mutex
@@ -60,6 +61,27 @@ func Start(ctx context.Context, root string, env []string, argv ...string) (*Ser
 // StartWith is Start with the server's initializationOptions (the reviewed
 // TypeScript entry's pinned tsserver path, for one).
 func StartWith(ctx context.Context, root string, env []string, initOptions any, argv ...string) (*Server, error) {
+	return start(ctx, root, env, initOptions, nil, argv)
+}
+
+// StartConfigured is Start with a reviewed entry's initialization options
+// and settings (JSON, either may be empty): workspace/configuration is
+// answered from settings, section by dotted section, as an editor does.
+func StartConfigured(ctx context.Context, root string, env []string, initOptions, settings json.RawMessage, argv ...string) (*Server, error) {
+	var init any
+	if len(initOptions) > 0 {
+		init = initOptions
+	}
+	var st any
+	if len(settings) > 0 {
+		if err := json.Unmarshal(settings, &st); err != nil {
+			return nil, fmt.Errorf("settings: %w", err)
+		}
+	}
+	return start(ctx, root, env, init, st, argv)
+}
+
+func start(ctx context.Context, root string, env []string, initOptions, settings any, argv []string) (*Server, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = root, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -74,7 +96,7 @@ func StartWith(ctx context.Context, root string, env []string, initOptions any, 
 	if err := spawnthread.Start(cmd); err != nil {
 		return nil, err
 	}
-	s := &Server{cmd: cmd, in: in, root: root, wait: map[int]chan reply{}, done: make(chan struct{}), diags: map[string]json.RawMessage{}}
+	s := &Server{cmd: cmd, in: in, root: root, settings: settings, wait: map[int]chan reply{}, done: make(chan struct{}), diags: map[string]json.RawMessage{}}
 	go s.read(bufio.NewReaderSize(out, 1<<16))
 	caps := map[string]any{
 		"general": map[string]any{"positionEncodings": []string{"utf-16"}},
@@ -265,12 +287,19 @@ func (s *Server) read(r *bufio.Reader) {
 				s.dmu.Unlock()
 			}
 		case m.Method != "" && m.ID != nil:
-			// A server request: configuration gets nulls, the rest null.
+			// A server request: configuration gets the settings' sections
+			// (null without settings), the rest null.
 			var result any
 			if m.Method == "workspace/configuration" {
-				var p struct{ Items []any }
+				var p struct {
+					Items []struct{ Section string }
+				}
 				_ = json.Unmarshal(m.Params, &p)
-				result = make([]any, len(p.Items))
+				out := make([]any, len(p.Items))
+				for i, it := range p.Items {
+					out[i] = section(s.settings, it.Section)
+				}
+				result = out
 			}
 			_ = s.write(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result})
 		case m.Method == "" && m.ID != nil:
@@ -284,4 +313,22 @@ func (s *Server) read(r *bufio.Reader) {
 			}
 		}
 	}
+}
+
+// section is the value at a dotted section of settings ("" the whole).
+func section(settings any, name string) any {
+	if name == "" {
+		return settings
+	}
+	v := settings
+	for _, key := range strings.Split(name, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		if v, ok = m[key]; !ok {
+			return nil
+		}
+	}
+	return v
 }

@@ -1,0 +1,43 @@
+package pool
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+)
+
+// A server's tools are listed under each languageId it serves, keyed as
+// the LSP names them; Configured lists every configured one.
+func TestSpecLanguages(t *testing.T) {
+	ts := Spec{Spec: runtime.Spec{ID: "typescript", Language: "typescript"},
+		Extensions:  []string{".ts", ".tsx", ".js", ".jsx", ".mjs"},
+		LanguageIDs: map[string]string{".ts": "typescript", ".tsx": "typescriptreact", ".js": "javascript", ".jsx": "javascriptreact", ".mjs": "javascript"}}
+	py := Spec{Spec: runtime.Spec{ID: "basedpyright", Language: "python"}, Extensions: []string{".py", ".pyi"}}
+	if got, want := ts.Languages(), []string{"typescript", "typescriptreact", "javascript", "javascriptreact"}; !slices.Equal(got, want) {
+		t.Errorf("typescript languages %v, want %v", got, want)
+	}
+	if got := py.Languages(); !slices.Equal(got, []string{"python"}) {
+		t.Errorf("python languages %v", got)
+	}
+	p := &Pool{specs: []Spec{ts, py}}
+	var ids []string
+	for _, l := range p.Configured() {
+		ids = append(ids, l.Language+"="+l.Server.ID)
+	}
+	want := []string{"typescript=typescript", "typescriptreact=typescript", "javascript=typescript", "javascriptreact=typescript", "python=basedpyright"}
+	if !slices.Equal(ids, want) {
+		t.Errorf("configured %v, want %v", ids, want)
+	}
+	for _, c := range []struct{ path, spec, id string }{
+		{"src/a.tsx", "typescript", "typescriptreact"}, {"lib/x.py", "basedpyright", "python"}, {"stubs/x.pyi", "basedpyright", "python"},
+	} {
+		s, ok := p.SpecFor(c.path)
+		if !ok || s.ID != c.spec || s.LanguageID(c.path) != c.id {
+			t.Errorf("%s: routed to %v (%q)", c.path, ok && s != nil, c.id)
+		}
+	}
+	if _, ok := p.SpecFor("README.md"); ok {
+		t.Error("README.md routed to a server")
+	}
+}

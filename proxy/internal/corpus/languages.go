@@ -1,0 +1,114 @@
+package corpus
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
+)
+
+// Lang is what the corpus knows of one language beyond its reviewed entry.
+// The entry (the server file both sides read) says which extensions the
+// language has, the languageId each opens with, and how its server starts:
+// executable, arguments, environment, initialization options and the
+// settings that answer workspace/configuration. The ground truth starts
+// exactly that, directly on a normal checkout. Adding a language is a row
+// here and an entry in deploy/images/servers.json.in.
+type Lang struct {
+	Name   string // Repo.Language: the first LSP languageId of the entry
+	Short  string // the table's column
+	Server string // the reviewed entry's id
+	// Env, when set, adds to the direct run's environment what the
+	// daemon's own environment gives the server (Go's module cache and
+	// mirror). home is the direct run's home, cacheDir the corpus cache.
+	Env func(home, cacheDir string) ([]string, error)
+}
+
+// Langs are the corpus's languages.
+var Langs = []Lang{
+	{Name: "go", Short: "go", Server: "gopls", Env: goEnv},
+	{Name: "typescript", Short: "ts", Server: "typescript"},
+	{Name: "python", Short: "py", Server: "basedpyright"},
+	{Name: "shellscript", Short: "sh", Server: "bash"},
+	{Name: "yaml", Short: "yaml", Server: "yaml"},
+	{Name: "json", Short: "json", Server: "json"},
+}
+
+// langOf is the row of a Repo.Language.
+func langOf(name string) (Lang, bool) {
+	for _, l := range Langs {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return Lang{}, false
+}
+
+// servers are the reviewed entries both sides run.
+type servers struct {
+	file *devstack.ServerFile
+}
+
+// entry is the reviewed entry serving language.
+func (sv servers) entry(language string) (devstack.ServerEntry, error) {
+	l, ok := langOf(language)
+	if !ok {
+		return devstack.ServerEntry{}, fmt.Errorf("language %q is not in corpus.Langs", language)
+	}
+	if sv.file == nil {
+		return devstack.ServerEntry{}, fmt.Errorf("no server file")
+	}
+	e, ok := sv.file.Server(l.Server)
+	if !ok {
+		return devstack.ServerEntry{}, fmt.Errorf("the server file has no %s entry (%s): run make deps", l.Server, language)
+	}
+	return e, nil
+}
+
+// has reports whether the file serves language.
+func (sv servers) has(language string) bool {
+	_, err := sv.entry(language)
+	return err == nil
+}
+
+// extensions are the file extensions of language ("" entry: none).
+func (sv servers) extensions(language string) []string {
+	e, err := sv.entry(language)
+	if err != nil {
+		return nil
+	}
+	return e.Extensions()
+}
+
+// languageID is the languageId path opens with: the daemon routes by
+// extension, to the first entry serving it.
+func (sv servers) languageID(path string) string {
+	if sv.file != nil {
+		if e, ok := sv.file.ForExtension(filepath.Ext(path)); ok {
+			return e.LanguageID(filepath.Ext(path))
+		}
+	}
+	return "plaintext"
+}
+
+// goEnv is what the daemon's environment gives gopls, pointed at the
+// corpus's module cache and mirror.
+func goEnv(home, cacheDir string) ([]string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".config", "go", "telemetry"), 0o755); err != nil {
+		return nil, err
+	}
+	// No telemetry child outliving gopls, as the daemon does for its own.
+	if err := os.WriteFile(filepath.Join(home, ".config", "go", "telemetry", "mode"), []byte("off\n"), 0o644); err != nil {
+		return nil, err
+	}
+	return []string{"PATH=" + filepath.Dir(goBin) + ":/usr/bin:/bin",
+		"GOCACHE=" + filepath.Join(home, ".cache", "go-build"), "GOPATH=" + filepath.Join(home, "go"),
+		"GOMODCACHE=" + modCache(cacheDir), "GOPROXY=" + goMirror(cacheDir), "GOSUMDB=off",
+		"GOTOOLCHAIN=local", "GOTELEMETRY=off"}, nil
+}
