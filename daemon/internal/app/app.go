@@ -61,6 +61,14 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Directories outside the workspace the reviewed entries name, whose
+	// locations answers keep by module (system headers, Rust's std).
+	var configured []uri.External
+	for _, s := range cf.Servers {
+		for _, x := range s.ExternalRoots {
+			configured = append(configured, uri.External{Dir: x.Dir, Module: x.Module})
+		}
+	}
 	store, err := workspace.NewStore(env.Root, workspace.DefaultLimits())
 	if err != nil {
 		return err
@@ -97,6 +105,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 				ex = append(ex, uri.External{Dir: filepath.Join(goroot, "src"), Module: "std@" + goversion})
 			}
 			ex = append(ex, tsLibs...)
+			ex = append(ex, configured...)
 			ws := runtime.Workspace{Root: w.Dir, Home: w.Home}
 			// The npm packages the dependency phase installed, each its
 			// own root named name@version.

@@ -152,10 +152,15 @@ type Server struct {
 	// ReadOnly are system paths the server reads besides the libraries
 	// every jail has (clangd: /usr/include; rust-analyzer: cargo, rustc
 	// and the patched sysroot), bound read-only at their own path.
-	ReadOnly         []string  `json:"read_only,omitempty"`
-	RequestTimeoutMS int       `json:"request_timeout_ms"`
-	ReviewedBy       string    `json:"reviewed_by"`
-	ReviewedAt       time.Time `json:"reviewed_at"`
+	ReadOnly []string `json:"read_only,omitempty"`
+	// ExternalRoots name directories outside the workspace whose
+	// locations answers keep, as module + path (clangd's system headers,
+	// rust-analyzer's standard library); any other outside location is
+	// dropped.
+	ExternalRoots    []ExternalRoot `json:"external_roots,omitempty"`
+	RequestTimeoutMS int            `json:"request_timeout_ms"`
+	ReviewedBy       string         `json:"reviewed_by"`
+	ReviewedAt       time.Time      `json:"reviewed_at"`
 }
 
 var (
@@ -164,6 +169,14 @@ var (
 	hashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	envRE  = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}=[^\x00]*$`)
 )
+
+// ExternalRoot is one directory whose files answers name by module.
+type ExternalRoot struct {
+	Dir    string `json:"dir"`
+	Module string `json:"module"`
+}
+
+var moduleRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}@[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}$`)
 
 // LoadFile reads and validates the reviewed-server file at path. It must be
 // an absolute, canonical, non-link regular file. Every error names the field.
@@ -253,6 +266,14 @@ func Parse(raw []byte) (*File, error) {
 		for _, p := range s.ReadOnly {
 			if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" || strings.ContainsRune(p, 0) {
 				return nil, fmt.Errorf("%s: %q is not a clean absolute path below /", field("read_only"), p)
+			}
+		}
+		if len(s.ExternalRoots) > 16 {
+			return nil, fmt.Errorf("%s: at most 16", field("external_roots"))
+		}
+		for _, x := range s.ExternalRoots {
+			if !filepath.IsAbs(x.Dir) || filepath.Clean(x.Dir) != x.Dir || x.Dir == "/" || !moduleRE.MatchString(x.Module) {
+				return nil, fmt.Errorf("%s: want a clean absolute dir below / and a module name@version", field("external_roots"))
 			}
 		}
 		for _, e := range s.Env {

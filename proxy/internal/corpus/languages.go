@@ -34,6 +34,15 @@ var Langs = []Lang{
 	{Name: "shellscript", Short: "sh", Server: "bash"},
 	{Name: "yaml", Short: "yaml", Server: "yaml"},
 	{Name: "json", Short: "json", Server: "json"},
+	{Name: "c", Short: "c", Server: "clangd"},
+	{Name: "cpp", Short: "cpp", Server: "clangd"},
+	{Name: "rust", Short: "rs", Server: "rust-analyzer", Env: rustEnv},
+}
+
+// rustEnv is what the daemon's environment gives rust-analyzer's cargo:
+// a CARGO_HOME of its own, offline.
+func rustEnv(home, _ string) ([]string, error) {
+	return []string{"CARGO_HOME=" + filepath.Join(home, "cargo"), "CARGO_NET_OFFLINE=true", "CARGO_TERM_COLOR=never"}, nil
 }
 
 // langOf is the row of a Repo.Language.

@@ -23,6 +23,8 @@ type Repo struct {
 	// download in every module), "npm" (npm ci), "pnpm", "yarn" (v1),
 	// "berry" (the repository's own .yarn/releases).
 	Install string
+	// Configure are ./configure's arguments for Install "autotools".
+	Configure []string
 	// Large repositories run under `make corpus` only, never in the test.
 	Large bool
 	What  string // what the entry exercises
@@ -57,6 +59,12 @@ var Repos = []Repo{
 		What: "Yarn Berry (.yarnrc.yml, .yarn/releases), several tsconfigs"},
 	{Name: "vscode-languageserver-node", Language: "typescript", Snapshot: "microsoft__vscode-languageserver-node.tar.gz", Install: "npm",
 		What: "npm workspaces monorepo, tsconfig project references"},
+	{Name: "jq", Language: "c", Snapshot: "jqlang__jq.tar.gz", Install: "autotools", Configure: []string{"--with-oniguruma=builtin"},
+		What: "C, autotools (Makefile.am), no compile_commands.json: flags synthesized; the truth configures and reads make -n"},
+	{Name: "fmt", Language: "cpp", Snapshot: "fmtlib__fmt.tar.gz", Install: "cmake",
+		What: "C++, CMake, no compile_commands.json: flags synthesized; the truth exports CMake's"},
+	{Name: "anyhow", Language: "rust", Snapshot: "dtolnay__anyhow.tar.gz", Install: "none",
+		What: "Rust, Cargo.toml without Cargo.lock, std through the patched sysroot, dev-dependencies unresolved offline"},
 	// Last: it takes longest, and a run cut short still has the rest.
 	{Name: "aws-sdk-go", Language: "go", Modules: []string{"github.com/aws/aws-sdk-go@v1.55.5"}, Install: "go", Large: true,
 		What: "a large module (thousands of .go files)"},

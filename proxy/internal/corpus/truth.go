@@ -74,6 +74,9 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 	}
 	t := &truth{pos: map[string][]Answer{}, file: map[string][]Answer{},
 		rt: roots{checkout: checkout, modcache: modCache(cacheDir), goroot: goroot}}
+	if e, err := sv.entry(r.Language); err == nil {
+		t.rt.ext = e.ExternalRoots
+	}
 	// Eight files give the positions; more stand by for a repository
 	// whose first eight give fewer than perRepo (small files, few uses).
 	const baseFiles = 8
