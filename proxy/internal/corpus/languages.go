@@ -24,6 +24,12 @@ type Lang struct {
 	// daemon's own environment gives the server (Go's module cache and
 	// mirror). home is the direct run's home, cacheDir the corpus cache.
 	Env func(home, cacheDir string) ([]string, error)
+	// AwaitIdle: the ground truth waits, after its first useful answer,
+	// until the server's work-done progress is over (it loads the project
+	// or indexes it in the background and answers partly meanwhile), as
+	// the service's prepare does (AwaitLoad) and as a developer waits for
+	// the indexing bar.
+	AwaitIdle bool
 }
 
 // Langs are the corpus's languages.
@@ -34,9 +40,9 @@ var Langs = []Lang{
 	{Name: "shellscript", Short: "sh", Server: "bash"},
 	{Name: "yaml", Short: "yaml", Server: "yaml"},
 	{Name: "json", Short: "json", Server: "json"},
-	{Name: "c", Short: "c", Server: "clangd"},
-	{Name: "cpp", Short: "cpp", Server: "clangd"},
-	{Name: "rust", Short: "rs", Server: "rust-analyzer", Env: rustEnv},
+	{Name: "c", Short: "c", Server: "clangd", AwaitIdle: true},
+	{Name: "cpp", Short: "cpp", Server: "clangd", AwaitIdle: true},
+	{Name: "rust", Short: "rs", Server: "rust-analyzer", Env: rustEnv, AwaitIdle: true},
 }
 
 // rustEnv is what the daemon's environment gives rust-analyzer's cargo:

@@ -167,6 +167,14 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	if l, _ := langOf(r.Language); l.AwaitIdle {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		err := srv.Idle(ictx, 3*time.Second)
+		cancel()
+		if err != nil {
+			log("ground truth %s: server still busy: %v", r.Name, err)
+		}
+	}
 	// The other files open as the loop reaches them, as the service opens
 	// a file at its first query: tsserver's references search only the
 	// projects of open files (and an inferred project holds the open loose
