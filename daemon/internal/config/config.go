@@ -157,10 +157,13 @@ type Server struct {
 	// locations answers keep, as module + path (clangd's system headers,
 	// rust-analyzer's standard library); any other outside location is
 	// dropped.
-	ExternalRoots    []ExternalRoot `json:"external_roots,omitempty"`
-	RequestTimeoutMS int            `json:"request_timeout_ms"`
-	ReviewedBy       string         `json:"reviewed_by"`
-	ReviewedAt       time.Time      `json:"reviewed_at"`
+	ExternalRoots []ExternalRoot `json:"external_roots,omitempty"`
+	// RSSEstimateMB is the pool's admission estimate for one server of
+	// the entry until one has been measured (0: none).
+	RSSEstimateMB    int       `json:"rss_estimate_mb,omitempty"`
+	RequestTimeoutMS int       `json:"request_timeout_ms"`
+	ReviewedBy       string    `json:"reviewed_by"`
+	ReviewedAt       time.Time `json:"reviewed_at"`
 }
 
 var (
@@ -267,6 +270,9 @@ func Parse(raw []byte) (*File, error) {
 			if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" || strings.ContainsRune(p, 0) {
 				return nil, fmt.Errorf("%s: %q is not a clean absolute path below /", field("read_only"), p)
 			}
+		}
+		if s.RSSEstimateMB < 0 || s.RSSEstimateMB > 1<<16 {
+			return nil, fmt.Errorf("%s: want 0 to 65536", field("rss_estimate_mb"))
 		}
 		if len(s.ExternalRoots) > 16 {
 			return nil, fmt.Errorf("%s: at most 16", field("external_roots"))

@@ -49,6 +49,7 @@ func Spec(s config.Server, exe string) pool.Spec {
 		},
 		Extensions:  exts,
 		LanguageIDs: ids,
+		RSSEstimate: int64(s.RSSEstimateMB) << 20,
 	}
 }
 
