@@ -40,14 +40,27 @@ const (
 )
 
 type cIndex struct {
-	// Dir is the database's directory, relative to the home.
-	Dir string `json:"dir"`
 	// From lists the build files read (tree paths); Sources counts entries.
 	From    []string `json:"from"`
 	Sources int      `json:"sources"`
 	// Truncated: a bound cut the walk short.
 	Truncated bool `json:"truncated,omitempty"`
+	// Sets are the distinct flag sets (include directories relative to
+	// the tree), Files each source with its set: the database is written
+	// from them at each clangd start (CInit), with the published tree's
+	// paths — the phase runs on the tree before it is published, where
+	// its absolute paths are not yet the final ones.
+	Sets  []cFlags `json:"sets"`
+	Files []cFile  `json:"files"`
 }
+
+type cFile struct {
+	Path string `json:"path"`
+	Set  int    `json:"set"`
+}
+
+// maxCIndex bounds reading the index back.
+const maxCIndex = 32 << 20
 
 var cSourceExts = map[string]bool{".c": false, ".cc": true, ".cpp": true, ".cxx": true, ".c++": true, ".C": true}
 
@@ -167,25 +180,9 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		}
 		flags[b.dir] = append(flags[b.dir], fl)
 	}
-	home, owner, err := openHomeDir(ws.Home, cdbDir(ws))
-	if err != nil {
-		f.log.Error("deps: clangd database directory", "err", err)
-		w.add("the C/C++ compilation database could not be written; clangd reads files without include paths")
-		return
-	}
-	defer home.Close()
-	type entry struct {
-		Directory string   `json:"directory"`
-		File      string   `json:"file"`
-		Arguments []string `json:"arguments"`
-	}
-	entries := make([]entry, 0, len(sources))
+	idx := cIndex{From: from, Sources: len(sources), Truncated: truncated}
+	setOf := map[string]int{}
 	for _, src := range sources {
-		cxx := cSourceExts[path.Ext(src)]
-		args := []string{"clang"}
-		if cxx {
-			args[0] = "clang++"
-		}
 		var all cFlags
 		for _, d := range ancestors(path.Dir(src)) {
 			for _, fl := range flags[d] {
@@ -203,35 +200,78 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 				}
 			}
 		}
-		if cxx && all.CxxStd != "" {
-			args = append(args, "-std="+all.CxxStd)
-		} else if !cxx && all.CStd != "" {
-			args = append(args, "-std="+all.CStd)
+		key, _ := json.Marshal(all)
+		n, ok := setOf[string(key)]
+		if !ok {
+			n = len(idx.Sets)
+			setOf[string(key)] = n
+			idx.Sets = append(idx.Sets, all)
 		}
-		for _, x := range all.Defines {
+		idx.Files = append(idx.Files, cFile{Path: src, Set: n})
+	}
+	raw, err := json.Marshal(idx)
+	if err == nil {
+		err = writeAtomic(filepath.Join(filepath.Dir(ws.Root), cIndexFile), append(raw, '\n'), 0o444)
+	}
+	if err != nil {
+		f.log.Error("deps: clangd index", "err", err)
+		w.add("the C/C++ compilation database could not be made; clangd reads files without include paths")
+	}
+}
+
+// writeCDB writes the compilation database of idx for ws into its home
+// (through safefs: the home is the jail's) and returns its directory.
+func writeCDB(ws runtime.Workspace, idx cIndex) (string, error) {
+	type entry struct {
+		Directory string   `json:"directory"`
+		File      string   `json:"file"`
+		Arguments []string `json:"arguments"`
+	}
+	entries := make([]entry, 0, len(idx.Files))
+	for _, f := range idx.Files {
+		if f.Set < 0 || f.Set >= len(idx.Sets) {
+			continue
+		}
+		rel, ok := inTree(".", f.Path)
+		if !ok {
+			continue
+		}
+		fl := idx.Sets[f.Set]
+		cxx := cSourceExts[path.Ext(rel)]
+		args := []string{"clang"}
+		if cxx {
+			args[0] = "clang++"
+		}
+		if cxx && fl.CxxStd != "" {
+			args = append(args, "-std="+fl.CxxStd)
+		} else if !cxx && fl.CStd != "" {
+			args = append(args, "-std="+fl.CStd)
+		}
+		for _, x := range fl.Defines {
 			args = append(args, "-D"+x)
 		}
-		for _, i := range all.Includes {
-			args = append(args, "-I"+filepath.Join(ws.Root, filepath.FromSlash(i)))
+		for _, i := range fl.Includes {
+			if d, ok := inTree(".", i); ok {
+				args = append(args, "-I"+filepath.Join(ws.Root, filepath.FromSlash(d)))
+			}
 		}
-		abs := filepath.Join(ws.Root, filepath.FromSlash(src))
+		abs := filepath.Join(ws.Root, filepath.FromSlash(rel))
 		args = append(args, "-c", abs)
 		entries = append(entries, entry{Directory: ws.Root, File: abs, Arguments: args})
 	}
 	data, err := json.MarshalIndent(entries, "", " ")
-	if err == nil {
-		err = home.WriteFile("compile_commands.json", append(data, '\n'), 0o644, owner)
-	}
 	if err != nil {
-		f.log.Error("deps: clangd database", "err", err)
-		w.add("the C/C++ compilation database could not be written; clangd reads files without include paths")
-		return
+		return "", err
 	}
-	idx := cIndex{Dir: cdbDir(ws), From: from, Sources: len(sources), Truncated: truncated}
-	raw, _ := json.Marshal(idx)
-	if err := writeAtomic(filepath.Join(filepath.Dir(ws.Root), cIndexFile), append(raw, '\n'), 0o444); err != nil {
-		f.log.Error("deps: clangd index", "err", err)
+	home, owner, err := openHomeDir(ws.Home, cdbDir(ws))
+	if err != nil {
+		return "", err
 	}
+	defer home.Close()
+	if err := home.WriteFile("compile_commands.json", append(data, '\n'), 0o644, owner); err != nil {
+		return "", err
+	}
+	return filepath.Join(ws.Home, filepath.FromSlash(cdbDir(ws))), nil
 }
 
 func depthOf(dir string) int {
@@ -286,21 +326,26 @@ func ancestors(dir string) []string {
 
 func readCIndex(ws runtime.Workspace) (cIndex, bool) {
 	var idx cIndex
-	data, err := readRegular(filepath.Join(filepath.Dir(ws.Root), cIndexFile), 1<<20)
-	if err != nil || json.Unmarshal(data, &idx) != nil || idx.Dir != cdbDir(ws) {
+	data, err := readRegular(filepath.Join(filepath.Dir(ws.Root), cIndexFile), maxCIndex)
+	if err != nil || json.Unmarshal(data, &idx) != nil {
 		return cIndex{}, false
 	}
 	return idx, true
 }
 
 // CInit is clangd's initialization options for ws (runtime.Spec.Init):
-// the synthesized database's directory when the phase wrote one.
+// when the phase recorded synthesized flags, it writes the database into
+// the home with ws's paths and names its directory.
 func CInit(ws runtime.Workspace) json.RawMessage {
 	idx, ok := readCIndex(ws)
 	if !ok {
 		return nil
 	}
-	raw, err := json.Marshal(map[string]any{"compilationDatabasePath": filepath.Join(ws.Home, filepath.FromSlash(idx.Dir))})
+	dir, err := writeCDB(ws, idx)
+	if err != nil {
+		return nil
+	}
+	raw, err := json.Marshal(map[string]any{"compilationDatabasePath": dir})
 	if err != nil {
 		return nil
 	}

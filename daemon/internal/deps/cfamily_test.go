@@ -118,7 +118,10 @@ func TestCBuildFilesReal(t *testing.T) {
 
 func TestSynthesizeC(t *testing.T) {
 	dir := t.TempDir()
-	ws := runtime.Workspace{Root: filepath.Join(dir, "tree"), Home: filepath.Join(dir, "home")}
+	// The phase runs on the tree before it is published (renamed into
+	// place with the directory around it): the database must name the
+	// published paths.
+	ws := runtime.Workspace{Root: filepath.Join(dir, "staging", "tree"), Home: filepath.Join(dir, "home")}
 	write := func(rel, s string) {
 		p := filepath.Join(ws.Root, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -141,6 +144,10 @@ func TestSynthesizeC(t *testing.T) {
 	if w := f.Fetch(t.Context(), ws); len(w) != 0 {
 		t.Fatalf("warnings: %v", w)
 	}
+	if err := os.Rename(filepath.Join(dir, "staging"), filepath.Join(dir, "published")); err != nil {
+		t.Fatal(err)
+	}
+	ws.Root = filepath.Join(dir, "published", "tree")
 	var init struct {
 		CompilationDatabasePath string `json:"compilationDatabasePath"`
 	}
