@@ -50,8 +50,9 @@ deps: $(GOPLS)
 # daemon image pins the same): clangd for C/C++, rust-analyzer with cargo
 # and the standard library's sources for Rust. The corpus's ground truth
 # configures the C/C++ repositories the ordinary way (cmake, autotools).
-NATIVE_PKGS := clangd-19=1:19.1.7-3~deb12u1 rust-web-analyzer=1.96.0+dfsg1-1~deb12u2 \
-               rust-web-src=1.96.0+dfsg1-1~deb12u2 cargo-web=1.96.0+dfsg1-1~deb12u2
+CLANGD_PKG  := clangd-19=1:19.1.7-3~deb12u1
+RUST_PKGS   := rust-web-analyzer=1.96.0+dfsg1-1~deb12u2 rust-web-src=1.96.0+dfsg1-1~deb12u2 cargo-web=1.96.0+dfsg1-1~deb12u2
+NATIVE_PKGS := $(CLANGD_PKG) $(RUST_PKGS)
 TRUTH_PKGS  := cmake autoconf automake libtool
 # rust-analyzer's sysroot: Debian's library/ patched once to resolve its
 # vendored crates offline (deploy/cmd/rust-sysroot); the service and the
