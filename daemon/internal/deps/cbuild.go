@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -14,9 +15,12 @@ import (
 // never outside it), macro definitions and a language standard.
 type cFlags struct {
 	Includes []string
-	Defines  []string
-	CStd     string // "gnu11", "c99", …
-	CxxStd   string // "gnu++11", "c++17", …
+	// Global are include directories for every source of the tree (a
+	// CMake target's PUBLIC and INTERFACE ones).
+	Global  []string `json:",omitempty"`
+	Defines []string
+	CStd    string // "gnu11", "c99", …
+	CxxStd  string // "gnu++11", "c++17", …
 }
 
 // Bounds of the build-file parsers (the files are a tenant's input).
@@ -46,6 +50,17 @@ func (f *cFlags) addInclude(dir string) {
 	}
 	f.Includes = append(f.Includes, dir)
 }
+
+func (f *cFlags) addGlobal(dir string) {
+	if dir == "" || len(f.Global) >= maxCIncludes || slices.Contains(f.Global, dir) {
+		return
+	}
+	f.Global = append(f.Global, dir)
+}
+
+// clangDefaultStd is clang 19's default C and C++ standard (gnu17,
+// gnu++17).
+const clangDefaultStd = 17
 
 func (f *cFlags) addDefine(d string) {
 	if len(d) > maxCFlagLen || !macroRE.MatchString(d) || len(f.Defines) >= maxCDefines {
@@ -297,6 +312,10 @@ func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, m
 		vars["PROJECT_SOURCE_DIR"] = "@/" + dir
 	}
 	var cStd, cxxStd int
+	// Compile features are minimums: CMake adds a -std flag only when the
+	// compiler's default does not meet them, and clang 19's defaults are
+	// gnu17 and gnu++17.
+	var cMin, cxxMin int
 	cExt, cxxExt := true, true
 	expand := func(w string) (string, bool) { return cmakeExpand(w, vars) }
 	// resolve turns an expanded word that names a directory into a tree
@@ -389,20 +408,34 @@ func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, m
 			if c.name == "target_include_directories" && len(args) > 0 {
 				args = args[1:]
 			}
+			// A target's PUBLIC and INTERFACE directories reach every
+			// target that links it, anywhere in the project: they count
+			// for the whole tree (Global); PRIVATE ones and
+			// include_directories for the directory.
+			global := false
 			for _, a := range args {
-				if cmakeKeyword(a) {
-					continue
-				}
 				v, ok := expand(a)
 				if !ok {
 					continue
 				}
 				for _, p := range strings.Split(v, ";") {
+					switch p {
+					case "PUBLIC", "INTERFACE":
+						global = c.name == "target_include_directories"
+						continue
+					case "PRIVATE":
+						global = false
+						continue
+					}
 					if cmakeKeyword(p) {
 						continue
 					}
 					if d, ok := resolve(p); ok {
-						f.addInclude(d)
+						if global {
+							f.addGlobal(d)
+						} else {
+							f.addInclude(d)
+						}
 					}
 				}
 			}
@@ -441,16 +474,22 @@ func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, m
 					continue
 				}
 				if n, ok := strings.CutPrefix(w, "cxx_std_"); ok {
-					if v, err := strconv.Atoi(n); err == nil && v > cxxStd {
-						cxxStd = v
+					if v, err := strconv.Atoi(n); err == nil && v > cxxMin {
+						cxxMin = v
 					}
 				} else if n, ok := strings.CutPrefix(w, "c_std_"); ok {
-					if v, err := strconv.Atoi(n); err == nil && v > cStd {
-						cStd = v
+					if v, err := strconv.Atoi(n); err == nil && v > cMin {
+						cMin = v
 					}
 				}
 			}
 		}
+	}
+	if cMin > clangDefaultStd && cMin > cStd {
+		cStd = cMin
+	}
+	if cxxMin > clangDefaultStd && cxxMin > cxxStd {
+		cxxStd = cxxMin
 	}
 	if cStd > 0 && cStd < 100 {
 		f.setStd(map[bool]string{true: "gnu", false: "c"}[cExt] + strconv.Itoa(cStd))

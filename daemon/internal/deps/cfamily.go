@@ -180,6 +180,15 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		}
 		flags[b.dir] = append(flags[b.dir], fl)
 	}
+	var global cFlags
+	for _, fls := range flags {
+		for _, fl := range fls {
+			for _, g := range fl.Global {
+				global.addInclude(g)
+			}
+		}
+	}
+	sort.Strings(global.Includes)
 	idx := cIndex{From: from, Sources: len(sources), Truncated: truncated}
 	setOf := map[string]int{}
 	for _, src := range sources {
@@ -199,6 +208,9 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 					all.CxxStd = fl.CxxStd
 				}
 			}
+		}
+		for _, g := range global.Includes {
+			all.addInclude(g)
 		}
 		key, _ := json.Marshal(all)
 		n, ok := setOf[string(key)]

@@ -68,7 +68,8 @@ target_include_directories(x PRIVATE ../outside /abs ${UNKNOWN}/y) # dropped
 `
 	got, vars := parseCMake([]byte(src), ".", nil)
 	want := cFlags{
-		Includes: []string{"include", "third_party", "api"},
+		Includes: []string{"include", "third_party"},
+		Global:   []string{"api"},
 		Defines:  []string{"WITH_X", "FOO=1", "BAR", "BAZ"},
 		CxxStd:   "gnu++14",
 	}
@@ -95,7 +96,9 @@ func TestCBuildFilesReal(t *testing.T) {
 		std        string
 	}{
 		{repo: "jqlang__jq", file: "Makefile.am", includes: []string{".", "src", "vendor"}},
-		{repo: "fmtlib__fmt", file: "CMakeLists.txt", cmake: true, includes: []string{"include"}, std: "gnu++11"},
+		// cxx_std_11 is met by clang's default (gnu++17): no -std, as
+		// CMake's own database for fmt has none.
+		{repo: "fmtlib__fmt", file: "CMakeLists.txt", cmake: true, includes: []string{"include"}, std: ""},
 	} {
 		files, err := depstest.CorpusFiles(tc.repo, func(n string) bool { return n == tc.file })
 		if errors.Is(err, os.ErrNotExist) {
@@ -107,6 +110,7 @@ func TestCBuildFilesReal(t *testing.T) {
 		var fl cFlags
 		if tc.cmake {
 			fl, _ = parseCMake([]byte(files[tc.file]), ".", nil)
+			fl.Includes = append(fl.Includes, fl.Global...)
 		} else {
 			fl = parseMakefile([]byte(files[tc.file]), ".", ".", true)
 		}
@@ -133,10 +137,12 @@ func TestSynthesizeC(t *testing.T) {
 	}
 	write("CMakeLists.txt", "project(p)\ninclude_directories(include)\nset(CMAKE_CXX_STANDARD 17)\nadd_subdirectory(test)\n")
 	write("test/CMakeLists.txt", "include_directories(${PROJECT_SOURCE_DIR}/test/gtest)\nadd_definitions(-DTESTING)\n")
+	write("lib/CMakeLists.txt", "add_library(l x.c)\ntarget_include_directories(l PUBLIC pub PRIVATE priv)\n")
 	write("src/a.cc", "int a;\n")
 	write("src/b.c", "int b;\n")
 	write("test/t.cpp", "int t;\n")
 	write("include/p.h", "int p;\n")
+	write("lib/x.c", "int x;\n")
 	if err := os.MkdirAll(ws.Home, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -175,14 +181,15 @@ func TestSynthesizeC(t *testing.T) {
 		got[rel] = strings.ReplaceAll(strings.Join(e.Arguments, " "), ws.Root, "R")
 	}
 	want := map[string]string{
-		"src/a.cc":   "clang++ -std=gnu++17 -IR/include -c R/src/a.cc",
-		"src/b.c":    "clang -IR/include -c R/src/b.c",
-		"test/t.cpp": "clang++ -std=gnu++17 -DTESTING -IR/include -IR/test/gtest -c R/test/t.cpp",
+		"src/a.cc":   "clang++ -std=gnu++17 -IR/include -IR/lib/pub -c R/src/a.cc",
+		"src/b.c":    "clang -IR/include -IR/lib/pub -c R/src/b.c",
+		"test/t.cpp": "clang++ -std=gnu++17 -DTESTING -IR/include -IR/test/gtest -IR/lib/pub -c R/test/t.cpp",
+		"lib/x.c":    "clang -IR/include -IR/lib/priv -IR/lib/pub -c R/lib/x.c",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("entries:\n got %v\nwant %v", got, want)
 	}
-	if p := CProblems(ws); len(p) != 1 || !strings.Contains(p[0], "CMakeLists.txt, test/CMakeLists.txt") {
+	if p := CProblems(ws); len(p) != 1 || !strings.Contains(p[0], "CMakeLists.txt, lib/CMakeLists.txt, test/CMakeLists.txt") {
 		t.Errorf("problems: %q", p)
 	}
 	// Nothing was written into the tree.
@@ -291,7 +298,10 @@ func checkCFlags(t *testing.T, fl cFlags) {
 	if len(fl.Includes) > maxCIncludes || len(fl.Defines) > maxCDefines {
 		t.Fatalf("over the bounds: %d includes, %d defines", len(fl.Includes), len(fl.Defines))
 	}
-	for _, i := range fl.Includes {
+	if len(fl.Global) > maxCIncludes {
+		t.Fatalf("%d global includes", len(fl.Global))
+	}
+	for _, i := range append(fl.Includes, fl.Global...) {
 		if _, ok := inTree(".", i); !ok || i != filepath.Clean(i) {
 			t.Fatalf("include outside the tree: %q", i)
 		}

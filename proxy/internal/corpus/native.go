@@ -35,6 +35,20 @@ func installCMake(ctx context.Context, dir string) error {
 // with the options its README gives) and writes compile_commands.json at
 // its root from make's dry run.
 func installAutotools(ctx context.Context, dir string, configure ...string) error {
+	// A clone without --recursive has each submodule as an empty
+	// directory (git keeps none in the tree it commits): automake wants
+	// the directories its SUBDIRS name to exist.
+	if b, err := os.ReadFile(filepath.Join(dir, ".gitmodules")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok && strings.TrimSpace(k) == "path" {
+				if p := filepath.Clean(strings.TrimSpace(v)); filepath.IsLocal(p) {
+					if err := os.MkdirAll(filepath.Join(dir, p), 0o755); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
 	if _, err := run(ctx, dir, nil, "autoreconf", "-i"); err != nil {
 		return err
 	}
