@@ -70,7 +70,7 @@ target_include_directories(x PRIVATE ../outside /abs ${UNKNOWN}/y) # dropped
 	want := cFlags{
 		Includes: []string{"include", "third_party"},
 		Global:   []string{"api"},
-		Defines:  []string{"WITH_X", "FOO=1", "BAR", "BAZ"},
+		Defines:  []string{"WITH_X", "FOO=1", "BAR"},
 		CxxStd:   "gnu++14",
 	}
 	if !reflect.DeepEqual(got, want) {
