@@ -104,16 +104,23 @@ func start(ctx context.Context, root string, env []string, initOptions, settings
 	}
 	s := &Server{cmd: cmd, in: in, root: root, settings: settings, wait: map[int]chan reply{}, done: make(chan struct{}), diags: map[string]json.RawMessage{}, busy: map[string]bool{}}
 	go s.read(bufio.NewReaderSize(out, 1<<16))
+	// Every symbol kind, as the daemon's client declares them (and as an
+	// editor does): a server told of the LSP 3.0 kinds only reports a
+	// struct as a class and an enum member as an enum (clangd).
+	symbolKinds := make([]int, 26)
+	for i := range symbolKinds {
+		symbolKinds[i] = i + 1
+	}
 	caps := map[string]any{
 		"general": map[string]any{"positionEncodings": []string{"utf-16"}},
 		"textDocument": map[string]any{
 			"hover":              map[string]any{"contentFormat": []string{"markdown", "plaintext"}},
 			"definition":         map[string]any{"linkSupport": false},
 			"references":         map[string]any{},
-			"documentSymbol":     map[string]any{"hierarchicalDocumentSymbolSupport": true},
+			"documentSymbol":     map[string]any{"hierarchicalDocumentSymbolSupport": true, "symbolKind": map[string]any{"valueSet": symbolKinds}},
 			"publishDiagnostics": map[string]any{"relatedInformation": false},
 		},
-		"workspace": map[string]any{"configuration": true},
+		"workspace": map[string]any{"configuration": true, "symbol": map[string]any{"symbolKind": map[string]any{"valueSet": symbolKinds}}},
 		// Progress, as the daemon's client has it: Idle waits on it.
 		"window": map[string]any{"workDoneProgress": true},
 	}
