@@ -33,6 +33,9 @@ type converter struct {
 	warnings []string
 	load     []string // the server's load problems (pool.LoadWarnings)
 	empty    bool     // the answer carries nothing
+	// incomplete: the server was still building what the answer comes
+	// from (lsp.Client.Indexing).
+	incomplete bool
 }
 
 func (c *converter) location(u lsp.DocumentURI) (uri.Location, bool) {

@@ -20,6 +20,7 @@ import (
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
 	"github.com/hanzoai/lsp/daemon/internal/pool"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/sanitize"
 	"github.com/hanzoai/lsp/daemon/internal/uri"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
@@ -260,6 +261,12 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	if err != nil {
 		return serverFailure(ctx, err)
 	}
+	// A server still building what its answers come from (clangd's
+	// background index) answers from what it has so far: partial.
+	if title, ok := client.Indexing(); ok {
+		c.warnings = append(c.warnings, fmt.Sprintf("%s was still working on the project (%q) when it answered; results may be incomplete", spec.ID, sanitize.Line(title, 128)))
+		c.incomplete = true
+	}
 	// A server that could not load the project answers without it: say
 	// so, in its own words, on every answer of the workspace.
 	c.load = w.LoadWarnings(spec, srv)
@@ -380,6 +387,9 @@ func evidence(info runtime.Info, fingerprint string, gen uint64, doc *pool.Docum
 		if len(c.warnings) == 0 {
 			e.Warnings = append(e.Warnings, fmt.Sprintf("%d result(s) outside the workspace or malformed were dropped", c.dropped))
 		}
+	}
+	if c.incomplete {
+		e.State = daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL
 	}
 	if len(c.load) > 0 {
 		// An empty answer from a server that could not load the project

@@ -72,7 +72,25 @@ func firstLine(s string) string {
 	return s
 }
 
+// clangd reports its background index as work-done progress titled
+// "indexing" (token backgroundIndexProgress, "12/47" as message):
+// references and workspace symbols come from that index, so until it ends
+// they miss the files not yet indexed. rust-analyzer's project loading
+// ("Fetching", "Loading", "Roots Scanned", "Building CrateGraph") leaves it
+// answering without the workspace; its cache priming ("Indexing") does
+// not change answers, which it computes on demand.
+func clangIndexing(title string) bool { return title == "indexing" }
+
+func rustIndexing(title string) bool {
+	for _, p := range []string{"Fetching", "Loading", "Roots Scanned", "Building CrateGraph"} {
+		if strings.HasPrefix(title, p) {
+			return true
+		}
+	}
+	return false
+}
+
 func init() {
-	register(lsp.LoadSigns{Diagnostic: clangDiagnostic}, "c", "cpp", "objective-c", "objective-cpp")
-	register(lsp.LoadSigns{Log: rustLog}, "rust")
+	register(lsp.LoadSigns{Diagnostic: clangDiagnostic, Indexing: clangIndexing}, "c", "cpp", "objective-c", "objective-cpp")
+	register(lsp.LoadSigns{Log: rustLog, Indexing: rustIndexing}, "rust")
 }

@@ -32,3 +32,15 @@ func TestNativeSigns(t *testing.T) {
 		t.Error("a benign warning counted")
 	}
 }
+
+func TestNativeIndexing(t *testing.T) {
+	if !For("cpp").Indexing("indexing") || For("c").Indexing("Loading") {
+		t.Error("clangd: only its background index is indexing")
+	}
+	r := For("rust")
+	for title, want := range map[string]bool{"Fetching": true, "Roots Scanned": true, "Building CrateGraph": true, "Loading proc-macros": true, "Indexing": false} {
+		if r.Indexing(title) != want {
+			t.Errorf("rust-analyzer %q: indexing %v, want %v", title, !want, want)
+		}
+	}
+}
