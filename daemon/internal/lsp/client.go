@@ -573,6 +573,29 @@ func (c *Client) Indexing() (string, bool) {
 	return "", false
 }
 
+// WaitIndexed waits until no indexing progress (Indexing) is in flight,
+// at most max.
+func (c *Client) WaitIndexed(ctx context.Context, max time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	for {
+		c.mu.Lock()
+		busy := len(c.indexing) > 0
+		ch := c.changed
+		c.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.conn.Done():
+			return c.conn.Err()
+		}
+	}
+}
+
 // WaitIdle waits until no work-done progress is in flight.
 func (c *Client) WaitIdle(ctx context.Context) error {
 	for {

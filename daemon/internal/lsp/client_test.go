@@ -472,9 +472,19 @@ func TestIndexing(t *testing.T) {
 	if title, ok := c.Indexing(); !ok || title != "indexing" {
 		t.Fatalf("indexing in flight: %q, %v", title, ok)
 	}
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if err := c.WaitIndexed(wctx, time.Minute); err == nil {
+		t.Fatal("WaitIndexed returned while indexing")
+	}
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.WaitIndexed(ctx, time.Minute) }()
 	notify(`{"token":"backgroundIndexProgress","value":{"kind":"end"}}`)
 	p.sync(t)
 	if _, ok := c.Indexing(); ok {
 		t.Fatal("indexing reported after its end")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("WaitIndexed after the end: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
@@ -157,6 +158,13 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 			return serverFailure(ctx, err)
 		}
 	}
+	// A server still building its index (clangd's background index)
+	// answers from what it has so far: wait for it a bounded while, as
+	// one waits for an editor's indexing bar; past the bound the answer
+	// is partial (below).
+	if _, ok := client.Indexing(); ok {
+		_ = client.WaitIndexed(ctx, IndexWait)
+	}
 	limit, offset := req.GetLimit(), req.GetOffset()
 	err = func() error {
 		switch req.GetOp() {
@@ -274,6 +282,10 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	resp.Evidence = evidence(srv.Info(), srv.CapabilityFingerprint(), gen, doc, req, c)
 	return resp
 }
+
+// IndexWait bounds how long a query waits for a server's indexing to end
+// before it asks anyway (lsp.Client.Indexing).
+var IndexWait = 20 * time.Second
 
 // emptyAnswer reports whether resp carries nothing.
 func emptyAnswer(resp *daemonv1.QueryResponse) bool {
