@@ -121,7 +121,7 @@ run: deps build
 ## test: everything, with per-package durations.
 test: deps
 	@start=$$(date +%s); \
-	LSP_TEST_GOPLS=$(GOPLS) LSP_TEST_TYPESCRIPT=$(TS_DIR) LSP_TEST_ARTIFACTS=$(CURDIR)/.artifacts LSP_TEST_GITEA=$(GITEA) go test $(TEST_FLAGS) $(PKGS) 2>&1 | tee .test.log; \
+	LSP_TEST_GOPLS=$(GOPLS) LSP_TEST_TYPESCRIPT=$(TS_DIR) LSP_TEST_BIN=$(BIN) LSP_TEST_ARTIFACTS=$(CURDIR)/.artifacts LSP_TEST_GITEA=$(GITEA) go test $(TEST_FLAGS) $(PKGS) 2>&1 | tee .test.log; \
 	echo "make test: $$(( $$(date +%s) - start ))s in all"
 
 ## bench: the performance table (ratios against baselines measured in the same run).

@@ -3,6 +3,7 @@ module github.com/hanzoai/lsp/daemon
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.5.0
 	github.com/hanzoai/lsp/proto v0.0.0
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.6

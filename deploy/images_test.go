@@ -649,3 +649,55 @@ func npmStages(f *dockerfile.File) []*dockerfile.Stage {
 	}
 	return out
 }
+
+// versionCheck is an npm stage's check of an installed package's version
+// against one of its ARGs.
+var versionCheck = regexp.MustCompile(`node_modules/([^/"]+)/package\.json"\)\.version'\)" = "\$\{([A-Z_]+)\}"`)
+
+// TestNPMServerStagesMatchLocks: every npm server stage installs its
+// deploy/<name> lock with npm ci --ignore-scripts --engine-strict and
+// checks each package's version against an ARG equal to what the lock
+// pins and package.json declares.
+func TestNPMServerStagesMatchLocks(t *testing.T) {
+	f := parseDockerfile(t, "daemon.Dockerfile")
+	stages := npmStages(f)
+	if len(stages) < 5 {
+		t.Fatalf("%d npm stages, want typescript, basedpyright, bash, yaml and json", len(stages))
+	}
+	for _, st := range stages {
+		var dir string
+		for _, in := range st.Each("COPY") {
+			if m := regexp.MustCompile(`deploy/([a-z]+)/package-lock\.json`).FindStringSubmatch(in.Args); m != nil {
+				dir = m[1]
+			}
+		}
+		if dir == "" {
+			t.Errorf("stage %s copies no deploy/<name>/package-lock.json", st.Name)
+			continue
+		}
+		if !containsRun(st, "npm ci") || !containsRun(st, "--ignore-scripts") || !containsRun(st, "--engine-strict") {
+			t.Errorf("stage %s must install with npm ci --ignore-scripts --engine-strict", st.Name)
+		}
+		lock := readNPMLock(t, dir)
+		args := st.Args(f.GlobalArgs)
+		checked := 0
+		for _, in := range st.Each("RUN") {
+			for _, m := range versionCheck.FindAllStringSubmatch(in.Args, -1) {
+				pkg, arg := m[1], m[2]
+				checked++
+				if args[arg] == "" || args[arg] != lock.Locked[pkg] || args[arg] != lock.Declared[pkg] {
+					t.Errorf("stage %s: %s = %q; deploy/%s declares %q and locks %q", st.Name, arg, args[arg], dir, lock.Declared[pkg], lock.Locked[pkg])
+				}
+			}
+		}
+		if checked != len(lock.Declared) {
+			t.Errorf("stage %s checks %d package versions, deploy/%s declares %d", st.Name, checked, dir, len(lock.Declared))
+		}
+		if st.From != f.Final().From {
+			t.Errorf("stage %s: %q is not the shipped stage's node image", st.Name, st.From)
+		}
+	}
+	if !containsRun(f.Final(), "shellcheck=${SHELLCHECK_VERSION}") || f.Final().Args(f.GlobalArgs)["SHELLCHECK_VERSION"] == "" {
+		t.Error("the shipped stage must install shellcheck at a pinned SHELLCHECK_VERSION (bash-language-server's shellcheckPath)")
+	}
+}

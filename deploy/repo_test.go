@@ -128,12 +128,15 @@ type tsLock struct {
 	Engines  map[string]string
 }
 
-func readTSLock(t testing.TB) tsLock {
+func readTSLock(t testing.TB) tsLock { return readNPMLock(t, "typescript") }
+
+// readNPMLock reads deploy/<dir>'s package.json and package-lock.json.
+func readNPMLock(t testing.TB, dir string) tsLock {
 	t.Helper()
 	var pkg struct {
 		Dependencies map[string]string `json:"dependencies"`
 	}
-	if err := json.Unmarshal([]byte(readRepoFile(t, "deploy/typescript/package.json")), &pkg); err != nil {
+	if err := json.Unmarshal([]byte(readRepoFile(t, "deploy/"+dir+"/package.json")), &pkg); err != nil {
 		t.Fatal(err)
 	}
 	var lock struct {
@@ -142,7 +145,7 @@ func readTSLock(t testing.TB) tsLock {
 			Engines map[string]string `json:"engines"`
 		} `json:"packages"`
 	}
-	if err := json.Unmarshal([]byte(readRepoFile(t, "deploy/typescript/package-lock.json")), &lock); err != nil {
+	if err := json.Unmarshal([]byte(readRepoFile(t, "deploy/"+dir+"/package-lock.json")), &lock); err != nil {
 		t.Fatal(err)
 	}
 	l := tsLock{Declared: pkg.Dependencies, Locked: map[string]string{}, Engines: map[string]string{}}

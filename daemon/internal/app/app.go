@@ -69,6 +69,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 			configured = append(configured, uri.External{Dir: x.Dir, Module: x.Module})
 		}
 	}
+	serverPkgs := qualify.ServerPackageExternals(cf)
 	store, err := workspace.NewStore(env.Root, workspace.DefaultLimits())
 	if err != nil {
 		return err
@@ -106,6 +107,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 			}
 			ex = append(ex, tsLibs...)
 			ex = append(ex, configured...)
+			ex = append(ex, serverPkgs...)
 			ws := runtime.Workspace{Root: w.Dir, Home: w.Home}
 			// The npm packages the dependency phase installed, each its
 			// own root named name@version.

@@ -79,9 +79,14 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 
 	w := &warnings{}
 	// What needs no mirror: C/C++ compile flags read from the build files
-	// (cfamily.go), the crates a Cargo.lock pins (cargo.go).
+	// (cfamily.go), the crates a Cargo.lock pins (cargo.go), Python's
+	// manifests (there is no PyPI mirror: each declared dependency is a
+	// warning).
 	f.synthesizeC(ws, w)
 	f.checkCargo(ws, w)
+	for _, p := range pythonWarnings(ws.Root) {
+		w.add("%s", p)
+	}
 	if !f.Enabled() {
 		return w.list()
 	}

@@ -4,6 +4,8 @@ package jail
 
 import (
 	"encoding/binary"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -244,5 +246,37 @@ func TestSeccompProgram(t *testing.T) {
 	}
 	if n := len(ins); n > 4096 {
 		t.Errorf("%d instructions: over the kernel's limit", n)
+	}
+}
+
+// What a server's jail binds of its entry: the executable, the
+// node_modules of an absolute script argument, and an existing regular
+// file an environment value, initialization option or setting names (a
+// program it runs: shellcheck) — never a directory, a missing path or a
+// relative one.
+func TestServerPaths(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "srv", "node_modules", "pkg", "cli.js")
+	tool := filepath.Join(dir, "bin", "shellcheck")
+	envTool := filepath.Join(dir, "bin", "helper")
+	for _, f := range []string{script, tool, envTool} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := runtime.Spec{
+		Executable:            "/var/lib/lsp/bin/abc",
+		Args:                  []string{script, "--stdio"},
+		Env:                   []string{"HELPER=" + envTool, "DIR=" + dir},
+		InitializationOptions: json.RawMessage(`{"shellcheckPath": "` + tool + `", "dir": "` + filepath.Join(dir, "bin") + `", "rel": "bin/x"}`),
+		Settings:              json.RawMessage(`{"bashIde": {"shellcheckPath": "` + tool + `", "missing": "` + filepath.Join(dir, "nope") + `", "n": 3}}`),
+	}
+	got := serverPaths(spec)
+	want := []string{"/var/lib/lsp/bin/abc", filepath.Join(dir, "srv", "node_modules"), envTool, tool}
+	if !slices.Equal(got, want) {
+		t.Errorf("serverPaths = %q, want %q", got, want)
 	}
 }

@@ -670,6 +670,13 @@ func (c *Client) handle(_ context.Context, req *jsonrpc.Request) (any, error) {
 		return c.configuration(req.Params), nil
 	case "window/workDoneProgress/create":
 		return nil, nil
+	case "workspace/diagnostic/refresh", "workspace/semanticTokens/refresh", "workspace/inlayHint/refresh",
+		"workspace/codeLens/refresh", "workspace/inlineValue/refresh", "workspace/foldingRange/refresh":
+		// Nothing is cached between queries: each pulls afresh. A server
+		// that asks anyway (basedpyright asks for diagnostics whatever the
+		// client's refreshSupport) gets success, not an error it may not
+		// handle (basedpyright 1.40.1 exits on it).
+		return nil, nil
 	case "client/registerCapability":
 		c.register(req.Params)
 		return nil, nil

@@ -41,3 +41,28 @@ func TestSpecLanguages(t *testing.T) {
 		t.Error("README.md routed to a server")
 	}
 }
+
+// A workspace lists the languageIds its tree has (installed and hidden
+// files aside), all of a server's when it was adopted from disk.
+func TestWorkspaceLanguagesOf(t *testing.T) {
+	ts := Spec{Spec: runtime.Spec{ID: "typescript", Language: "typescript"},
+		Extensions:  []string{".ts", ".tsx", ".js"},
+		LanguageIDs: map[string]string{".ts": "typescript", ".tsx": "typescriptreact", ".js": "javascript"}}
+	w := &Workspace{}
+	if got := w.languagesOf(&ts); !slices.Equal(got, []string{"typescript", "typescriptreact", "javascript"}) {
+		t.Errorf("adopted: %v", got)
+	}
+	w.present = map[string]bool{}
+	for _, f := range []string{"src/a.tsx", "node_modules/x/index.js", ".github/x.js", "src/b.ts"} {
+		if !installedOrHidden(f) {
+			w.present[ts.LanguageID(f)] = true
+		}
+	}
+	if got := w.languagesOf(&ts); !slices.Equal(got, []string{"typescript", "typescriptreact"}) {
+		t.Errorf("present: %v", got)
+	}
+	w.present = map[string]bool{}
+	if got := w.languagesOf(&ts); !slices.Equal(got, []string{"typescript"}) {
+		t.Errorf("only installed files: %v", got)
+	}
+}

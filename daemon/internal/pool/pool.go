@@ -395,9 +395,12 @@ func (w *Workspace) Warm(ctx context.Context, files []*daemonv1.FileEntry) ([]La
 			specs = append(specs, s)
 		}
 	}
+	// The languages listed are the repository's own: installed or hidden
+	// files (node_modules/, .github/) start their server but are not what
+	// the repository is written in (the anchor rule of query.findAnchor).
 	present := map[string]bool{}
 	for _, f := range files {
-		if s, ok := w.pool.SpecFor(f.GetPath()); ok {
+		if s, ok := w.pool.SpecFor(f.GetPath()); ok && !installedOrHidden(f.GetPath()) {
 			present[s.LanguageID(f.GetPath())] = true
 		}
 	}
@@ -432,6 +435,15 @@ func (w *Workspace) Warm(ctx context.Context, files []*daemonv1.FileEntry) ([]La
 		infos = append(infos, w.infos(s, out[i].srv)...)
 	}
 	return infos, warnings
+}
+
+func installedOrHidden(rel string) bool {
+	for _, seg := range strings.Split(path.Dir(rel), "/") {
+		if seg == "node_modules" || strings.HasPrefix(seg, ".") && seg != "." {
+			return true
+		}
+	}
+	return false
 }
 
 // languagesOf are the languageIds of s to list for w: those of the

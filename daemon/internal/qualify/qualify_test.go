@@ -362,3 +362,19 @@ func TestTypeScriptExternals(t *testing.T) {
 		t.Fatalf("externals = %+v", ex)
 	}
 }
+
+func TestNPMPackageDir(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"/opt/lsp/basedpyright/node_modules/basedpyright/langserver.index.js", "/opt/lsp/basedpyright/node_modules/basedpyright"},
+		{"/opt/lsp/x/node_modules/@scope/pkg/bin/cli.js", "/opt/lsp/x/node_modules/@scope/pkg"},
+		{"/opt/lsp/x/node_modules/a/node_modules/b/cli.js", "/opt/lsp/x/node_modules/a/node_modules/b"},
+		{"/opt/lsp/x/node_modules/pkg", ""},
+		{"--stdio", ""},
+		{"relative/node_modules/p/x.js", ""},
+	} {
+		got, ok := npmPackageDir(c.in)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("%s: %q, %v; want %q", c.in, got, ok, c.want)
+		}
+	}
+}

@@ -18,7 +18,12 @@
 package qualify
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/config"
@@ -86,4 +91,67 @@ func TypeScriptExternals(cf *config.File) ([]uri.External, error) {
 		}
 	}
 	return ex, nil
+}
+
+// ServerPackageExternals are the npm packages the reviewed entries run a
+// script of (an argument inside <dir>/node_modules/<package>/): a location
+// in one (basedpyright's bundled typeshed stubs) comes back external with
+// the module "<package>@<version>" from its package.json and a path inside
+// it ("dist/typeshed-fallback/stdlib/os/__init__.pyi"), never dropped as
+// outside the workspace. A package whose package.json cannot be read is
+// left out: its locations are then dropped, as before.
+func ServerPackageExternals(cf *config.File) []uri.External {
+	var ex []uri.External
+	seen := map[string]bool{}
+	for _, s := range cf.Servers {
+		for _, a := range s.Arguments {
+			dir, ok := npmPackageDir(a)
+			if !ok || seen[dir] {
+				continue
+			}
+			seen[dir] = true
+			if module, ok := npmPackageModule(dir); ok {
+				ex = append(ex, uri.External{Dir: dir, Module: module})
+			}
+		}
+	}
+	return ex
+}
+
+// npmPackageDir is the package directory holding an absolute script path
+// inside node_modules (a scoped package keeps its scope).
+func npmPackageDir(p string) (string, bool) {
+	if !filepath.IsAbs(p) {
+		return "", false
+	}
+	i := strings.LastIndex(p, "/node_modules/")
+	if i < 0 {
+		return "", false
+	}
+	rest := strings.Split(p[i+len("/node_modules/"):], "/")
+	n := 1
+	if strings.HasPrefix(rest[0], "@") {
+		n = 2
+	}
+	if len(rest) <= n {
+		return "", false
+	}
+	return p[:i+len("/node_modules/")] + strings.Join(rest[:n], "/"), true
+}
+
+func npmPackageModule(dir string) (string, bool) {
+	f, err := os.Open(filepath.Join(dir, "package.json"))
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	var pkg struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	if json.NewDecoder(io.LimitReader(f, 1<<20)).Decode(&pkg) != nil || pkg.Name == "" || pkg.Version == "" ||
+		len(pkg.Name) > 214 || len(pkg.Version) > 64 || strings.ContainsAny(pkg.Name+pkg.Version, " \x00") {
+		return "", false
+	}
+	return pkg.Name + "@" + pkg.Version, true
 }

@@ -77,7 +77,29 @@ func TestTypeScriptSigns(t *testing.T) {
 	if For("typescriptreact").Diagnostic == nil || For("javascript").Diagnostic == nil {
 		t.Error("the TypeScript server's other languages have no signs")
 	}
-	if s := For("python"); s.Diagnostic != nil || s.Log != nil || s.Progress != nil {
+	if s := For("yaml"); s.Diagnostic != nil || s.Log != nil || s.Progress != nil {
 		t.Error("a language without signs got some")
+	}
+}
+
+func TestPythonSigns(t *testing.T) {
+	s := For("python")
+	for _, tc := range []struct {
+		name string
+		d    lsp.Diagnostic
+		want string
+	}{
+		{"missing dependency", lsp.Diagnostic{Code: "reportMissingImports", Source: "basedpyright", Message: `Import "pytest" could not be resolved`},
+			`Import "pytest" could not be resolved`},
+		{"stub only", lsp.Diagnostic{Code: "reportMissingModuleSource", Source: "basedpyright", Message: `Import "yaml" could not be resolved from source`},
+			`Import "yaml" could not be resolved from source`},
+		{"missing relative module", lsp.Diagnostic{Code: "reportMissingImports", Source: "basedpyright", Message: `Import ".nope" could not be resolved`}, ""},
+		{"type error", lsp.Diagnostic{Code: "reportArgumentType", Source: "basedpyright", Message: `Argument of type "int" cannot be assigned to parameter "s" of type "str"`}, ""},
+		{"other tool", lsp.Diagnostic{Code: "reportMissingImports", Source: "mypy", Message: `Import "pytest" could not be resolved`}, ""},
+	} {
+		got, ok := s.Diagnostic(tc.d)
+		if ok != (tc.want != "") || got != tc.want {
+			t.Errorf("%s: %q, %v; want %q", tc.name, got, ok, tc.want)
+		}
 	}
 }

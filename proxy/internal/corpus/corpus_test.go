@@ -34,6 +34,13 @@ var slice = []struct {
 		// (rust-std@1.96.0), jailed as directly.
 		{Path: "src/error.rs", Needle: "let inner: Box<ErrorImpl<E>> = Box::new(ErrorImpl {", Ident: "new"},
 	}},
+	{repo: "click", tools: []string{"hover", "definition", "references"}, extern: true, fixed: []Fixed{
+		// A method of the project, and sys.exit: typeshed's stub, bundled
+		// with basedpyright (external basedpyright@1.40.1).
+		{Path: "src/click/core.py", Needle: "with self.make_context(prog_name, args, **extra) as ctx:", Ident: "make_context"},
+		{Path: "src/click/core.py", Needle: "sys.exit(e.exit_code)", Ident: "exit"},
+		{Path: "src/click/termui.py", Needle: "echo(None, err=err)", Ident: "echo"},
+	}},
 	{repo: "vscode-languageserver-node", tools: []string{"definition"}, extern: true, fixed: []Fixed{
 		// process.pid: declared in @types/node, a dependency.
 		{Path: "client/src/node/main.ts", Needle: "params.processId = process.pid", Ident: "pid"},

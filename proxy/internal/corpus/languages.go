@@ -30,6 +30,18 @@ type Lang struct {
 	// the service's prepare does (AwaitLoad) and as a developer waits for
 	// the indexing bar.
 	AwaitIdle bool
+	// FileTools: the language's server answers hover and definition only
+	// from a schema (YAML, JSON without one), so no position is asked; the
+	// first useful answer is a file's non-empty document symbols, and
+	// symbols and diagnostics are compared per file.
+	FileTools bool
+	// Settle: after its first useful answer the direct server is left
+	// until it has been quiet for 2.5s (at most 20s), as the daemon's
+	// prepare waits for a server's first load (pool.LoadQuiet):
+	// bash-language-server scans the workspace's scripts in the
+	// background, and references found before the scan ends miss the
+	// other files'.
+	Settle bool
 }
 
 // Langs are the corpus's languages.
@@ -37,9 +49,9 @@ var Langs = []Lang{
 	{Name: "go", Short: "go", Server: "gopls", Env: goEnv},
 	{Name: "typescript", Short: "ts", Server: "typescript"},
 	{Name: "python", Short: "py", Server: "basedpyright"},
-	{Name: "shellscript", Short: "sh", Server: "bash"},
-	{Name: "yaml", Short: "yaml", Server: "yaml"},
-	{Name: "json", Short: "json", Server: "json"},
+	{Name: "shellscript", Short: "sh", Server: "bash", Settle: true},
+	{Name: "yaml", Short: "yaml", Server: "yaml", FileTools: true},
+	{Name: "json", Short: "json", Server: "json", FileTools: true},
 	{Name: "c", Short: "c", Server: "clangd", AwaitIdle: true},
 	{Name: "cpp", Short: "cpp", Server: "clangd", AwaitIdle: true},
 	{Name: "rust", Short: "rs", Server: "rust-analyzer", Env: rustEnv, AwaitIdle: true},

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"unicode/utf16"
@@ -18,6 +19,9 @@ type Position struct {
 	Ident     string `json:"ident"`
 	Test      bool   `json:"test"`
 }
+
+// hashCommentExt are the extensions whose line comments start with #.
+var hashCommentExt = map[string]bool{".sh": true, ".bash": true, ".py": true, ".pyi": true, ".yaml": true, ".yml": true}
 
 // skipDirs are never chosen from: installed or generated code, and what a
 // repository keeps of others'.
@@ -144,6 +148,12 @@ func init() {
 // exported identifier), outside comments and strings, not right after a
 // declaring keyword. Columns are UTF-16.
 func candidates(rel string, text []byte) []Position {
+	if ext := filepath.Ext(rel); ext == ".sh" || ext == ".bash" {
+		return shellCandidates(rel, text)
+	}
+	// Shell, Python and YAML comments run from # to the end of the line:
+	// their words are no identifier uses.
+	hashComments := hashCommentExt[filepath.Ext(rel)]
 	var out []Position
 	s := string(text)
 	line, lineStart := 0, 0
@@ -158,6 +168,10 @@ func candidates(rel string, text []byte) []Position {
 		case c == '\n':
 			newline(i)
 			i++
+		case c == '#' && hashComments:
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
 		case c == '/' && i+1 < len(s) && s[i+1] == '/':
 			for i < len(s) && s[i] != '\n' {
 				i++
@@ -223,4 +237,64 @@ func candidates(rel string, text []byte) []Position {
 
 func readFile(root, rel string) ([]byte, error) {
 	return os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+}
+
+var (
+	shellFuncDef = regexp.MustCompile(`^\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*\(\)`)
+	shellWord    = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+)
+
+// shellCandidates are a shell script's uses: parameter expansions ($name,
+// ${name}, inside double quotes too) and calls of the functions the file
+// defines, outside comments and single quotes. Columns are UTF-16.
+func shellCandidates(rel string, text []byte) []Position {
+	lines := strings.Split(string(text), "\n")
+	funcs := map[string]bool{}
+	for _, l := range lines {
+		if m := shellFuncDef.FindStringSubmatch(l); m != nil {
+			funcs[m[1]] = true
+		}
+	}
+	var out []Position
+	add := func(line int, l string, at int, w string) {
+		col := len(utf16.Encode([]rune(l[:at])))
+		out = append(out, Position{Path: rel, Line: line, Character: col + 1, Ident: w, Test: isTestFile(rel)})
+	}
+	for n, l := range lines {
+		def := shellFuncDef.FindStringSubmatchIndex(l)
+		single := false
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			switch {
+			case c == '\'':
+				single = !single
+			case single:
+			case c == '\\':
+				i++
+			case c == '#' && (i == 0 || l[i-1] == ' ' || l[i-1] == '\t'):
+				i = len(l)
+			case c == '$' && i+1 < len(l):
+				j := i + 1
+				if l[j] == '{' {
+					j++
+				}
+				if m := shellWord.FindStringIndex(l[j:]); m != nil && m[0] == 0 && m[1] > 1 {
+					add(n, l, j, l[j:j+m[1]])
+					i = j + m[1] - 1
+				}
+			case (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_') && (i == 0 || !isShellWordByte(l[i-1])):
+				m := shellWord.FindStringIndex(l[i:])
+				w := l[i : i+m[1]]
+				if funcs[w] && !(def != nil && def[2] == i) && len(w) > 1 {
+					add(n, l, i, w)
+				}
+				i += m[1] - 1
+			}
+		}
+	}
+	return out
+}
+
+func isShellWordByte(c byte) bool {
+	return c == '_' || c == '$' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }

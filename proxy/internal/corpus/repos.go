@@ -4,7 +4,7 @@ package corpus
 // how a developer installs its dependencies.
 type Repo struct {
 	Name     string // forge repository name and the -repo flag's value
-	Language string // "go" or "typescript" (TypeScript and JavaScript)
+	Language string // a corpus.Langs name: "go", "typescript" (TypeScript and JavaScript), "python", …
 	// Modules are Go modules (path@version) from the module proxy. With
 	// one and no Dirs the module is the repository's root; with Dirs,
 	// module i goes into Dirs[i] and the root gets GoWork.
@@ -21,7 +21,8 @@ type Repo struct {
 	DropSum []string
 	// Install is how the ground truth installs dependencies: "go" (go mod
 	// download in every module), "npm" (npm ci), "pnpm", "yarn" (v1),
-	// "berry" (the repository's own .yarn/releases).
+	// "berry" (the repository's own .yarn/releases), "none" (nothing to
+	// install from the registries these machines reach: PyPI is not one).
 	Install string
 	// Configure are ./configure's arguments for Install "autotools".
 	Configure []string
@@ -59,6 +60,14 @@ var Repos = []Repo{
 		What: "Yarn Berry (.yarnrc.yml, .yarn/releases), several tsconfigs"},
 	{Name: "vscode-languageserver-node", Language: "typescript", Snapshot: "microsoft__vscode-languageserver-node.tar.gz", Install: "npm",
 		What: "npm workspaces monorepo, tsconfig project references"},
+	{Name: "click", Language: "python", Snapshot: "pallets__click.tar.gz", Install: "none",
+		What: "Python: pyproject.toml and uv.lock (no PyPI here: project + stdlib + bundled typeshed on both sides)"},
+	{Name: "x-sys-sh", Language: "shellscript", Modules: []string{"golang.org/x/sys@v0.14.0"}, Install: "none",
+		What: "Bash: the real mkall.sh/mkerrors.sh scripts of a Go module (gopls starts beside bash-language-server: a polyglot tree)"},
+	{Name: "jq-yaml", Language: "yaml", Snapshot: "jqlang__jq.tar.gz", Install: "none",
+		What: "YAML: jq's manual and site data files (no schema: SchemaStore off)"},
+	{Name: "axios-json", Language: "json", Snapshot: "axios__axios.tar.gz", Install: "none",
+		What: "JSON: package.json, tsconfig.json and fixtures (local and inline $schema only)"},
 	{Name: "jq", Language: "c", Snapshot: "jqlang__jq.tar.gz", Install: "autotools", Configure: []string{"--with-oniguruma=builtin"},
 		What: "C, autotools (Makefile.am), no compile_commands.json: flags synthesized; the truth configures and reads make -n"},
 	{Name: "fmt", Language: "cpp", Snapshot: "fmtlib__fmt.tar.gz", Install: "cmake",

@@ -93,6 +93,13 @@ type Result struct {
 	// EmptyCurrent counts answers the service marked current with nothing
 	// in them where the ground truth answered.
 	EmptyCurrent int `json:"empty_current"`
+	// DirectRSS and JailedRSS are the warm RSS of the language's server
+	// tree run directly and in the daemon (bytes; 0 when not measured).
+	DirectRSS int64 `json:"direct_rss"`
+	JailedRSS int64 `json:"jailed_rss"`
+	// Answered counts, per tool, the compared answers where the ground
+	// truth said something (an agreement on nothing proves little).
+	Answered map[string]int `json:"answered"`
 	// NoUsefulAnswer: the service gave no useful hover at the cold
 	// position within ColdWait (Prepare is then that wait, not a time).
 	NoUsefulAnswer bool           `json:"no_useful_answer,omitempty"`
@@ -244,6 +251,17 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 	}
 	res.NoUsefulAnswer, res.ColdWait = err != nil, o.ColdWait.Seconds()
 	pos, file := serviceAnswers(ctx, c, r.Name, t)
+	res.DirectRSS = t.rss
+	if e, err := sv.entry(r.Language); err == nil && stack.Daemon != nil {
+		needle := filepath.Join(stack.Daemon.Root, "bin", e.ExecutableSHA256)
+		for _, a := range e.Arguments {
+			if filepath.IsAbs(a) {
+				needle = a
+				break
+			}
+		}
+		res.JailedRSS = matchingRSS(stack.Daemon.Pid(), needle)
+	}
 	defer dropWorkspace(context.WithoutCancel(ctx), c, r.Name)
 	compare(res, t, pos, file)
 	return res
@@ -254,6 +272,12 @@ func compare(res *Result, t *truth, pos, file map[string][]Answer) {
 	add := func(tool string, p *Position, path string, want, got Answer) {
 		st := res.Tools[tool]
 		st.Total++
+		if !want.empty() {
+			if res.Answered == nil {
+				res.Answered = map[string]int{}
+			}
+			res.Answered[tool]++
+		}
 		if want.equal(got) {
 			st.Agree++
 		} else {
@@ -306,6 +330,9 @@ func PrintTable(w io.Writer, results []*Result) {
 			if r.Err != "" {
 				return "-"
 			}
+			if r.Tools[t].Total == 0 {
+				return "n/a" // nothing to compare: no position the ground truth answered
+			}
 			return fmt.Sprintf("%.0f%%", r.Tools[t].Pct())
 		}
 		prep := fmt.Sprintf("%.1fs", r.Prepare)
@@ -319,7 +346,8 @@ func PrintTable(w io.Writer, results []*Result) {
 	}
 	fmt.Fprintf(w, "\ntarget: ≥ %.0f%% per tool per repository. prepare = POST /prepare → first useful hover through the proxy (daemon jailed);\n", Target)
 	fmt.Fprintln(w, "clone+cold = git clone --depth 1 from the same forge + the pinned server's own cold start on the ground-truth checkout.")
-	fmt.Fprintln(w, "extern = definitions outside the repository the service matched / the ground truth gave; emty = empty answers marked current where the ground truth answered.")
+	fmt.Fprintln(w, "extern = definitions outside the repository the service matched / the ground truth gave; emty = empty answers marked current where the ground truth answered;")
+	fmt.Fprintln(w, "n/a = no position or file to compare (positions are identifier uses the direct server resolves a definition for).")
 	for _, r := range results {
 		if r.Err != "" && r.Positions > 0 {
 			fmt.Fprintf(w, "%s: error: %s\n", r.Repo, r.Err)
@@ -329,6 +357,12 @@ func PrintTable(w io.Writer, results []*Result) {
 		}
 		for _, x := range r.Warnings {
 			fmt.Fprintf(w, "%s: warning: %s\n", r.Repo, firstLine(x))
+		}
+	}
+	fmt.Fprintln(w, "\nwarm RSS of the language's server tree (direct / jailed in the daemon):")
+	for _, r := range results {
+		if r.DirectRSS > 0 || r.JailedRSS > 0 {
+			fmt.Fprintf(w, "  %-27s %6.0f MiB / %6.0f MiB\n", r.Repo, float64(r.DirectRSS)/(1<<20), float64(r.JailedRSS)/(1<<20))
 		}
 	}
 	fmt.Fprintln(w, "\nper-repository durations:")

@@ -190,6 +190,28 @@ func prepareService(ctx context.Context, c *client, repo string, cold Position, 
 		return 0, nil, err
 	}
 	warnings = append(warnings, a.Warnings...)
+	if cold.Ident == "" {
+		// A FileTools language: the first useful answer is the file's
+		// document symbols.
+		for {
+			s := symbols(ctx, c, repo, cold.Path)
+			for _, w := range s.Warnings {
+				if !contains(warnings, w) {
+					warnings = append(warnings, w)
+				}
+			}
+			if len(s.Lines) > 0 {
+				return time.Since(start), warnings, nil
+			}
+			if ctx.Err() != nil {
+				return time.Since(start), warnings, ctx.Err()
+			}
+			if time.Since(start) > coldWait {
+				return time.Since(start), append(warnings, fmt.Sprintf("corpus: no document symbols of %s within %s; last error %q", cold.Path, coldWait, s.Err)), errNoUsefulAnswer
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	var last []byte
 	for {
 		a, raw, err := c.do(ctx, http.MethodPost, "/hover", posBody(repo, cold))

@@ -175,6 +175,8 @@ func unzipModule(zipPath, dest string) error {
 func install(ctx context.Context, r Repo, cacheDir, dir string) error {
 	env := downloadEnv(cacheDir)
 	switch r.Install {
+	case "none":
+		return nil
 	case "go":
 		var firstErr error
 		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -222,8 +224,6 @@ func install(ctx context.Context, r Repo, cacheDir, dir string) error {
 		return installCMake(ctx, dir)
 	case "autotools":
 		return installAutotools(ctx, dir, r.Configure...)
-	case "none":
-		return nil
 	}
 	return fmt.Errorf("unknown install %q", r.Install)
 }

@@ -27,6 +27,7 @@ type truth struct {
 	positions []Position
 	cold      Position      // the position of the first useful answer
 	coldStart time.Duration // server start → first useful answer
+	rss       int64         // the direct server's process tree, warm (after the answers)
 	// pos[tool][i] answers positions[i]; file[tool][j] answers chosen[j].
 	pos  map[string][]Answer
 	file map[string][]Answer
@@ -113,6 +114,9 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 		return nil, fmt.Errorf("direct server: %w", err)
 	}
 	defer srv.Close()
+	if l, _ := langOf(r.Language); l.FileTools {
+		return fileTruth(ctx, r, sv, srv, t, start, checkout, log)
+	}
 	// The first useful answer: a hover that says something, on the first
 	// chosen file's first candidates.
 	// The first chosen file with candidates goes first.
@@ -129,8 +133,10 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 	if len(first) == 0 {
 		return nil, fmt.Errorf("no identifier uses in %v", t.chosen)
 	}
-	if len(first) > 10 {
-		first = first[:10]
+	// Up to 60: a shell script's first uses are often of variables the
+	// environment sets, on which bash-language-server has nothing to say.
+	if len(first) > 60 {
+		first = first[:60]
 	}
 	// The service's prepare opens an anchor document on each server (the
 	// daemon's query.findAnchor: the first file of the language in path
@@ -174,6 +180,11 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 		if err != nil {
 			log("ground truth %s: server still busy: %v", r.Name, err)
 		}
+	}
+	if l, _ := langOf(r.Language); l.Settle {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		srv.WaitQuiet(sctx, 2500*time.Millisecond)
+		cancel()
 	}
 	// The other files open as the loop reaches them, as the service opens
 	// a file at its first query: tsserver's references search only the
@@ -281,7 +292,69 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 		raw, _ := srv.Diagnostics(f)
 		t.file["diagnostics"] = append(t.file["diagnostics"], Answer{Lines: truthDiagnostics(raw, checkout)})
 	}
+	t.rss = treeRSSOf(srv.Pid())
 	log("ground truth %s: %d positions in %d files, cold start %.2fs", r.Name, len(t.positions), len(t.chosen), t.coldStart.Seconds())
+	return t, nil
+}
+
+// fileTruth is the ground truth of a FileTools language: every chosen file
+// opened (as the service opens each at its first query), the first
+// useful answer its first file's non-empty document symbols, then each
+// file's symbols and, once the server is quiet, its diagnostics.
+func fileTruth(ctx context.Context, r Repo, sv servers, srv *lspdirect.Server, t *truth, start time.Time, checkout string, log func(string, ...any)) (*truth, error) {
+	const baseFiles = 8
+	t.chosen = t.chosen[:min(baseFiles, len(t.chosen))]
+	call := func(method string, params any) (json.RawMessage, error) {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		var raw json.RawMessage
+		err := srv.Call(cctx, method, params, &raw)
+		return raw, err
+	}
+	syms := func(f string) (json.RawMessage, error) {
+		return call("textDocument/documentSymbol", map[string]any{"textDocument": map[string]any{"uri": srv.URI(f)}})
+	}
+	if err := srv.Open(t.chosen[0], sv.languageID(t.chosen[0])); err != nil {
+		return nil, err
+	}
+	for {
+		raw, err := syms(t.chosen[0])
+		if err == nil && len(truthSymbols(raw)) > 0 {
+			t.cold, t.coldStart = Position{Path: t.chosen[0]}, time.Since(start)
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if time.Since(start) > 3*time.Minute {
+			return nil, fmt.Errorf("direct server: no document symbols in 3m on %s", t.chosen[0])
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, f := range t.chosen {
+		if f != t.chosen[0] {
+			if err := srv.Open(f, sv.languageID(f)); err != nil {
+				return nil, err
+			}
+		}
+		raw, err := syms(f)
+		a := Answer{Lines: truthSymbols(raw)}
+		if err != nil {
+			a.Err = err.Error()
+		}
+		t.file["symbols"] = append(t.file["symbols"], a)
+	}
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if _, last := srv.Diagnostics(t.chosen[0]); !last.IsZero() && time.Since(last) > 2*time.Second {
+			break
+		}
+	}
+	for _, f := range t.chosen {
+		raw, _ := srv.Diagnostics(f)
+		t.file["diagnostics"] = append(t.file["diagnostics"], Answer{Lines: truthDiagnostics(raw, checkout)})
+	}
+	t.rss = treeRSSOf(srv.Pid())
+	log("ground truth %s: %d files (document symbols and diagnostics), cold start %.2fs", r.Name, len(t.chosen), t.coldStart.Seconds())
 	return t, nil
 }
 

@@ -2,6 +2,7 @@ package corpus
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,5 +71,20 @@ func TestTruthOpensAsTheServiceDoes(t *testing.T) {
 	}
 	if !in(refs[1], "b.js") || !in(refs[1], "helper.js") {
 		t.Errorf("references from b.js: %q, want b.js and helper.js", refs[1].Lines)
+	}
+}
+
+// A shell script's positions are its parameter expansions (in double
+// quotes too) and calls of its own functions, never comments, single
+// quotes or the definition itself.
+func TestShellCandidates(t *testing.T) {
+	src := "#!/bin/sh\n# uses $HIDDEN in a comment\ngreet() {\n\techo \"hi ${name}\" '$quoted'\n}\nname=x\ngreet \"$name\" # $also\n"
+	var got []string
+	for _, p := range candidates("s.sh", []byte(src)) {
+		got = append(got, fmt.Sprintf("%d:%d:%s", p.Line, p.Character, p.Ident))
+	}
+	want := []string{"3:13:name", "6:1:greet", "6:9:name"} // one character inside each name
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("candidates %v, want %v", got, want)
 	}
 }

@@ -37,6 +37,15 @@ var languages = []struct {
 		func(p string) bool {
 			return strings.Contains(p, ".test.") || strings.Contains(p, ".spec.") || strings.HasSuffix(p, ".d.ts")
 		}},
+	{[]string{".py"}, // basedpyright (deploy/images/servers.json.in)
+		regexp.MustCompile(`^(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)`),
+		func(p string) bool {
+			base := p[strings.LastIndex(p, "/")+1:]
+			return strings.HasPrefix(base, "test_") || strings.HasSuffix(base, "_test.py") || base == "conftest.py"
+		}},
+	{[]string{".sh", ".bash"}, // bash-language-server
+		regexp.MustCompile(`^(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*\(\)`),
+		func(p string) bool { return false }},
 }
 
 // skipDirs are never where a newcomer's first question is.

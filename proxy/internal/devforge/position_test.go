@@ -12,7 +12,6 @@ import (
 // the main language, not in a test, a build tool's configuration, a
 // declaration file or an extension no server takes, shallowest first.
 func TestFindFunction(t *testing.T) {
-	dir := t.TempDir()
 	files := map[string]string{
 		"rollup.config.js":     "export function external(id) { return true }\n",
 		"tools/build.mjs":      "export function build() {}\n",
@@ -24,6 +23,25 @@ func TestFindFunction(t *testing.T) {
 		"package.json":         "{}\n",
 		"src/types/index.d.ts": "export declare function declared(): void\n",
 	}
+	pos := findIn(t, files)
+	if want := (Position{Path: "src/store.ts", Line: 2, Character: 16, Name: "createStore"}); pos != want {
+		t.Errorf("FindFunction = %+v, want %+v", pos, want)
+	}
+	// A Python repository: its first function outside the tests.
+	pos = findIn(t, map[string]string{
+		"tests/test_cli.py": "def test_x():\n    pass\n",
+		"pkg/core.py":       "import os\n\n\nasync def run(argv):\n    return os.getcwd()\n",
+		"pkg/util.py":       "def helper():\n    pass\n",
+		"run.sh":            "main() {\n  echo hi\n}\n",
+	})
+	if want := (Position{Path: "pkg/core.py", Line: 3, Character: 10, Name: "run"}); pos != want {
+		t.Errorf("FindFunction (Python) = %+v, want %+v", pos, want)
+	}
+}
+
+func findIn(t *testing.T, files map[string]string) Position {
+	t.Helper()
+	dir := t.TempDir()
 	for p, c := range files {
 		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755); err != nil {
 			t.Fatal(err)
@@ -44,7 +62,5 @@ func TestFindFunction(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("FindFunction: %v, %v", ok, err)
 	}
-	if want := (Position{Path: "src/store.ts", Line: 2, Character: 16, Name: "createStore"}); pos != want {
-		t.Errorf("FindFunction = %+v, want %+v", pos, want)
-	}
+	return pos
 }

@@ -167,6 +167,7 @@ type ServerEntry struct {
 	Name                  string          `json:"name"`
 	Languages             []EntryLanguage `json:"languages"`
 	Executable            string          `json:"executable"`
+	ExecutableSHA256      string          `json:"executable_sha256"`
 	Arguments             []string        `json:"arguments"`
 	Env                   []string        `json:"env"`
 	InitializationOptions json.RawMessage `json:"initialization_options"`

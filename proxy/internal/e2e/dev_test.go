@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/ctl"
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
 )
 
 // syncWriter lets the test read what `lspctl dev` printed so far.
@@ -107,8 +108,14 @@ func TestDevServesLocalRepositories(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The reviewed-server file make deps writes, here for this test's
+	// gopls and TypeScript server.
+	servers := filepath.Join(home, "servers.json")
+	if err := devstack.WriteServerConfig(servers, devstack.Options{Gopls: gopls, TypeScript: typescript}); err != nil {
+		t.Fatal(err)
+	}
 	base := []string{"dev", "--dir", filepath.Join(home, "state"), "--listen", "127.0.0.1:0",
-		"--gopls", gopls, "--daemon-bin", daemonBin, "--typescript", typescript}
+		"--servers", servers, "--daemon-bin", daemonBin}
 
 	// A folder that is not a repository is refused before anything starts.
 	var out, errb bytes.Buffer

@@ -440,11 +440,16 @@ func TestTypeScriptTools(t *testing.T) {
 
 	prep := p.ok(t, "/prepare", map[string]any{"repo": p.repo})
 	tools := prep.body["tools"].(map[string]any)
-	want(t, "languages", prep.body["languages"], []string{"typescript"})
+	// Keyed by the languageIds of the repository's files (src/*.ts, the
+	// .tsx badge, the .js legacy file; the committed node_modules is not
+	// the repository's), one server behind them.
+	want(t, "languages", prep.body["languages"], []string{"typescript", "typescriptreact", "javascript"})
 	// Nine of the ten code-intel-lsp.v1 tools (no type hierarchy), plus
 	// type definition and completion; no declaration.
-	want(t, "typescript tools", tools["typescript"], []string{"hover", "definition", "type_definition", "implementation",
-		"references", "document_symbols", "workspace_symbols", "diagnostics", "signature_help", "call_hierarchy", "completion"})
+	for _, l := range []string{"typescript", "typescriptreact", "javascript"} {
+		want(t, l+" tools", tools[l], []string{"hover", "definition", "type_definition", "implementation",
+			"references", "document_symbols", "workspace_symbols", "diagnostics", "signature_help", "call_hierarchy", "completion"})
+	}
 
 	// First, before any document is open: the daemon opens an anchor file
 	// so that the server has a project to search.

@@ -49,6 +49,9 @@ type Server struct {
 	pmu          sync.Mutex
 	busy         map[string]bool
 	lastProgress time.Time
+	// lastServer is when the server last sent a request or notification
+	// of its own (progress, logs, diagnostics, configuration).
+	lastServer time.Time
 }
 
 type reply struct {
@@ -158,6 +161,30 @@ func (s *Server) Open(rel, languageID string) error {
 		"textDocument": map[string]any{"uri": s.URI(rel), "languageId": languageID, "version": 1, "text": string(b)},
 	})
 }
+
+// WaitQuiet waits, at most until ctx ends, until the server has sent
+// nothing of its own for quiet: its start-up work (a background scan of
+// the workspace) is over, as the daemon's prepare waits for it.
+func (s *Server) WaitQuiet(ctx context.Context, quiet time.Duration) {
+	for {
+		s.dmu.Lock()
+		last := s.lastServer
+		s.dmu.Unlock()
+		if !last.IsZero() && time.Since(last) >= quiet {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.done:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Pid is the server process's id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
 // CloseDoc sends didClose for a root-relative file.
 func (s *Server) CloseDoc(rel string) error {
@@ -289,6 +316,11 @@ func (s *Server) read(r *bufio.Reader) {
 		}
 		if json.Unmarshal(body, &m) != nil {
 			continue
+		}
+		if m.Method != "" {
+			s.dmu.Lock()
+			s.lastServer = time.Now()
+			s.dmu.Unlock()
 		}
 		switch {
 		case m.Method == "textDocument/publishDiagnostics" && m.ID == nil:

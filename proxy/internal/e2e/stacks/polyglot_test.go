@@ -1,0 +1,135 @@
+package stacks
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hanzoai/lsp/proxy/internal/devforge"
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
+)
+
+// TestPolyglotRepository: one prepare of a repository in Go, Python, Bash,
+// YAML and JSON starts each language's reviewed server (the production
+// template rendered for make deps' install, daemon jailed), lists each
+// languageId with the tools its server negotiated, and answers route by
+// file extension.
+func TestPolyglotRepository(t *testing.T) {
+	bin := os.Getenv("LSP_TEST_BIN")
+	if bin == "" {
+		bin = filepath.Dir(gopls)
+	}
+	tmpl, err := os.ReadFile("../../../../deploy/images/servers.json.in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := devstack.RenderServers(tmpl, devstack.Render{Bin: bin, SkipMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := stackDir(t)
+	file := filepath.Join(dir, "servers.json")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sf, err := devstack.LoadServerFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"gopls", "basedpyright", "bash", "yaml", "json"} {
+		if _, ok := sf.Server(id); !ok {
+			t.Skipf("the %s server is not installed in %s (make deps; LSP_TEST_BIN names the install)", id, bin)
+		}
+	}
+	s := startStack(t, devstack.Options{Dir: dir, ServerFile: file})
+	files := map[string]string{
+		"go.mod":              "module example.com/poly\n\ngo 1.22\n",
+		"main.go":             "package main\n\nimport \"fmt\"\n\nfunc Greet() string { return \"hi\" }\n\nfunc main() { fmt.Println(Greet()) }\n",
+		"tool/util.py":        "def double(x: int) -> int:\n    return 2 * x\n\n\nprint(double(21))\n",
+		"scripts/run.sh":      "#!/bin/sh\nname=world\ngreet() {\n\techo \"hello $name\"\n}\ngreet\n",
+		"config.yaml":         "service:\n  name: poly\n  ports:\n    - 80\n",
+		"settings.json":       "{\n  \"name\": \"poly\",\n  \"enabled\": true\n}\n",
+		"node_modules/x/x.py": "ignored = 1\n",
+	}
+	commit, err := devforge.CreateRepo(s.ForgeRoot, "poly", "mixed", files, "polyglot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = commit
+	s.Forge.Grant("forge-poly", "poly/*")
+	jwt, err := s.Token("alice@poly", "poly", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ledger.Credit(t.Context(), "poly", 10, "e2e"); err != nil {
+		t.Fatal(err)
+	}
+	hdr := []string{"Authorization", "Bearer " + jwt, "X-Forge-Token", "forge-poly"}
+	prep := do(t, s, http.MethodPost, "/prepare", map[string]any{"repo": "mixed"}, hdr...)
+	if prep.status != http.StatusOK {
+		t.Fatalf("prepare: %d %s", prep.status, prep.raw)
+	}
+	var langs []string
+	for _, l := range prep.body["languages"].([]any) {
+		langs = append(langs, l.(string))
+	}
+	slices.Sort(langs)
+	if want := []string{"go", "json", "python", "shellscript", "yaml"}; !slices.Equal(langs, want) {
+		t.Fatalf("languages %v, want %v", langs, want)
+	}
+	tools := prep.body["tools"].(map[string]any)
+	has := func(lang, tool string) bool {
+		for _, x := range tools[lang].([]any) {
+			if x == tool {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		lang, tool string
+		want       bool
+	}{
+		{"go", "type_hierarchy", true}, {"python", "declaration", true}, {"python", "type_hierarchy", false},
+		{"shellscript", "references", true}, {"yaml", "document_symbols", true}, {"json", "definition", false},
+	} {
+		if has(c.lang, c.tool) != c.want {
+			t.Errorf("%s: tool %s listed %v, want %v (%v)", c.lang, c.tool, !c.want, c.want, tools[c.lang])
+		}
+	}
+	caps := do(t, s, http.MethodGet, "/capabilities?repo=mixed", nil, hdr...)
+	if caps.status != http.StatusOK || len(caps.body["languages"].([]any)) != 5 {
+		t.Fatalf("capabilities: %d %s", caps.status, caps.raw)
+	}
+	// Each file's hover comes from its own language's server.
+	for _, h := range []struct {
+		path       string
+		line, char int
+		want       string
+	}{
+		{"main.go", 6, 28, "func Greet"},
+		{"tool/util.py", 4, 8, "def double"},
+		{"scripts/run.sh", 3, 15, "name"},
+	} {
+		a := do(t, s, http.MethodPost, "/hover", map[string]any{"repo": "mixed", "path": h.path, "line": h.line, "character": h.char}, hdr...)
+		hv, _ := a.body["hover"].(map[string]any)
+		md, _ := hv["markdown"].(string)
+		ev, _ := a.body["evidence"].(map[string]any)
+		srv, _ := ev["server"].(map[string]any)
+		if a.status != http.StatusOK || !strings.Contains(md, h.want) {
+			t.Errorf("hover %s: %d %s", h.path, a.status, a.raw)
+		}
+		t.Logf("hover %s answered by %v", h.path, srv["id"])
+	}
+	a := do(t, s, http.MethodPost, "/symbols", map[string]any{"repo": "mixed", "path": "config.yaml"}, hdr...)
+	if a.status != http.StatusOK || !strings.Contains(a.raw, "ports") {
+		t.Errorf("yaml symbols: %d %s", a.status, a.raw)
+	}
+	a = do(t, s, http.MethodPost, "/symbols", map[string]any{"repo": "mixed", "path": "settings.json"}, hdr...)
+	if a.status != http.StatusOK || !strings.Contains(a.raw, "enabled") {
+		t.Errorf("json symbols: %d %s", a.status, a.raw)
+	}
+}
