@@ -17,7 +17,10 @@ type cFlags struct {
 	Includes []string
 	// Global are include directories for every source of the tree (a
 	// CMake target's PUBLIC and INTERFACE ones).
-	Global  []string `json:",omitempty"`
+	Global []string `json:",omitempty"`
+	// Sources are the sources an automake file's *_SOURCES list (tree
+	// paths): the files its build compiles.
+	Sources []string `json:"-"`
 	Defines []string
 	CStd    string // "gnu11", "c99", …
 	CxxStd  string // "gnu++11", "c++17", …
@@ -154,7 +157,9 @@ func (f *cFlags) compilerArgs(words []string, dir string, expand func(string) (s
 // does not count: which branch the build takes is configure's, unknown
 // here. automake adds
 // the Makefile's own directory to the include path (DEFAULT_INCLUDES), so
-// for a Makefile.am it is included too.
+// for a Makefile.am it is included too. A Makefile.am's *_SOURCES
+// (outside conditionals, $(VAR) expanded) say which sources the build
+// compiles (cFlags.Sources).
 func parseMakefile(data []byte, dir, root string, automake bool) cFlags {
 	var f cFlags
 	dir, ok := inTree(".", dir)
@@ -182,6 +187,7 @@ func parseMakefile(data []byte, dir, root string, automake bool) cFlags {
 	}
 	var conds condStack
 	tokens := 0
+	vars := map[string][]string{}
 	for _, line := range logicalLines(data) {
 		if strings.HasPrefix(line, "\t") {
 			continue // a recipe
@@ -206,16 +212,58 @@ func parseMakefile(data []byte, dir, root string, automake bool) cFlags {
 			continue
 		}
 		name, value, ok := makeAssignment(line)
-		if !ok || !flagVariable(name) {
+		if !ok {
 			continue
 		}
 		words := strings.Fields(value)
 		if tokens += len(words); tokens > maxBuildTokens {
 			break
 		}
-		f.compilerArgs(words, dir, expand)
+		if automake {
+			// Plain variables, for the $(VAR) in *_SOURCES (jq's
+			// libjq_la_SOURCES = ${LIBJQ_SRC}).
+			if len(vars) < maxCMakeVars {
+				op := strings.TrimSpace(line[len(name):])
+				if strings.HasPrefix(op, "+=") {
+					vars[name] = append(vars[name], words...)
+				} else {
+					vars[name] = words
+				}
+			}
+			if strings.HasSuffix(name, "_SOURCES") && !strings.HasPrefix(name, "EXTRA_") {
+				for _, w := range expandMakeWords(words, vars, 0) {
+					if _, isSrc := cSourceExts[path.Ext(w)]; !isSrc {
+						continue
+					}
+					if p, ok := inTree(dir, strings.TrimPrefix(strings.TrimPrefix(w, "$(srcdir)/"), "$(top_srcdir)/")); ok && len(f.Sources) < maxCSources {
+						f.Sources = append(f.Sources, p)
+					}
+				}
+			}
+		}
+		if flagVariable(name) {
+			f.compilerArgs(words, dir, expand)
+		}
 	}
 	return f
+}
+
+// expandMakeWords substitutes $(VAR) and ${VAR} words by the variables
+// read so far (a word that is only a reference; others stay), nested up
+// to a bound.
+func expandMakeWords(words []string, vars map[string][]string, depth int) []string {
+	var out []string
+	for _, w := range words {
+		if depth < 4 && len(w) > 3 && (strings.HasPrefix(w, "$(") && strings.HasSuffix(w, ")") || strings.HasPrefix(w, "${") && strings.HasSuffix(w, "}")) {
+			out = append(out, expandMakeWords(vars[w[2:len(w)-1]], vars, depth+1)...)
+			continue
+		}
+		out = append(out, w)
+		if len(out) > maxCSources {
+			break
+		}
+	}
+	return out
 }
 
 // relTo is the slash path from dir up to root, the tree's top ("." when

@@ -180,6 +180,32 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		}
 		flags[b.dir] = append(flags[b.dir], fl)
 	}
+	// Where Makefile.am files list their sources, only those get an
+	// entry (as in the build's own database); a source under no listing
+	// directory keeps one.
+	listed := map[string]bool{}
+	listing := map[string]bool{}
+	for d, fls := range flags {
+		for _, fl := range fls {
+			for _, src := range fl.Sources {
+				listed[src] = true
+				listing[d] = true
+			}
+		}
+	}
+	if len(listed) > 0 {
+		kept := sources[:0]
+		for _, src := range sources {
+			under := false
+			for _, a := range ancestors(path.Dir(src)) {
+				under = under || listing[a]
+			}
+			if listed[src] || !under {
+				kept = append(kept, src)
+			}
+		}
+		sources = kept
+	}
 	var global cFlags
 	for _, fls := range flags {
 		for _, fl := range fls {

@@ -21,8 +21,13 @@ func TestParseMakefile(t *testing.T) {
 		"AM_CFLAGS = -Wall -std=gnu11\n" +
 		"if WIN32\nAM_CPPFLAGS += -Iwin\nelse\nAM_CPPFLAGS += -DNOT_TAKEN\nendif\n" +
 		"foo_CFLAGS := -I../../../etc -I/usr/include -Iok\n" +
-		"all:\n\tgcc -Irecipe x.c\n"
+		"all:\n\tgcc -Irecipe x.c\n" +
+		"SRC = a.c b.h\nSRC += sub/c.cc\nfoo_SOURCES = ${SRC} $(srcdir)/d.c\nEXTRA_foo_SOURCES = e.c\n"
 	got := parseMakefile([]byte(src), "lib", ".", true)
+	if want := []string{"lib/a.c", "lib/sub/c.cc", "lib/d.c"}; !slices.Equal(got.Sources, want) {
+		t.Errorf("sources %v, want %v", got.Sources, want)
+	}
+	got.Sources = nil
 	want := cFlags{
 		Includes: []string{"lib", "lib/src", "vendor", "lib/ok"},
 		Defines:  []string{"ONE", "TWO=2"},
@@ -113,6 +118,15 @@ func TestCBuildFilesReal(t *testing.T) {
 			fl.Includes = append(fl.Includes, fl.Global...)
 		} else {
 			fl = parseMakefile([]byte(files[tc.file]), ".", ".", true)
+		}
+		if !tc.cmake {
+			// jq's Makefile.am: libjq's and jq's sources, not the other
+			// files of decNumber nor the fuzzers.
+			if !slices.Contains(fl.Sources, "src/builtin.c") || !slices.Contains(fl.Sources, "src/main.c") ||
+				!slices.Contains(fl.Sources, "vendor/decNumber/decNumber.c") || slices.Contains(fl.Sources, "vendor/decNumber/decBasic.c") {
+				t.Errorf("jq sources: %v", fl.Sources)
+			}
+			fl.Sources = nil
 		}
 		if !slices.Equal(fl.Includes, tc.includes) || fl.CxxStd != tc.std {
 			t.Errorf("%s %s: %+v, want includes %v std %q", tc.repo, tc.file, fl, tc.includes, tc.std)
@@ -301,7 +315,10 @@ func checkCFlags(t *testing.T, fl cFlags) {
 	if len(fl.Global) > maxCIncludes {
 		t.Fatalf("%d global includes", len(fl.Global))
 	}
-	for _, i := range append(fl.Includes, fl.Global...) {
+	if len(fl.Sources) > maxCSources {
+		t.Fatalf("%d sources", len(fl.Sources))
+	}
+	for _, i := range append(append(fl.Includes, fl.Global...), fl.Sources...) {
 		if _, ok := inTree(".", i); !ok || i != filepath.Clean(i) {
 			t.Fatalf("include outside the tree: %q", i)
 		}
