@@ -32,6 +32,9 @@ const (
 	maxPyManifestBytes = 256 << 10
 	maxPyDeps          = 200
 	maxPyLines         = 20000
+	// maxPyWarnings bounds the prepare warnings of Python dependencies:
+	// one each up to it, the rest named in the last.
+	maxPyWarnings = 10
 )
 
 // pythonWarnings are the prepare's warnings for the Python dependencies
@@ -86,7 +89,17 @@ func pythonWarnings(root string) []string {
 		}
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
+	for i, k := range keys {
+		if i == maxPyWarnings-1 && len(keys) > maxPyWarnings {
+			// The rest in one line: the prepare's warnings are bounded,
+			// and other languages' must not be crowded out.
+			var rest []string
+			for _, r := range keys[i:] {
+				rest = append(rest, display[r])
+			}
+			out = append(out, fmt.Sprintf("python: %d more declared dependencies are not installed either: %s", len(rest), strings.Join(rest, ", ")))
+			break
+		}
 		out = append(out, fmt.Sprintf("python: %s (declared in %s) is not installed: no PyPI mirror is configured; answers use the project, the standard library and the bundled typeshed stubs only",
 			display[k], strings.Join(byName[k], ", ")))
 	}

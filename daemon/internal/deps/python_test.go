@@ -1,6 +1,7 @@
 package deps
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,6 +108,23 @@ func TestPythonWarnings(t *testing.T) {
 	}
 	if got := (*Fetcher)(nil).Fetch(t.Context(), runtime.Workspace{Root: root, Home: t.TempDir()}); len(got) != 3 || !strings.HasPrefix(got[0], "dependencies: python: ") {
 		t.Errorf("Fetch without mirrors: %q", got)
+	}
+}
+
+// Many dependencies: one warning each up to maxPyWarnings, the rest named
+// in the last.
+func TestPythonWarningsBounded(t *testing.T) {
+	root := t.TempDir()
+	var req strings.Builder
+	for i := 0; i < 25; i++ {
+		fmt.Fprintf(&req, "pkg%02d\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(root, "requirements.txt"), []byte(req.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := pythonWarnings(root)
+	if len(w) != maxPyWarnings || !strings.HasPrefix(w[len(w)-1], "python: 16 more declared dependencies are not installed either: pkg09, ") || !strings.HasSuffix(w[len(w)-1], "pkg24") {
+		t.Errorf("warnings %q", w)
 	}
 }
 
