@@ -64,7 +64,8 @@ func (f *Fetcher) Enabled() bool {
 // fails the prepare.
 func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	if f == nil {
-		return nil
+		// No mirrors at all: the units that need none still run.
+		f = &Fetcher{log: slog.New(slog.DiscardHandler), homes: map[string]*homeLock{}}
 	}
 	timeout := f.cfg.Timeout
 	if timeout <= 0 {
