@@ -43,7 +43,35 @@ deps: $(GOPLS)
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
 	fi
 	@$(MAKE) --no-print-directory $(NPM_STAMPS) $(GITEA)
+	@$(MAKE) --no-print-directory native-servers
 	@$(MAKE) --no-print-directory $(SERVERS)
+
+# The reviewed native servers, from Debian bookworm at exact versions (the
+# daemon image pins the same): clangd for C/C++, rust-analyzer with cargo
+# and the standard library's sources for Rust. The corpus's ground truth
+# configures the C/C++ repositories the ordinary way (cmake, autotools).
+CLANGD_PKG  := clangd-19=1:19.1.7-3~deb12u1
+RUST_PKGS   := rust-web-analyzer=1.96.0+dfsg1-1~deb12u2 rust-web-src=1.96.0+dfsg1-1~deb12u2 cargo-web=1.96.0+dfsg1-1~deb12u2
+NATIVE_PKGS := $(CLANGD_PKG) $(RUST_PKGS)
+TRUTH_PKGS  := cmake autoconf automake libtool
+# rust-analyzer's sysroot: Debian's library/ patched once to resolve its
+# vendored crates offline (deploy/cmd/rust-sysroot); the service and the
+# corpus's ground truth both read it.
+RUST_SYSROOT := $(BIN)/rust-sysroot
+.PHONY: native-servers
+native-servers:
+	@want=""; \
+	for pv in $(NATIVE_PKGS); do \
+	  p=$${pv%%=*}; v=$${pv#*=}; \
+	  [ "$$(dpkg-query -W -f='$${Version}' $$p 2>/dev/null)" = "$$v" ] || want="$$want $$pv"; \
+	done; \
+	for p in $(TRUTH_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || want="$$want $$p"; done; \
+	if [ -n "$$want" ]; then \
+	  echo "installing:$$want"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$want >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$want >/dev/null; fi; \
+	fi
+	@go run ./deploy/cmd/rust-sysroot -src /usr/lib/rustlib/src/rust/library -out $(RUST_SYSROOT)
 
 $(GOPLS):
 	@mkdir -p $(BIN)

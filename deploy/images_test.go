@@ -295,9 +295,15 @@ type serverConfig struct {
 		InitializationOptions json.RawMessage `json:"initialization_options"`
 		Settings              json.RawMessage `json:"settings"`
 		Env                   []string        `json:"env"`
-		RequestTimeoutMS      int             `json:"request_timeout_ms"`
-		ReviewedBy            string          `json:"reviewed_by"`
-		ReviewedAt            string          `json:"reviewed_at"`
+		ReadOnly              []string        `json:"read_only"`
+		ExternalRoots         []struct {
+			Dir    string `json:"dir"`
+			Module string `json:"module"`
+		} `json:"external_roots"`
+		RSSEstimateMB    int    `json:"rss_estimate_mb"`
+		RequestTimeoutMS int    `json:"request_timeout_ms"`
+		ReviewedBy       string `json:"reviewed_by"`
+		ReviewedAt       string `json:"reviewed_at"`
 	} `json:"servers"`
 }
 
@@ -375,6 +381,47 @@ func TestServerConfigMatchesImage(t *testing.T) {
 		return false
 	}
 
+	// Servers from Debian packages the shipped stage installs at the
+	// versions the Makefile pins (NATIVE_PKGS), by the executable the
+	// package puts there.
+	aptServers := map[string]struct{ exe, pkg string }{
+		"clangd":        {"/usr/lib/llvm-19/bin/clangd", "clangd-19"},
+		"rust-analyzer": {"/usr/bin/rust-analyzer", "rust-web-analyzer"},
+	}
+	pins := map[string]string{}
+	rustPkgs := regexp.MustCompile(`(?m)^RUST_PKGS\s*:=\s*(.+)$`).FindStringSubmatch(readRepoFile(t, "Makefile"))
+	if rustPkgs == nil {
+		t.Fatal("Makefile: no RUST_PKGS")
+	}
+	for _, pv := range append(strings.Fields(rustPkgs[1]), makefileVar(t, "CLANGD_PKG")) {
+		if p, v, ok := strings.Cut(pv, "="); ok {
+			pins[p] = v
+		}
+	}
+	finalArgs := final.Args(f.GlobalArgs)
+	aptInstalls := func(pkg string) bool {
+		for _, in := range final.Each("RUN") {
+			for _, w := range strings.Fields(in.Args) {
+				p, v, ok := strings.Cut(w, "=")
+				if !ok || p != pkg {
+					continue
+				}
+				if strings.HasPrefix(v, "${") {
+					v = finalArgs[strings.Trim(v, "${}")]
+				}
+				if v == pins[pkg] {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for id, a := range aptServers {
+		if pins[a.pkg] == "" || !aptInstalls(a.pkg) {
+			t.Errorf("server %s: the shipped stage does not install %s=%s (the Makefile's pin)", id, a.pkg, pins[a.pkg])
+		}
+		installed[a.exe] = "apt " + a.pkg
+	}
 	ids := map[string]bool{}
 	for _, s := range cfg.Servers {
 		ids[s.ID] = true
@@ -392,8 +439,20 @@ func TestServerConfigMatchesImage(t *testing.T) {
 				t.Errorf("server %s: argument %s is outside the image's installs", s.ID, a)
 			}
 		}
+		// What the jail binds and answers name beside the server: the
+		// sysroot the image makes, or system paths its packages install.
+		var named []string
+		named = append(named, s.ReadOnly...)
+		for _, x := range s.ExternalRoots {
+			named = append(named, x.Dir)
+		}
+		for _, p := range named {
+			if strings.HasPrefix(p, "/opt/lsp/") && !under(p) && !strings.HasPrefix(p, "/opt/lsp/rust-sysroot") {
+				t.Errorf("server %s: %s is not installed by the image", s.ID, p)
+			}
+		}
 	}
-	want := map[string]bool{"gopls": true}
+	want := map[string]bool{"gopls": true, "clangd": true, "rust-analyzer": true}
 	for _, st := range npmDirs {
 		want[st] = true
 	}
@@ -487,6 +546,18 @@ func TestServerConfigQualifies(t *testing.T) {
 				}
 			}
 		}
+	}
+	// The Debian servers are at the same paths here (make deps installs
+	// the same packages), the patched sysroot in .bin.
+	for _, exe := range []string{"/usr/lib/llvm-19/bin/clangd", "/usr/bin/rust-analyzer"} {
+		if _, err := os.Stat(exe); err != nil {
+			t.Skipf("needs %s: run make deps", exe)
+		}
+		mapped[exe] = exe
+	}
+	mapped["/opt/lsp/rust-sysroot"] = filepath.Join(bin, "rust-sysroot")
+	if _, err := os.Stat(mapped["/opt/lsp/rust-sysroot"]); err != nil {
+		t.Skipf("needs the patched sysroot at %s: run make deps", mapped["/opt/lsp/rust-sysroot"])
 	}
 	paths := map[string]string{}
 	for k, v := range mapped {

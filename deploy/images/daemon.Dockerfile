@@ -47,7 +47,9 @@ COPY migrations/ migrations/
 COPY daemon/ daemon/
 COPY proxy/go.mod proxy/go.sum proxy/
 COPY deploy/go.mod deploy/go.sum deploy/
-RUN go build -trimpath -ldflags='-s -w' -o /out/lsp-daemon ./daemon/cmd/lsp-daemon
+COPY deploy/cmd/rust-sysroot/ deploy/cmd/rust-sysroot/
+RUN go build -trimpath -ldflags='-s -w' -o /out/lsp-daemon ./daemon/cmd/lsp-daemon \
+ && go build -trimpath -ldflags='-s -w' -o /out/rust-sysroot ./deploy/cmd/rust-sysroot
 # gopls is its own module: installed at the pinned version, outside the
 # workspace, so no requirement of ours changes what it is built from.
 RUN GOWORK=off GOBIN=/out go install golang.org/x/tools/gopls@${GOPLS_VERSION}
@@ -92,10 +94,17 @@ RUN npm ci --ignore-scripts --omit=dev --engine-strict --no-audit --no-fund --lo
 FROM ${NODE_IMAGE}
 ARG BUBBLEWRAP_VERSION=0.8.0-2+deb12u1
 ARG SHELLCHECK_VERSION=0.9.0-1
+# The native servers from Debian at the versions make deps pins
+# (NATIVE_PKGS): clangd for C/C++; rust-analyzer with cargo and the
+# standard library's sources for Rust (bookworm-security).
+ARG CLANGD_VERSION=1:19.1.7-3~deb12u1
+ARG RUST_WEB_VERSION=1.96.0+dfsg1-1~deb12u2
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       bubblewrap=${BUBBLEWRAP_VERSION} \
       shellcheck=${SHELLCHECK_VERSION} \
+      clangd-19=${CLANGD_VERSION} libc6-dev libstdc++-12-dev \
+      rust-web-analyzer=${RUST_WEB_VERSION} rust-web-src=${RUST_WEB_VERSION} cargo-web=${RUST_WEB_VERSION} \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 65532 nonroot \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin nonroot \
@@ -103,6 +112,10 @@ RUN apt-get update \
 COPY --from=build /usr/local/go /usr/local/go
 COPY --from=build /out/gopls /opt/lsp/bin/gopls
 COPY --from=build /out/lsp-daemon /usr/local/bin/lsp-daemon
+# rust-analyzer's sysroot: Debian's library/ patched once to resolve its
+# vendored crates offline (deploy/cmd/rust-sysroot; HIP §4).
+COPY --from=build /out/rust-sysroot /tmp/rust-sysroot
+RUN /tmp/rust-sysroot -src /usr/lib/rustlib/src/rust/library -out /opt/lsp/rust-sysroot && rm /tmp/rust-sysroot
 COPY --from=typescript /opt/lsp/ts /opt/lsp/ts
 COPY --from=basedpyright /opt/lsp/basedpyright /opt/lsp/basedpyright
 COPY --from=bash /opt/lsp/bash /opt/lsp/bash

@@ -52,10 +52,22 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	// come from what its dependency phase prepared.
 	for i := range specs {
 		specs[i].Folders = deps.Folders(specs[i].Language)
+		// clangd's compilation database, when the phase synthesized one,
+		// and the note that makes its answers partial.
+		specs[i].Init = deps.Init(specs[i].Language)
+		specs[i].Problems = deps.Problems(specs[i].Language)
 	}
 	tsLibs, err := qualify.TypeScriptExternals(cf)
 	if err != nil {
 		return err
+	}
+	// Directories outside the workspace the reviewed entries name, whose
+	// locations answers keep by module (system headers, Rust's std).
+	var configured []uri.External
+	for _, s := range cf.Servers {
+		for _, x := range s.ExternalRoots {
+			configured = append(configured, uri.External{Dir: x.Dir, Module: x.Module})
+		}
 	}
 	serverPkgs := qualify.ServerPackageExternals(cf)
 	store, err := workspace.NewStore(env.Root, workspace.DefaultLimits())
@@ -94,6 +106,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 				ex = append(ex, uri.External{Dir: filepath.Join(goroot, "src"), Module: "std@" + goversion})
 			}
 			ex = append(ex, tsLibs...)
+			ex = append(ex, configured...)
 			ex = append(ex, serverPkgs...)
 			ws := runtime.Workspace{Root: w.Dir, Home: w.Home}
 			// The npm packages the dependency phase installed, each its

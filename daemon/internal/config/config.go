@@ -149,9 +149,21 @@ type Server struct {
 	InitializationOptions json.RawMessage `json:"initialization_options,omitempty"`
 	Settings              json.RawMessage `json:"settings,omitempty"`
 	Env                   []string        `json:"env,omitempty"`
-	RequestTimeoutMS      int             `json:"request_timeout_ms"`
-	ReviewedBy            string          `json:"reviewed_by"`
-	ReviewedAt            time.Time       `json:"reviewed_at"`
+	// ReadOnly are system paths the server reads besides the libraries
+	// every jail has (clangd: /usr/include; rust-analyzer: cargo, rustc
+	// and the patched sysroot), bound read-only at their own path.
+	ReadOnly []string `json:"read_only,omitempty"`
+	// ExternalRoots name directories outside the workspace whose
+	// locations answers keep, as module + path (clangd's system headers,
+	// rust-analyzer's standard library); any other outside location is
+	// dropped.
+	ExternalRoots []ExternalRoot `json:"external_roots,omitempty"`
+	// RSSEstimateMB is the pool's admission estimate for one server of
+	// the entry until one has been measured (0: none).
+	RSSEstimateMB    int       `json:"rss_estimate_mb,omitempty"`
+	RequestTimeoutMS int       `json:"request_timeout_ms"`
+	ReviewedBy       string    `json:"reviewed_by"`
+	ReviewedAt       time.Time `json:"reviewed_at"`
 }
 
 var (
@@ -160,6 +172,14 @@ var (
 	hashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	envRE  = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}=[^\x00]*$`)
 )
+
+// ExternalRoot is one directory whose files answers name by module.
+type ExternalRoot struct {
+	Dir    string `json:"dir"`
+	Module string `json:"module"`
+}
+
+var moduleRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}@[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}$`)
 
 // LoadFile reads and validates the reviewed-server file at path. It must be
 // an absolute, canonical, non-link regular file. Every error names the field.
@@ -241,6 +261,25 @@ func Parse(raw []byte) (*File, error) {
 		for _, a := range s.Arguments {
 			if len(a) > 4096 || strings.ContainsRune(a, 0) {
 				return nil, fmt.Errorf("%s: an argument is too long or has NUL", field("arguments"))
+			}
+		}
+		if len(s.ReadOnly) > 16 {
+			return nil, fmt.Errorf("%s: at most 16", field("read_only"))
+		}
+		for _, p := range s.ReadOnly {
+			if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" || strings.ContainsRune(p, 0) {
+				return nil, fmt.Errorf("%s: %q is not a clean absolute path below /", field("read_only"), p)
+			}
+		}
+		if s.RSSEstimateMB < 0 || s.RSSEstimateMB > 1<<16 {
+			return nil, fmt.Errorf("%s: want 0 to 65536", field("rss_estimate_mb"))
+		}
+		if len(s.ExternalRoots) > 16 {
+			return nil, fmt.Errorf("%s: at most 16", field("external_roots"))
+		}
+		for _, x := range s.ExternalRoots {
+			if !filepath.IsAbs(x.Dir) || filepath.Clean(x.Dir) != x.Dir || x.Dir == "/" || !moduleRE.MatchString(x.Module) {
+				return nil, fmt.Errorf("%s: want a clean absolute dir below / and a module name@version", field("external_roots"))
 			}
 		}
 		for _, e := range s.Env {

@@ -28,6 +28,11 @@ func (f *File) CheckDaemonRoot(root string) error {
 				}
 			}
 		}
+		for j, p := range s.ReadOnly {
+			if overlapsAny(p, roots) {
+				return fmt.Errorf("%s: %q lies inside LSP_DAEMON_ROOT (%s) or above it; the jail would bind it into every jail of the server", field(fmt.Sprintf("read_only[%d]", j)), p, root)
+			}
+		}
 		if p := s.TSServerPath(); p != "" && filepath.IsAbs(p) {
 			pkg := filepath.Dir(filepath.Dir(p)) // what the jail binds
 			if overlapsAny(p, roots) || overlapsAny(pkg, roots) {

@@ -54,7 +54,7 @@ func New(cfg Config, log *slog.Logger) *Fetcher {
 }
 
 // Enabled reports whether any mirror is configured; without one Fetch
-// does nothing.
+// runs only the units that need none.
 func (f *Fetcher) Enabled() bool {
 	return f != nil && (len(f.cfg.GoProxies) > 0 || f.cfg.NPMRegistry != nil)
 }
@@ -63,15 +63,9 @@ func (f *Fetcher) Enabled() bool {
 // under ws.Home, and returns the warnings for the prepare answer. It never
 // fails the prepare.
 func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
-	// Python's manifests are read whatever mirrors are configured: there
-	// is no PyPI mirror, so each declared dependency is a warning.
-	py := pythonWarnings(ws.Root)
-	if !f.Enabled() {
-		w := &warnings{}
-		for _, p := range py {
-			w.add("%s", p)
-		}
-		return w.list()
+	if f == nil {
+		// No mirrors at all: the units that need none still run.
+		f = &Fetcher{log: slog.New(slog.DiscardHandler), homes: map[string]*homeLock{}}
 	}
 	timeout := f.cfg.Timeout
 	if timeout <= 0 {
@@ -85,8 +79,17 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	defer cancel()
 
 	w := &warnings{}
-	for _, p := range py {
+	// What needs no mirror: C/C++ compile flags read from the build files
+	// (cfamily.go), the crates a Cargo.lock pins (cargo.go), Python's
+	// manifests (there is no PyPI mirror: each declared dependency is a
+	// warning).
+	f.synthesizeC(ws, w)
+	f.checkCargo(ws, w)
+	for _, p := range pythonWarnings(ws.Root) {
 		w.add("%s", p)
+	}
+	if !f.Enabled() {
+		return w.list()
 	}
 	// One download budget for the whole phase, npm and Go together.
 	left := &atomic.Int64{}

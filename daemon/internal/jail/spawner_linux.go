@@ -346,6 +346,11 @@ func (s *Spawner) mounts(spec runtime.Spec, ws runtime.Workspace, js jailSpec) [
 		}
 	}
 	if js.ownBinds {
+		for _, p := range spec.ReadOnly {
+			if _, err := os.Stat(p); err == nil {
+				ms = append(ms, mount{op: "--ro-bind", src: p, dst: p})
+			}
+		}
 		for _, p := range serverPaths(spec) {
 			ms = append(ms, mount{op: "--ro-bind", src: p, dst: p})
 		}

@@ -280,3 +280,30 @@ func TestServerPaths(t *testing.T) {
 		t.Errorf("serverPaths = %q, want %q", got, want)
 	}
 }
+
+// TestBwrapArgsReadOnly: the entry's read_only paths that exist are bound
+// read-only at their own path, before the tree and the home; missing ones
+// are not.
+func TestBwrapArgsReadOnly(t *testing.T) {
+	s := &Spawner{opts: Options{Launcher: "/usr/local/bin/lsp-daemon", ReadOnly: []string{}}.withDefaults(), libs: systemLibs()}
+	ws := runtime.Workspace{Root: "/var/lib/lsp/trees/t/r/c", Home: "/var/lib/lsp/homes/t/r"}
+	dir := t.TempDir()
+	spec := runtime.Spec{Executable: "/var/lib/lsp/bin/abc", ReadOnly: []string{dir, "/nonexistent/include"}}
+	js := jailSpec{exe: spec.Executable, ownBinds: true}
+	args, _ := s.bwrapArgs(spec, ws, js, false)
+	joined := strings.Join(args, " ")
+	if !strings.Contains(joined, "--ro-bind "+dir+" "+dir) {
+		t.Errorf("read_only %s not bound read-only: %s", dir, joined)
+	}
+	if strings.Contains(joined, "/nonexistent/include") {
+		t.Errorf("a missing read_only path is bound: %s", joined)
+	}
+	if strings.Index(joined, dir) > strings.Index(joined, "--ro-bind "+ws.Root) {
+		t.Errorf("read_only bound after the tree: %s", joined)
+	}
+	// Without ownBinds (the canary) the entry's paths are not bound.
+	js.ownBinds = false
+	if args, _ := s.bwrapArgs(spec, ws, js, false); strings.Contains(strings.Join(args, " "), dir) {
+		t.Error("read_only bound for a jail without the server's own binds")
+	}
+}

@@ -160,6 +160,11 @@ type LoadSigns struct {
 	// message). A report it recognises is a problem, not work in flight:
 	// it never counts as busy.
 	Progress func(title, message string) (string, bool)
+	// Indexing says whether a work-done progress of this title means the
+	// server's answers are still incomplete while it is in flight
+	// (clangd's background index: references and workspace symbols come
+	// from it). An answer given meanwhile is partial (Client.Indexing).
+	Indexing func(title string) bool
 }
 
 // Problem is one load problem a server reported.
@@ -209,7 +214,8 @@ type Client struct {
 	fingerprint   string            // CapabilityFingerprint, cached; "" after a change
 	tools         []string          // toolsLocked, cached (every query asks); nil after a change
 	progress      map[string]struct{}
-	progressEnd   time.Time // when the last work-done progress ended
+	indexing      map[string]string // tokens in flight whose title LoadSigns.Indexing accepts → title
+	progressEnd   time.Time         // when the last work-done progress ended
 	logs          []LogMessage
 	problems      []Problem
 	moreProblems  int
@@ -252,6 +258,7 @@ func Connect(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Client
 		rootURI:       FileURI(opts.Root),
 		registrations: map[string]string{},
 		progress:      map[string]struct{}{},
+		indexing:      map[string]string{},
 		diags:         map[DocumentURI]*published{},
 		docs:          map[DocumentURI]*document{},
 		changed:       make(chan struct{}),
@@ -560,6 +567,40 @@ func (c *Client) Busy() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.progress) > 0
+}
+
+// Indexing reports a work-done progress in flight that the language's
+// signs say leaves answers incomplete (LoadSigns.Indexing), by its title.
+func (c *Client) Indexing() (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.indexing {
+		return t, true
+	}
+	return "", false
+}
+
+// WaitIndexed waits until no indexing progress (Indexing) is in flight,
+// at most max.
+func (c *Client) WaitIndexed(ctx context.Context, max time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	for {
+		c.mu.Lock()
+		busy := len(c.indexing) > 0
+		ch := c.changed
+		c.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.conn.Done():
+			return c.conn.Err()
+		}
+	}
 }
 
 // WaitIdle waits until no work-done progress is in flight.
@@ -930,8 +971,14 @@ func (c *Client) onProgress(params json.RawMessage) {
 			return
 		}
 		c.progress[key] = struct{}{}
+		if sign := c.opts.LoadSigns.Indexing; sign != nil {
+			if title, _ := clipText(p.Value.Title, 256); sign(title) {
+				c.indexing[key] = title
+			}
+		}
 	case "end":
 		delete(c.progress, key)
+		delete(c.indexing, key)
 		c.progressEnd = time.Now()
 	default:
 		return

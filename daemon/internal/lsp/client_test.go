@@ -446,3 +446,45 @@ func TestLoadProblems(t *testing.T) {
 		t.Fatalf("%d load problems kept, %d more; want %d and 7", len(got), more, maxProblems)
 	}
 }
+
+// TestIndexing: a progress whose title the signs call indexing is reported
+// while in flight and only then; other progress is not.
+func TestIndexing(t *testing.T) {
+	signs := LoadSigns{Indexing: func(title string) bool { return title == "indexing" }}
+	c, p, err := connectPeer(t, basicInit, Options{LoadSigns: signs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	notify := func(params string) {
+		t.Helper()
+		if err := p.conn.Notify(ctx, "$/progress", json.RawMessage(params)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notify(`{"token":"other","value":{"kind":"begin","title":"diagnosing"}}`)
+	p.sync(t)
+	if _, ok := c.Indexing(); ok {
+		t.Fatal("another progress counted as indexing")
+	}
+	notify(`{"token":"backgroundIndexProgress","value":{"kind":"begin","title":"indexing","message":"0/47"}}`)
+	p.sync(t)
+	if title, ok := c.Indexing(); !ok || title != "indexing" {
+		t.Fatalf("indexing in flight: %q, %v", title, ok)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if err := c.WaitIndexed(wctx, time.Minute); err == nil {
+		t.Fatal("WaitIndexed returned while indexing")
+	}
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.WaitIndexed(ctx, time.Minute) }()
+	notify(`{"token":"backgroundIndexProgress","value":{"kind":"end"}}`)
+	p.sync(t)
+	if _, ok := c.Indexing(); ok {
+		t.Fatal("indexing reported after its end")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("WaitIndexed after the end: %v", err)
+	}
+}

@@ -95,7 +95,7 @@ func (p *Pool) reserveServer(ctx context.Context, w *Workspace, s *Spec) error {
 	// Reserve the spec's largest size seen so far plus headroom: two
 	// servers of one kind on two repositories do not peak alike, and the
 	// budget is a ceiling, not a target.
-	est := p.rssPeak[s.ID] * (100 + rssHeadroomPercent) / 100
+	est := max(p.rssPeak[s.ID], s.RSSEstimate) * (100 + rssHeadroomPercent) / 100
 	p.mu.Unlock()
 	if est > 0 && !p.enforceRSS(ctx, w, est) {
 		return fmt.Errorf("start %s: memory: %w", s.ID, ErrBudget)

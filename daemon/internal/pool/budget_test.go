@@ -372,3 +372,34 @@ func TestDiskBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRSSEstimateReserves: a spec's reviewed estimate is reserved even
+// where the peak measured so far is smaller (before any server of it ran,
+// the peak is nothing): starting one more server evicts what the estimate
+// does not fit beside.
+func TestRSSEstimateReserves(t *testing.T) {
+	p, s := testPool(t, Budget{})
+	k0 := key("a", "estimate", 0)
+	prepare(t, p, k0, 0)
+	if err := use(t, p, s, k0); err != nil {
+		t.Fatal(err)
+	}
+	_, one := goplsLive(t)
+	if one <= 0 {
+		t.Fatal("no RSS measured for gopls")
+	}
+	// Room for three measured servers, but the estimate says one fills it.
+	p.SetBudget(Budget{MaxRSS: 3 * one})
+	p.mu.Lock()
+	p.specs[0].RSSEstimate = 3 * one
+	p.mu.Unlock()
+	s.RSSEstimate = 3 * one
+	k1 := key("a", "estimate", 1)
+	prepare(t, p, k1, 0)
+	if err := use(t, p, s, k1); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := goplsLive(t); n != 1 {
+		t.Fatalf("%d gopls live: the estimate reserved nothing", n)
+	}
+}

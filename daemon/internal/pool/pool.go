@@ -36,6 +36,11 @@ type Spec struct {
 	// LanguageIDs maps an extension to the LSP languageId sent in didOpen
 	// (".tsx" → "typescriptreact"); Spec.Language when absent.
 	LanguageIDs map[string]string
+	// RSSEstimate, when set, is what admission reserves for one server of
+	// this spec before any has been measured (the reviewed entry's
+	// rss_estimate_mb, from the bench): the first rust-analyzer (~700 MB)
+	// must not start unreserved into a full budget.
+	RSSEstimate int64
 }
 
 // LanguageID is the languageId of a repo-relative path served by s.

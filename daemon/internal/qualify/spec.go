@@ -48,12 +48,13 @@ func Spec(s config.Server, exe string) pool.Spec {
 	return pool.Spec{
 		Spec: runtime.Spec{
 			ID: s.ID, Language: s.Languages[0].ID, Extensions: exts,
-			Executable: exe, Args: s.Arguments, Env: s.Env,
+			Executable: exe, Args: s.Arguments, Env: s.Env, ReadOnly: s.ReadOnly,
 			InitializationOptions: s.InitializationOptions, Settings: s.Settings,
 			RequestTimeout: time.Duration(s.RequestTimeoutMS) * time.Millisecond,
 		},
 		Extensions:  exts,
 		LanguageIDs: ids,
+		RSSEstimate: int64(s.RSSEstimateMB) << 20,
 	}
 }
 

@@ -36,6 +36,9 @@ type converter struct {
 	// ext names the module of calls and type items outside the
 	// workspace, whose wire shapes carry only a path.
 	ext map[any]string
+	// incomplete: the server was still building what the answer comes
+	// from (lsp.Client.Indexing).
+	incomplete bool
 }
 
 func (c *converter) external(item any, loc uri.Location) {

@@ -14,12 +14,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
 	"github.com/hanzoai/lsp/daemon/internal/pool"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/sanitize"
 	"github.com/hanzoai/lsp/daemon/internal/uri"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
@@ -181,6 +183,13 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 			return serverFailure(ctx, err)
 		}
 	}
+	// A server still building its index (clangd's background index)
+	// answers from what it has so far: wait for it a bounded while, as
+	// one waits for an editor's indexing bar; past the bound the answer
+	// is partial (below).
+	if _, ok := client.Indexing(); ok {
+		_ = client.WaitIndexed(ctx, IndexWait)
+	}
 	if symbol != "" {
 		res, st := r.resolveSymbol(ctx, w, client, c, rel, symbol, symbolCacheFor(w, spec.ID, gen))
 		if st != nil {
@@ -304,6 +313,12 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	if err != nil {
 		return serverFailure(ctx, err)
 	}
+	// A server still building what its answers come from (clangd's
+	// background index) answers from what it has so far: partial.
+	if title, ok := client.Indexing(); ok {
+		c.warnings = append(c.warnings, fmt.Sprintf("%s was still working on the project (%q) when it answered; results may be incomplete", spec.ID, sanitize.Line(title, 128)))
+		c.incomplete = true
+	}
 	if req.ContextLines != nil || req.GetIncludeBody() {
 		cd := r.newCoder(w, req.GetContextLines())
 		attachCode(cd, c, resp, req.GetIncludeBody(), req.GetOp() == daemonv1.Op_OP_INCOMING_CALLS)
@@ -316,6 +331,10 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	resp.Evidence = evidence(srv.Info(), srv.CapabilityFingerprint(), gen, doc, req, c)
 	return resp
 }
+
+// IndexWait bounds how long a query waits for a server's indexing to end
+// before it asks anyway (lsp.Client.Indexing).
+var IndexWait = 20 * time.Second
 
 // emptyAnswer reports whether resp carries nothing.
 func emptyAnswer(resp *daemonv1.QueryResponse) bool {
@@ -429,6 +448,9 @@ func evidence(info runtime.Info, fingerprint string, gen uint64, doc *pool.Docum
 		if len(c.warnings) == 0 {
 			e.Warnings = append(e.Warnings, fmt.Sprintf("%d result(s) outside the workspace or malformed were dropped", c.dropped))
 		}
+	}
+	if c.incomplete {
+		e.State = daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL
 	}
 	if len(c.load) > 0 {
 		// An empty answer from a server that could not load the project

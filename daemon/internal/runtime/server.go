@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +60,9 @@ type Server struct {
 	lastFailure time.Time
 
 	wg sync.WaitGroup // one per instance monitor
+
+	staticOnce sync.Once
+	static     []lsp.Problem // Spec.Problems, read once
 }
 
 type instance struct {
@@ -138,10 +142,18 @@ func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	initOpts := s.spec.InitializationOptions
+	if s.spec.Init != nil {
+		if initOpts, err = mergeSettings(initOpts, s.spec.Init(s.ws)); err != nil {
+			_ = proc.Kill()
+			_ = proc.Wait()
+			return nil, fmt.Errorf("initialization options: %w", err)
+		}
+	}
 	client, err := lsp.Connect(ctx, pipe{proc.Stdout(), proc.Stdin()}, lsp.Options{
 		Root:                  s.ws.Root,
 		ClientName:            "hanzo-lsp-daemon",
-		InitializationOptions: s.spec.InitializationOptions,
+		InitializationOptions: initOpts,
 		Settings:              s.spec.Settings,
 		Folders:               folders,
 		RequestTimeout:        s.spec.RequestTimeout,
@@ -371,11 +383,24 @@ func (s *Server) CapabilityFingerprint() string {
 
 // LoadProblems are the load problems the current (or last) instance
 // reported (lsp.Client.LoadProblems).
+// Those the spec's language unit knows before any instance runs
+// (Spec.Problems, read once) come first.
 func (s *Server) LoadProblems() ([]lsp.Problem, int) {
 	s.mu.Lock()
 	inst := s.last
 	s.mu.Unlock()
-	return inst.client.LoadProblems()
+	s.staticOnce.Do(func() {
+		if s.spec.Problems != nil {
+			for _, m := range s.spec.Problems(s.ws) {
+				s.static = append(s.static, lsp.Problem{Message: m})
+			}
+		}
+	})
+	ps, more := inst.client.LoadProblems()
+	if len(s.static) == 0 {
+		return ps, more
+	}
+	return append(slices.Clone(s.static), ps...), more
 }
 
 // Alive reports whether an instance is running now.

@@ -23,7 +23,10 @@ type Spec struct {
 	Executable string
 	Args       []string
 	// Env is added to the minimal environment (and overrides it).
-	Env                   []string
+	Env []string
+	// ReadOnly are more system paths the jail binds read-only at their
+	// own path for this server (the reviewed entry's read_only).
+	ReadOnly              []string
 	InitializationOptions json.RawMessage
 	// Settings answers workspace/configuration (see lsp.Options.Settings).
 	Settings json.RawMessage
@@ -36,6 +39,16 @@ type Spec struct {
 	// phase prepared, such as the Go modules of a tree and their flags. It
 	// is called at every (re)start and must be cheap and bounded.
 	Folders func(ws Workspace) []Folder
+	// Init, when set, returns initialization options for a workspace,
+	// merged over InitializationOptions (objects key by key), from what
+	// its language's dependency phase prepared: clangd's compilation
+	// database in the home. Called at every (re)start; cheap and bounded.
+	Init func(ws Workspace) json.RawMessage
+	// Problems, when set, returns what the language unit knows makes the
+	// server's answers on a workspace partial before it runs (flags it
+	// synthesized rather than read from the build); they are load problems
+	// of every instance. Read once per workspace.
+	Problems func(ws Workspace) []string
 }
 
 // Folder is a workspace folder (ws.Root or a directory below it) and the
@@ -104,6 +117,11 @@ func ModCache(ws Workspace) string { return filepath.Join(ws.Home, "go", "pkg", 
 func NodeModules(ws Workspace) string {
 	return filepath.Join(filepath.Dir(ws.Root), "node_modules")
 }
+
+// CargoHome is the CARGO_HOME of a workspace's servers, under its Home: a
+// crates mirror's cargo fetch fills it (HIP); servers only read it
+// (CARGO_NET_OFFLINE).
+func CargoHome(ws Workspace) string { return filepath.Join(ws.Home, "cargo") }
 
 // Spawner starts server processes. ctx bounds only the start itself: the
 // process must outlive it.
@@ -184,13 +202,21 @@ func Environment(spec Spec, ws Workspace) []string {
 		// A go.work above the workspace (a daemon root under a checkout)
 		// must not change what the repository means.
 		"GOWORK=off",
+		// Cargo (rust-analyzer's cargo metadata): its home and target
+		// directory in the home, never the network. Cargo.lock is never
+		// written into the tree: rust-analyzer copies it into the target
+		// directory (-Zlockfile-path), and the tree is read-only anyway.
+		"CARGO_HOME=" + CargoHome(ws),
+		"CARGO_TARGET_DIR=" + filepath.Join(ws.Home, "cargo-target"),
+		"CARGO_NET_OFFLINE=true",
+		"CARGO_TERM_COLOR=never",
 		"LANG=C.UTF-8",
 	}
 	return append(env, spec.Env...)
 }
 
 // homeDirs are created under Workspace.Home before a server starts.
-var homeDirs = []string{".cache/go-build", ".config", ".local/share", "tmp", "go/pkg/mod"}
+var homeDirs = []string{".cache/go-build", ".config", ".local/share", "tmp", "go/pkg/mod", "cargo", "cargo-target"}
 
 // telemetryModeFile is where golang.org/x/telemetry (linked into gopls)
 // reads its mode. It ignores GOTELEMETRY, and in its default mode it starts

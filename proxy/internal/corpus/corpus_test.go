@@ -30,6 +30,11 @@ var slice = []struct {
 		{Path: "version4.go", Needle: "return Must(NewRandom()).String()", Ident: "String"},
 		{Path: "util.go", Needle: "io.ReadFull(rander, b)", Ident: "ReadFull"},
 	}},
+	{repo: "anyhow", tools: []string{"hover", "definition"}, extern: true, fixed: []Fixed{
+		// Box::new: in std's alloc crate, through the patched sysroot
+		// (rust-std@1.96.0), jailed as directly.
+		{Path: "src/error.rs", Needle: "let inner: Box<ErrorImpl<E>> = Box::new(ErrorImpl {", Ident: "new"},
+	}},
 	{repo: "click", tools: []string{"hover", "definition", "references"}, extern: true, fixed: []Fixed{
 		// A method of the project, and sys.exit: typeshed's stub, bundled
 		// with basedpyright (external basedpyright@1.40.1).

@@ -24,6 +24,12 @@ type Lang struct {
 	// daemon's own environment gives the server (Go's module cache and
 	// mirror). home is the direct run's home, cacheDir the corpus cache.
 	Env func(home, cacheDir string) ([]string, error)
+	// AwaitIdle: the ground truth waits, after its first useful answer,
+	// until the server's work-done progress is over (it loads the project
+	// or indexes it in the background and answers partly meanwhile), as
+	// the service's prepare does (AwaitLoad) and as a developer waits for
+	// the indexing bar.
+	AwaitIdle bool
 	// FileTools: the language's server answers hover and definition only
 	// from a schema (YAML, JSON without one), so no position is asked; the
 	// first useful answer is a file's non-empty document symbols, and
@@ -46,6 +52,15 @@ var Langs = []Lang{
 	{Name: "shellscript", Short: "sh", Server: "bash", Settle: true},
 	{Name: "yaml", Short: "yaml", Server: "yaml", FileTools: true},
 	{Name: "json", Short: "json", Server: "json", FileTools: true},
+	{Name: "c", Short: "c", Server: "clangd", AwaitIdle: true},
+	{Name: "cpp", Short: "cpp", Server: "clangd", AwaitIdle: true},
+	{Name: "rust", Short: "rs", Server: "rust-analyzer", Env: rustEnv, AwaitIdle: true},
+}
+
+// rustEnv is what the daemon's environment gives rust-analyzer's cargo:
+// a CARGO_HOME of its own, offline.
+func rustEnv(home, _ string) ([]string, error) {
+	return []string{"CARGO_HOME=" + filepath.Join(home, "cargo"), "CARGO_NET_OFFLINE=true", "CARGO_TERM_COLOR=never"}, nil
 }
 
 // langOf is the row of a Repo.Language.

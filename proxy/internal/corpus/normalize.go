@@ -3,6 +3,7 @@ package corpus
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -51,6 +52,8 @@ type roots struct {
 	checkout string // the ground truth's checkout
 	modcache string // its GOMODCACHE
 	goroot   string
+	// ext are the reviewed entry's external roots (dir → module).
+	ext []devstack.ExternalRoot
 }
 
 // truthLocation names a direct server's location the way the service
@@ -93,6 +96,11 @@ func (rt roots) truthLocation(uri string, rg lspRange) string {
 			}
 		}
 		return "ext " + name + "@" + ver + " " + inner + " " + rg.String()
+	}
+	for _, x := range rt.ext {
+		if rel, ok := strings.CutPrefix(p, x.Dir+"/"); ok {
+			return "ext " + x.Module + " " + rel + " " + rg.String()
+		}
 	}
 	return "outside " + p + " " + rg.String()
 }

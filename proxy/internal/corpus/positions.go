@@ -26,7 +26,8 @@ var hashCommentExt = map[string]bool{".sh": true, ".bash": true, ".py": true, ".
 // skipDirs are never chosen from: installed or generated code, and what a
 // repository keeps of others'.
 var skipDirs = map[string]bool{"node_modules": true, "dist": true, "build": true, "out": true, "lib-cov": true,
-	".yarn": true, ".git": true, "vendor": true, "testdata": true, "coverage": true, "_site": true}
+	".yarn": true, ".git": true, "vendor": true, "testdata": true, "coverage": true, "_site": true,
+	"target": true, "CMakeFiles": true}
 
 func isTestFile(rel string) bool {
 	base := filepath.Base(rel)

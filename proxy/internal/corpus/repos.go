@@ -24,6 +24,8 @@ type Repo struct {
 	// "berry" (the repository's own .yarn/releases), "none" (nothing to
 	// install from the registries these machines reach: PyPI is not one).
 	Install string
+	// Configure are ./configure's arguments for Install "autotools".
+	Configure []string
 	// Large repositories run under `make corpus` only, never in the test.
 	Large bool
 	What  string // what the entry exercises
@@ -66,6 +68,12 @@ var Repos = []Repo{
 		What: "YAML: jq's manual and site data files (no schema: SchemaStore off)"},
 	{Name: "axios-json", Language: "json", Snapshot: "axios__axios.tar.gz", Install: "none",
 		What: "JSON: package.json, tsconfig.json and fixtures (local and inline $schema only)"},
+	{Name: "jq", Language: "c", Snapshot: "jqlang__jq.tar.gz", Install: "autotools", Configure: []string{"--with-oniguruma=builtin"},
+		What: "C, autotools (Makefile.am), no compile_commands.json: flags synthesized; the truth configures and reads make -n"},
+	{Name: "fmt", Language: "cpp", Snapshot: "fmtlib__fmt.tar.gz", Install: "cmake",
+		What: "C++, CMake, no compile_commands.json: flags synthesized; the truth exports CMake's"},
+	{Name: "anyhow", Language: "rust", Snapshot: "dtolnay__anyhow.tar.gz", Install: "none",
+		What: "Rust, Cargo.toml without Cargo.lock, std through the patched sysroot, dev-dependencies unresolved offline"},
 	// Last: it takes longest, and a run cut short still has the rest.
 	{Name: "aws-sdk-go", Language: "go", Modules: []string{"github.com/aws/aws-sdk-go@v1.55.5"}, Install: "go", Large: true,
 		What: "a large module (thousands of .go files)"},

@@ -223,6 +223,10 @@ func install(ctx context.Context, r Repo, cacheDir, dir string) error {
 		_, err = run(ctx, dir, append(env, "YARN_ENABLE_SCRIPTS=0", "YARN_ENABLE_TELEMETRY=0", "YARN_ENABLE_GLOBAL_CACHE=0"),
 			"node", rel[0], "install", "--immutable")
 		return err
+	case "cmake":
+		return installCMake(ctx, dir)
+	case "autotools":
+		return installAutotools(ctx, dir, r.Configure...)
 	}
 	return fmt.Errorf("unknown install %q", r.Install)
 }

@@ -76,6 +76,9 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 	}
 	t := &truth{pos: map[string][]Answer{}, file: map[string][]Answer{},
 		rt: roots{checkout: checkout, modcache: modCache(cacheDir), goroot: goroot}}
+	if e, err := sv.entry(r.Language); err == nil {
+		t.rt.ext = e.ExternalRoots
+	}
 	// Eight files give the positions; more stand by for a repository
 	// whose first eight give fewer than perRepo (small files, few uses).
 	const baseFiles = 8
@@ -169,6 +172,14 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 		}
 		if !found {
 			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if l, _ := langOf(r.Language); l.AwaitIdle {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		err := srv.Idle(ictx, 3*time.Second)
+		cancel()
+		if err != nil {
+			log("ground truth %s: server still busy: %v", r.Name, err)
 		}
 	}
 	if l, _ := langOf(r.Language); l.Settle {

@@ -172,6 +172,14 @@ type ServerEntry struct {
 	Env                   []string        `json:"env"`
 	InitializationOptions json.RawMessage `json:"initialization_options"`
 	Settings              json.RawMessage `json:"settings"`
+	ExternalRoots         []ExternalRoot  `json:"external_roots"`
+}
+
+// ExternalRoot is a directory outside the workspace whose locations the
+// service names by module.
+type ExternalRoot struct {
+	Dir    string `json:"dir"`
+	Module string `json:"module"`
 }
 
 // EntryLanguage is one language id of an entry and its extensions.

@@ -43,6 +43,12 @@ type Server struct {
 	dmu      sync.Mutex
 	diags    map[string]json.RawMessage
 	lastNote time.Time
+
+	// busy holds the work-done progress tokens begun and not ended;
+	// lastProgress is when one last began or ended (pmu guards both).
+	pmu          sync.Mutex
+	busy         map[string]bool
+	lastProgress time.Time
 	// lastServer is when the server last sent a request or notification
 	// of its own (progress, logs, diagnostics, configuration).
 	lastServer time.Time
@@ -99,18 +105,27 @@ func start(ctx context.Context, root string, env []string, initOptions, settings
 	if err := spawnthread.Start(cmd); err != nil {
 		return nil, err
 	}
-	s := &Server{cmd: cmd, in: in, root: root, settings: settings, wait: map[int]chan reply{}, done: make(chan struct{}), diags: map[string]json.RawMessage{}}
+	s := &Server{cmd: cmd, in: in, root: root, settings: settings, wait: map[int]chan reply{}, done: make(chan struct{}), diags: map[string]json.RawMessage{}, busy: map[string]bool{}}
 	go s.read(bufio.NewReaderSize(out, 1<<16))
+	// Every symbol kind, as the daemon's client declares them (and as an
+	// editor does): a server told of the LSP 3.0 kinds only reports a
+	// struct as a class and an enum member as an enum (clangd).
+	symbolKinds := make([]int, 26)
+	for i := range symbolKinds {
+		symbolKinds[i] = i + 1
+	}
 	caps := map[string]any{
 		"general": map[string]any{"positionEncodings": []string{"utf-16"}},
 		"textDocument": map[string]any{
 			"hover":              map[string]any{"contentFormat": []string{"markdown", "plaintext"}},
 			"definition":         map[string]any{"linkSupport": false},
 			"references":         map[string]any{},
-			"documentSymbol":     map[string]any{"hierarchicalDocumentSymbolSupport": true},
+			"documentSymbol":     map[string]any{"hierarchicalDocumentSymbolSupport": true, "symbolKind": map[string]any{"valueSet": symbolKinds}},
 			"publishDiagnostics": map[string]any{"relatedInformation": false},
 		},
-		"workspace": map[string]any{"configuration": true},
+		"workspace": map[string]any{"configuration": true, "symbol": map[string]any{"symbolKind": map[string]any{"valueSet": symbolKinds}}},
+		// Progress, as the daemon's client has it: Idle waits on it.
+		"window": map[string]any{"workDoneProgress": true},
 	}
 	var init json.RawMessage
 	params := map[string]any{
@@ -318,6 +333,23 @@ func (s *Server) read(r *bufio.Reader) {
 				s.diags[p.URI], s.lastNote = p.Diagnostics, time.Now()
 				s.dmu.Unlock()
 			}
+		case m.Method == "$/progress" && m.ID == nil:
+			var p struct {
+				Token json.RawMessage `json:"token"`
+				Value struct {
+					Kind string `json:"kind"`
+				} `json:"value"`
+			}
+			if json.Unmarshal(m.Params, &p) == nil && (p.Value.Kind == "begin" || p.Value.Kind == "end") {
+				s.pmu.Lock()
+				if p.Value.Kind == "begin" {
+					s.busy[string(p.Token)] = true
+				} else {
+					delete(s.busy, string(p.Token))
+				}
+				s.lastProgress = time.Now()
+				s.pmu.Unlock()
+			}
 		case m.Method != "" && m.ID != nil:
 			// A server request: configuration gets the settings' sections
 			// (null without settings), the rest null.
@@ -343,6 +375,28 @@ func (s *Server) read(r *bufio.Reader) {
 			if ch != nil {
 				ch <- m.reply
 			}
+		}
+	}
+}
+
+// Idle waits until no work-done progress the server began is open and
+// none began or ended for quiet (a server that loads its project, as
+// rust-analyzer and clangd's background index do, reports it so), or ctx
+// ends.
+func (s *Server) Idle(ctx context.Context, quiet time.Duration) error {
+	for {
+		s.pmu.Lock()
+		idle := len(s.busy) == 0 && time.Since(s.lastProgress) >= quiet
+		s.pmu.Unlock()
+		if idle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return errors.New("server exited")
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -1,0 +1,942 @@
+package deps
+
+import (
+	"bytes"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// cFlags are the compiler flags one build file sets for the sources of
+// its directory and below, as far as they can be read without running
+// anything: include directories (slash paths relative to the tree's root,
+// never outside it), macro definitions and a language standard.
+type cFlags struct {
+	Includes []string
+	// Global are include directories for every source of the tree (a
+	// CMake target's PUBLIC and INTERFACE ones).
+	Global []string `json:",omitempty"`
+	// Sources are the sources an automake file's *_SOURCES list (tree
+	// paths): the files its build compiles.
+	Sources []string `json:"-"`
+	Defines []string
+	CStd    string // "gnu11", "c99", …
+	CxxStd  string // "gnu++11", "c++17", …
+}
+
+// Bounds of the build-file parsers (the files are a tenant's input).
+const (
+	maxBuildFileBytes = 1 << 20
+	maxBuildTokens    = 200_000
+	maxCIncludes      = 128
+	maxCDefines       = 128
+	maxCFlagLen       = 512
+	maxCMakeVars      = 512
+	maxCMakeDepth     = 64
+)
+
+var (
+	macroRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(=[^\x00-\x1f]*)?$`)
+	stdRE   = regexp.MustCompile(`^(c|gnu|iso9899:)(\+\+)?[0-9a-z:]{1,8}$`)
+)
+
+func (f *cFlags) addInclude(dir string) {
+	if dir == "" || len(f.Includes) >= maxCIncludes {
+		return
+	}
+	for _, d := range f.Includes {
+		if d == dir {
+			return
+		}
+	}
+	f.Includes = append(f.Includes, dir)
+}
+
+func (f *cFlags) addGlobal(dir string) {
+	if dir == "" || len(f.Global) >= maxCIncludes || slices.Contains(f.Global, dir) {
+		return
+	}
+	f.Global = append(f.Global, dir)
+}
+
+// clangDefaultStd is clang 19's default C and C++ standard (gnu17,
+// gnu++17).
+const clangDefaultStd = 17
+
+func (f *cFlags) addDefine(d string) {
+	if len(d) > maxCFlagLen || !macroRE.MatchString(d) || len(f.Defines) >= maxCDefines {
+		return
+	}
+	for _, x := range f.Defines {
+		if x == d {
+			return
+		}
+	}
+	f.Defines = append(f.Defines, d)
+}
+
+func (f *cFlags) setStd(s string) {
+	if len(s) > 24 || !stdRE.MatchString(s) {
+		return
+	}
+	if strings.Contains(s, "++") {
+		f.CxxStd = s
+	} else {
+		f.CStd = s
+	}
+}
+
+// inTree resolves p, relative to the slash directory dir of the tree, to a
+// clean slash path inside the tree ("." for its root); false when it is
+// absolute, climbs out or is empty.
+func inTree(dir, p string) (string, bool) {
+	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\x00\\") {
+		return "", false
+	}
+	j := path.Clean(path.Join(dir, p))
+	if j == ".." || strings.HasPrefix(j, "../") || strings.HasPrefix(j, "/") {
+		return "", false
+	}
+	return j, true
+}
+
+// compilerArgs applies the flags of one command line (already split into
+// words) that matter to clangd's reading of a file: -I, -iquote, -isystem,
+// -D and -std. dir is the build file's directory (relative include paths
+// are relative to it, where its compiler runs); expand turns a word's
+// variables into their values, false when it cannot.
+func (f *cFlags) compilerArgs(words []string, dir string, expand func(string) (string, bool)) {
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		var opt, val string
+		switch {
+		case w == "-I" || w == "-isystem" || w == "-iquote" || w == "-D":
+			if i+1 >= len(words) {
+				return
+			}
+			opt, val = w, words[i+1]
+			i++
+		case strings.HasPrefix(w, "-isystem"):
+			opt, val = "-isystem", w[len("-isystem"):]
+		case strings.HasPrefix(w, "-iquote"):
+			opt, val = "-iquote", w[len("-iquote"):]
+		case strings.HasPrefix(w, "-I"):
+			opt, val = "-I", w[2:]
+		case strings.HasPrefix(w, "-D"):
+			opt, val = "-D", w[2:]
+		case strings.HasPrefix(w, "-std="):
+			opt, val = "-std", w[len("-std="):]
+		default:
+			continue
+		}
+		v, ok := expand(val)
+		if !ok || len(v) > maxCFlagLen {
+			continue
+		}
+		switch opt {
+		case "-D":
+			f.addDefine(v)
+		case "-std":
+			f.setStd(v)
+		default:
+			if p, ok := inTree(dir, v); ok {
+				f.addInclude(p)
+			}
+		}
+	}
+}
+
+// parseMakefile reads a Makefile or an automake Makefile.am in the tree's
+// slash directory dir: the assignments of the variables that carry
+// preprocessor and compiler flags (CPPFLAGS, CFLAGS, CXXFLAGS, INCLUDES,
+// DEFS, their AM_ and per-target forms), with $(srcdir), $(top_srcdir)
+// and their @…@ forms substituted; a word with any other variable is left
+// out. What a conditional holds (automake's if/else, make's ifeq/ifdef…)
+// does not count: which branch the build takes is configure's, unknown
+// here. automake adds
+// the Makefile's own directory to the include path (DEFAULT_INCLUDES), so
+// for a Makefile.am it is included too. A Makefile.am's *_SOURCES
+// (outside conditionals, $(VAR) expanded) say which sources the build
+// compiles (cFlags.Sources).
+func parseMakefile(data []byte, dir, root string, automake bool) cFlags {
+	var f cFlags
+	dir, ok := inTree(".", dir)
+	if !ok {
+		return f
+	}
+	if len(data) > maxBuildFileBytes {
+		data = data[:maxBuildFileBytes]
+	}
+	if automake {
+		f.addInclude(dir)
+	}
+	expand := func(w string) (string, bool) {
+		top := relTo(dir, root)
+		r := strings.NewReplacer(
+			"$(srcdir)", ".", "${srcdir}", ".", "@srcdir@", ".",
+			"$(top_srcdir)", top, "${top_srcdir}", top, "@top_srcdir@", top,
+			"$(builddir)", ".", "$(top_builddir)", top, "@top_builddir@", top,
+		)
+		w = r.Replace(w)
+		if strings.ContainsAny(w, "$@`") {
+			return "", false
+		}
+		return w, true
+	}
+	var conds condStack
+	tokens := 0
+	vars := map[string][]string{}
+	for _, line := range logicalLines(data) {
+		if strings.HasPrefix(line, "\t") {
+			continue // a recipe
+		}
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		line = strings.TrimSpace(line)
+		word, _, _ := strings.Cut(line, " ")
+		switch word {
+		case "if", "ifeq", "ifneq", "ifdef", "ifndef":
+			conds.push(condUnknown)
+			continue
+		case "else":
+			conds.elseBranch()
+			continue
+		case "endif":
+			conds.pop()
+			continue
+		}
+		if !conds.active() {
+			continue
+		}
+		name, value, ok := makeAssignment(line)
+		if !ok {
+			continue
+		}
+		words := strings.Fields(value)
+		if tokens += len(words); tokens > maxBuildTokens {
+			break
+		}
+		if automake {
+			// Plain variables, for the $(VAR) in *_SOURCES (jq's
+			// libjq_la_SOURCES = ${LIBJQ_SRC}).
+			if len(vars) < maxCMakeVars {
+				op := strings.TrimSpace(line[len(name):])
+				if strings.HasPrefix(op, "+=") {
+					vars[name] = append(vars[name], words...)
+				} else {
+					vars[name] = words
+				}
+			}
+			if strings.HasSuffix(name, "_SOURCES") && !strings.HasPrefix(name, "EXTRA_") {
+				for _, w := range expandMakeWords(words, vars, 0) {
+					if _, isSrc := cSourceExts[path.Ext(w)]; !isSrc {
+						continue
+					}
+					if p, ok := inTree(dir, strings.TrimPrefix(strings.TrimPrefix(w, "$(srcdir)/"), "$(top_srcdir)/")); ok && len(f.Sources) < maxCSources {
+						f.Sources = append(f.Sources, p)
+					}
+				}
+			}
+		}
+		if flagVariable(name) {
+			f.compilerArgs(words, dir, expand)
+		}
+	}
+	return f
+}
+
+// expandMakeWords substitutes $(VAR) and ${VAR} words by the variables
+// read so far (a word that is only a reference; others stay), nested up
+// to a bound.
+func expandMakeWords(words []string, vars map[string][]string, depth int) []string {
+	var out []string
+	for _, w := range words {
+		if depth < 4 && len(w) > 3 && (strings.HasPrefix(w, "$(") && strings.HasSuffix(w, ")") || strings.HasPrefix(w, "${") && strings.HasSuffix(w, "}")) {
+			out = append(out, expandMakeWords(vars[w[2:len(w)-1]], vars, depth+1)...)
+			continue
+		}
+		out = append(out, w)
+		if len(out) > maxCSources {
+			break
+		}
+	}
+	return out
+}
+
+// relTo is the slash path from dir up to root, the tree's top ("." when
+// dir is it).
+func relTo(dir, root string) string {
+	_ = root
+	if dir == "." || dir == "" {
+		return "."
+	}
+	n := strings.Count(dir, "/") + 1
+	return strings.TrimSuffix(strings.Repeat("../", n), "/")
+}
+
+// logicalLines joins backslash-continued lines, bounded by the file's
+// size.
+func logicalLines(data []byte) []string {
+	var out []string
+	var cur strings.Builder
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		l = bytes.TrimSuffix(l, []byte("\r"))
+		if bytes.HasSuffix(l, []byte("\\")) {
+			cur.Write(l[:len(l)-1])
+			cur.WriteByte(' ')
+			continue
+		}
+		cur.Write(l)
+		out = append(out, cur.String())
+		cur.Reset()
+	}
+	if cur.Len() > 0 {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+var makeAssignRE = regexp.MustCompile(`^([A-Za-z0-9_.]{1,128})\s*(\+=|:=|::=|\?=|=)(.*)$`)
+
+func makeAssignment(line string) (name, value string, ok bool) {
+	m := makeAssignRE.FindStringSubmatch(line)
+	if m == nil {
+		return "", "", false
+	}
+	return m[1], m[3], true
+}
+
+// flagVariable reports whether a make variable carries compiler flags.
+func flagVariable(name string) bool {
+	switch name {
+	case "INCLUDES", "DEFS", "DEFAULT_INCLUDES":
+		return true
+	}
+	for _, s := range []string{"CPPFLAGS", "CFLAGS", "CXXFLAGS"} {
+		if name == s || strings.HasSuffix(name, "_"+s) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseCMake reads a CMakeLists.txt in the tree's slash directory dir:
+// include_directories, target_include_directories, add_definitions,
+// add_compile_definitions and add_compile_options (their -I/-D/-std
+// words; a target's own definitions and options are left out), the standard
+// (CMAKE_C_STANDARD, CMAKE_CXX_STANDARD, target_compile_features c_std_N /
+// cxx_std_N; gnu unless *_EXTENSIONS is OFF, CMake's default), and set()
+// of plain variables for ${…} expansion. Targets are not told apart: what
+// any target of the directory uses counts for the directory, as with
+// include_directories, except what is INTERFACE only (for the target's
+// users). Of function and macro bodies, read where they are defined, only
+// the include directories count (their definitions and features depend on
+// the call's arguments); of an if(), the branch its condition chooses when
+// cmakeCond can tell (options and set() variables, constants, NOT, AND,
+// OR, DEFINED; an unset variable is false, as in CMake), none when it
+// cannot.
+// $<BUILD_INTERFACE:x> is x; other generator expressions and variables
+// that are not known leave their word out.
+func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, map[string]string) {
+	var f cFlags
+	dir, ok := inTree(".", dir)
+	if !ok {
+		return f, inherited
+	}
+	if len(data) > maxBuildFileBytes {
+		data = data[:maxBuildFileBytes]
+	}
+	vars := map[string]string{}
+	for k, v := range inherited {
+		vars[k] = v
+	}
+	vars["CMAKE_CURRENT_SOURCE_DIR"] = "@/" + dir
+	vars["CMAKE_CURRENT_LIST_DIR"] = "@/" + dir
+	if _, ok := vars["CMAKE_SOURCE_DIR"]; !ok {
+		vars["CMAKE_SOURCE_DIR"] = "@/."
+		vars["PROJECT_SOURCE_DIR"] = "@/" + dir
+	}
+	var cStd, cxxStd int
+	// Compile features are minimums: CMake adds a -std flag only when the
+	// compiler's default does not meet them, and clang 19's defaults are
+	// gnu17 and gnu++17.
+	var cMin, cxxMin int
+	cExt, cxxExt := true, true
+	expand := func(w string) (string, bool) { return cmakeExpand(w, vars) }
+	// resolve turns an expanded word that names a directory into a tree
+	// path: "@/x" marks one made from a source-dir variable.
+	resolve := func(v string) (string, bool) {
+		if rest, ok := strings.CutPrefix(v, "@/"); ok {
+			return inTree(".", rest)
+		}
+		return inTree(dir, v)
+	}
+	var conds condStack
+	body := 0 // inside function() or macro(): only include directories count
+	for _, c := range cmakeCommands(data) {
+		switch c.name {
+		case "function", "macro":
+			body++
+			continue
+		case "endfunction", "endmacro":
+			if body > 0 {
+				body--
+			}
+			continue
+		case "if":
+			conds.push(cmakeCond(c.args, vars))
+			continue
+		case "elseif":
+			conds.elseIf(cmakeCond(c.args, vars))
+			continue
+		case "else":
+			conds.elseBranch()
+			continue
+		case "endif":
+			conds.pop()
+			continue
+		}
+		if !conds.active() {
+			continue
+		}
+		if body > 0 && c.name != "include_directories" && c.name != "target_include_directories" {
+			continue
+		}
+		args := c.args
+		switch c.name {
+		case "project":
+			if len(args) > 0 {
+				vars["PROJECT_SOURCE_DIR"] = "@/" + dir
+				if len(vars) < maxCMakeVars {
+					vars[args[0]+"_SOURCE_DIR"] = "@/" + dir
+				}
+			}
+		case "option":
+			if len(args) > 0 && len(vars) < maxCMakeVars {
+				if _, ok := vars[args[0]]; !ok {
+					v := "OFF"
+					if len(args) > 2 {
+						v, _ = expand(args[2])
+					}
+					vars[args[0]] = v
+				}
+			}
+		case "set":
+			if len(args) == 0 || len(vars) >= maxCMakeVars {
+				continue
+			}
+			var vals []string
+			for _, a := range args[1:] {
+				if a == "CACHE" || a == "PARENT_SCOPE" {
+					break
+				}
+				if v, ok := expand(a); ok {
+					vals = append(vals, v)
+				}
+			}
+			val := strings.Join(vals, ";")
+			if len(val) > maxCFlagLen {
+				continue
+			}
+			switch args[0] {
+			case "CMAKE_C_STANDARD":
+				cStd, _ = strconv.Atoi(val)
+			case "CMAKE_CXX_STANDARD":
+				cxxStd, _ = strconv.Atoi(val)
+			case "CMAKE_C_EXTENSIONS":
+				cExt = !cmakeFalse(val)
+			case "CMAKE_CXX_EXTENSIONS":
+				cxxExt = !cmakeFalse(val)
+			}
+			vars[args[0]] = val
+		case "include_directories", "target_include_directories":
+			if c.name == "target_include_directories" && len(args) > 0 {
+				args = args[1:]
+			}
+			// A target's PUBLIC and INTERFACE directories reach every
+			// target that links it, anywhere in the project: they count
+			// for the whole tree (Global); PRIVATE ones and
+			// include_directories for the directory.
+			global := false
+			for _, a := range args {
+				v, ok := expand(a)
+				if !ok {
+					continue
+				}
+				for _, p := range strings.Split(v, ";") {
+					switch p {
+					case "PUBLIC", "INTERFACE":
+						global = c.name == "target_include_directories"
+						continue
+					case "PRIVATE":
+						global = false
+						continue
+					}
+					if cmakeKeyword(p) {
+						continue
+					}
+					if d, ok := resolve(p); ok {
+						if global {
+							f.addGlobal(d)
+						} else {
+							f.addInclude(d)
+						}
+					}
+				}
+			}
+		case "add_definitions", "add_compile_options":
+			f.compilerArgs(cmakeWords(args, expand), dir, func(s string) (string, bool) { return s, true })
+		case "add_compile_definitions":
+			// A target's own definitions and options
+			// (target_compile_definitions, target_compile_options) are left
+			// out: targets are not told apart, and one test target's
+			// -DFMT_ENFORCE_COMPILE_STRING on every file of its directory
+			// changes more answers than it fixes.
+			iface := false // INTERFACE items are for the target's users
+			for _, w := range cmakeWords(args, expand) {
+				switch w {
+				case "INTERFACE":
+					iface = true
+				case "PUBLIC", "PRIVATE":
+					iface = false
+				default:
+					if !iface {
+						f.addDefine(strings.TrimPrefix(w, "-D"))
+					}
+				}
+			}
+		case "target_compile_features":
+			iface := false
+			for _, w := range cmakeWords(args, expand) {
+				switch w {
+				case "INTERFACE":
+					iface = true
+				case "PUBLIC", "PRIVATE":
+					iface = false
+				}
+				if iface {
+					continue
+				}
+				if n, ok := strings.CutPrefix(w, "cxx_std_"); ok {
+					if v, err := strconv.Atoi(n); err == nil && v > cxxMin {
+						cxxMin = v
+					}
+				} else if n, ok := strings.CutPrefix(w, "c_std_"); ok {
+					if v, err := strconv.Atoi(n); err == nil && v > cMin {
+						cMin = v
+					}
+				}
+			}
+		}
+	}
+	if cMin > clangDefaultStd && cMin > cStd {
+		cStd = cMin
+	}
+	if cxxMin > clangDefaultStd && cxxMin > cxxStd {
+		cxxStd = cxxMin
+	}
+	if cStd > 0 && cStd < 100 {
+		f.setStd(map[bool]string{true: "gnu", false: "c"}[cExt] + strconv.Itoa(cStd))
+	}
+	if cxxStd > 0 && cxxStd < 100 {
+		f.setStd(map[bool]string{true: "gnu++", false: "c++"}[cxxExt] + strconv.Itoa(cxxStd))
+	}
+	out := map[string]string{}
+	for k, v := range vars {
+		if k != "CMAKE_CURRENT_SOURCE_DIR" && k != "CMAKE_CURRENT_LIST_DIR" {
+			out[k] = v
+		}
+	}
+	return f, out
+}
+
+func cmakeFalse(v string) bool {
+	switch strings.ToUpper(v) {
+	case "OFF", "0", "NO", "FALSE", "N", "IGNORE", "":
+		return true
+	}
+	return strings.HasSuffix(strings.ToUpper(v), "-NOTFOUND")
+}
+
+func cmakeKeyword(a string) bool {
+	switch a {
+	case "PUBLIC", "PRIVATE", "INTERFACE", "SYSTEM", "BEFORE", "AFTER":
+		return true
+	}
+	return false
+}
+
+// cmakeWords expands every argument and splits lists.
+func cmakeWords(args []string, expand func(string) (string, bool)) []string {
+	var out []string
+	for _, a := range args {
+		if v, ok := expand(a); ok {
+			for _, w := range strings.Split(v, ";") {
+				if w != "" {
+					out = append(out, w)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// cmakeExpand substitutes ${VAR} (known variables only, nested up to a
+// bound) and the generator expression $<BUILD_INTERFACE:x>; false when
+// anything else remains.
+func cmakeExpand(w string, vars map[string]string) (string, bool) {
+	for i := 0; i < 8 && strings.Contains(w, "${"); i++ {
+		var b strings.Builder
+		rest := w
+		for {
+			j := strings.Index(rest, "${")
+			if j < 0 {
+				b.WriteString(rest)
+				break
+			}
+			b.WriteString(rest[:j])
+			k := strings.IndexByte(rest[j:], '}')
+			if k < 0 {
+				return "", false
+			}
+			name := rest[j+2 : j+k]
+			if strings.Contains(name, "${") {
+				// Innermost first: keep the outer and expand the inner.
+				inner := strings.LastIndex(name, "${")
+				b.WriteString(rest[j : j+2+inner])
+				rest = rest[j+2+inner:]
+				continue
+			}
+			v, ok := vars[name]
+			if !ok {
+				return "", false
+			}
+			b.WriteString(v)
+			rest = rest[j+k+1:]
+		}
+		w = b.String()
+		if len(w) > maxCFlagLen {
+			return "", false
+		}
+	}
+	if strings.Contains(w, "${") {
+		return "", false
+	}
+	if strings.HasPrefix(w, "$<BUILD_INTERFACE:") && strings.HasSuffix(w, ">") {
+		w = w[len("$<BUILD_INTERFACE:") : len(w)-1]
+	}
+	if strings.Contains(w, "$<") || strings.Contains(w, "$ENV{") {
+		return "", false
+	}
+	// A "@/" made from a source-dir variable stays at the front only.
+	if i := strings.Index(w, "@/"); i > 0 {
+		return "", false
+	}
+	return w, true
+}
+
+type cmakeCommand struct {
+	name string
+	args []string
+}
+
+// cmakeCommands tokenises a CMake file into commands: identifiers followed
+// by a parenthesised argument list (nested parentheses stay inside it);
+// quoted arguments, bracket arguments and comments (line and bracket) as
+// CMake has them. Bounded by maxBuildTokens.
+func cmakeCommands(data []byte) []cmakeCommand {
+	var out []cmakeCommand
+	s := string(data)
+	tokens := 0
+	i := 0
+	for i < len(s) && tokens < maxBuildTokens {
+		c := s[i]
+		switch {
+		case c == '#':
+			i = skipCMakeComment(s, i)
+		case isIdentStart(c):
+			j := i
+			for j < len(s) && isIdent(s[j]) {
+				j++
+			}
+			name := strings.ToLower(s[i:j])
+			k := j
+			for k < len(s) && (s[k] == ' ' || s[k] == '\t') {
+				k++
+			}
+			if k >= len(s) || s[k] != '(' {
+				i = j
+				continue
+			}
+			args, end := cmakeArgs(s, k+1, &tokens)
+			out = append(out, cmakeCommand{name: name, args: args})
+			i = end
+		default:
+			i++
+		}
+	}
+	return out
+}
+
+func isIdentStart(c byte) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+}
+func isIdent(c byte) bool { return isIdentStart(c) || (c >= '0' && c <= '9') }
+
+// skipCMakeComment returns the index after the comment at s[i] ('#').
+func skipCMakeComment(s string, i int) int {
+	if n := bracketLen(s, i+1); n > 0 {
+		close := "]" + strings.Repeat("=", n-2) + "]"
+		if j := strings.Index(s[i+1+n:], close); j >= 0 {
+			return i + 1 + n + j + len(close)
+		}
+		return len(s)
+	}
+	if j := strings.IndexByte(s[i:], '\n'); j >= 0 {
+		return i + j + 1
+	}
+	return len(s)
+}
+
+// bracketLen is the length of a bracket opening "[==[" at s[i], 0 when
+// there is none.
+func bracketLen(s string, i int) int {
+	if i >= len(s) || s[i] != '[' {
+		return 0
+	}
+	j := i + 1
+	for j < len(s) && s[j] == '=' {
+		j++
+	}
+	if j < len(s) && s[j] == '[' {
+		return j - i + 1
+	}
+	return 0
+}
+
+// cmakeArgs reads arguments from s[i] to the closing parenthesis and
+// returns them and the index after it.
+func cmakeArgs(s string, i int, tokens *int) ([]string, int) {
+	var args []string
+	depth := 0
+	for i < len(s) {
+		if *tokens >= maxBuildTokens {
+			return args, len(s)
+		}
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i++
+		case c == '#':
+			i = skipCMakeComment(s, i)
+		case c == '(':
+			depth++
+			i++
+		case c == ')':
+			if depth == 0 {
+				return args, i + 1
+			}
+			depth--
+			i++
+		case c == '"':
+			j := i + 1
+			var b strings.Builder
+			for j < len(s) && s[j] != '"' {
+				if s[j] == '\\' && j+1 < len(s) {
+					if s[j+1] == '\n' {
+						j += 2
+						continue
+					}
+					b.WriteByte(s[j+1])
+					j += 2
+					continue
+				}
+				b.WriteByte(s[j])
+				j++
+			}
+			args = append(args, b.String())
+			*tokens++
+			i = j + 1
+		case c == '[' && bracketLen(s, i) > 0:
+			n := bracketLen(s, i)
+			close := "]" + strings.Repeat("=", n-2) + "]"
+			j := strings.Index(s[i+n:], close)
+			if j < 0 {
+				return args, len(s)
+			}
+			args = append(args, s[i+n:i+n+j])
+			*tokens++
+			i = i + n + j + len(close)
+		default:
+			j := i
+			gen := 0 // inside $<…>, whose ':' and ';' belong to it
+			for j < len(s) {
+				d := s[j]
+				if d == '$' && j+1 < len(s) && s[j+1] == '<' {
+					gen++
+				} else if d == '>' && gen > 0 {
+					gen--
+				}
+				if gen == 0 && (d == ' ' || d == '\t' || d == '\n' || d == '\r' || d == '(' || d == ')' || d == '"' || d == '#') {
+					break
+				}
+				if d == '\\' && j+1 < len(s) {
+					j++
+				}
+				j++
+			}
+			if j == i {
+				j++
+			}
+			args = append(args, s[i:j])
+			*tokens++
+			i = j
+		}
+	}
+	return args, len(s)
+}
+
+// cond is a condition's value as far as a static read can tell.
+type cond int
+
+const (
+	condFalse cond = iota
+	condTrue
+	condUnknown
+)
+
+// condStack follows nested conditionals: a line counts when every
+// enclosing conditional is in the branch it takes.
+type condStack struct{ frames []condFrame }
+
+type condFrame struct {
+	active  bool // this branch is taken (and the parent's is)
+	taken   bool // an earlier branch was taken
+	unknown bool // a condition could not be told: no branch from it on
+	parent  bool
+}
+
+func (s *condStack) active() bool {
+	return len(s.frames) == 0 || s.frames[len(s.frames)-1].active
+}
+
+func (s *condStack) push(c cond) {
+	if len(s.frames) >= maxCMakeDepth {
+		// Too deep to follow: nothing below counts.
+		s.frames = append(s.frames, condFrame{unknown: true})
+		return
+	}
+	p := s.active()
+	s.frames = append(s.frames, condFrame{parent: p, active: p && c == condTrue, taken: c == condTrue, unknown: c == condUnknown})
+}
+
+func (s *condStack) elseIf(c cond) {
+	if len(s.frames) == 0 {
+		return
+	}
+	f := &s.frames[len(s.frames)-1]
+	if f.taken || f.unknown {
+		f.active = false
+		return
+	}
+	f.active, f.taken, f.unknown = f.parent && c == condTrue, c == condTrue, c == condUnknown
+}
+
+func (s *condStack) elseBranch() {
+	if len(s.frames) == 0 {
+		return
+	}
+	f := &s.frames[len(s.frames)-1]
+	f.active = f.parent && !f.taken && !f.unknown
+}
+
+func (s *condStack) pop() {
+	if len(s.frames) > 0 {
+		s.frames = s.frames[:len(s.frames)-1]
+	}
+}
+
+// cmakeCond evaluates an if() condition: terms joined by AND or OR (not
+// both), each a constant, a variable (true when set to a non-false
+// value; unset is false), NOT term, DEFINED var, or "x IN_LIST
+// CMAKE_<LANG>_COMPILE_FEATURES" (clang has every feature CMake names).
+// Anything else is unknown.
+func cmakeCond(args []string, vars map[string]string) cond {
+	if len(args) == 0 || len(args) > 16 {
+		return condUnknown
+	}
+	op := ""
+	var terms [][]string
+	cur := []string{}
+	for _, a := range args {
+		if a == "AND" || a == "OR" {
+			if op != "" && op != a {
+				return condUnknown
+			}
+			op = a
+			terms = append(terms, cur)
+			cur = []string{}
+			continue
+		}
+		cur = append(cur, a)
+	}
+	terms = append(terms, cur)
+	out := condUnknown
+	for i, t := range terms {
+		v := cmakeTerm(t, vars)
+		if v == condUnknown {
+			return condUnknown
+		}
+		switch {
+		case i == 0:
+			out = v
+		case op == "AND" && v == condFalse, op == "OR" && v == condTrue:
+			out = v
+		}
+	}
+	return out
+}
+
+func cmakeTerm(t []string, vars map[string]string) cond {
+	if len(t) >= 2 && t[0] == "NOT" {
+		switch cmakeTerm(t[1:], vars) {
+		case condTrue:
+			return condFalse
+		case condFalse:
+			return condTrue
+		}
+		return condUnknown
+	}
+	switch {
+	case len(t) == 2 && t[0] == "DEFINED":
+		if _, ok := vars[t[1]]; ok {
+			return condTrue
+		}
+		return condFalse
+	case len(t) == 3 && t[1] == "IN_LIST" && (t[2] == "CMAKE_CXX_COMPILE_FEATURES" || t[2] == "CMAKE_C_COMPILE_FEATURES"):
+		return condTrue
+	case len(t) != 1:
+		return condUnknown
+	}
+	a := t[0]
+	if strings.HasPrefix(a, "${") && strings.HasSuffix(a, "}") && !strings.Contains(a[2:], "${") {
+		a = a[2 : len(a)-1]
+	}
+	switch strings.ToUpper(a) {
+	case "ON", "YES", "TRUE", "Y", "1":
+		return condTrue
+	case "OFF", "NO", "FALSE", "N", "0", "IGNORE", "NOTFOUND", "":
+		return condFalse
+	}
+	v, ok := vars[a]
+	if !ok {
+		return condFalse
+	}
+	if cmakeFalse(v) {
+		return condFalse
+	}
+	return condTrue
+}

@@ -1,0 +1,439 @@
+package deps
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+)
+
+// C and C++ (clangd). clangd reads a file with the flags of a compilation
+// database; without one it guesses (no include paths, no defines) and
+// reports false errors and loses references. A repository that commits a
+// compile_commands.json (or compile_flags.txt) at its root or in build/
+// is read as it is, by clangd's own search. Otherwise the phase writes a
+// synthesized one into the workspace home, never into the tree and never
+// by running the build: one entry per C/C++ source with the include
+// directories, definitions and standard its CMakeLists.txt / Makefile.am
+// / Makefile files say statically (cbuild.go), each build file's flags
+// applying to its directory and below. clangd gets its path as the
+// initialization option compilationDatabasePath (CInit), and keeps its
+// background index beside it, in the home. Answers say it: the index
+// beside the tree records what the database was made from, and CProblems
+// turns that into a load warning, so every answer is partial.
+
+// cIndexFile, beside the tree, records the synthesized database.
+const cIndexFile = "c-compile.json"
+
+// Bounds of the walk and of the database.
+const (
+	maxCWalk       = 50_000
+	maxCBuildFiles = 256
+	maxCSources    = 20_000
+	maxCDepth      = 24
+)
+
+type cIndex struct {
+	// From lists the build files read (tree paths); Sources counts entries.
+	From    []string `json:"from"`
+	Sources int      `json:"sources"`
+	// Truncated: a bound cut the walk short.
+	Truncated bool `json:"truncated,omitempty"`
+	// Sets are the distinct flag sets (include directories relative to
+	// the tree), Files each source with its set: the database is written
+	// from them at each clangd start (CInit), with the published tree's
+	// paths — the phase runs on the tree before it is published, where
+	// its absolute paths are not yet the final ones.
+	Sets  []cFlags `json:"sets"`
+	Files []cFile  `json:"files"`
+}
+
+type cFile struct {
+	Path string `json:"path"`
+	Set  int    `json:"set"`
+}
+
+// maxCIndex bounds reading the index back.
+const maxCIndex = 32 << 20
+
+var cSourceExts = map[string]bool{".c": false, ".cc": true, ".cpp": true, ".cxx": true, ".c++": true, ".C": true}
+
+// cdbDir is where a tree's synthesized database lives in the home: the
+// home is shared by every revision of a repository, so it is named by the
+// tree.
+func cdbDir(ws runtime.Workspace) string {
+	sum := sha256.Sum256([]byte(ws.Root))
+	return "clangd/" + hex.EncodeToString(sum[:8])
+}
+
+type buildFile struct {
+	dir, name string // slash directory in the tree, base name
+}
+
+// scanC walks the tree once: its C/C++ sources, its build files and
+// whether it has a database of its own.
+func scanC(root string) (sources []string, builds []buildFile, own, truncated bool) {
+	seen := 0
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if seen++; seen > maxCWalk {
+			truncated = true
+			return filepath.SkipAll
+		}
+		rel, rerr := filepath.Rel(root, p)
+		if rerr != nil {
+			return nil
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || strings.Count(rel, "/") >= maxCDepth) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		name := d.Name()
+		dir := path.Dir(rel)
+		switch name {
+		case "compile_commands.json", "compile_flags.txt":
+			if dir == "." || dir == "build" {
+				own = true
+			}
+		case "CMakeLists.txt", "Makefile.am", "Makefile", "GNUmakefile", "makefile":
+			if len(builds) < maxCBuildFiles {
+				builds = append(builds, buildFile{dir: dir, name: name})
+			} else {
+				truncated = true
+			}
+		}
+		if _, ok := cSourceExts[path.Ext(name)]; ok {
+			if len(sources) < maxCSources {
+				sources = append(sources, rel)
+			} else {
+				truncated = true
+			}
+		}
+		return nil
+	})
+	return sources, builds, own, truncated
+}
+
+// synthesizeC writes the compilation database of a tree without one. It
+// returns nothing to warn about at prepare: the index beside the tree
+// carries the note every clangd answer gets (CProblems).
+func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
+	sources, builds, own, truncated := scanC(ws.Root)
+	if own || len(sources) == 0 {
+		return
+	}
+	// Directory flags: CMake's variables flow into subdirectories, so
+	// parents are read first.
+	sort.Slice(builds, func(i, j int) bool {
+		di, dj := depthOf(builds[i].dir), depthOf(builds[j].dir)
+		if di != dj {
+			return di < dj
+		}
+		if builds[i].dir != builds[j].dir {
+			return builds[i].dir < builds[j].dir
+		}
+		return buildRank(builds[i].name) < buildRank(builds[j].name)
+	})
+	flags := map[string][]cFlags{}
+	cmakeVars := map[string]map[string]string{}
+	var from []string
+	hasCMake := map[string]bool{}
+	for _, b := range builds {
+		if b.name == "CMakeLists.txt" {
+			hasCMake[b.dir] = true
+		}
+	}
+	for _, b := range builds {
+		// A generated Makefile beside the CMakeLists.txt or Makefile.am
+		// that made it says nothing more (and is seldom committed).
+		if (b.name == "Makefile" || b.name == "GNUmakefile" || b.name == "makefile") && (hasCMake[b.dir] || hasBuild(builds, b.dir, "Makefile.am")) {
+			continue
+		}
+		data, err := readRegular(filepath.Join(ws.Root, filepath.FromSlash(b.dir), b.name), maxBuildFileBytes)
+		if err != nil {
+			continue
+		}
+		rel := path.Join(b.dir, b.name)
+		from = append(from, rel)
+		var fl cFlags
+		if b.name == "CMakeLists.txt" {
+			inherited := parentVars(cmakeVars, b.dir)
+			var vars map[string]string
+			fl, vars = parseCMake(data, b.dir, inherited)
+			cmakeVars[b.dir] = vars
+		} else {
+			fl = parseMakefile(data, b.dir, ".", b.name == "Makefile.am")
+		}
+		flags[b.dir] = append(flags[b.dir], fl)
+	}
+	// Where Makefile.am files list their sources, only those get an
+	// entry (as in the build's own database); a source under no listing
+	// directory keeps one.
+	listed := map[string]bool{}
+	listing := map[string]bool{}
+	for d, fls := range flags {
+		for _, fl := range fls {
+			for _, src := range fl.Sources {
+				listed[src] = true
+				listing[d] = true
+			}
+		}
+	}
+	if len(listed) > 0 {
+		kept := sources[:0]
+		for _, src := range sources {
+			under := false
+			for _, a := range ancestors(path.Dir(src)) {
+				under = under || listing[a]
+			}
+			if listed[src] || !under {
+				kept = append(kept, src)
+			}
+		}
+		sources = kept
+	}
+	var global cFlags
+	for _, fls := range flags {
+		for _, fl := range fls {
+			for _, g := range fl.Global {
+				global.addInclude(g)
+			}
+		}
+	}
+	sort.Strings(global.Includes)
+	idx := cIndex{From: from, Sources: len(sources), Truncated: truncated}
+	setOf := map[string]int{}
+	for _, src := range sources {
+		var all cFlags
+		for _, d := range ancestors(path.Dir(src)) {
+			for _, fl := range flags[d] {
+				for _, i := range fl.Includes {
+					all.addInclude(i)
+				}
+				for _, x := range fl.Defines {
+					all.addDefine(x)
+				}
+				if fl.CStd != "" {
+					all.CStd = fl.CStd
+				}
+				if fl.CxxStd != "" {
+					all.CxxStd = fl.CxxStd
+				}
+			}
+		}
+		for _, g := range global.Includes {
+			all.addInclude(g)
+		}
+		key, _ := json.Marshal(all)
+		n, ok := setOf[string(key)]
+		if !ok {
+			n = len(idx.Sets)
+			setOf[string(key)] = n
+			idx.Sets = append(idx.Sets, all)
+		}
+		idx.Files = append(idx.Files, cFile{Path: src, Set: n})
+	}
+	raw, err := json.Marshal(idx)
+	if err == nil {
+		err = writeAtomic(filepath.Join(filepath.Dir(ws.Root), cIndexFile), append(raw, '\n'), 0o444)
+	}
+	if err != nil {
+		f.log.Error("deps: clangd index", "err", err)
+		w.add("the C/C++ compilation database could not be made; clangd reads files without include paths")
+	}
+}
+
+// writeCDB writes the compilation database of idx for ws into its home
+// (through safefs: the home is the jail's) and returns its directory.
+func writeCDB(ws runtime.Workspace, idx cIndex) (string, error) {
+	type entry struct {
+		Directory string   `json:"directory"`
+		File      string   `json:"file"`
+		Arguments []string `json:"arguments"`
+	}
+	entries := make([]entry, 0, len(idx.Files))
+	for _, f := range idx.Files {
+		if f.Set < 0 || f.Set >= len(idx.Sets) {
+			continue
+		}
+		rel, ok := inTree(".", f.Path)
+		if !ok {
+			continue
+		}
+		fl := idx.Sets[f.Set]
+		cxx := cSourceExts[path.Ext(rel)]
+		args := []string{"clang"}
+		if cxx {
+			args[0] = "clang++"
+		}
+		if cxx && fl.CxxStd != "" {
+			args = append(args, "-std="+fl.CxxStd)
+		} else if !cxx && fl.CStd != "" {
+			args = append(args, "-std="+fl.CStd)
+		}
+		for _, x := range fl.Defines {
+			args = append(args, "-D"+x)
+		}
+		for _, i := range fl.Includes {
+			if d, ok := inTree(".", i); ok {
+				args = append(args, "-I"+filepath.Join(ws.Root, filepath.FromSlash(d)))
+			}
+		}
+		abs := filepath.Join(ws.Root, filepath.FromSlash(rel))
+		args = append(args, "-c", abs)
+		entries = append(entries, entry{Directory: ws.Root, File: abs, Arguments: args})
+	}
+	data, err := json.MarshalIndent(entries, "", " ")
+	if err != nil {
+		return "", err
+	}
+	home, owner, err := openHomeDir(ws.Home, cdbDir(ws))
+	if err != nil {
+		return "", err
+	}
+	defer home.Close()
+	if err := home.WriteFile("compile_commands.json", append(data, '\n'), 0o644, owner); err != nil {
+		return "", err
+	}
+	return filepath.Join(ws.Home, filepath.FromSlash(cdbDir(ws))), nil
+}
+
+func depthOf(dir string) int {
+	if dir == "." {
+		return 0
+	}
+	return strings.Count(dir, "/") + 1
+}
+
+func buildRank(name string) int {
+	switch name {
+	case "CMakeLists.txt":
+		return 0
+	case "Makefile.am":
+		return 1
+	}
+	return 2
+}
+
+func hasBuild(bs []buildFile, dir, name string) bool {
+	for _, b := range bs {
+		if b.dir == dir && b.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// parentVars are the CMake variables of the nearest read ancestor of dir.
+func parentVars(vars map[string]map[string]string, dir string) map[string]string {
+	as := ancestors(dir)
+	for i := len(as) - 2; i >= 0; i-- {
+		if v, ok := vars[as[i]]; ok {
+			return v
+		}
+	}
+	return nil
+}
+
+// ancestors are ".", then each directory down to dir itself.
+func ancestors(dir string) []string {
+	out := []string{"."}
+	if dir == "." || dir == "" {
+		return out
+	}
+	parts := strings.Split(dir, "/")
+	for i := range parts {
+		out = append(out, strings.Join(parts[:i+1], "/"))
+	}
+	return out
+}
+
+func readCIndex(ws runtime.Workspace) (cIndex, bool) {
+	var idx cIndex
+	data, err := readRegular(filepath.Join(filepath.Dir(ws.Root), cIndexFile), maxCIndex)
+	if err != nil || json.Unmarshal(data, &idx) != nil {
+		return cIndex{}, false
+	}
+	return idx, true
+}
+
+// CInit is clangd's initialization options for ws (runtime.Spec.Init):
+// when the phase recorded synthesized flags, it writes the database into
+// the home with ws's paths and names its directory.
+func CInit(ws runtime.Workspace) json.RawMessage {
+	idx, ok := readCIndex(ws)
+	if !ok {
+		return nil
+	}
+	dir, err := writeCDB(ws, idx)
+	if err != nil {
+		return nil
+	}
+	raw, err := json.Marshal(map[string]any{"compilationDatabasePath": dir})
+	if err != nil {
+		return nil
+	}
+	return raw
+}
+
+// CProblems is what clangd's answers on ws are partial for
+// (runtime.Spec.Problems): flags that were synthesized, not the build's.
+func CProblems(ws runtime.Workspace) []string {
+	idx, ok := readCIndex(ws)
+	if !ok {
+		return nil
+	}
+	from := "no build file (no include paths)"
+	if len(idx.From) > 0 {
+		from = strings.Join(clipList(idx.From, 4), ", ")
+	}
+	msg := "no compile_commands.json in the repository: compile flags were synthesized from " + from +
+		" (include directories, definitions and standard read statically; the build was not run, so generated headers and configure-time definitions are missing)"
+	if idx.Truncated {
+		msg += "; the tree was larger than the walk's bound, so some sources have no entry"
+	}
+	return []string{msg}
+}
+
+func clipList(l []string, n int) []string {
+	if len(l) <= n {
+		return l
+	}
+	out := append([]string(nil), l[:n]...)
+	return append(out, "…")
+}
+
+// cFamily are the languages clangd serves.
+var cFamily = map[string]bool{"c": true, "cpp": true, "objective-c": true, "objective-cpp": true}
+
+// Init is the initialization-options hook (runtime.Spec.Init) of a
+// language's servers, nil for a language without one.
+func Init(language string) func(runtime.Workspace) json.RawMessage {
+	if cFamily[language] {
+		return CInit
+	}
+	return nil
+}
+
+// Problems is the load-problems hook (runtime.Spec.Problems) of a
+// language's servers, nil for a language without one.
+func Problems(language string) func(runtime.Workspace) []string {
+	if cFamily[language] {
+		return CProblems
+	}
+	return nil
+}
