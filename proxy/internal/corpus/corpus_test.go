@@ -236,12 +236,12 @@ func TestPackagePaths(t *testing.T) {
 	}
 }
 
-// testServerFile renders deploy/images/servers.json.in for the install in
-// bin into dir, leaving out the servers not installed there.
+// testServerFile renders deploy/images/servers.json.in into dir for
+// devstack.RenderForTests's install (bin unless make test names one).
 func testServerFile(t *testing.T, bin, dir string) *devstack.ServerFile {
 	t.Helper()
 	sf, err := devstack.WriteServerFile("../../../deploy/images/servers.json.in", filepath.Join(dir, "servers.json"),
-		devstack.Render{Bin: bin, SkipMissing: true})
+		devstack.RenderForTests(bin))
 	if err != nil {
 		t.Fatal(err)
 	}

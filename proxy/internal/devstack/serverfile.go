@@ -271,3 +271,14 @@ func WriteServerFile(template, out string, r Render) (*ServerFile, error) {
 	}
 	return LoadServerFile(out)
 }
+
+// RenderForTests is how tests render the template: for LSP_TEST_BIN's install
+// when make test names it, with every reviewed server required (a missing
+// install step fails the run instead of skipping its tests), else for the
+// install in fallback with the servers not installed there left out.
+func RenderForTests(fallback string) Render {
+	if bin := os.Getenv("LSP_TEST_BIN"); bin != "" {
+		return Render{Bin: bin}
+	}
+	return Render{Bin: fallback, SkipMissing: true}
+}

@@ -80,12 +80,8 @@ func (r *corpusRepo) direct(t *testing.T) *lspdirect.Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bin := os.Getenv("LSP_TEST_BIN")
-	if bin == "" {
-		bin = filepath.Dir(gopls)
-	}
 	sf, err := devstack.WriteServerFile("../../../deploy/images/servers.json.in", filepath.Join(t.TempDir(), "servers.json"),
-		devstack.Render{Bin: bin, SkipMissing: true})
+		devstack.RenderForTests(filepath.Dir(gopls)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package stacks
 
 import (
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,19 +17,15 @@ import (
 // languageId with the tools its server negotiated, and answers route by
 // file extension.
 func TestPolyglotRepository(t *testing.T) {
-	bin := os.Getenv("LSP_TEST_BIN")
-	if bin == "" {
-		bin = filepath.Dir(gopls)
-	}
 	dir := stackDir(t)
 	file := filepath.Join(dir, "servers.json")
-	sf, err := devstack.WriteServerFile("../../../../deploy/images/servers.json.in", file, devstack.Render{Bin: bin, SkipMissing: true})
+	sf, err := devstack.WriteServerFile("../../../../deploy/images/servers.json.in", file, devstack.RenderForTests(filepath.Dir(gopls)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"gopls", "basedpyright", "bash", "yaml", "json"} {
 		if _, ok := sf.Server(id); !ok {
-			t.Skipf("the %s server is not installed in %s (make deps; LSP_TEST_BIN names the install)", id, bin)
+			t.Skipf("the %s server is not installed beside gopls (make deps installs every reviewed server)", id)
 		}
 	}
 	s := startStack(t, devstack.Options{Dir: dir, ServerFile: file})
