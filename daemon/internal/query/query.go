@@ -114,11 +114,20 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	rel := req.GetPath()
 	pos := lsp.Position{Line: req.GetPosition().GetLine(), Character: req.GetPosition().GetCharacter()}
 	var resolved *daemonv1.Location
-	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS || (symbol != "" && rel == "") {
-		// Workspace symbols (and a name looked up without a path) go to
-		// the server of the path's language when the request names a
-		// file, else to the first configured server running for the
-		// workspace.
+	if symbol != "" && rel == "" {
+		// A name without a path: every language's workspace symbols. Once
+		// resolved, the request is a position in the symbol's file, which
+		// its own language's server answers.
+		res, st := r.resolveInWorkspace(ctx, w, &converter{pol: uri.Policy{Root: w.Dir, Externals: r.externals(w)}}, symbol)
+		if st != nil {
+			return st
+		}
+		rel, pos, resolved, symbol = res.rel, res.pos, res.loc, ""
+	}
+	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS {
+		// Workspace symbols go to the server of the path's language when
+		// the request names a file, else to the first configured server
+		// running for the workspace.
 		if s, ok := r.Pool.SpecFor(rel); ok && rel != "" {
 			spec = s
 		}
@@ -173,7 +182,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	pol := uri.Policy{Root: w.Dir, Externals: r.externals(w)}
 	c := &converter{pol: pol, scrub: r.scrubber(w)}
 	resp := &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_OK}
-	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS || (symbol != "" && rel == "") {
+	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS {
 		if err := r.anchorDocument(ctx, w, spec, client, pol); err != nil {
 			return serverFailure(ctx, err)
 		}
@@ -195,17 +204,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		if st != nil {
 			return st
 		}
-		rel, doc, pos, resolved = res.rel, res.doc, res.pos, res.loc
-		if s, ok := r.Pool.SpecFor(rel); !ok || s.ID != spec.ID {
-			// The name resolved into another language's file: its own
-			// server answers there.
-			return fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, "the symbol is in a file another language server serves; give its path")
-		}
-		if u := lsp.DocumentURI(pol.FileURI(rel)); !client.IsOpen(u) {
-			if err := client.DidOpen(ctx, u, spec.LanguageID(rel), string(doc.Text)); err != nil {
-				return serverFailure(ctx, err)
-			}
-		}
+		pos, resolved = res.pos, res.loc
 	}
 	resp.Resolved = resolved
 	u := lsp.DocumentURI(pol.FileURI(rel))

@@ -1,9 +1,11 @@
 package query
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -249,41 +251,122 @@ type resolution struct {
 	loc *daemonv1.Location
 }
 
-// resolveSymbol finds the one symbol query names: among the document
-// symbols of rel when it is set, else among the workspace symbols the
-// server lists for the query's last segment (one round trip either way).
-// The position is the symbol's selection range start (its name); a
-// workspace symbol's range is searched for the name, since servers give
-// some as their whole declaration.
+// resolveSymbol finds the one symbol query names among the document
+// symbols of rel (one round trip, none when cached). The position is the
+// symbol's selection range start (its name).
 func (r *Runner) resolveSymbol(ctx context.Context, w *pool.Workspace, client *lsp.Client, c *converter, rel, query string, cache symbolCacheView) (resolution, *daemonv1.QueryResponse) {
-	var l lsp.List[lsp.Symbol]
-	var err error
-	byDoc := rel != ""
-	if byDoc {
-		var ok bool
-		if l, ok = cache.get(rel); !ok {
-			l, err = client.DocumentSymbols(ctx, lsp.DocumentURI(c.pol.FileURI(rel)))
-			if err == nil {
-				cache.put(rel, l)
-			}
+	l, ok := cache.get(rel)
+	if !ok {
+		var err error
+		if l, err = client.DocumentSymbols(ctx, lsp.DocumentURI(c.pol.FileURI(rel))); err != nil {
+			return resolution{}, listFailure(ctx, err)
 		}
-	} else {
-		l, err = client.WorkspaceSymbols(ctx, lastSegment(query))
-	}
-	var rpcErr *jsonrpc.Error
-	if errors.As(err, &rpcErr) && ctx.Err() == nil {
-		return resolution{}, fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND,
-			fmt.Sprintf("the language server could not list symbols (code %d)", rpcErr.Code))
-	}
-	if err != nil {
-		return resolution{}, serverFailure(ctx, err)
+		cache.put(rel, l)
 	}
 	matches := matchSymbols(l.Items, query)
-	if len(matches) == 0 && byDoc {
+	if len(matches) == 0 {
 		if q := unqualified(query); q != "" {
 			matches = matchSymbols(l.Items, q)
 		}
 	}
+	return r.pick(w, c, query, matches, rel)
+}
+
+// resolveInWorkspace finds the one symbol query names among the workspace
+// symbols of every server running for w's languages, asked at once (one
+// round trip each, side by side): in a repository of several languages
+// the name may be in any of them. A server that cannot list symbols is
+// left out while another answers.
+func (r *Runner) resolveInWorkspace(ctx context.Context, w *pool.Workspace, c *converter, query string) (resolution, *daemonv1.QueryResponse) {
+	specs := r.workspaceSpecs(w)
+	if len(specs) == 0 {
+		return resolution{}, fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, "no language server is configured")
+	}
+	lists := make([][]lsp.Symbol, len(specs))
+	fails := make([]*daemonv1.QueryResponse, len(specs))
+	var wg sync.WaitGroup
+	for i, spec := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lists[i], fails[i] = r.workspaceSymbols(ctx, w, spec, c, lastSegment(query))
+		}()
+	}
+	wg.Wait()
+	var matches []lsp.Symbol
+	var failure *daemonv1.QueryResponse
+	for i := range specs {
+		if fails[i] != nil {
+			failure = cmp.Or(failure, fails[i])
+			continue
+		}
+		matches = append(matches, matchSymbols(lists[i], query)...)
+	}
+	if len(matches) == 0 && failure != nil {
+		return resolution{}, failure
+	}
+	return r.pick(w, c, query, matches, "")
+}
+
+// workspaceSpecs are the servers of w's languages, once each, in the
+// configuration's order; the first configured server when w has none.
+func (r *Runner) workspaceSpecs(w *pool.Workspace) []*pool.Spec {
+	var out []*pool.Spec
+	for _, l := range w.Languages() {
+		if s := r.specByID(l.Server.ID); s != nil && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 && len(r.Pool.Specs()) > 0 {
+		out = append(out, &r.Pool.Specs()[0])
+	}
+	return out
+}
+
+// workspaceSymbols lists spec's workspace symbols for name, its server
+// started (or running) and given a document to anchor a project; a server
+// without workspace symbols lists nothing.
+func (r *Runner) workspaceSymbols(ctx context.Context, w *pool.Workspace, spec *pool.Spec, c *converter, name string) ([]lsp.Symbol, *daemonv1.QueryResponse) {
+	srv, err := w.Server(ctx, spec)
+	if err != nil {
+		return nil, serverFailure(ctx, err)
+	}
+	if !slices.Contains(srv.Tools(), toolFor[daemonv1.Op_OP_WORKSPACE_SYMBOLS]) {
+		return nil, nil
+	}
+	client, _, err := srv.Client(ctx)
+	if err != nil {
+		return nil, serverFailure(ctx, err)
+	}
+	if err := r.anchorDocument(ctx, w, spec, client, c.pol); err != nil {
+		return nil, serverFailure(ctx, err)
+	}
+	if _, ok := client.Indexing(); ok {
+		_ = client.WaitIndexed(ctx, IndexWait)
+	}
+	l, err := client.WorkspaceSymbols(ctx, name)
+	if err != nil {
+		return nil, listFailure(ctx, err)
+	}
+	return l.Items, nil
+}
+
+// listFailure is the answer when a server could not list symbols.
+func listFailure(ctx context.Context, err error) *daemonv1.QueryResponse {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) && ctx.Err() == nil {
+		return fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND,
+			fmt.Sprintf("the language server could not list symbols (code %d)", rpcErr.Code))
+	}
+	return serverFailure(ctx, err)
+}
+
+// pick is the one repository symbol among matches: 404 for none, 409 with
+// the candidates for several. rel is the file the matches are the
+// document symbols of, "" for workspace symbols (whose range is searched
+// for the name, since servers give some as their whole declaration).
+func (r *Runner) pick(w *pool.Workspace, c *converter, query string, matches []lsp.Symbol, rel string) (resolution, *daemonv1.QueryResponse) {
+	byDoc := rel != ""
 	type cand struct {
 		s    lsp.Symbol
 		wire *daemonv1.Symbol

@@ -108,6 +108,23 @@ func TestPolyglotRepository(t *testing.T) {
 		}
 		t.Logf("hover %s answered by %v", h.path, srv["id"])
 	}
+	// A name without a path is looked up in every language's workspace
+	// symbols: a Python function and a Go function of the same tree, each
+	// answered by its own server.
+	for _, n := range []struct{ symbol, path, want, server string }{
+		{"double", "tool/util.py", "def double", "basedpyright"},
+		{"Greet", "main.go", "func Greet", "gopls"},
+	} {
+		a := do(t, s, http.MethodPost, "/hover", map[string]any{"repo": "mixed", "symbol": n.symbol}, hdr...)
+		hv, _ := a.body["hover"].(map[string]any)
+		md, _ := hv["markdown"].(string)
+		res, _ := a.body["resolved"].(map[string]any)
+		ev, _ := a.body["evidence"].(map[string]any)
+		srv, _ := ev["server"].(map[string]any)
+		if a.status != http.StatusOK || !strings.Contains(md, n.want) || res["path"] != n.path || srv["id"] != n.server {
+			t.Errorf("hover by name %s: %d %s", n.symbol, a.status, a.raw)
+		}
+	}
 	a := do(t, s, http.MethodPost, "/symbols", map[string]any{"repo": "mixed", "path": "config.yaml"}, hdr...)
 	if a.status != http.StatusOK || !strings.Contains(a.raw, "ports") {
 		t.Errorf("yaml symbols: %d %s", a.status, a.raw)
