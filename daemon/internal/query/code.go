@@ -49,10 +49,14 @@ type coder struct {
 	files map[string]*source
 	cut   bool // some code was truncated or dropped
 	miss  int  // locations whose source could not be read
+	// scrub names the daemon's host paths as hover text does: files of
+	// the module cache were written by jailed processes.
+	scrub *strings.Replacer
 }
 
 func (r *Runner) newCoder(w *pool.Workspace, contextLines uint32) *coder {
-	return &coder{r: r, w: w, ctx: min(contextLines, MaxContextLines), left: maxCodeBytes, files: map[string]*source{}}
+	return &coder{r: r, w: w, ctx: min(contextLines, MaxContextLines), left: maxCodeBytes, files: map[string]*source{},
+		scrub: r.scrubber(w)}
 }
 
 // file reads a tree file (module "") or an external module's file.
@@ -64,6 +68,12 @@ func (cd *coder) file(module, path string) (*source, error) {
 		}
 		return s, nil
 	}
+	if cd.read >= maxSourceBytes {
+		// The answer's reading budget is spent: no further file is read.
+		cd.cut = true
+		cd.files[key] = nil
+		return nil, errNoSource
+	}
 	var text []byte
 	var err error
 	if module == "" {
@@ -72,7 +82,12 @@ func (cd *coder) file(module, path string) (*source, error) {
 			text = d.Text
 		}
 	} else {
-		text, err = cd.r.externalFile(cd.w, module, path)
+		limit := min(maxExternalFile, maxSourceBytes-cd.read)
+		text, err = cd.r.externalFile(cd.w, module, path, limit)
+		if errors.Is(err, safefs.ErrTooLarge) && limit < maxExternalFile {
+			// What is left of the budget cannot hold this file.
+			cd.cut = true
+		}
 	}
 	if err == nil && cd.read+int64(len(text)) > maxSourceBytes {
 		// Locations in many large files: the later ones carry no code.
@@ -136,7 +151,7 @@ func (cd *coder) cutLines(src *source, from, to uint64, maxLines int) *daemonv1.
 		out.Truncated = true
 	}
 	for i := from; i <= to; i++ {
-		l := codeLine(src.lines[i])
+		l := codeLine(cd.scrub.Replace(src.lines[i]))
 		if len(src.lines[i]) > maxCodeLineBytes {
 			out.Truncated = true
 		}
@@ -186,7 +201,7 @@ func (cd *coder) warnings() []string {
 // the read starts from the home (or the tree's parent) the daemon made
 // and goes down without following any link (safefs); the other roots are
 // the daemon's own installs and are read the same way from the root.
-func (r *Runner) externalFile(w *pool.Workspace, module, path string) ([]byte, error) {
+func (r *Runner) externalFile(w *pool.Workspace, module, path string, maxBytes int64) ([]byte, error) {
 	if err := workspace.CheckPath(path, 1024); err != nil {
 		return nil, err
 	}
@@ -207,14 +222,14 @@ func (r *Runner) externalFile(w *pool.Workspace, module, path string) ([]byte, e
 		default:
 			continue
 		}
-		return readBeneath(w, dir, path)
+		return readBeneath(w, dir, path, maxBytes)
 	}
 	return nil, errNoSource
 }
 
-// readBeneath reads dir/rel without following a link below the trusted
-// directory dir is in.
-func readBeneath(w *pool.Workspace, dir, rel string) ([]byte, error) {
+// readBeneath reads dir/rel, at most maxBytes of it, without following a
+// link below the trusted directory dir is in.
+func readBeneath(w *pool.Workspace, dir, rel string, maxBytes int64) ([]byte, error) {
 	base := dir
 	for _, trusted := range []string{w.Home, filepath.Dir(w.Dir)} {
 		if trusted != "" && strings.HasPrefix(dir, trusted+string(filepath.Separator)) {
@@ -231,12 +246,13 @@ func readBeneath(w *pool.Workspace, dir, rel string) ([]byte, error) {
 		return nil, err
 	}
 	defer d.Close()
-	return d.ReadFile(filepath.ToSlash(sub), maxExternalFile)
+	return d.ReadFile(filepath.ToSlash(sub), maxBytes)
 }
 
 // escapeModule is the module cache's directory of "path@version": upper
-// case letters as "!" and the lower case one (the inverse of the URI
-// policy's unescape). Each segment keeps the tree path rule.
+// case letters, in the path and in the version, as "!" and the lower case
+// one (the inverse of the URI policy's unescape). Each segment keeps the
+// tree path rule.
 func escapeModule(module string) (string, bool) {
 	at := strings.LastIndexByte(module, '@')
 	if at <= 0 || at == len(module)-1 {
@@ -247,8 +263,13 @@ func escapeModule(module string) (string, bool) {
 	if strings.HasPrefix(mod, "cache/") || workspace.CheckPath(mod, 512) != nil || strings.ContainsAny(ver, "/!") || ver == "." || ver == ".." {
 		return "", false
 	}
+	return escapeCase(mod) + "@" + escapeCase(ver), true
+}
+
+// escapeCase spells each upper case letter as "!" and its lower case.
+func escapeCase(s string) string {
 	var b strings.Builder
-	for _, c := range mod {
+	for _, c := range s {
 		if c >= 'A' && c <= 'Z' {
 			b.WriteByte('!')
 			b.WriteRune(c + 'a' - 'A')
@@ -256,7 +277,7 @@ func escapeModule(module string) (string, bool) {
 		}
 		b.WriteRune(c)
 	}
-	return b.String() + "@" + ver, true
+	return b.String()
 }
 
 // read answers OP_READ: lines of a tree file or of an external module's

@@ -1,8 +1,11 @@
 package query
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
+	"strings"
 	"testing"
 
 	"github.com/hanzoai/lsp/daemon/internal/pool"
@@ -44,6 +47,7 @@ func TestExternalCodeNeverFollowsLinks(t *testing.T) {
 	r := &Runner{Externals: func(*pool.Workspace) []uri.External {
 		return []uri.External{{Dir: std, Module: "std@go1.26.8"}, {Dir: mod}}
 	}}
+	w.Derived(scrubKey{}, func() any { return strings.NewReplacer(root, "$ROOT") })
 
 	for _, tc := range []struct {
 		module, path string
@@ -56,7 +60,7 @@ func TestExternalCodeNeverFollowsLinks(t *testing.T) {
 		{"example.com/Big@v1.0.0", "../../x.go", false}, // out of the module
 		{"std@go1.0", "io/io.go", false},                // no such root
 	} {
-		b, err := r.externalFile(w, tc.module, tc.path)
+		b, err := r.externalFile(w, tc.module, tc.path, maxExternalFile)
 		if (err == nil) != tc.ok {
 			t.Errorf("externalFile(%s, %s) = %q, %v; want ok=%v", tc.module, tc.path, b, err, tc.ok)
 		}
@@ -68,7 +72,7 @@ func TestExternalCodeNeverFollowsLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	link(filepath.Join(root, "moved"), filepath.Join(w.Home, "go"))
-	if b, err := r.externalFile(w, "example.com/Big@v1.0.0", "a.go"); err == nil {
+	if b, err := r.externalFile(w, "example.com/Big@v1.0.0", "a.go", maxExternalFile); err == nil {
 		t.Errorf("read through a linked home/go: %q", b)
 	}
 
@@ -86,5 +90,52 @@ func TestExternalCodeNeverFollowsLinks(t *testing.T) {
 	}
 	if items[1].Code != nil || len(cd.warnings()) != 1 {
 		t.Errorf("planted module: code %v, warnings %v", items[1].Code, cd.warnings())
+	}
+}
+
+// TestCodeBudgetStopsReading: once an answer has read its budget of
+// source, no further file is read at all (a references answer over many
+// large files read each in full and threw it away), and code lines carry
+// no host path.
+func TestCodeBudgetStopsReading(t *testing.T) {
+	root := t.TempDir()
+	w := &pool.Workspace{Dir: filepath.Join(root, "tree"), Home: filepath.Join(root, "home")}
+	std := filepath.Join(root, "goroot", "src")
+	if err := os.MkdirAll(std, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	line := "// " + root + " is where this daemon keeps its files\n"
+	big := strings.Repeat(line, 7<<20/len(line))
+	const files = 12
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(std, fmt.Sprintf("f%d.go", i)), []byte(big), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &Runner{Externals: func(*pool.Workspace) []uri.External { return []uri.External{{Dir: std, Module: "std@go1.26.8"}} }}
+	w.Derived(scrubKey{}, func() any { return strings.NewReplacer(root, "$ROOT") })
+	cd := r.newCoder(w, 0)
+	var got int
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	for i := range files {
+		if c := cd.code("std@go1.26.8", fmt.Sprintf("f%d.go", i), 0, 0); c != nil {
+			got++
+			if strings.Contains(strings.Join(c.Lines, "\n"), root) {
+				t.Errorf("code line carries the host path: %q", c.Lines)
+			}
+		}
+	}
+	goruntime.ReadMemStats(&after)
+	// Four files fit the budget; reading the other eight in full (and
+	// throwing them away) would allocate at least as much again.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 3*maxSourceBytes {
+		t.Errorf("the answer allocated %d MiB for a %d MiB budget: files past the budget were read", alloc>>20, maxSourceBytes>>20)
+	}
+	if cd.read > maxSourceBytes {
+		t.Errorf("read %d bytes of source, budget %d", cd.read, maxSourceBytes)
+	}
+	if got == 0 || got == files || !cd.cut {
+		t.Errorf("%d of 12 files carried code (cut %v): want the budget to stop the later ones", got, cd.cut)
 	}
 }

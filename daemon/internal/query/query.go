@@ -200,7 +200,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		_ = client.WaitIndexed(ctx, IndexWait)
 	}
 	if symbol != "" {
-		res, st := r.resolveSymbol(ctx, w, client, c, rel, symbol, symbolCacheFor(w, spec.ID, gen))
+		res, st := r.resolveSymbol(ctx, w, spec, srv, client, c, rel, symbol, symbolCacheFor(w, spec.ID, gen))
 		if st != nil {
 			return st
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
 	"github.com/hanzoai/lsp/daemon/internal/pool"
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
 	"github.com/hanzoai/lsp/daemon/internal/sanitize"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
@@ -254,7 +255,7 @@ type resolution struct {
 // resolveSymbol finds the one symbol query names among the document
 // symbols of rel (one round trip, none when cached). The position is the
 // symbol's selection range start (its name).
-func (r *Runner) resolveSymbol(ctx context.Context, w *pool.Workspace, client *lsp.Client, c *converter, rel, query string, cache symbolCacheView) (resolution, *daemonv1.QueryResponse) {
+func (r *Runner) resolveSymbol(ctx context.Context, w *pool.Workspace, spec *pool.Spec, srv *runtime.Server, client *lsp.Client, c *converter, rel, query string, cache symbolCacheView) (resolution, *daemonv1.QueryResponse) {
 	l, ok := cache.get(rel)
 	if !ok {
 		var err error
@@ -269,7 +270,7 @@ func (r *Runner) resolveSymbol(ctx context.Context, w *pool.Workspace, client *l
 			matches = matchSymbols(l.Items, q)
 		}
 	}
-	return r.pick(w, c, query, matches, rel)
+	return r.pick(w, c, query, matches, rel, notReady(w, spec, srv, client))
 }
 
 // resolveInWorkspace finds the one symbol query names among the workspace
@@ -284,12 +285,13 @@ func (r *Runner) resolveInWorkspace(ctx context.Context, w *pool.Workspace, c *c
 	}
 	lists := make([][]lsp.Symbol, len(specs))
 	fails := make([]*daemonv1.QueryResponse, len(specs))
+	unready := make([]string, len(specs))
 	var wg sync.WaitGroup
 	for i, spec := range specs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lists[i], fails[i] = r.workspaceSymbols(ctx, w, spec, c, lastSegment(query))
+			lists[i], unready[i], fails[i] = r.workspaceSymbols(ctx, w, spec, c, lastSegment(query))
 		}()
 	}
 	wg.Wait()
@@ -305,7 +307,7 @@ func (r *Runner) resolveInWorkspace(ctx context.Context, w *pool.Workspace, c *c
 	if len(matches) == 0 && failure != nil {
 		return resolution{}, failure
 	}
-	return r.pick(w, c, query, matches, "")
+	return r.pick(w, c, query, matches, "", strings.Join(slices.DeleteFunc(unready, func(s string) bool { return s == "" }), "; "))
 }
 
 // workspaceSpecs are the servers of w's languages, once each, in the
@@ -324,31 +326,45 @@ func (r *Runner) workspaceSpecs(w *pool.Workspace) []*pool.Spec {
 }
 
 // workspaceSymbols lists spec's workspace symbols for name, its server
-// started (or running) and given a document to anchor a project; a server
-// without workspace symbols lists nothing.
-func (r *Runner) workspaceSymbols(ctx context.Context, w *pool.Workspace, spec *pool.Spec, c *converter, name string) ([]lsp.Symbol, *daemonv1.QueryResponse) {
+// started (or running) and given a document to anchor a project, and why
+// the list may lack names (notReady); a server without workspace symbols
+// lists nothing.
+func (r *Runner) workspaceSymbols(ctx context.Context, w *pool.Workspace, spec *pool.Spec, c *converter, name string) ([]lsp.Symbol, string, *daemonv1.QueryResponse) {
 	srv, err := w.Server(ctx, spec)
 	if err != nil {
-		return nil, serverFailure(ctx, err)
+		return nil, "", serverFailure(ctx, err)
 	}
 	if !slices.Contains(srv.Tools(), toolFor[daemonv1.Op_OP_WORKSPACE_SYMBOLS]) {
-		return nil, nil
+		return nil, "", nil
 	}
 	client, _, err := srv.Client(ctx)
 	if err != nil {
-		return nil, serverFailure(ctx, err)
+		return nil, "", serverFailure(ctx, err)
 	}
 	if err := r.anchorDocument(ctx, w, spec, client, c.pol); err != nil {
-		return nil, serverFailure(ctx, err)
+		return nil, "", serverFailure(ctx, err)
 	}
 	if _, ok := client.Indexing(); ok {
 		_ = client.WaitIndexed(ctx, IndexWait)
 	}
 	l, err := client.WorkspaceSymbols(ctx, name)
 	if err != nil {
-		return nil, listFailure(ctx, err)
+		return nil, "", listFailure(ctx, err)
 	}
-	return l.Items, nil
+	return l.Items, notReady(w, spec, srv, client), nil
+}
+
+// notReady says why a server's symbols may lack a name it would list
+// with the project loaded: it was still indexing, or could not load the
+// project. A miss is then no proof the name is absent.
+func notReady(w *pool.Workspace, spec *pool.Spec, srv *runtime.Server, client *lsp.Client) string {
+	if _, ok := client.Indexing(); ok {
+		return spec.ID + " was still indexing the project"
+	}
+	if load := w.LoadWarnings(spec, srv); len(load) > 0 {
+		return load[0]
+	}
+	return ""
 }
 
 // listFailure is the answer when a server could not list symbols.
@@ -365,7 +381,9 @@ func listFailure(ctx context.Context, err error) *daemonv1.QueryResponse {
 // the candidates for several. rel is the file the matches are the
 // document symbols of, "" for workspace symbols (whose range is searched
 // for the name, since servers give some as their whole declaration).
-func (r *Runner) pick(w *pool.Workspace, c *converter, query string, matches []lsp.Symbol, rel string) (resolution, *daemonv1.QueryResponse) {
+// notReady, when set, is why the servers' lists may be incomplete; a miss
+// then says so.
+func (r *Runner) pick(w *pool.Workspace, c *converter, query string, matches []lsp.Symbol, rel, notReady string) (resolution, *daemonv1.QueryResponse) {
 	byDoc := rel != ""
 	type cand struct {
 		s    lsp.Symbol
@@ -396,7 +414,11 @@ func (r *Runner) pick(w *pool.Workspace, c *converter, query string, matches []l
 		if byDoc {
 			where = rel
 		}
-		return resolution{}, fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND, fmt.Sprintf("no symbol %s in %s", query, where))
+		msg := fmt.Sprintf("no symbol %s in %s", query, where)
+		if notReady != "" {
+			msg += " so far (" + sanitize.Line(notReady, 256) + "): the name may still exist"
+		}
+		return resolution{}, fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND, msg)
 	case len(in) > 1:
 		resp := fail(daemonv1.Status_STATUS_AMBIGUOUS_SYMBOL,
 			fmt.Sprintf("%s names %d symbols: give a container path (Type.Method), a path, or a position", query, len(in)))

@@ -101,6 +101,7 @@ func TestEscapeModule(t *testing.T) {
 	for in, want := range map[string]string{
 		"github.com/BurntSushi/toml@v1.0.0": "github.com/!burnt!sushi/toml@v1.0.0",
 		"example.com/x@v1.2.3":              "example.com/x@v1.2.3",
+		"example.com/x@v1.0.0-RC1":          "example.com/x@v1.0.0-!r!c1",
 		"../x@v1":                           "",
 		"x@":                                "",
 		"x@v1/../..":                        "",
@@ -114,7 +115,7 @@ func TestEscapeModule(t *testing.T) {
 }
 
 func TestCutLinesBounds(t *testing.T) {
-	cd := &coder{ctx: 2, left: 30, files: map[string]*source{}}
+	cd := &coder{ctx: 2, left: 30, files: map[string]*source{}, scrub: strings.NewReplacer()}
 	src := &source{lines: []string{"a", "b\u202e", "c", "d", "e", strings.Repeat("x", 2000)}}
 	c := cd.cutLines(src, 0, 3, 100)
 	if len(c.Lines) != 4 || c.Lines[1] != "b" || c.Truncated {
@@ -175,5 +176,19 @@ func TestSymbolCacheKeepsOneGeneration(t *testing.T) {
 	g2.put("d.go", lsp.List[lsp.Symbol]{})
 	if _, ok := g2.get("d.go"); ok {
 		t.Fatal("an empty list (a server still loading) was kept")
+	}
+}
+
+// A miss from a server that was still indexing, or could not load the
+// project, is no proof the name is absent: the answer says why.
+func TestMissSaysWhenNotReady(t *testing.T) {
+	r := &Runner{}
+	_, st := r.pick(nil, &converter{}, "NewRandom", nil, "", "")
+	if !strings.HasSuffix(st.GetMessage(), "no symbol NewRandom in the workspace") {
+		t.Errorf("ready miss: %q", st.GetMessage())
+	}
+	_, st = r.pick(nil, &converter{}, "NewRandom", nil, "", "clangd was still indexing the project")
+	if !strings.Contains(st.GetMessage(), "clangd was still indexing the project") || !strings.Contains(st.GetMessage(), "may still exist") {
+		t.Errorf("miss while indexing: %q", st.GetMessage())
 	}
 }
