@@ -38,8 +38,8 @@ type Spec struct {
 	LanguageIDs map[string]string
 	// RSSEstimate, when set, is what admission reserves for one server of
 	// this spec before any has been measured (the reviewed entry's
-	// rss_estimate_mb, from the bench): the first rust-analyzer (~700 MB)
-	// must not start unreserved into a full budget.
+	// rss_estimate_mb, from the corpus's peaks): the first rust-analyzer
+	// (~960 MB) must not start unreserved into a full budget.
 	RSSEstimate int64
 }
 

@@ -238,12 +238,12 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 	var out []*jailRun
 	for _, l := range ls {
 		if l.direct != nil {
-			l.run.rss = treeRSS(l.direct.Pid())
+			l.run.rss = devstack.TreeRSS(l.direct.Pid())
 			out = append(out, l.run)
 			continue
 		}
 		pid := l.d.Pid()
-		l.run.rss = treeRSS(pid) - procRSS(pid)
+		l.run.rss = devstack.TreeRSS(pid) - devstack.ProcRSS(pid)
 		l.run.daemonLog = l.d.Log()
 		l.run.selfTestOK = !strings.Contains(l.run.daemonLog, "self-test not run")
 		out = append(out, l.run)

@@ -52,7 +52,7 @@ func runPool(ctx context.Context, o Options) (*poolFigures, error) {
 	daemon := s.Daemon.Pid()
 	// What the budget governs: every process under the daemon, not the
 	// daemon itself.
-	servers := func() int64 { return treeRSS(daemon) - procRSS(daemon) }
+	servers := func() int64 { return devstack.TreeRSS(daemon) - devstack.ProcRSS(daemon) }
 	base := servers()
 
 	hover := func(repo string) error {
@@ -107,7 +107,7 @@ func runPool(ctx context.Context, o Options) (*poolFigures, error) {
 	time.Sleep(6 * time.Second) // one enforcement period
 	close(stop)
 	f.maxObserved = <-peak
-	f.daemonRSS = procRSS(daemon)
+	f.daemonRSS = devstack.ProcRSS(daemon)
 	if b, err := os.ReadFile(s.Daemon.LogFile); err == nil {
 		f.evictions = bytes.Count(b, []byte("evicted language servers"))
 	}
@@ -127,9 +127,3 @@ func printPool(w io.Writer, f *poolFigures) {
 	fmt.Fprintf(w, "  the daemon process itself                      %d MiB\n", f.daemonRSS>>20)
 	fmt.Fprintf(w, "  evictions                                      %d\n", f.evictions)
 }
-
-// procRSS is one process's VmRSS.
-func procRSS(pid int) int64 { return devstack.ProcRSS(pid) }
-
-// treeRSS sums VmRSS over pid and all its descendants.
-func treeRSS(pid int) int64 { return devstack.TreeRSS(pid) }

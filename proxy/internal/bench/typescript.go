@@ -33,13 +33,13 @@ func runTypeScriptRSS(ctx context.Context, s *devstack.Stack, c *proxyClient, or
 	if _, err := devforge.CreateRepo(s.ForgeRoot, org, "tsbench", tsProject, "bench"); err != nil {
 		return 0, err
 	}
-	before := treeRSS(s.Daemon.Pid())
+	before := devstack.TreeRSS(s.Daemon.Pid())
 	body := map[string]any{"repo": "tsbench", "path": "src/main.ts", "line": 2, "character": 15}
 	if _, err := c.do(ctx, "/hover", body); err != nil {
 		return 0, err
 	}
 	time.Sleep(time.Second)
-	return treeRSS(s.Daemon.Pid()) - before, nil
+	return devstack.TreeRSS(s.Daemon.Pid()) - before, nil
 }
 
 func printTypeScriptRSS(w io.Writer, n int64) {

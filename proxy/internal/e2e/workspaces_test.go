@@ -145,16 +145,6 @@ func TestCapabilitiesAndDeleteWorkspace(t *testing.T) {
 	}
 }
 
-func contains(list any, s string) bool {
-	l, _ := list.([]any)
-	for _, v := range l {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // TestWorkspaceRoutesRefuse: strict query parameters, the order of checks,
 // and the forge's ACL, with no side effect.
 func TestWorkspaceRoutesRefuse(t *testing.T) {
