@@ -1,0 +1,104 @@
+package deps
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// allocated is the bytes f allocates (runtime.MemStats.TotalAlloc delta).
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// hostileCMakeOption is a CMakeLists.txt whose option has a long default
+// that one argument references many times.
+func hostileCMakeOption(defLen, refs int) []byte {
+	return []byte(fmt.Sprintf("option(O \"d\" \"%s\")\ninclude_directories(%s)\nadd_definitions(-D%s)\n",
+		strings.Repeat("x", defLen), strings.Repeat("${O}", refs), strings.Repeat("${O}", refs)))
+}
+
+// hostileCMakeSet reaches a long value through bounded set()s: each
+// variable is within maxCFlagLen, the argument referencing it many times
+// is not.
+func hostileCMakeSet(refs int) []byte {
+	return []byte(fmt.Sprintf("set(A %s)\ninclude_directories(%s)\n",
+		strings.Repeat("y", maxCFlagLen), strings.Repeat("${A}", refs)))
+}
+
+// hostileAutomake nests variables fan times each, four levels deep, so
+// that a naive expansion makes fan^5 words.
+func hostileAutomake(fan int) []byte {
+	var b strings.Builder
+	b.WriteString("V0 =" + strings.Repeat(" a.c", fan) + "\n")
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintf(&b, "V%d =%s\n", i, strings.Repeat(fmt.Sprintf(" $(V%d)", i-1), fan))
+	}
+	b.WriteString("foo_SOURCES =" + strings.Repeat(" $(V3)", fan) + "\n")
+	return []byte(b.String())
+}
+
+func TestCMakeOptionDefaultBounded(t *testing.T) {
+	_, vars := parseCMake(hostileCMakeOption(maxCFlagLen+1, 1), ".", nil)
+	if v, ok := vars["O"]; ok && len(v) > maxCFlagLen {
+		t.Fatalf("option's default kept, %d bytes", len(v))
+	}
+}
+
+func TestCMakeExpandRejectsLongInput(t *testing.T) {
+	if v, ok := cmakeExpand(strings.Repeat("a", maxCFlagLen+1), nil); ok {
+		t.Fatalf("an argument of %d bytes expanded to %d", maxCFlagLen+1, len(v))
+	}
+	vars := map[string]string{"A": strings.Repeat("y", maxCFlagLen)}
+	if _, ok := cmakeExpand("${A}", vars); !ok {
+		t.Fatal("a value of exactly the bound refused")
+	}
+	if _, ok := cmakeExpand("${A}${A}", vars); ok {
+		t.Fatal("two references over the bound expanded")
+	}
+}
+
+// The hostile inputs below allocate gigabytes (CMake) or hundreds of
+// megabytes (automake) without the bounds; a few megabytes with them.
+const hostileAllocLimit = 32 << 20
+
+func TestCMakeExpansionAllocsBounded(t *testing.T) {
+	for name, data := range map[string][]byte{
+		"option": hostileCMakeOption(20_000, 2_000),
+		"set":    hostileCMakeSet(20_000),
+	} {
+		var fl cFlags
+		if n := allocated(func() { fl, _ = parseCMake(data, ".", nil) }); n > hostileAllocLimit {
+			t.Errorf("%s: %d-byte CMakeLists.txt allocated %d MiB", name, len(data), n>>20)
+		}
+		checkCFlags(t, fl)
+	}
+}
+
+func TestMakeWordsFanOutBounded(t *testing.T) {
+	data := hostileAutomake(16)
+	var fl cFlags
+	if n := allocated(func() { fl = parseMakefile(data, ".", ".", true) }); n > hostileAllocLimit {
+		t.Errorf("%d-byte Makefile.am allocated %d MiB", len(data), n>>20)
+	}
+	checkCFlags(t, fl)
+	if len(fl.Sources) == 0 {
+		t.Error("no sources from the bounded expansion")
+	}
+	// The budget is shared: at most maxCSources words come back in all.
+	budget := maxCSources
+	vars := map[string][]string{"A": strings.Fields(strings.Repeat(" x.c", 1000))}
+	var refs []string
+	for range 100 {
+		refs = append(refs, "$(A)")
+	}
+	if got := expandMakeWords(refs, vars, 0, &budget); len(got) != maxCSources || budget != 0 {
+		t.Errorf("%d words, %d budget left; want %d, 0", len(got), budget, maxCSources)
+	}
+}
