@@ -1,8 +1,13 @@
 package deps
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -100,5 +105,44 @@ func TestMakeWordsFanOutBounded(t *testing.T) {
 	}
 	if got := expandMakeWords(refs, vars, 0, &budget); len(got) != maxCSources || budget != 0 {
 		t.Errorf("%d words, %d budget left; want %d, 0", len(got), budget, maxCSources)
+	}
+}
+
+// A file larger than it was at the Lstat is refused, not cut: /proc's
+// files say size 0 and have content.
+func TestReadRegularRefusesGrowth(t *testing.T) {
+	b, err := readRegular("/proc/self/status", 16)
+	if !errors.Is(err, errTooLarge) {
+		t.Fatalf("a file over the bound read as %d bytes, err %v", len(b), err)
+	}
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte("0123456789abcdef"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := readRegular(p, 16); err != nil || len(b) != 16 {
+		t.Fatalf("a file of exactly the bound: %d bytes, %v", len(b), err)
+	}
+	if _, err := readRegular(p, 15); !errors.Is(err, errTooLarge) {
+		t.Fatalf("one byte over: %v", err)
+	}
+}
+
+// No Python warning shows the host's path: a manifest over the bound,
+// and the text made for an unreadable one (an os.PathError).
+func TestPythonWarningsNoHostPath(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "requirements.txt"), bytes.Repeat([]byte("a\n"), maxPyManifestBytes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := pythonWarnings(root)
+	if !slices.Contains(w, "python: manifest not read: requirements.txt: over the size bound") {
+		t.Errorf("warnings %q", w)
+	}
+	_, err := os.Open(filepath.Join(root, "missing", "requirements.txt"))
+	w = append(w, manifestRefused("missing/requirements.txt", err))
+	for _, s := range w {
+		if strings.Contains(s, root) {
+			t.Errorf("host path in warning %q", s)
+		}
 	}
 }
