@@ -341,6 +341,7 @@ func checkCFlags(t *testing.T, fl cFlags) {
 func FuzzParseCargoLock(f *testing.F) {
 	f.Add([]byte("[[package]]\nname = \"a\"\nversion = \"1\"\nsource = \"registry+x\"\n"))
 	f.Add([]byte("[[package]]\nname = \"a\\\"b\"\n[[package]]\n"))
+	f.Add([]byte("[[package]]\nname = \"serde\"\nversion = \"../../../other/*\"\nsource = \"registry+x\"\n[[package]]\nname = \"..\"\nversion = \"1.0.0+b..c\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cs := parseCargoLock(data)
 		if len(cs) > maxCargoCrate {
@@ -349,6 +350,9 @@ func FuzzParseCargoLock(f *testing.F) {
 		for _, c := range cs {
 			if !crateNameRE.MatchString(c.Name) {
 				t.Fatalf("bad crate name %q", c.Name)
+			}
+			if !crateVersionRE.MatchString(c.Version) || strings.ContainsAny(c.Version, "/*?[") || strings.Contains(c.Version, "..") {
+				t.Fatalf("bad crate version %q", c.Version)
 			}
 		}
 		for _, n := range cargoTomlDeps(data) {
