@@ -2,23 +2,26 @@ package deps
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
 )
 
 // allocated is the bytes f allocates (runtime.MemStats.TotalAlloc delta).
 func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
 	f()
-	runtime.ReadMemStats(&after)
+	goruntime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
 }
 
@@ -144,5 +147,89 @@ func TestPythonWarningsNoHostPath(t *testing.T) {
 		if strings.Contains(s, root) {
 			t.Errorf("host path in warning %q", s)
 		}
+	}
+}
+
+// hostileCIndex is a recorded C index of maxCSources sources sharing one
+// set of maxCDefines definitions of defLen bytes.
+func hostileCIndex(defLen int) cIndex {
+	var fl cFlags
+	for i := 0; i < maxCDefines; i++ {
+		fl.Defines = append(fl.Defines, fmt.Sprintf("D%d=%s", i, strings.Repeat("v", defLen)))
+	}
+	fl.Includes = []string{"include"}
+	idx := cIndex{From: []string{"CMakeLists.txt"}, Sets: []cFlags{fl}, Sources: maxCSources}
+	for i := 0; i < maxCSources; i++ {
+		idx.Files = append(idx.Files, cFile{Path: fmt.Sprintf("src/f%05d.c", i), Set: 0})
+	}
+	return idx
+}
+
+// The compilation database written at each clangd start has a byte
+// bound for the whole file; the entries it cuts are named in the load
+// problem.
+func TestCDBBounded(t *testing.T) {
+	dir := t.TempDir()
+	ws := runtime.Workspace{Root: filepath.Join(dir, "tree"), Home: filepath.Join(dir, "home")}
+	for _, p := range []string{ws.Root, ws.Home} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx := hostileCIndex(48) // ~130 MB without the bound
+	if len(idx.Sets[0].Defines) > maxCDefines {
+		t.Fatal("the index is over the parser's own bounds")
+	}
+	raw, err := json.Marshal(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, cIndexFile), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cdb string
+	if n := allocated(func() { cdb, err = writeCDB(ws, idx) }); n > 4*maxCDBBytes {
+		t.Errorf("writing the database allocated %d MiB", n>>20)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(cdb, "compile_commands.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) > maxCDBBytes {
+		t.Fatalf("database of %d bytes, bound %d", len(data), maxCDBBytes)
+	}
+	var entries []struct{ File string }
+	if err := json.Unmarshal(data, &entries); err != nil {
+		t.Fatalf("the cut database is not JSON: %v", err)
+	}
+	cut := len(idx.Files) - len(entries)
+	if len(entries) == 0 || cut == 0 {
+		t.Fatalf("%d entries written of %d", len(entries), len(idx.Files))
+	}
+	ps := CProblems(ws)
+	if want := fmt.Sprintf("left %d of %d sources without an entry", cut, len(idx.Files)); len(ps) != 1 || !strings.Contains(ps[0], want) {
+		t.Errorf("problems %q, want one saying %q", ps, want)
+	}
+
+	// A small budget: the file stays within it, and is still JSON.
+	cdb, err = writeCDBBudget(ws, idx, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, err = os.ReadFile(filepath.Join(cdb, "compile_commands.json")); err != nil || len(data) > 1<<20 || json.Unmarshal(data, &entries) != nil {
+		t.Fatalf("1 MiB budget: %d bytes, %v", len(data), err)
+	}
+}
+
+// An include directory longer than maxCFlagLen is not recorded (each
+// database entry repeats it).
+func TestCIncludeBounded(t *testing.T) {
+	long := strings.Repeat("d/", maxCFlagLen/2) + "x"
+	fl := parseMakefile([]byte("AM_CPPFLAGS = -I"+long+" -Iok\n"), ".", ".", false)
+	if slices.Contains(fl.Includes, long) || !slices.Contains(fl.Includes, "ok") {
+		t.Fatalf("includes %q", fl.Includes)
 	}
 }

@@ -43,7 +43,7 @@ var (
 )
 
 func (f *cFlags) addInclude(dir string) {
-	if dir == "" || len(f.Includes) >= maxCIncludes {
+	if dir == "" || len(dir) > maxCFlagLen || len(f.Includes) >= maxCIncludes {
 		return
 	}
 	for _, d := range f.Includes {
@@ -55,7 +55,7 @@ func (f *cFlags) addInclude(dir string) {
 }
 
 func (f *cFlags) addGlobal(dir string) {
-	if dir == "" || len(f.Global) >= maxCIncludes || slices.Contains(f.Global, dir) {
+	if dir == "" || len(dir) > maxCFlagLen || len(f.Global) >= maxCIncludes || slices.Contains(f.Global, dir) {
 		return
 	}
 	f.Global = append(f.Global, dir)
