@@ -82,9 +82,11 @@ func TestCMakeExpansionAllocsBounded(t *testing.T) {
 		"set":    hostileCMakeSet(20_000),
 	} {
 		var fl cFlags
-		if n := allocated(func() { fl, _ = parseCMake(data, ".", nil) }); n > hostileAllocLimit {
+		n := allocated(func() { fl, _ = parseCMake(data, ".", nil) })
+		if n > hostileAllocLimit {
 			t.Errorf("%s: %d-byte CMakeLists.txt allocated %d MiB", name, len(data), n>>20)
 		}
+		t.Logf("%s: %d-byte CMakeLists.txt, %d KiB allocated", name, len(data), n>>10)
 		checkCFlags(t, fl)
 	}
 }
@@ -92,9 +94,11 @@ func TestCMakeExpansionAllocsBounded(t *testing.T) {
 func TestMakeWordsFanOutBounded(t *testing.T) {
 	data := hostileAutomake(16)
 	var fl cFlags
-	if n := allocated(func() { fl = parseMakefile(data, ".", ".", true) }); n > hostileAllocLimit {
+	n := allocated(func() { fl = parseMakefile(data, ".", ".", true) })
+	if n > hostileAllocLimit {
 		t.Errorf("%d-byte Makefile.am allocated %d MiB", len(data), n>>20)
 	}
+	t.Logf("%d-byte Makefile.am, %d KiB allocated, %d sources", len(data), n>>10, len(fl.Sources))
 	checkCFlags(t, fl)
 	if len(fl.Sources) == 0 {
 		t.Error("no sources from the bounded expansion")
@@ -188,9 +192,11 @@ func TestCDBBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cdb string
-	if n := allocated(func() { cdb, err = writeCDB(ws, idx) }); n > 4*maxCDBBytes {
+	n := allocated(func() { cdb, err = writeCDB(ws, idx) })
+	if n > 4*maxCDBBytes {
 		t.Errorf("writing the database allocated %d MiB", n>>20)
 	}
+	t.Logf("database: %d MiB allocated", n>>20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +215,7 @@ func TestCDBBounded(t *testing.T) {
 	if len(entries) == 0 || cut == 0 {
 		t.Fatalf("%d entries written of %d", len(entries), len(idx.Files))
 	}
+	t.Logf("database: %d bytes, %d of %d entries", len(data), len(entries), len(idx.Files))
 	ps := CProblems(ws)
 	if want := fmt.Sprintf("left %d of %d sources without an entry", cut, len(idx.Files)); len(ps) != 1 || !strings.Contains(ps[0], want) {
 		t.Errorf("problems %q, want one saying %q", ps, want)
