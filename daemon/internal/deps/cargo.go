@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/safefs"
+	"golang.org/x/sys/unix"
 )
 
 // Rust (rust-analyzer). Serving is offline: rust-analyzer's cargo
@@ -28,6 +30,9 @@ const (
 	maxCargoCrate = 10_000
 	// cargoNamed bounds the crates a warning names.
 	cargoNamed = 12
+	// maxCargoRegistries bounds the registry/src entries looked in (one
+	// per registry cargo fetched from: crates.io, a mirror).
+	maxCargoRegistries = 16
 )
 
 // cargoCrate is one [[package]] of a Cargo.lock.
@@ -38,12 +43,21 @@ type cargoCrate struct {
 var (
 	cargoKeyRE  = regexp.MustCompile(`^([A-Za-z0-9_-]+)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:#.*)?$`)
 	crateNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	// crateVersionRE is a semver version, as a Cargo.lock pins it: no
+	// path separator, no "..", no wildcard.
+	crateVersionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 )
+
+// validCrate: name is a crate name and version a semver version, so that
+// name-version is one plain file name (it names a directory in the home).
+func validCrate(name, version string) bool {
+	return crateNameRE.MatchString(name) && len(version) <= 64 && crateVersionRE.MatchString(version) && !strings.Contains(version, "..")
+}
 
 // parseCargoLock reads the [[package]] tables of a Cargo.lock (versions 1
 // to 4 share them): name, version and source of each, bounded. Only
 // top-level string keys are read; anything else (dependencies arrays,
-// [metadata]) is skipped. Crates with a bad name are left out.
+// [metadata]) is skipped. Crates with a bad name or version are left out.
 func parseCargoLock(data []byte) []cargoCrate {
 	if len(data) > maxCargoLock {
 		data = data[:maxCargoLock]
@@ -51,7 +65,7 @@ func parseCargoLock(data []byte) []cargoCrate {
 	var out []cargoCrate
 	var cur *cargoCrate
 	flush := func() {
-		if cur != nil && crateNameRE.MatchString(cur.Name) && len(cur.Version) <= 64 && len(out) < maxCargoCrate {
+		if cur != nil && validCrate(cur.Name, cur.Version) && len(out) < maxCargoCrate {
 			out = append(out, *cur)
 		}
 		cur = nil
@@ -106,7 +120,9 @@ func cargoTomlDeps(data []byte) []string {
 				continue
 			}
 			if m[2] != "" {
-				seen[m[2]] = true
+				if len(seen) < maxCargoCrate {
+					seen[m[2]] = true
+				}
 				continue
 			}
 			in = true
@@ -138,15 +154,61 @@ func cargoTomlDeps(data []byte) []string {
 	return out
 }
 
-// crateOffline reports whether c's sources are in the home's CARGO_HOME
-// (a registry crate unpacked under registry/src/*/NAME-VERSION, as cargo
-// fetch leaves it).
-func crateOffline(ws runtime.Workspace, c cargoCrate) bool {
+// cargoRegistries is the home's CARGO_HOME/registry/src, opened by
+// descriptor (the home is jail-writable: nothing in it is followed), and
+// its first entries, one per registry.
+type cargoRegistries struct {
+	src     *safefs.Dir
+	entries []string
+}
+
+func openCargoRegistries(ws runtime.Workspace) *cargoRegistries {
+	h, err := safefs.Open(ws.Home)
+	if err != nil {
+		return &cargoRegistries{}
+	}
+	defer h.Close()
+	rel, err := filepath.Rel(ws.Home, runtime.CargoHome(ws))
+	if err != nil {
+		return &cargoRegistries{}
+	}
+	src, err := h.OpenDir(filepath.ToSlash(filepath.Join(rel, "registry", "src")))
+	if err != nil {
+		return &cargoRegistries{}
+	}
+	names, err := src.ReadNames(maxCargoRegistries)
+	if err != nil {
+		src.Close()
+		return &cargoRegistries{}
+	}
+	sort.Strings(names)
+	return &cargoRegistries{src: src, entries: names}
+}
+
+func (r *cargoRegistries) Close() {
+	if r.src != nil {
+		r.src.Close()
+	}
+}
+
+// offline reports whether c's sources are in the home's CARGO_HOME (a
+// registry crate unpacked under registry/src/*/NAME-VERSION, as cargo
+// fetch leaves it): a regular Cargo.toml there, reached without following
+// a link.
+func (r *cargoRegistries) offline(c cargoCrate) bool {
+	if r.src == nil || !validCrate(c.Name, c.Version) {
+		return false
+	}
 	if !strings.HasPrefix(c.Source, "registry+") && !strings.HasPrefix(c.Source, "sparse+") {
 		return false
 	}
-	matches, _ := filepath.Glob(filepath.Join(runtime.CargoHome(ws), "registry", "src", "*", c.Name+"-"+c.Version, "Cargo.toml"))
-	return len(matches) > 0
+	for _, e := range r.entries {
+		st, err := r.src.Lstat(e + "/" + c.Name + "-" + c.Version + "/Cargo.toml")
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			return true
+		}
+	}
+	return false
 }
 
 // checkCargo warns about the crates of the root Cargo.lock that are not
@@ -164,9 +226,11 @@ func (f *Fetcher) checkCargo(ws runtime.Workspace, w *warnings) {
 		}
 		return
 	}
+	reg := openCargoRegistries(ws)
+	defer reg.Close()
 	var missing []string
 	for _, c := range parseCargoLock(lock) {
-		if c.Source == "" || crateOffline(ws, c) {
+		if c.Source == "" || reg.offline(c) {
 			continue // a crate of the workspace, or one a mirror put in place
 		}
 		missing = append(missing, c.Name+" "+c.Version)

@@ -43,7 +43,7 @@ var (
 )
 
 func (f *cFlags) addInclude(dir string) {
-	if dir == "" || len(f.Includes) >= maxCIncludes {
+	if dir == "" || len(dir) > maxCFlagLen || len(f.Includes) >= maxCIncludes {
 		return
 	}
 	for _, d := range f.Includes {
@@ -55,7 +55,7 @@ func (f *cFlags) addInclude(dir string) {
 }
 
 func (f *cFlags) addGlobal(dir string) {
-	if dir == "" || len(f.Global) >= maxCIncludes || slices.Contains(f.Global, dir) {
+	if dir == "" || len(dir) > maxCFlagLen || len(f.Global) >= maxCIncludes || slices.Contains(f.Global, dir) {
 		return
 	}
 	f.Global = append(f.Global, dir)
@@ -231,7 +231,8 @@ func parseMakefile(data []byte, dir, root string, automake bool) cFlags {
 				}
 			}
 			if strings.HasSuffix(name, "_SOURCES") && !strings.HasPrefix(name, "EXTRA_") {
-				for _, w := range expandMakeWords(words, vars, 0) {
+				budget := maxCSources
+				for _, w := range expandMakeWords(words, vars, 0, &budget) {
 					if _, isSrc := cSourceExts[path.Ext(w)]; !isSrc {
 						continue
 					}
@@ -250,18 +251,21 @@ func parseMakefile(data []byte, dir, root string, automake bool) cFlags {
 
 // expandMakeWords substitutes $(VAR) and ${VAR} words by the variables
 // read so far (a word that is only a reference; others stay), nested up
-// to a bound.
-func expandMakeWords(words []string, vars map[string][]string, depth int) []string {
+// to a bound. budget is the words still allowed, shared by the whole
+// recursion: a variable referenced k times at each of depth levels would
+// otherwise fan out to k^depth words.
+func expandMakeWords(words []string, vars map[string][]string, depth int, budget *int) []string {
 	var out []string
 	for _, w := range words {
+		if *budget <= 0 {
+			break
+		}
 		if depth < 4 && len(w) > 3 && (strings.HasPrefix(w, "$(") && strings.HasSuffix(w, ")") || strings.HasPrefix(w, "${") && strings.HasSuffix(w, "}")) {
-			out = append(out, expandMakeWords(vars[w[2:len(w)-1]], vars, depth+1)...)
+			out = append(out, expandMakeWords(vars[w[2:len(w)-1]], vars, depth+1, budget)...)
 			continue
 		}
 		out = append(out, w)
-		if len(out) > maxCSources {
-			break
-		}
+		*budget--
 	}
 	return out
 }
@@ -420,6 +424,9 @@ func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, m
 					v := "OFF"
 					if len(args) > 2 {
 						v, _ = expand(args[2])
+					}
+					if len(v) > maxCFlagLen {
+						continue // bounded like set's values
 					}
 					vars[args[0]] = v
 				}
@@ -588,10 +595,18 @@ func cmakeWords(args []string, expand func(string) (string, bool)) []string {
 // bound) and the generator expression $<BUILD_INTERFACE:x>; false when
 // anything else remains.
 func cmakeExpand(w string, vars map[string]string) (string, bool) {
+	if len(w) > maxCFlagLen {
+		return "", false
+	}
 	for i := 0; i < 8 && strings.Contains(w, "${"); i++ {
 		var b strings.Builder
 		rest := w
 		for {
+			// Stop as soon as the result is over the bound: many
+			// references in one argument must not build it first.
+			if b.Len() > maxCFlagLen {
+				return "", false
+			}
 			j := strings.Index(rest, "${")
 			if j < 0 {
 				b.WriteString(rest)
@@ -612,6 +627,9 @@ func cmakeExpand(w string, vars map[string]string) (string, bool) {
 			}
 			v, ok := vars[name]
 			if !ok {
+				return "", false
+			}
+			if b.Len()+len(v) > maxCFlagLen {
 				return "", false
 			}
 			b.WriteString(v)

@@ -1,9 +1,13 @@
 package deps
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -257,16 +261,79 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 	}
 }
 
+// maxCDBBytes bounds the compilation database written into the home at
+// each clangd (re)start: 20,000 sources with 128 long definitions each
+// would otherwise be gigabytes.
+const maxCDBBytes = 64 << 20
+
 // writeCDB writes the compilation database of idx for ws into its home
 // (through safefs: the home is the jail's) and returns its directory.
 func writeCDB(ws runtime.Workspace, idx cIndex) (string, error) {
+	return writeCDBBudget(ws, idx, maxCDBBytes)
+}
+
+func writeCDBBudget(ws runtime.Workspace, idx cIndex, budget int64) (string, error) {
+	home, owner, err := openHomeDir(ws.Home, cdbDir(ws))
+	if err != nil {
+		return "", err
+	}
+	defer home.Close()
+	// Streamed: the database is never held whole in memory.
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := encodeCDB(pw, ws, idx, budget)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	err = home.CreateFrom("compile_commands.json", pr, 0o644, owner)
+	pr.CloseWithError(errors.New("compile_commands.json: not written")) // ends the encoder if the write stopped early
+	if encErr := <-done; err == nil {
+		err = encErr
+	}
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(ws.Home, filepath.FromSlash(cdbDir(ws))), nil
+}
+
+// cdbCut is how many of idx's sources the database's byte bound leaves
+// without an entry (what encodeCDB would cut, counted without writing).
+func cdbCut(ws runtime.Workspace, idx cIndex) int {
+	cut, _ := encodeCDB(io.Discard, ws, idx, maxCDBBytes)
+	return cut
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// encodeCDB writes the JSON compilation database of idx for ws to out,
+// one entry at a time, stopping before the entry that would take it over
+// budget bytes; cut is the number of sources left out.
+func encodeCDB(out io.Writer, ws runtime.Workspace, idx cIndex, budget int64) (cut int, err error) {
 	type entry struct {
 		Directory string   `json:"directory"`
 		File      string   `json:"file"`
 		Arguments []string `json:"arguments"`
 	}
-	entries := make([]entry, 0, len(idx.Files))
-	for _, f := range idx.Files {
+	cw := &countingWriter{w: out}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if _, err := io.WriteString(cw, "["); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i, f := range idx.Files {
 		if f.Set < 0 || f.Set >= len(idx.Sets) {
 			continue
 		}
@@ -288,28 +355,32 @@ func writeCDB(ws runtime.Workspace, idx cIndex) (string, error) {
 		for _, x := range fl.Defines {
 			args = append(args, "-D"+x)
 		}
-		for _, i := range fl.Includes {
-			if d, ok := inTree(".", i); ok {
+		for _, inc := range fl.Includes {
+			if d, ok := inTree(".", inc); ok && len(d) <= maxCFlagLen {
 				args = append(args, "-I"+filepath.Join(ws.Root, filepath.FromSlash(d)))
 			}
 		}
 		abs := filepath.Join(ws.Root, filepath.FromSlash(rel))
 		args = append(args, "-c", abs)
-		entries = append(entries, entry{Directory: ws.Root, File: abs, Arguments: args})
+		buf.Reset()
+		if n > 0 {
+			buf.WriteString(",")
+		}
+		buf.WriteString("\n")
+		if err := enc.Encode(entry{Directory: ws.Root, File: abs, Arguments: args}); err != nil {
+			return 0, err
+		}
+		if cw.n+int64(buf.Len())+2 > budget {
+			cut = len(idx.Files) - i
+			break
+		}
+		if _, err := cw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))); err != nil {
+			return 0, err
+		}
+		n++
 	}
-	data, err := json.MarshalIndent(entries, "", " ")
-	if err != nil {
-		return "", err
-	}
-	home, owner, err := openHomeDir(ws.Home, cdbDir(ws))
-	if err != nil {
-		return "", err
-	}
-	defer home.Close()
-	if err := home.WriteFile("compile_commands.json", append(data, '\n'), 0o644, owner); err != nil {
-		return "", err
-	}
-	return filepath.Join(ws.Home, filepath.FromSlash(cdbDir(ws))), nil
+	_, err = io.WriteString(cw, "\n]\n")
+	return cut, err
 }
 
 func depthOf(dir string) int {
@@ -405,6 +476,9 @@ func CProblems(ws runtime.Workspace) []string {
 		" (include directories, definitions and standard read statically; the build was not run, so generated headers and configure-time definitions are missing)"
 	if idx.Truncated {
 		msg += "; the tree was larger than the walk's bound, so some sources have no entry"
+	}
+	if cut := cdbCut(ws, idx); cut > 0 {
+		msg += fmt.Sprintf("; the compilation database's size bound (%d MiB) left %d of %d sources without an entry", maxCDBBytes>>20, cut, len(idx.Files))
 	}
 	return []string{msg}
 }

@@ -283,6 +283,7 @@ func TestCargoTomlDeps(t *testing.T) {
 func FuzzParseMakefile(f *testing.F) {
 	f.Add([]byte("AM_CPPFLAGS = -I$(srcdir)/src -DX=1 \\\n -I ../y\nif A\nCFLAGS += -Iz\nelse\nendif\n"), "d/e")
 	f.Add([]byte("\t-I\nx_CFLAGS=-I"), ".")
+	f.Add(hostileAutomake(8), ".")
 	f.Fuzz(func(t *testing.T, data []byte, dir string) {
 		if _, ok := inTree(".", dir); !ok {
 			return
@@ -295,6 +296,8 @@ func FuzzParseMakefile(f *testing.F) {
 func FuzzParseCMake(f *testing.F) {
 	f.Add([]byte("project(p)\nset(A ${CMAKE_CURRENT_SOURCE_DIR}/x)\ninclude_directories(${A} \"q\" [[r]])\nif(X)\nadd_definitions(-DY)\nelse()\nendif()\ntarget_compile_features(t PUBLIC cxx_std_20)\n"), ".")
 	f.Add([]byte("#[==[ x ]==]\nset(A ${A}${A}${A})\nset(B ${${A}})\ntarget_include_directories(t $<BUILD_INTERFACE:${A}>)"), "sub")
+	f.Add(hostileCMakeOption(maxCFlagLen+100, 64), ".")
+	f.Add(hostileCMakeSet(64), "sub")
 	f.Fuzz(func(t *testing.T, data []byte, dir string) {
 		if _, ok := inTree(".", dir); !ok {
 			return
@@ -338,6 +341,7 @@ func checkCFlags(t *testing.T, fl cFlags) {
 func FuzzParseCargoLock(f *testing.F) {
 	f.Add([]byte("[[package]]\nname = \"a\"\nversion = \"1\"\nsource = \"registry+x\"\n"))
 	f.Add([]byte("[[package]]\nname = \"a\\\"b\"\n[[package]]\n"))
+	f.Add([]byte("[[package]]\nname = \"serde\"\nversion = \"../../../other/*\"\nsource = \"registry+x\"\n[[package]]\nname = \"..\"\nversion = \"1.0.0+b..c\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cs := parseCargoLock(data)
 		if len(cs) > maxCargoCrate {
@@ -346,6 +350,9 @@ func FuzzParseCargoLock(f *testing.F) {
 		for _, c := range cs {
 			if !crateNameRE.MatchString(c.Name) {
 				t.Fatalf("bad crate name %q", c.Name)
+			}
+			if !crateVersionRE.MatchString(c.Version) || strings.ContainsAny(c.Version, "/*?[") || strings.Contains(c.Version, "..") {
+				t.Fatalf("bad crate version %q", c.Version)
 			}
 		}
 		for _, n := range cargoTomlDeps(data) {

@@ -692,15 +692,20 @@ func writeAtomic(path string, data []byte, perm os.FileMode) error {
 	return os.Rename(tmp.Name(), path)
 }
 
+// errNotRegular: a file the phase reads is a link, a directory or a
+// device.
+var errNotRegular = errors.New("not a regular file")
+
 // readRegular reads a regular file (never through a link) of at most max
-// bytes.
+// bytes. It reads up to max+1 bytes, so a file that grew after the Lstat
+// is refused, never silently cut.
 func readRegular(path string, max int64) ([]byte, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
+		return nil, errNotRegular
 	}
 	if fi.Size() > max {
 		return nil, errTooLarge
@@ -710,7 +715,14 @@ func readRegular(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer fh.Close()
-	return io.ReadAll(io.LimitReader(fh, max))
+	b, err := io.ReadAll(io.LimitReader(fh, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, errTooLarge
+	}
+	return b, nil
 }
 
 // reason is an error as a warning may show it: no host path.
@@ -718,6 +730,8 @@ func reason(err error) string {
 	switch {
 	case errors.Is(err, errTooLarge):
 		return "over the size bound"
+	case errors.Is(err, errNotRegular):
+		return "not a regular file"
 	default:
 		return "unreadable"
 	}

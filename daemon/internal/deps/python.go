@@ -3,9 +3,7 @@ package deps
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -48,9 +46,9 @@ func pythonWarnings(root string) []string {
 	// name: click's examples depend on click) resolve from the project.
 	local := map[string]bool{}
 	for _, rel := range files {
-		b, err := readBounded(filepath.Join(root, filepath.FromSlash(rel)), maxPyManifestBytes)
+		b, err := readRegular(filepath.Join(root, filepath.FromSlash(rel)), maxPyManifestBytes)
 		if err != nil {
-			refused = append(refused, fmt.Sprintf("%s: %v", rel, err))
+			refused = append(refused, manifestRefused(rel, err))
 			continue
 		}
 		var names []string
@@ -64,6 +62,7 @@ func pythonWarnings(root string) []string {
 			names, err = parseRequirements(b)
 		}
 		if err != nil {
+			// A parse error: made from the manifest's text, no host path.
 			refused = append(refused, fmt.Sprintf("%s: %v", rel, err))
 			continue
 		}
@@ -153,33 +152,15 @@ func findPythonManifests(root string) (files []string, more bool) {
 	return files, more
 }
 
-func isPythonManifest(name string) bool {
-	return name == "pyproject.toml" || strings.HasPrefix(name, "requirements") && strings.HasSuffix(name, ".txt")
+// manifestRefused is the warning's text for a manifest that could not be
+// read: its tree path and the reason, never the error itself (an
+// os.PathError carries the host's staging path).
+func manifestRefused(rel string, err error) string {
+	return rel + ": " + reason(err)
 }
 
-// readBounded reads a regular file (never through a link) of at most max
-// bytes.
-func readBounded(path string, max int64) ([]byte, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("larger than %d bytes", max)
-	}
-	return b, nil
+func isPythonManifest(name string) bool {
+	return name == "pyproject.toml" || strings.HasPrefix(name, "requirements") && strings.HasSuffix(name, ".txt")
 }
 
 // pyNameRE is the distribution name at the start of a PEP 508

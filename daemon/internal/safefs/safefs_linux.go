@@ -517,6 +517,25 @@ func chownTree(fd int, name string, uid, gid, depth int) error {
 	return nil
 }
 
+// ReadNames lists at most max entries of d (in directory order; fewer
+// when d has fewer). Nothing is opened or followed.
+func (d *Dir) ReadNames(max int) ([]string, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	rfd, err := openat2(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, &os.PathError{Op: "openat2", Path: d.name, Err: err}
+	}
+	f := os.NewFile(uintptr(rfd), d.name)
+	defer f.Close()
+	names, err := f.Readdirnames(max)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return names, err
+}
+
 func readNames(fd int) ([]string, error) {
 	// A second descriptor for reading: getdents moves the offset.
 	rfd, err := openat2(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY)

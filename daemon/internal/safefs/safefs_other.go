@@ -41,6 +41,7 @@ func (d *Dir) WriteFile(string, []byte, os.FileMode, Owner) error     { return E
 func (d *Dir) CreateFrom(string, io.Reader, os.FileMode, Owner) error { return ErrUnsupported }
 func (d *Dir) ReadFile(string, int64) ([]byte, error)                 { return nil, ErrUnsupported }
 func (d *Dir) Lstat(string) (unix.Stat_t, error)                      { return unix.Stat_t{}, ErrUnsupported }
+func (d *Dir) ReadNames(int) ([]string, error)                        { return nil, ErrUnsupported }
 func (d *Dir) Owner() (Owner, error)                                  { return Keep, ErrUnsupported }
 func (d *Dir) MoveIn(*Dir, string, os.FileMode) (bool, error)         { return false, ErrUnsupported }
 func (d *Dir) ChownTree(int, int) error                               { return ErrUnsupported }

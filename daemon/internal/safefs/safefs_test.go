@@ -386,3 +386,27 @@ func TestMkdirAllKeepFound(t *testing.T) {
 		t.Errorf("Owner of the daemon's = %v, %v", o, err)
 	}
 }
+
+func TestReadNames(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b", "c"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/", filepath.Join(dir, "l")); err != nil {
+		t.Fatal(err)
+	}
+	d := open(t, dir)
+	all, err := d.ReadNames(10)
+	if err != nil || len(all) != 4 {
+		t.Fatalf("ReadNames(10) = %q, %v; want the 4 entries", all, err)
+	}
+	if some, err := d.ReadNames(2); err != nil || len(some) != 2 {
+		t.Fatalf("ReadNames(2) = %q, %v", some, err)
+	}
+	empty := open(t, t.TempDir())
+	if none, err := empty.ReadNames(5); err != nil || len(none) != 0 {
+		t.Fatalf("empty directory: %q, %v", none, err)
+	}
+}
