@@ -136,7 +136,16 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	// push's stream ends under it, as the prepare itself does: a tree is
 	// published only with a phase that ran, never one a caller cut short.
 	var warnings []string
-	fetchDeps := func(ws runtime.Workspace) { warnings = s.Deps.Fetch(context.WithoutCancel(ctx), ws) }
+	// Where a cold prepare's time goes, logged with it: receiving and
+	// writing the verified tree, the dependency phase, starting the
+	// servers, their first load.
+	start := time.Now()
+	var received, depsDone, warmed time.Time
+	fetchDeps := func(ws runtime.Workspace) {
+		received = time.Now()
+		warnings = s.Deps.Fetch(context.WithoutCancel(ctx), ws)
+		depsDone = time.Now()
+	}
 	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body, fetchDeps)
 	if err != nil {
 		if !errors.Is(err, workspace.ErrInvalid) && !errors.Is(err, pool.ErrTreeOverBudget) {
@@ -153,6 +162,7 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 			resp.Warnings = warnings
 			_, warm := w.Warm(ctx, hdr.GetFiles())
 			resp.Warnings = append(resp.Warnings, warm...)
+			warmed = time.Now()
 			// The answer says whether each server could load the project,
 			// so it waits for their first load (bounded).
 			if s.Runner != nil {
@@ -162,7 +172,12 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		infos = w.Languages()
 		resp.Languages = languages(infos)
 	}
-	s.Log.Info("prepare", "workspace", k.String(), "prepared", prepared, "files", len(hdr.GetFiles()))
+	attrs := []any{"workspace", k.String(), "prepared", prepared, "files", len(hdr.GetFiles())}
+	if prepared && !received.IsZero() && !warmed.IsZero() {
+		attrs = append(attrs, "receive_nanos", received.Sub(start).Nanoseconds(), "deps_nanos", depsDone.Sub(received).Nanoseconds(),
+			"publish_start_nanos", warmed.Sub(depsDone).Nanoseconds(), "load_nanos", time.Since(warmed).Nanoseconds())
+	}
+	s.Log.Info("prepare", attrs...)
 	return stream.SendAndClose(resp)
 }
 
