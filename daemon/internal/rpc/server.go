@@ -121,7 +121,7 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		return status.Error(codes.InvalidArgument, "prepare: prepare_id is not a UUID")
 	}
 	ctx := stream.Context()
-	body := &streamReader{stream: stream, left: manifestBytes(hdr.GetFiles())}
+	body := &streamReader{stream: stream, left: manifestBytes(hdr.GetFiles()), follow: hdr.GetDigestsFollow()}
 	if body.left == 0 {
 		// No data will be read, so no Read can report what follows the
 		// header: check here that nothing does.
@@ -270,6 +270,26 @@ type streamReader struct {
 	buf    []byte
 	left   int64 // manifest bytes not yet handed over
 	err    error // sticky
+	// follow: the header's digests_follow; then one trailer must come
+	// after the manifest's bytes and end the stream.
+	follow  bool
+	trailer []string
+	trailed bool
+}
+
+// DigestsFollow implements workspace.DigestTrailer.
+func (r *streamReader) DigestsFollow() bool { return r.follow }
+
+// Digests implements workspace.DigestTrailer: the trailer's digests, once
+// the stream has ended after it.
+func (r *streamReader) Digests() ([]string, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if !r.trailed {
+		return nil, fmt.Errorf("%w: the stream ended without its trailer", workspace.ErrInvalid)
+	}
+	return r.trailer, nil
 }
 
 func (r *streamReader) Read(p []byte) (int, error) {
@@ -319,6 +339,21 @@ func (r *streamReader) next() ([]byte, error) {
 	if msg.GetHeader() != nil {
 		return nil, fmt.Errorf("%w: a second header in the stream", workspace.ErrInvalid)
 	}
+	if t := msg.GetTrailer(); t != nil {
+		switch {
+		case !r.follow:
+			return nil, fmt.Errorf("%w: a trailer in a stream whose header carries the digests", workspace.ErrInvalid)
+		case r.trailed:
+			return nil, fmt.Errorf("%w: a second trailer in the stream", workspace.ErrInvalid)
+		case r.left > 0:
+			return nil, fmt.Errorf("%w: the trailer came before the manifest's last byte", workspace.ErrInvalid)
+		}
+		r.trailer, r.trailed = t.GetSha256(), true
+		return nil, nil
+	}
+	if r.trailed && len(msg.GetData()) > 0 {
+		return nil, fmt.Errorf("%w: bytes after the trailer", workspace.ErrInvalid)
+	}
 	return msg.GetData(), nil
 }
 
@@ -328,6 +363,9 @@ func (r *streamReader) end() error {
 	for {
 		data, err := r.next()
 		if err == io.EOF {
+			if r.follow && !r.trailed {
+				return fmt.Errorf("%w: the stream ended without its trailer", workspace.ErrInvalid)
+			}
 			return nil
 		}
 		if err != nil {
