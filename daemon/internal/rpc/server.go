@@ -122,6 +122,10 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	}
 	ctx := stream.Context()
 	body := &streamReader{stream: stream, left: manifestBytes(hdr.GetFiles()), follow: hdr.GetDigestsFollow()}
+	// Messages are received ahead of the writes (a few chunks), so the
+	// proxy keeps sending while a file is written and hashed.
+	stop := body.prefetch(prefetchMessages)
+	defer stop()
 	if body.left == 0 {
 		// No data will be read, so no Read can report what follows the
 		// header: check here that nothing does.
@@ -265,11 +269,47 @@ func manifestBytes(files []*daemonv1.FileEntry) int64 {
 // byte follows, so whatever breaks the protocol at the end — more bytes, a
 // second header, a broken stream — is found before the last byte is handed
 // over and returned with it, where the store cannot miss it.
+// prefetchMessages bounds the messages (each at most a 1 MiB chunk, the
+// proxy's ChunkSize, within gRPC's own receive bound) received ahead of
+// the tree's writes.
+const prefetchMessages = 8
+
+type received struct {
+	msg *daemonv1.PrepareRequest
+	err error
+}
+
+// prefetch receives the stream's messages on a goroutine of its own, at
+// most n ahead of next. The returned stop ends it; Recv then returns
+// once the handler has returned and the stream is done.
+func (r *streamReader) prefetch(n int) (stop func()) {
+	ch, done := make(chan received, n), make(chan struct{})
+	go func() {
+		for {
+			msg, err := r.stream.Recv()
+			select {
+			case ch <- received{msg, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	r.ahead = ch
+	return func() { close(done) }
+}
+
 type streamReader struct {
-	stream grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]
-	buf    []byte
-	left   int64 // manifest bytes not yet handed over
-	err    error // sticky
+	// ahead, when set, delivers the stream's messages (prefetch);
+	// recvErr is the first error received.
+	ahead   chan received
+	recvErr error
+	stream  grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]
+	buf     []byte
+	left    int64 // manifest bytes not yet handed over
+	err     error // sticky
 	// follow: the header's digests_follow; then one trailer must come
 	// after the manifest's bytes and end the stream.
 	follow  bool
@@ -329,7 +369,21 @@ func (r *streamReader) Read(p []byte) (int, error) {
 // next returns the bytes of the next data message, io.EOF at the end of the
 // stream.
 func (r *streamReader) next() ([]byte, error) {
-	msg, err := r.stream.Recv()
+	if r.recvErr != nil {
+		return nil, r.recvErr
+	}
+	var msg *daemonv1.PrepareRequest
+	var err error
+	if r.ahead != nil {
+		rcv := <-r.ahead
+		msg, err = rcv.msg, rcv.err
+	} else {
+		msg, err = r.stream.Recv()
+	}
+	if err != nil {
+		// The prefetcher stops after an error: it stays the answer.
+		r.recvErr = err
+	}
 	if err == io.EOF {
 		return nil, io.EOF
 	}
