@@ -94,8 +94,17 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	// One download budget for the whole phase, npm and Go together.
 	left := &atomic.Int64{}
 	left.Store(f.cfg.MaxBytes)
+	// The npm install and the Go module fetch share nothing but the
+	// budget (atomic) and the warnings (locked): npm writes the home's
+	// node_modules, Go a module cache staged beside the tree. They run
+	// side by side, so the phase takes the longer of the two, not the sum.
+	var wg sync.WaitGroup
 	if f.cfg.NPMRegistry != nil {
-		f.installNPM(ctx, ws, left, w)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.installNPM(ctx, ws, left, w)
+		}()
 	}
 	if len(f.cfg.GoProxies) > 0 {
 		// Staged beside the tree (daemon-owned), moved into the home's
@@ -112,6 +121,7 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 			}
 		}
 	}
+	wg.Wait()
 	return w.list()
 }
 

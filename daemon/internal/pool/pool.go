@@ -331,7 +331,7 @@ func (p *Pool) newWorkspace(k workspace.Key, prepareID string) *Workspace {
 // it is published (see workspace.Store.Write): k answers "needs tree" and
 // other pushes of k wait until it returns.
 func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, files []*daemonv1.FileEntry, body io.Reader, beforePublish func(ws runtime.Workspace)) (prepared bool, heldID string, err error) {
-	if _, err := workspace.CheckManifest(files, p.store.Limits()); err != nil {
+	if _, err := workspace.CheckManifestFor(files, p.store.Limits(), body); err != nil {
 		return false, "", err
 	}
 	p.mu.Lock()

@@ -163,6 +163,58 @@ func TestPrepareStreaming(t *testing.T) {
 	}
 }
 
+// followMsgs is a push whose digests follow: the manifest without them,
+// the bytes in chunks of n, then a trailer of sums (entries' digests when
+// nil).
+func followMsgs(k *daemonv1.WorkspaceKey, entries []*daemonv1.FileEntry, data []byte, n int, sums []string) []*daemonv1.PrepareRequest {
+	bare := make([]*daemonv1.FileEntry, len(entries))
+	if sums == nil {
+		sums = make([]string, len(entries))
+		for i, e := range entries {
+			sums[i] = e.Sha256
+		}
+	}
+	for i, e := range entries {
+		bare[i] = &daemonv1.FileEntry{Path: e.Path, Size: e.Size, Executable: e.Executable}
+	}
+	h := headerMsg(k, newID(), bare)
+	h.GetHeader().DigestsFollow = true
+	msgs := append([]*daemonv1.PrepareRequest{h}, dataMsgs(data, n)...)
+	return append(msgs, trailerMsg(sums))
+}
+
+func trailerMsg(sums []string) *daemonv1.PrepareRequest {
+	return &daemonv1.PrepareRequest{Part: &daemonv1.PrepareRequest_Trailer{Trailer: &daemonv1.PrepareTrailer{Sha256: sums}}}
+}
+
+// TestPrepareDigestsFollow: a tree whose digests come in the trailer is
+// published whole once they match, with the manifest's digests filled in.
+func TestPrepareDigestsFollow(t *testing.T) {
+	k := keyFor(t, "follow")
+	entries, data := treeOf(textTree...)
+	r := push(ctxT(t), followMsgs(k, entries, data, 7, nil)...)
+	if r.err != nil || !r.resp.GetPrepared() {
+		t.Fatalf("push with digests following: %v, %v", r.resp, r.err)
+	}
+	got := readTree(t, fx.store.TreeDir(parseKey(t, k)))
+	want := append([]file(nil), textTree...)
+	sortFiles(want)
+	if len(got) != len(want) {
+		t.Fatalf("tree on disk has %d files, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].path != want[i].path || !bytes.Equal(got[i].data, want[i].data) {
+			t.Fatalf("tree on disk: %q, want %q", got[i].path, want[i].path)
+		}
+	}
+	// An empty tree's trailer comes right after the header.
+	k2 := keyFor(t, "follow-empty")
+	e, _ := treeOf(file{"empty.txt", nil})
+	if r := push(ctxT(t), followMsgs(k2, e, nil, 1, nil)...); r.err != nil || !r.resp.GetPrepared() {
+		t.Fatalf("empty file with digests following: %v, %v", r.resp, r.err)
+	}
+}
+
 func sortFiles(fs []file) {
 	for i := 1; i < len(fs); i++ {
 		for j := i; j > 0 && fs[j].path < fs[j-1].path; j-- {
@@ -272,6 +324,50 @@ func TestPrepareRefused(t *testing.T) {
 		{"bad tenant key", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
 			bad := &daemonv1.WorkspaceKey{TenantKey: "acme", Repo: k.Repo, Commit: k.Commit}
 			return append([]*daemonv1.PrepareRequest{headerMsg(bad, newID(), entries)}, dataMsgs(data, 5)...)
+		}},
+		{"digests follow: trailer mismatch", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			sums := make([]string, len(entries))
+			for i, e := range entries {
+				sums[i] = e.Sha256
+			}
+			sums[len(sums)-1] = hex.EncodeToString(other[:])
+			return followMsgs(k, entries, data, 5, sums)
+		}},
+		{"digests follow: one flipped byte", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			d := bytes.Clone(data)
+			d[1] ^= 1
+			return followMsgs(k, entries, d, 5, nil)
+		}},
+		{"digests follow: no trailer", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			msgs := followMsgs(k, entries, data, 5, nil)
+			return msgs[:len(msgs)-1]
+		}},
+		{"digests follow: too few digests", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			sums := make([]string, len(entries)-1)
+			for i := range sums {
+				sums[i] = entries[i].Sha256
+			}
+			return followMsgs(k, entries, data, 5, sums)
+		}},
+		{"digests follow: trailer before the last byte", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			msgs := followMsgs(k, entries, data[:half], 5, nil)
+			return append(msgs, dataMsgs(data[half:], 5)...)
+		}},
+		{"digests follow: bytes after the trailer", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			return append(followMsgs(k, entries, data, 5, nil), dataMsgs([]byte("!"), 1)...)
+		}},
+		{"digests follow: a second trailer", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			msgs := followMsgs(k, entries, data, 5, nil)
+			return append(msgs, msgs[len(msgs)-1])
+		}},
+		{"digests follow: a digest in the manifest", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			msgs := followMsgs(k, entries, data, 5, nil)
+			msgs[0].GetHeader().Files[0].Sha256 = entries[0].Sha256
+			return msgs
+		}},
+		{"trailer without digests following", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			msgs := append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}, dataMsgs(data, 5)...)
+			return append(msgs, trailerMsg([]string{entries[0].Sha256}))
 		}},
 		{"bad repo", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
 			bad := &daemonv1.WorkspaceKey{TenantKey: k.TenantKey, Repo: "..", Commit: k.Commit}

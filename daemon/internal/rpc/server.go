@@ -121,7 +121,11 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		return status.Error(codes.InvalidArgument, "prepare: prepare_id is not a UUID")
 	}
 	ctx := stream.Context()
-	body := &streamReader{stream: stream, left: manifestBytes(hdr.GetFiles())}
+	body := &streamReader{stream: stream, left: manifestBytes(hdr.GetFiles()), follow: hdr.GetDigestsFollow()}
+	// Messages are received ahead of the writes (a few chunks), so the
+	// proxy keeps sending while a file is written and hashed.
+	stop := body.prefetch(prefetchMessages)
+	defer stop()
 	if body.left == 0 {
 		// No data will be read, so no Read can report what follows the
 		// header: check here that nothing does.
@@ -136,7 +140,16 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	// push's stream ends under it, as the prepare itself does: a tree is
 	// published only with a phase that ran, never one a caller cut short.
 	var warnings []string
-	fetchDeps := func(ws runtime.Workspace) { warnings = s.Deps.Fetch(context.WithoutCancel(ctx), ws) }
+	// Where a cold prepare's time goes, logged with it: receiving and
+	// writing the verified tree, the dependency phase, starting the
+	// servers, their first load.
+	start := time.Now()
+	var received, depsDone, warmed time.Time
+	fetchDeps := func(ws runtime.Workspace) {
+		received = time.Now()
+		warnings = s.Deps.Fetch(context.WithoutCancel(ctx), ws)
+		depsDone = time.Now()
+	}
 	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body, fetchDeps)
 	if err != nil {
 		if !errors.Is(err, workspace.ErrInvalid) && !errors.Is(err, pool.ErrTreeOverBudget) {
@@ -153,6 +166,7 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 			resp.Warnings = warnings
 			_, warm := w.Warm(ctx, hdr.GetFiles())
 			resp.Warnings = append(resp.Warnings, warm...)
+			warmed = time.Now()
 			// The answer says whether each server could load the project,
 			// so it waits for their first load (bounded).
 			if s.Runner != nil {
@@ -162,7 +176,12 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		infos = w.Languages()
 		resp.Languages = languages(infos)
 	}
-	s.Log.Info("prepare", "workspace", k.String(), "prepared", prepared, "files", len(hdr.GetFiles()))
+	attrs := []any{"workspace", k.String(), "prepared", prepared, "files", len(hdr.GetFiles())}
+	if prepared && !received.IsZero() && !warmed.IsZero() {
+		attrs = append(attrs, "receive_nanos", received.Sub(start).Nanoseconds(), "deps_nanos", depsDone.Sub(received).Nanoseconds(),
+			"publish_start_nanos", warmed.Sub(depsDone).Nanoseconds(), "load_nanos", time.Since(warmed).Nanoseconds())
+	}
+	s.Log.Info("prepare", attrs...)
 	return stream.SendAndClose(resp)
 }
 
@@ -250,11 +269,67 @@ func manifestBytes(files []*daemonv1.FileEntry) int64 {
 // byte follows, so whatever breaks the protocol at the end — more bytes, a
 // second header, a broken stream — is found before the last byte is handed
 // over and returned with it, where the store cannot miss it.
+// prefetchMessages bounds the messages (each at most a 1 MiB chunk, the
+// proxy's ChunkSize, within gRPC's own receive bound) received ahead of
+// the tree's writes.
+const prefetchMessages = 8
+
+type received struct {
+	msg *daemonv1.PrepareRequest
+	err error
+}
+
+// prefetch receives the stream's messages on a goroutine of its own, at
+// most n ahead of next. The returned stop ends it; Recv then returns
+// once the handler has returned and the stream is done.
+func (r *streamReader) prefetch(n int) (stop func()) {
+	ch, done := make(chan received, n), make(chan struct{})
+	go func() {
+		for {
+			msg, err := r.stream.Recv()
+			select {
+			case ch <- received{msg, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	r.ahead = ch
+	return func() { close(done) }
+}
+
 type streamReader struct {
-	stream grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]
-	buf    []byte
-	left   int64 // manifest bytes not yet handed over
-	err    error // sticky
+	// ahead, when set, delivers the stream's messages (prefetch);
+	// recvErr is the first error received.
+	ahead   chan received
+	recvErr error
+	stream  grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]
+	buf     []byte
+	left    int64 // manifest bytes not yet handed over
+	err     error // sticky
+	// follow: the header's digests_follow; then one trailer must come
+	// after the manifest's bytes and end the stream.
+	follow  bool
+	trailer []string
+	trailed bool
+}
+
+// DigestsFollow implements workspace.DigestTrailer.
+func (r *streamReader) DigestsFollow() bool { return r.follow }
+
+// Digests implements workspace.DigestTrailer: the trailer's digests, once
+// the stream has ended after it.
+func (r *streamReader) Digests() ([]string, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if !r.trailed {
+		return nil, fmt.Errorf("%w: the stream ended without its trailer", workspace.ErrInvalid)
+	}
+	return r.trailer, nil
 }
 
 func (r *streamReader) Read(p []byte) (int, error) {
@@ -294,7 +369,21 @@ func (r *streamReader) Read(p []byte) (int, error) {
 // next returns the bytes of the next data message, io.EOF at the end of the
 // stream.
 func (r *streamReader) next() ([]byte, error) {
-	msg, err := r.stream.Recv()
+	if r.recvErr != nil {
+		return nil, r.recvErr
+	}
+	var msg *daemonv1.PrepareRequest
+	var err error
+	if r.ahead != nil {
+		rcv := <-r.ahead
+		msg, err = rcv.msg, rcv.err
+	} else {
+		msg, err = r.stream.Recv()
+	}
+	if err != nil {
+		// The prefetcher stops after an error: it stays the answer.
+		r.recvErr = err
+	}
 	if err == io.EOF {
 		return nil, io.EOF
 	}
@@ -303,6 +392,21 @@ func (r *streamReader) next() ([]byte, error) {
 	}
 	if msg.GetHeader() != nil {
 		return nil, fmt.Errorf("%w: a second header in the stream", workspace.ErrInvalid)
+	}
+	if t := msg.GetTrailer(); t != nil {
+		switch {
+		case !r.follow:
+			return nil, fmt.Errorf("%w: a trailer in a stream whose header carries the digests", workspace.ErrInvalid)
+		case r.trailed:
+			return nil, fmt.Errorf("%w: a second trailer in the stream", workspace.ErrInvalid)
+		case r.left > 0:
+			return nil, fmt.Errorf("%w: the trailer came before the manifest's last byte", workspace.ErrInvalid)
+		}
+		r.trailer, r.trailed = t.GetSha256(), true
+		return nil, nil
+	}
+	if r.trailed && len(msg.GetData()) > 0 {
+		return nil, fmt.Errorf("%w: bytes after the trailer", workspace.ErrInvalid)
 	}
 	return msg.GetData(), nil
 }
@@ -313,6 +417,9 @@ func (r *streamReader) end() error {
 	for {
 		data, err := r.next()
 		if err == io.EOF {
+			if r.follow && !r.trailed {
+				return fmt.Errorf("%w: the stream ended without its trailer", workspace.ErrInvalid)
+			}
 			return nil
 		}
 		if err != nil {

@@ -11,6 +11,7 @@ package workspace
 import (
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 
@@ -93,6 +94,33 @@ func CheckPath(p string, maxBytes int) error {
 // no path repeated, no file used as a directory of another, and the sums
 // within bounds. It returns the total byte count.
 func CheckManifest(files []*daemonv1.FileEntry, lim Limits) (int64, error) {
+	return checkManifest(files, lim, false)
+}
+
+// DigestTrailer is a tree body whose files' SHA-256 digests follow their
+// bytes (the push header's digests_follow): its manifest carries no
+// digests, and Digests, once the body has been read to its end, returns
+// the trailer's, in manifest order. Store.Write checks every file against
+// them before the tree is used or published.
+type DigestTrailer interface {
+	DigestsFollow() bool
+	Digests() ([]string, error)
+}
+
+// DigestsFollow reports whether body is a tree body whose digests follow.
+func DigestsFollow(body io.Reader) bool {
+	t, ok := body.(DigestTrailer)
+	return ok && t.DigestsFollow()
+}
+
+// CheckManifestFor is CheckManifest for a manifest read with body: when
+// body's digests follow, every digest must be empty (the trailer's are
+// checked against the bytes instead).
+func CheckManifestFor(files []*daemonv1.FileEntry, lim Limits, body io.Reader) (int64, error) {
+	return checkManifest(files, lim, DigestsFollow(body))
+}
+
+func checkManifest(files []*daemonv1.FileEntry, lim Limits, digestsFollow bool) (int64, error) {
 	if len(files) > lim.MaxFiles {
 		return 0, fmt.Errorf("%w: more than %d files", ErrInvalid, lim.MaxFiles)
 	}
@@ -110,7 +138,11 @@ func CheckManifest(files []*daemonv1.FileEntry, lim Limits) (int64, error) {
 			return 0, fmt.Errorf("%w: %q repeated", ErrInvalid, p)
 		}
 		seen[p] = true
-		if !sha256RE.MatchString(f.GetSha256()) {
+		if digestsFollow {
+			if f.GetSha256() != "" {
+				return 0, fmt.Errorf("%w: %q: a digest in a manifest whose digests follow", ErrInvalid, p)
+			}
+		} else if !sha256RE.MatchString(f.GetSha256()) {
 			return 0, fmt.Errorf("%w: %q: bad sha256", ErrInvalid, p)
 		}
 		if int64(f.GetSize()) > lim.MaxFileBytes || f.GetSize() > 1<<62 {

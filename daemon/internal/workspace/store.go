@@ -109,9 +109,11 @@ func (s *Store) PrepareID(k Key) (string, error) {
 // rename, so a tree is never served, nor adopted after a crash, without
 // what was prepared for it.
 func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io.Reader, beforePublish func(tree, home string)) (published bool, err error) {
-	if _, err := CheckManifest(files, s.limits); err != nil {
+	if _, err := CheckManifestFor(files, s.limits, r); err != nil {
 		return false, err
 	}
+	trailer, _ := r.(DigestTrailer)
+	follow := DigestsFollow(r)
 	stage, err := os.MkdirTemp(filepath.Join(s.root, "staging"), "push-")
 	if err != nil {
 		return false, fmt.Errorf("stage: %w", err)
@@ -123,10 +125,19 @@ func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io
 	}()
 	buf := make([]byte, 256<<10)
 	tree := filepath.Join(stage, "tree")
-	for _, f := range files {
-		if err := writeFile(filepath.Join(tree, filepath.FromSlash(f.GetPath())), f, r, buf); err != nil {
+	// Each file is hashed as it is written; its digest is checked against
+	// the manifest's at once, or against the trailer's once the stream has
+	// ended — either way before the tree is used or published.
+	sums := make([]string, len(files))
+	for i, f := range files {
+		sum, err := writeFile(filepath.Join(tree, filepath.FromSlash(f.GetPath())), f, r, buf)
+		if err != nil {
 			return false, err
 		}
+		if !follow && sum != f.GetSha256() {
+			return false, fmt.Errorf("%w: %q: sha256 mismatch", ErrInvalid, f.GetPath())
+		}
+		sums[i] = sum
 	}
 	if err := os.MkdirAll(tree, 0o700); err != nil { // an empty tree
 		return false, fmt.Errorf("stage: %w", err)
@@ -137,6 +148,24 @@ func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io
 		return false, fmt.Errorf("%w: more bytes than the manifest declares", ErrInvalid)
 	case err != io.EOF:
 		return false, fmt.Errorf("%w: the stream did not end cleanly: %v", ErrInvalid, err)
+	}
+	if follow {
+		want, err := trailer.Digests()
+		if err != nil {
+			return false, err
+		}
+		if len(want) != len(files) {
+			return false, fmt.Errorf("%w: the trailer has %d digests for %d files", ErrInvalid, len(want), len(files))
+		}
+		for i, f := range files {
+			if want[i] != sums[i] {
+				return false, fmt.Errorf("%w: %q: sha256 mismatch", ErrInvalid, f.GetPath())
+			}
+		}
+		// Verified: the manifest is now whole for everything that uses it.
+		for i, f := range files {
+			f.Sha256 = sums[i]
+		}
 	}
 	if err := os.WriteFile(filepath.Join(stage, "prepare-id"), []byte(prepareID+"\n"), 0o444); err != nil {
 		return false, fmt.Errorf("stage: %w", err)
@@ -203,9 +232,10 @@ func (s *Store) List() ([]Key, error) {
 	return keys, nil
 }
 
-func writeFile(path string, f *daemonv1.FileEntry, r io.Reader, buf []byte) error {
+// writeFile writes f's bytes from r to path and returns their SHA-256.
+func writeFile(path string, f *daemonv1.FileEntry, r io.Reader, buf []byte) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("write %q: %w", f.GetPath(), err)
+		return "", fmt.Errorf("write %q: %w", f.GetPath(), err)
 	}
 	mode := os.FileMode(0o644)
 	if f.GetExecutable() {
@@ -215,7 +245,7 @@ func writeFile(path string, f *daemonv1.FileEntry, r io.Reader, buf []byte) erro
 	// existing entry means the manifest lied.
 	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, mode)
 	if err != nil {
-		return fmt.Errorf("write %q: %w", f.GetPath(), err)
+		return "", fmt.Errorf("write %q: %w", f.GetPath(), err)
 	}
 	h := sha256.New()
 	n, err := io.CopyBuffer(io.MultiWriter(out, h), io.LimitReader(r, int64(f.GetSize())), buf)
@@ -223,15 +253,12 @@ func writeFile(path string, f *daemonv1.FileEntry, r io.Reader, buf []byte) erro
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("write %q: %w", f.GetPath(), err)
+		return "", fmt.Errorf("write %q: %w", f.GetPath(), err)
 	}
 	if uint64(n) != f.GetSize() {
-		return fmt.Errorf("%w: %q: stream ended after %d of %d bytes", ErrInvalid, f.GetPath(), n, f.GetSize())
+		return "", fmt.Errorf("%w: %q: stream ended after %d of %d bytes", ErrInvalid, f.GetPath(), n, f.GetSize())
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != f.GetSha256() {
-		return fmt.Errorf("%w: %q: sha256 mismatch", ErrInvalid, f.GetPath())
-	}
-	return nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func randomHex() string {

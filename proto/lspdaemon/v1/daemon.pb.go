@@ -2476,10 +2476,16 @@ func (x *FileEntry) GetExecutable() bool {
 }
 
 type PrepareHeader struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Workspace     *WorkspaceKey          `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
-	PrepareId     string                 `protobuf:"bytes,2,opt,name=prepare_id,json=prepareId,proto3" json:"prepare_id,omitempty"`
-	Files         []*FileEntry           `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Workspace *WorkspaceKey          `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	PrepareId string                 `protobuf:"bytes,2,opt,name=prepare_id,json=prepareId,proto3" json:"prepare_id,omitempty"`
+	Files     []*FileEntry           `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
+	// digests_follow: every file's sha256 is empty here and the trailer, the
+	// stream's last message, carries them, so that the proxy can send a
+	// file's bytes while it still reads later ones from the forge. The daemon
+	// checks each file's bytes against the trailer before anything uses the
+	// tree and publishes nothing without a trailer that matches.
+	DigestsFollow bool `protobuf:"varint,4,opt,name=digests_follow,json=digestsFollow,proto3" json:"digests_follow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2535,14 +2541,69 @@ func (x *PrepareHeader) GetFiles() []*FileEntry {
 	return nil
 }
 
+func (x *PrepareHeader) GetDigestsFollow() bool {
+	if x != nil {
+		return x.DigestsFollow
+	}
+	return false
+}
+
+// PrepareTrailer carries, when the header's digests_follow is set, the
+// lowercase hex SHA-256 of every file, in manifest order.
+type PrepareTrailer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha256        []string               `protobuf:"bytes,1,rep,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareTrailer) Reset() {
+	*x = PrepareTrailer{}
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareTrailer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareTrailer) ProtoMessage() {}
+
+func (x *PrepareTrailer) ProtoReflect() protoreflect.Message {
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareTrailer.ProtoReflect.Descriptor instead.
+func (*PrepareTrailer) Descriptor() ([]byte, []int) {
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PrepareTrailer) GetSha256() []string {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
 // PrepareRequest: the first message carries the header; every later message
-// carries the next bytes of the concatenation of the files in manifest order.
+// carries the next bytes of the concatenation of the files in manifest order;
+// with digests_follow, one trailer ends the stream.
 type PrepareRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Part:
 	//
 	//	*PrepareRequest_Header
 	//	*PrepareRequest_Data
+	//	*PrepareRequest_Trailer
 	Part          isPrepareRequest_Part `protobuf_oneof:"part"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2550,7 +2611,7 @@ type PrepareRequest struct {
 
 func (x *PrepareRequest) Reset() {
 	*x = PrepareRequest{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2623,7 @@ func (x *PrepareRequest) String() string {
 func (*PrepareRequest) ProtoMessage() {}
 
 func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[30]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2636,7 @@ func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareRequest.ProtoReflect.Descriptor instead.
 func (*PrepareRequest) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{30}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PrepareRequest) GetPart() isPrepareRequest_Part {
@@ -2603,6 +2664,15 @@ func (x *PrepareRequest) GetData() []byte {
 	return nil
 }
 
+func (x *PrepareRequest) GetTrailer() *PrepareTrailer {
+	if x != nil {
+		if x, ok := x.Part.(*PrepareRequest_Trailer); ok {
+			return x.Trailer
+		}
+	}
+	return nil
+}
+
 type isPrepareRequest_Part interface {
 	isPrepareRequest_Part()
 }
@@ -2615,9 +2685,15 @@ type PrepareRequest_Data struct {
 	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
 }
 
+type PrepareRequest_Trailer struct {
+	Trailer *PrepareTrailer `protobuf:"bytes,3,opt,name=trailer,proto3,oneof"`
+}
+
 func (*PrepareRequest_Header) isPrepareRequest_Part() {}
 
 func (*PrepareRequest_Data) isPrepareRequest_Part() {}
+
+func (*PrepareRequest_Trailer) isPrepareRequest_Part() {}
 
 type LanguageTools struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
@@ -2636,7 +2712,7 @@ type LanguageTools struct {
 
 func (x *LanguageTools) Reset() {
 	*x = LanguageTools{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2724,7 @@ func (x *LanguageTools) String() string {
 func (*LanguageTools) ProtoMessage() {}
 
 func (x *LanguageTools) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[31]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2737,7 @@ func (x *LanguageTools) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LanguageTools.ProtoReflect.Descriptor instead.
 func (*LanguageTools) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{31}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LanguageTools) GetLanguage() string {
@@ -2714,7 +2790,7 @@ type PrepareResponse struct {
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2802,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[32]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2815,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{32}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PrepareResponse) GetPrepared() bool {
@@ -2779,7 +2855,7 @@ type CapabilitiesRequest struct {
 
 func (x *CapabilitiesRequest) Reset() {
 	*x = CapabilitiesRequest{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +2867,7 @@ func (x *CapabilitiesRequest) String() string {
 func (*CapabilitiesRequest) ProtoMessage() {}
 
 func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[33]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +2880,7 @@ func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{33}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CapabilitiesRequest) GetWorkspace() *WorkspaceKey {
@@ -2831,7 +2907,7 @@ type CapabilitiesResponse struct {
 
 func (x *CapabilitiesResponse) Reset() {
 	*x = CapabilitiesResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[34]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2843,7 +2919,7 @@ func (x *CapabilitiesResponse) String() string {
 func (*CapabilitiesResponse) ProtoMessage() {}
 
 func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[34]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2856,7 +2932,7 @@ func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesResponse.ProtoReflect.Descriptor instead.
 func (*CapabilitiesResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{34}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CapabilitiesResponse) GetWarm() bool {
@@ -2896,7 +2972,7 @@ type DeleteWorkspaceRequest struct {
 
 func (x *DeleteWorkspaceRequest) Reset() {
 	*x = DeleteWorkspaceRequest{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[35]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2908,7 +2984,7 @@ func (x *DeleteWorkspaceRequest) String() string {
 func (*DeleteWorkspaceRequest) ProtoMessage() {}
 
 func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[35]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2921,7 +2997,7 @@ func (x *DeleteWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{35}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteWorkspaceRequest) GetWorkspace() *WorkspaceKey {
@@ -2940,7 +3016,7 @@ type DeleteWorkspaceResponse struct {
 
 func (x *DeleteWorkspaceResponse) Reset() {
 	*x = DeleteWorkspaceResponse{}
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[36]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3028,7 @@ func (x *DeleteWorkspaceResponse) String() string {
 func (*DeleteWorkspaceResponse) ProtoMessage() {}
 
 func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[36]
+	mi := &file_lspdaemon_v1_daemon_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3041,7 @@ func (x *DeleteWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{36}
+	return file_lspdaemon_v1_daemon_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteWorkspaceResponse) GetDeleted() bool {
@@ -3163,15 +3239,19 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12\x1e\n" +
 	"\n" +
 	"executable\x18\x04 \x01(\bR\n" +
-	"executable\"\x99\x01\n" +
+	"executable\"\xc0\x01\n" +
 	"\rPrepareHeader\x129\n" +
 	"\tworkspace\x18\x01 \x01(\v2\x1b.lsp.daemon.v1.WorkspaceKeyR\tworkspace\x12\x1d\n" +
 	"\n" +
 	"prepare_id\x18\x02 \x01(\tR\tprepareId\x12.\n" +
-	"\x05files\x18\x03 \x03(\v2\x18.lsp.daemon.v1.FileEntryR\x05files\"f\n" +
+	"\x05files\x18\x03 \x03(\v2\x18.lsp.daemon.v1.FileEntryR\x05files\x12%\n" +
+	"\x0edigests_follow\x18\x04 \x01(\bR\rdigestsFollow\"(\n" +
+	"\x0ePrepareTrailer\x12\x16\n" +
+	"\x06sha256\x18\x01 \x03(\tR\x06sha256\"\xa1\x01\n" +
 	"\x0ePrepareRequest\x126\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.lsp.daemon.v1.PrepareHeaderH\x00R\x06header\x12\x14\n" +
-	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x129\n" +
+	"\atrailer\x18\x03 \x01(\v2\x1d.lsp.daemon.v1.PrepareTrailerH\x00R\atrailerB\x06\n" +
 	"\x04part\"\xc7\x01\n" +
 	"\rLanguageTools\x12\x1a\n" +
 	"\blanguage\x18\x01 \x01(\tR\blanguage\x121\n" +
@@ -3261,7 +3341,7 @@ func file_lspdaemon_v1_daemon_proto_rawDescGZIP() []byte {
 }
 
 var file_lspdaemon_v1_daemon_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_lspdaemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_lspdaemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_lspdaemon_v1_daemon_proto_goTypes = []any{
 	(ProtocolVersion)(0),            // 0: lsp.daemon.v1.ProtocolVersion
 	(Op)(0),                         // 1: lsp.daemon.v1.Op
@@ -3297,13 +3377,14 @@ var file_lspdaemon_v1_daemon_proto_goTypes = []any{
 	(*QueryTiming)(nil),             // 31: lsp.daemon.v1.QueryTiming
 	(*FileEntry)(nil),               // 32: lsp.daemon.v1.FileEntry
 	(*PrepareHeader)(nil),           // 33: lsp.daemon.v1.PrepareHeader
-	(*PrepareRequest)(nil),          // 34: lsp.daemon.v1.PrepareRequest
-	(*LanguageTools)(nil),           // 35: lsp.daemon.v1.LanguageTools
-	(*PrepareResponse)(nil),         // 36: lsp.daemon.v1.PrepareResponse
-	(*CapabilitiesRequest)(nil),     // 37: lsp.daemon.v1.CapabilitiesRequest
-	(*CapabilitiesResponse)(nil),    // 38: lsp.daemon.v1.CapabilitiesResponse
-	(*DeleteWorkspaceRequest)(nil),  // 39: lsp.daemon.v1.DeleteWorkspaceRequest
-	(*DeleteWorkspaceResponse)(nil), // 40: lsp.daemon.v1.DeleteWorkspaceResponse
+	(*PrepareTrailer)(nil),          // 34: lsp.daemon.v1.PrepareTrailer
+	(*PrepareRequest)(nil),          // 35: lsp.daemon.v1.PrepareRequest
+	(*LanguageTools)(nil),           // 36: lsp.daemon.v1.LanguageTools
+	(*PrepareResponse)(nil),         // 37: lsp.daemon.v1.PrepareResponse
+	(*CapabilitiesRequest)(nil),     // 38: lsp.daemon.v1.CapabilitiesRequest
+	(*CapabilitiesResponse)(nil),    // 39: lsp.daemon.v1.CapabilitiesResponse
+	(*DeleteWorkspaceRequest)(nil),  // 40: lsp.daemon.v1.DeleteWorkspaceRequest
+	(*DeleteWorkspaceResponse)(nil), // 41: lsp.daemon.v1.DeleteWorkspaceResponse
 }
 var file_lspdaemon_v1_daemon_proto_depIdxs = []int32{
 	7,  // 0: lsp.daemon.v1.Range.start:type_name -> lsp.daemon.v1.Position
@@ -3353,26 +3434,27 @@ var file_lspdaemon_v1_daemon_proto_depIdxs = []int32{
 	6,  // 44: lsp.daemon.v1.PrepareHeader.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
 	32, // 45: lsp.daemon.v1.PrepareHeader.files:type_name -> lsp.daemon.v1.FileEntry
 	33, // 46: lsp.daemon.v1.PrepareRequest.header:type_name -> lsp.daemon.v1.PrepareHeader
-	10, // 47: lsp.daemon.v1.LanguageTools.server:type_name -> lsp.daemon.v1.ServerInfo
-	35, // 48: lsp.daemon.v1.PrepareResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
-	6,  // 49: lsp.daemon.v1.CapabilitiesRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
-	35, // 50: lsp.daemon.v1.CapabilitiesResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
-	6,  // 51: lsp.daemon.v1.DeleteWorkspaceRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
-	4,  // 52: lsp.daemon.v1.Daemon.Hello:input_type -> lsp.daemon.v1.HelloRequest
-	9,  // 53: lsp.daemon.v1.Daemon.Query:input_type -> lsp.daemon.v1.QueryRequest
-	34, // 54: lsp.daemon.v1.Daemon.Prepare:input_type -> lsp.daemon.v1.PrepareRequest
-	37, // 55: lsp.daemon.v1.Daemon.Capabilities:input_type -> lsp.daemon.v1.CapabilitiesRequest
-	39, // 56: lsp.daemon.v1.Daemon.DeleteWorkspace:input_type -> lsp.daemon.v1.DeleteWorkspaceRequest
-	5,  // 57: lsp.daemon.v1.Daemon.Hello:output_type -> lsp.daemon.v1.HelloResponse
-	30, // 58: lsp.daemon.v1.Daemon.Query:output_type -> lsp.daemon.v1.QueryResponse
-	36, // 59: lsp.daemon.v1.Daemon.Prepare:output_type -> lsp.daemon.v1.PrepareResponse
-	38, // 60: lsp.daemon.v1.Daemon.Capabilities:output_type -> lsp.daemon.v1.CapabilitiesResponse
-	40, // 61: lsp.daemon.v1.Daemon.DeleteWorkspace:output_type -> lsp.daemon.v1.DeleteWorkspaceResponse
-	57, // [57:62] is the sub-list for method output_type
-	52, // [52:57] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	34, // 47: lsp.daemon.v1.PrepareRequest.trailer:type_name -> lsp.daemon.v1.PrepareTrailer
+	10, // 48: lsp.daemon.v1.LanguageTools.server:type_name -> lsp.daemon.v1.ServerInfo
+	36, // 49: lsp.daemon.v1.PrepareResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
+	6,  // 50: lsp.daemon.v1.CapabilitiesRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
+	36, // 51: lsp.daemon.v1.CapabilitiesResponse.languages:type_name -> lsp.daemon.v1.LanguageTools
+	6,  // 52: lsp.daemon.v1.DeleteWorkspaceRequest.workspace:type_name -> lsp.daemon.v1.WorkspaceKey
+	4,  // 53: lsp.daemon.v1.Daemon.Hello:input_type -> lsp.daemon.v1.HelloRequest
+	9,  // 54: lsp.daemon.v1.Daemon.Query:input_type -> lsp.daemon.v1.QueryRequest
+	35, // 55: lsp.daemon.v1.Daemon.Prepare:input_type -> lsp.daemon.v1.PrepareRequest
+	38, // 56: lsp.daemon.v1.Daemon.Capabilities:input_type -> lsp.daemon.v1.CapabilitiesRequest
+	40, // 57: lsp.daemon.v1.Daemon.DeleteWorkspace:input_type -> lsp.daemon.v1.DeleteWorkspaceRequest
+	5,  // 58: lsp.daemon.v1.Daemon.Hello:output_type -> lsp.daemon.v1.HelloResponse
+	30, // 59: lsp.daemon.v1.Daemon.Query:output_type -> lsp.daemon.v1.QueryResponse
+	37, // 60: lsp.daemon.v1.Daemon.Prepare:output_type -> lsp.daemon.v1.PrepareResponse
+	39, // 61: lsp.daemon.v1.Daemon.Capabilities:output_type -> lsp.daemon.v1.CapabilitiesResponse
+	41, // 62: lsp.daemon.v1.Daemon.DeleteWorkspace:output_type -> lsp.daemon.v1.DeleteWorkspaceResponse
+	58, // [58:63] is the sub-list for method output_type
+	53, // [53:58] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_lspdaemon_v1_daemon_proto_init() }
@@ -3393,9 +3475,10 @@ func file_lspdaemon_v1_daemon_proto_init() {
 		(*QueryResponse_Types)(nil),
 		(*QueryResponse_Read)(nil),
 	}
-	file_lspdaemon_v1_daemon_proto_msgTypes[30].OneofWrappers = []any{
+	file_lspdaemon_v1_daemon_proto_msgTypes[31].OneofWrappers = []any{
 		(*PrepareRequest_Header)(nil),
 		(*PrepareRequest_Data)(nil),
+		(*PrepareRequest_Trailer)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3403,7 +3486,7 @@ func file_lspdaemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lspdaemon_v1_daemon_proto_rawDesc), len(file_lspdaemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

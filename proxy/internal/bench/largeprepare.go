@@ -257,21 +257,26 @@ func ourParts(took time.Duration, before, after map[string][2]float64, log strin
 		return time.Duration((after[stage][0] - before[stage][0]) * 1e9)
 	}
 	resolve, query := d("forge_resolve"), d("daemon_query")
-	prepare := prepareTook(log, off)
-	return fmt.Sprintf("resolve %s, fetch+hold+rows %s, push+deps+gopls start (daemon Prepare) %s, hover query %s",
-		secs(resolve), secs(took-resolve-query-prepare), secs(prepare), secs(query))
+	prepare, ph := prepareTook(log, off)
+	return fmt.Sprintf("resolve %s, fetch+hold+rows %s, push+deps+gopls start (daemon Prepare) %s [receive+write %s, deps %s, publish+start %s, first load %s], hover query %s",
+		secs(resolve), secs(took-resolve-query-prepare), secs(prepare),
+		secs(ph.receive), secs(ph.deps), secs(ph.start), secs(ph.load), secs(query))
 }
+
+// preparePhases are the parts of a daemon Prepare call, from its log.
+type preparePhases struct{ receive, deps, start, load time.Duration }
 
 // prepareTook is the duration of the last Prepare call the daemon logged
 // after offset off of its log.
-func prepareTook(log string, off int64) time.Duration {
+func prepareTook(log string, off int64) (time.Duration, preparePhases) {
+	var ph preparePhases
 	f, err := os.Open(log)
 	if err != nil {
-		return 0
+		return 0, ph
 	}
 	defer f.Close()
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return 0
+		return 0, ph
 	}
 	var took time.Duration
 	sc := bufio.NewScanner(f)
@@ -279,15 +284,25 @@ func prepareTook(log string, off int64) time.Duration {
 	for sc.Scan() {
 		// The daemon logs JSON; a duration is in nanoseconds.
 		var e struct {
-			Msg    string `json:"msg"`
-			Method string `json:"method"`
-			Took   int64  `json:"took"`
+			Msg     string `json:"msg"`
+			Method  string `json:"method"`
+			Took    int64  `json:"took"`
+			Receive int64  `json:"receive_nanos"`
+			Deps    int64  `json:"deps_nanos"`
+			Start   int64  `json:"publish_start_nanos"`
+			Load    int64  `json:"load_nanos"`
 		}
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Msg == "rpc" && e.Method == "/lsp.daemon.v1.Daemon/Prepare" {
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		switch {
+		case e.Msg == "rpc" && e.Method == "/lsp.daemon.v1.Daemon/Prepare":
 			took = time.Duration(e.Took)
+		case e.Msg == "prepare" && e.Receive > 0:
+			ph = preparePhases{time.Duration(e.Receive), time.Duration(e.Deps), time.Duration(e.Start), time.Duration(e.Load)}
 		}
 	}
-	return took
+	return took, ph
 }
 
 func fileSize(p string) int64 {

@@ -24,6 +24,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -339,10 +340,13 @@ func (s *Shard) Delete(ctx context.Context, k Key) (bool, error) {
 	return resp.GetDeleted(), s.failed(err)
 }
 
-// File is one file of a pushed tree.
+// File is one file of a pushed tree. A file of a streamed push
+// (PushStream) has only Path, Size and Executable: its bytes come from the
+// push's source and its digest is computed as they are sent.
 type File struct {
 	Path       string
 	Data       []byte
+	Size       int64
 	SHA256     string
 	Executable bool
 }
@@ -351,16 +355,57 @@ type File struct {
 // in manifest order, in ChunkSize messages. A daemon that already holds the
 // workspace may answer before the stream ends; that is not an error.
 func (s *Shard) Push(ctx context.Context, k Key, prepareID string, files []File) (*daemonv1.PrepareResponse, error) {
+	for i := range files {
+		files[i].Size = int64(len(files[i].Data))
+	}
+	return s.push(ctx, k, prepareID, files, false, func(_ context.Context, fn func(int, []byte) error) error {
+		for i, f := range files {
+			if err := fn(i, f.Data); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// SourceError is a streamed push's source failing (the forge's tree could
+// not be read): the push was abandoned before its trailer, so the daemon
+// published nothing from it.
+type SourceError struct{ Err error }
+
+func (e *SourceError) Error() string { return "push source: " + e.Err.Error() }
+func (e *SourceError) Unwrap() error { return e.Err }
+
+// PushStream streams a tree whose bytes source hands over, file by file in
+// manifest order (forge.Tree.Stream), while it is still reading them: the
+// header carries the manifest without digests (digests_follow), each
+// file's SHA-256 is computed as its bytes are sent, and the trailer
+// carries them; the daemon checks every file against it before it uses or
+// publishes the tree. A source that fails, or hands over a file of another
+// size than its manifest entry, abandons the stream (the daemon then
+// discards what it received) and returns a *SourceError.
+func (s *Shard) PushStream(ctx context.Context, k Key, prepareID string, files []File, source func(ctx context.Context, fn func(i int, data []byte) error) error) (*daemonv1.PrepareResponse, error) {
+	return s.push(ctx, k, prepareID, files, true, source)
+}
+
+func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File, follow bool, source func(ctx context.Context, fn func(i int, data []byte) error) error) (*daemonv1.PrepareResponse, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
-	stream, err := s.client.Prepare(ctx)
+	// The stream's own context: cancelling it abandons the push, so a
+	// failed source can never be taken for a whole tree.
+	sctx, abandon := context.WithCancel(ctx)
+	defer abandon()
+	stream, err := s.client.Prepare(sctx)
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", s.failed(err))
 	}
-	hdr := &daemonv1.PrepareHeader{Workspace: k.proto(), PrepareId: prepareID, Files: make([]*daemonv1.FileEntry, len(files))}
+	hdr := &daemonv1.PrepareHeader{Workspace: k.proto(), PrepareId: prepareID, Files: make([]*daemonv1.FileEntry, len(files)), DigestsFollow: follow}
 	for i, f := range files {
-		hdr.Files[i] = &daemonv1.FileEntry{Path: f.Path, Size: uint64(len(f.Data)), Sha256: f.SHA256, Executable: f.Executable}
+		hdr.Files[i] = &daemonv1.FileEntry{Path: f.Path, Size: uint64(f.Size), Executable: f.Executable}
+		if !follow {
+			hdr.Files[i].Sha256 = f.SHA256
+		}
 	}
 	if err := stream.Send(&daemonv1.PrepareRequest{Part: &daemonv1.PrepareRequest_Header{Header: hdr}}); err != nil {
 		return s.closeAndRecv(stream, err)
@@ -371,12 +416,27 @@ func (s *Shard) Push(ctx context.Context, k Key, prepareID string, files []File)
 	send := func(b []byte) error {
 		return stream.Send(&daemonv1.PrepareRequest{Part: &daemonv1.PrepareRequest_Data{Data: b}})
 	}
-	for _, f := range files {
-		data := f.Data
+	var sums []string
+	if follow {
+		sums = make([]string, len(files))
+	}
+	// sendErr: the daemon stopped reading (it may have answered already).
+	var sendErr error
+	next := 0
+	srcErr := source(sctx, func(i int, data []byte) error {
+		if i != next || int64(len(data)) != files[i].Size {
+			return fmt.Errorf("file %d of %d (%q): got %d bytes in position %d, want %d", i, len(files), files[i].Path, len(data), next, files[i].Size)
+		}
+		next++
+		if follow {
+			sum := sha256.Sum256(data)
+			sums[i] = hex.EncodeToString(sum[:])
+		}
 		for len(data) > 0 {
 			if len(chunk) == 0 && len(data) >= ChunkSize {
 				if err := send(data[:ChunkSize]); err != nil {
-					return s.closeAndRecv(stream, err)
+					sendErr = err
+					return err
 				}
 				data = data[ChunkSize:]
 				continue
@@ -386,14 +446,31 @@ func (s *Shard) Push(ctx context.Context, k Key, prepareID string, files []File)
 			data = data[n:]
 			if len(chunk) == ChunkSize {
 				if err := send(chunk); err != nil {
-					return s.closeAndRecv(stream, err)
+					sendErr = err
+					return err
 				}
 				chunk = make([]byte, 0, ChunkSize)
 			}
 		}
+		return nil
+	})
+	if sendErr != nil {
+		return s.closeAndRecv(stream, sendErr)
+	}
+	if srcErr == nil && next != len(files) {
+		srcErr = fmt.Errorf("the source handed over %d of %d files", next, len(files))
+	}
+	if srcErr != nil {
+		abandon()
+		return nil, &SourceError{Err: srcErr}
 	}
 	if len(chunk) > 0 {
 		if err := send(chunk); err != nil {
+			return s.closeAndRecv(stream, err)
+		}
+	}
+	if follow {
+		if err := stream.Send(&daemonv1.PrepareRequest{Part: &daemonv1.PrepareRequest_Trailer{Trailer: &daemonv1.PrepareTrailer{Sha256: sums}}}); err != nil {
 			return s.closeAndRecv(stream, err)
 		}
 	}

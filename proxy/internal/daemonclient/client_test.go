@@ -63,7 +63,7 @@ func (d *testDaemon) Query(ctx context.Context, _ *daemonv1.QueryRequest) (*daem
 
 // serve runs d on addr ("unix://…" or "127.0.0.1:0") and returns the
 // address to dial and a stop function.
-func serve(t *testing.T, d *testDaemon, addr string, tlsCfg *tls.Config) (string, func()) {
+func serve(t *testing.T, d daemonv1.DaemonServer, addr string, tlsCfg *tls.Config) (string, func()) {
 	t.Helper()
 	var ln net.Listener
 	var err error

@@ -229,6 +229,9 @@ func (a *archiveReader) finish() error {
 // memBlobs is a blobSource over contents already read, by entry oid.
 type memBlobs map[string][]byte
 
+// streams: an archive's contents are read once, into memory.
+func (m memBlobs) streams() bool { return false }
+
 func (m memBlobs) read(entries []*entry, fn func(*entry, []byte) error) error {
 	for _, e := range entries {
 		data, ok := m[e.oid]

@@ -36,7 +36,22 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 		log.Error("forge: temp dir", "err", err)
 		return nil, newError(op, ErrUnavailable, "no room to fetch")
 	}
-	defer os.RemoveAll(f.home)
+	// A streamed tree reads its blobs from the fetch after Fetch returns:
+	// it removes the fetch when it is closed.
+	kept := false
+	defer func() {
+		if !kept {
+			os.RemoveAll(f.home)
+		}
+	}()
+	keep := func(t *Tree, err error) (*Tree, error) {
+		if err == nil && t.read != nil {
+			kept = true
+			home := f.home
+			t.release = func() { os.RemoveAll(home) }
+		}
+		return t, err
+	}
 
 	// One cheap round trip first: it answers "not found" without starting
 	// git, and says which hash and which fetch options the forge has.
@@ -57,7 +72,7 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 	f.maxPack = 0
 	switch {
 	case ferr == nil:
-		return g.readTree(ctx, op, log, f.home, dir, commit, lim)
+		return keep(g.readTree(ctx, op, log, f.home, dir, commit, lim))
 	case ferr != errRefused:
 		return nil, ferr
 	}
@@ -78,7 +93,7 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 	}
 	if !adv.filter() {
 		// The forge sent everything: the tree is already here.
-		return g.readTree(ctx, op, log, f.home, dir, commit, lim)
+		return keep(g.readTree(ctx, op, log, f.home, dir, commit, lim))
 	}
 	best, bestDepth := "", int64(-1)
 	for _, r := range refs {
@@ -101,7 +116,7 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 	if err != nil {
 		return nil, f.notRefused(err)
 	}
-	return g.readTree(ctx, op, log, f.home, dir, commit, lim)
+	return keep(g.readTree(ctx, op, log, f.home, dir, commit, lim))
 }
 
 // reachable confirms that sha, which is no ref tip, is reachable from the

@@ -585,3 +585,87 @@ func TestSHA256Repository(t *testing.T) {
 		t.Errorf("Fetch: sha1 in a sha256 repository: %v", err)
 	}
 }
+
+// TestFetchStreamed: a streamed tree (Limits.Stream) holds in memory only
+// the blobs small enough to be a git-lfs pointer, and Stream hands over
+// exactly the files, bytes and order of the same tree fetched whole; an
+// error of the consumer stops it.
+func TestFetchStreamed(t *testing.T) {
+	must := musts(t)
+	fx := newFixture(t, nil)
+	big := strings.Repeat("0123456789abcdef", 64<<10) // 1 MiB
+	lfs := "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n"
+	commit := must(devforge.CreateRepo(fx.root, "acme", "stream", map[string]string{
+		"README.md":      "hello\n",
+		"a/big.bin":      big,
+		"a/big-copy.bin": big,
+		"b/run.sh":       devforge.ExecPrefix + "#!/bin/sh\n" + strings.Repeat("#", 4000) + "\n",
+		"c/edge.txt":     strings.Repeat("x", 1023),
+		"c/edge2.txt":    strings.Repeat("y", 1024),
+		"lfs-like.txt":   "version https://git-lfs.github.com/spec/v1\n" + strings.Repeat("z", 2000),
+		"assets/p.bin":   lfs,
+		"link-big":       devforge.SymlinkPrefix + "a/big.bin",
+		"z.go":           "package z\n",
+	}, "stream"))
+	f := fx.newForge("")
+	whole, err := f.Fetch(context.Background(), bearer(readerToken), "acme", "stream", commit, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := f.Fetch(context.Background(), bearer(readerToken), "acme", "stream", commit, Limits{Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	if !equalSlices(tree.Warnings, whole.Warnings) {
+		t.Errorf("warnings: streamed %q, whole %q", tree.Warnings, whole.Warnings)
+	}
+	if len(tree.Files) != len(whole.Files) {
+		t.Fatalf("streamed tree has %d files, whole %d", len(tree.Files), len(whole.Files))
+	}
+	inMemory := 0
+	for i, fl := range tree.Files {
+		w := whole.Files[i]
+		if fl.Path != w.Path || fl.Executable != w.Executable || fl.Size != int64(len(w.Data)) {
+			t.Errorf("file %d: streamed %q exec=%v size=%d, whole %q exec=%v size=%d", i, fl.Path, fl.Executable, fl.Size, w.Path, w.Executable, len(w.Data))
+		}
+		if fl.Data != nil {
+			inMemory++
+			if fl.Size >= maxLFSPointer {
+				t.Errorf("%s: %d bytes kept in memory by a streamed tree", fl.Path, fl.Size)
+			}
+		}
+	}
+	if inMemory == 0 || inMemory == len(tree.Files) {
+		t.Errorf("%d of %d files in memory; want the small ones only", inMemory, len(tree.Files))
+	}
+	next := 0
+	err = tree.Stream(context.Background(), func(i int, data []byte) error {
+		if i != next {
+			t.Fatalf("Stream handed file %d over in position %d", i, next)
+		}
+		next++
+		if w := whole.Files[i]; string(data) != string(w.Data) || sha256Hex(data) != w.SHA256 {
+			t.Errorf("%s: streamed bytes differ from the whole tree's", w.Path)
+		}
+		return nil
+	})
+	if err != nil || next != len(whole.Files) {
+		t.Fatalf("Stream: %v after %d of %d files", err, next, len(whole.Files))
+	}
+	// A consumer's error stops the stream and comes back as is.
+	stop := errors.New("stop")
+	calls := 0
+	if err := tree.Stream(context.Background(), func(i int, data []byte) error {
+		calls++
+		if whole.Files[i].Path == "a/big.bin" {
+			return stop
+		}
+		return nil
+	}); !errors.Is(err, stop) {
+		t.Fatalf("Stream with a failing consumer: %v, want %v", err, stop)
+	}
+	if calls >= len(whole.Files) {
+		t.Fatalf("Stream went on after its consumer failed (%d calls)", calls)
+	}
+}

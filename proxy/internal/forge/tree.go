@@ -30,6 +30,11 @@ type Limits struct {
 	MaxFileBytes int64
 	// MaxDepth bounds the path components of an entry ("a/b/c" is 3).
 	MaxDepth int
+	// Stream: a git forge's tree keeps in memory only the blobs that
+	// decide what is sent (symlink targets, blobs small enough to be a
+	// git-lfs pointer); every other file's bytes are read by Tree.Stream
+	// from the fetched repository, which the tree holds until Close.
+	Stream bool
 }
 
 // DefaultLimits are sane bounds for a source tree held in memory.
@@ -58,14 +63,77 @@ func (l Limits) withDefaults() Limits {
 type Tree struct {
 	Files    []File   // sorted by path (bytewise)
 	Warnings []string // one per dropped entry, sorted
+
+	// A streamed tree (Limits.Stream): lazy[i] is the blob Stream reads
+	// for Files[i] (nil when its Data is here); read starts reading them;
+	// release removes the fetched repository.
+	lazy    []*entry
+	read    func(ctx context.Context, entries []*entry, fn func(*entry, []byte) error) error
+	release func()
 }
 
 // File is one file of a Tree. A symlink copy shares Data with its target.
+// In a streamed tree a file's Data may be nil and its SHA256 empty until
+// Stream hands its bytes over; Size is its length either way.
 type File struct {
 	Path       string // repository-relative, '/'-separated
 	Data       []byte
+	Size       int64
 	SHA256     string // hex of Data
 	Executable bool
+}
+
+// Stream hands every file's bytes to fn, in Files order, each once: those
+// in memory as they are, the others read one at a time from the fetched
+// repository (at most one file's bytes are held at a time, never the
+// tree's). fn must not keep data past its return unless the file's Data
+// was set. An error of fn stops the stream and is returned.
+func (t *Tree) Stream(ctx context.Context, fn func(i int, data []byte) error) error {
+	if t.read == nil {
+		for i := range t.Files {
+			if err := fn(i, t.Files[i].Data); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var lazy []*entry
+	var idx []int
+	for i, e := range t.lazy {
+		if e != nil {
+			lazy, idx = append(lazy, e), append(idx, i)
+		}
+	}
+	next, j := 0, 0 // next file to hand over; next lazy one
+	eager := func(upto int) error {
+		for ; next < upto; next++ {
+			if err := fn(next, t.Files[next].Data); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err := t.read(ctx, lazy, func(e *entry, data []byte) error {
+		if err := eager(idx[j]); err != nil {
+			return err
+		}
+		j++
+		next++
+		return fn(idx[j-1], data)
+	})
+	if err != nil {
+		return err
+	}
+	return eager(len(t.Files))
+}
+
+// Close releases what a streamed tree holds; it is a no-op for others and
+// may be called more than once.
+func (t *Tree) Close() {
+	if t.release != nil {
+		t.release()
+		t.release = nil
+	}
 }
 
 // Normalisation bounds that are not the caller's to choose.
@@ -114,6 +182,29 @@ func (g *gitForge) readTree(ctx context.Context, op string, log *slog.Logger, ho
 	t, err := tr.build(ctx)
 	if err != nil {
 		return nil, tr.fail(ctx, err)
+	}
+	if t.lazy != nil {
+		t.read = func(ctx context.Context, entries []*entry, fn func(*entry, []byte) error) error {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			cf, err := tr.startCatFile(ctx, cancel)
+			if err != nil {
+				return tr.fail(ctx, err)
+			}
+			defer cf.close()
+			var fnErr error
+			err = cf.read(entries, func(e *entry, data []byte) error {
+				if err := fn(e, data); err != nil {
+					fnErr = err
+					return err
+				}
+				return nil
+			})
+			if err != nil && fnErr == nil {
+				return tr.fail(ctx, err)
+			}
+			return err
+		}
 	}
 	return t, nil
 }
@@ -315,7 +406,12 @@ type send struct {
 // process for the git kind, the archive already in memory for gitea.
 type blobSource interface {
 	read(entries []*entry, fn func(*entry, []byte) error) error
+	// streams: the blobs can be read again later (Tree.Stream), so a
+	// streamed tree need not keep them.
+	streams() bool
 }
+
+func (c *catFile) streams() bool { return true }
 
 // build reads the tree's blobs from git cat-file and normalises it.
 func (tr *treeReader) build(ctx context.Context) (*Tree, error) {
@@ -385,10 +481,15 @@ func (tr *treeReader) normalise(cf blobSource) (*Tree, error) {
 		}
 	}
 
-	// Each distinct blob is read once.
+	// Each distinct blob is read once. A streamed tree reads here only
+	// those that may be git-lfs pointers, which decide what is sent.
+	stream := tr.lim.Stream && cf.streams()
 	var blobs []*entry
 	seen := make(map[string]bool)
 	for _, s := range sends {
+		if stream && s.target.size >= maxLFSPointer {
+			continue
+		}
 		if !seen[s.target.oid] {
 			seen[s.target.oid] = true
 			blobs = append(blobs, s.target)
@@ -410,18 +511,38 @@ func (tr *treeReader) normalise(cf blobSource) (*Tree, error) {
 	}
 
 	t := &Tree{Files: make([]File, 0, len(sends))}
+	var lazy []*entry
 	for _, s := range sends {
-		c := contents[s.target.oid]
+		c, ok := contents[s.target.oid]
 		switch {
+		case !ok: // streamed: too large to be a pointer
+			t.Files = append(t.Files, File{Path: s.path, Size: s.target.size, Executable: s.target.exec})
+			lazy = append(lazy, s.target)
 		case c.lfs && s.link:
 			tr.warn("dropped symlink to git-lfs pointer: %s", s.path)
 		case c.lfs:
 			tr.warn("dropped git-lfs pointer: %s", s.path)
 		default:
-			t.Files = append(t.Files, File{Path: s.path, Data: c.data, SHA256: c.sum, Executable: s.target.exec})
+			t.Files = append(t.Files, File{Path: s.path, Data: c.data, Size: int64(len(c.data)), SHA256: c.sum, Executable: s.target.exec})
+			lazy = append(lazy, nil)
 		}
 	}
-	sort.Slice(t.Files, func(i, j int) bool { return t.Files[i].Path < t.Files[j].Path })
+	order := make([]int, len(t.Files))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(i, j int) bool { return t.Files[order[i]].Path < t.Files[order[j]].Path })
+	files := make([]File, len(order))
+	for i, o := range order {
+		files[i] = t.Files[o]
+	}
+	t.Files = files
+	if stream {
+		t.lazy = make([]*entry, len(order))
+		for i, o := range order {
+			t.lazy[i] = lazy[o]
+		}
+	}
 	sort.Strings(tr.warnings)
 	t.Warnings = tr.warnings
 	if t.Warnings == nil {

@@ -426,16 +426,22 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (
 	}
 
 	c.report(Progress{Stage: StageFetching})
-	tree, err := s.forge.Fetch(forge.WithOrg(ctx, c.Org), c.Cred, s.Owner(c.Org), key.Repo, key.Commit, s.cfg.Limits)
+	// A streamed tree: the fetch has the forge's objects; the files' bytes
+	// are read from them while they are pushed (no whole tree in memory,
+	// and the daemon writes the tree while the proxy still reads it).
+	lim := s.cfg.Limits
+	lim.Stream = true
+	tree, err := s.forge.Fetch(forge.WithOrg(ctx, c.Org), c.Cred, s.Owner(c.Org), key.Repo, key.Commit, lim)
 	if err != nil {
 		release()
 		return nil, forgeError(err)
 	}
+	defer tree.Close()
 	files := make([]daemonclient.File, len(tree.Files))
 	var size int64
 	for i, f := range tree.Files {
-		files[i] = daemonclient.File{Path: f.Path, Data: f.Data, SHA256: f.SHA256, Executable: f.Executable}
-		size += int64(len(f.Data))
+		files[i] = daemonclient.File{Path: f.Path, Size: f.Size, Executable: f.Executable}
+		size += f.Size
 	}
 	c.report(Progress{Stage: StageFetching, Files: len(files), Bytes: size})
 	c.report(Progress{Stage: StagePushing, Files: len(files), Bytes: size})
@@ -445,7 +451,7 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.PrepareTimeout)
 	defer cancel()
 	shard := s.daemons.Pick(key)
-	resp, err := shard.Push(pctx, key, prepareID, files)
+	resp, err := shard.PushStream(pctx, key, prepareID, files, tree.Stream)
 	if err != nil {
 		// The daemon may have written the tree and lost the reply, or may
 		// still be writing it: a push whose stream broke keeps running on
@@ -464,6 +470,11 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (
 				return &prepared{prepareID: prepareID, byUs: true, warnings: tree.Warnings}, nil
 			}
 			release()
+		}
+		if se := (*daemonclient.SourceError)(nil); errors.As(err, &se) {
+			// Reading the fetched tree failed; the daemon, which never got
+			// the trailer, published nothing.
+			return nil, forgeError(se.Err)
 		}
 		return nil, pushError(err)
 	}
