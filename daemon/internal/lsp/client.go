@@ -154,6 +154,12 @@ type Options struct {
 type LoadSigns struct {
 	// Diagnostic is asked about every published or pulled diagnostic.
 	Diagnostic func(Diagnostic) (string, bool)
+	// File is asked first about every published diagnostic: a problem it
+	// recognises concerns only the document it is on (gopls's "No
+	// packages found for open file", a file its build tags exclude) and
+	// qualifies answers about that document, not the workspace
+	// (Client.FileProblems).
+	File func(Diagnostic) (string, bool)
 	// Log is asked about every window/logMessage (type 1 error … 4 log).
 	Log func(typ int, message string) (string, bool)
 	// Progress is asked about every work-done progress begin (title and
@@ -843,10 +849,38 @@ func (c *Client) diagnosticProblemsLocked(u DocumentURI, items []Diagnostic) {
 		return
 	}
 	for _, d := range items {
+		if file := c.opts.LoadSigns.File; file != nil {
+			if _, ok := file(d); ok {
+				continue
+			}
+		}
 		if m, ok := c.opts.LoadSigns.Diagnostic(d); ok {
 			c.addProblemLocked(Problem{Message: m, URI: u})
 		}
 	}
+}
+
+// FileProblems returns the problems the server's latest diagnostics for u
+// say concern u alone (LoadSigns.File), at most maxProblems: that the
+// server did not load the document, and why.
+func (c *Client) FileProblems(u DocumentURI) []string {
+	if c.opts.LoadSigns.File == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.diags[canonicalURI(u)]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, d := range e.diags.Items {
+		if m, ok := c.opts.LoadSigns.File(d); ok && !slices.Contains(out, m) && len(out) < maxProblems {
+			m, _ = clipText(m, 1<<10)
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // LoadProblems returns the load problems the server reported, oldest

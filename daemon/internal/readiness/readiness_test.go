@@ -103,3 +103,28 @@ func TestPythonSigns(t *testing.T) {
 		}
 	}
 }
+
+// TestGoFileSigns: gopls's warning on an open file no package contains
+// (seen on aws-sdk-go, a file its build tags exclude) concerns that file,
+// not the workspace's load.
+func TestGoFileSigns(t *testing.T) {
+	s := For("go")
+	tagged := lsp.Diagnostic{Source: "go list", Message: "No packages found for open file /w/tree/awstesting/config.go.\nThis file may be excluded due to its build tags; try adding \"-tags=<build tag>\" to your gopls \"buildFlags\" configuration\nSee the documentation for more information on working with build tags:\nhttps://github.com/golang/tools/blob/master/gopls/doc/settings.md#buildflags."}
+	got, ok := s.File(tagged)
+	if want := "No packages found for open file /w/tree/awstesting/config.go. This file may be excluded due to its build tags."; !ok || got != want {
+		t.Errorf("file sign: %q, %v; want %q", got, ok, want)
+	}
+	outside := lsp.Diagnostic{Source: "go list", Message: "This file is within module \"sub\", which is not included in your workspace.\nTo fix this problem, you can add a go.work file that uses this directory.\nSee the documentation …"}
+	if got, ok := s.File(outside); !ok || got != "This file is within module \"sub\", which is not included in your workspace." {
+		t.Errorf("outside module: %q, %v", got, ok)
+	}
+	for _, d := range []lsp.Diagnostic{
+		{Source: "go list", Message: "packages.Load error: err: exit status 1: stderr: go: go.mod requires go >= 1.99"},
+		{Code: "BrokenImport", Source: "compiler", Message: "could not import x"},
+		{Source: "compiler", Message: "No packages found for open file a.go."},
+	} {
+		if _, ok := s.File(d); ok {
+			t.Errorf("%q taken for a file's own problem", d.Message)
+		}
+	}
+}

@@ -294,3 +294,55 @@ func processesWithEnv(entry string) []int {
 	}
 	return out
 }
+
+// TestFileExcludedByBuildTags: a file its build tags exclude (aws-sdk-go
+// has such files) makes the real gopls warn "No packages found for open
+// file" once it is open. That qualifies the answers about that file, with
+// gopls's reason, and no other: the rest of the module loaded.
+func TestFileExcludedByBuildTags(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS")
+	}
+	k := keyFor(t, "buildtags")
+	resp := prepareTree(t, k, newID(),
+		file{"go.mod", []byte("module example.com/buildtags\n\ngo 1.22\n")},
+		file{"main.go", []byte("package main\n\n// Run runs.\nfunc Run() string { return \"run\" }\n\nfunc main() { _ = Run() }\n")},
+		file{"tagged.go", []byte("//go:build integration\n\npackage main\n\nfunc tagged() string { return Run() }\n")},
+	)
+	for _, l := range resp.GetLanguages() {
+		if len(l.GetWarnings()) != 0 {
+			t.Fatalf("prepare warnings %q for a module that loads", l.GetWarnings())
+		}
+	}
+	const want = "gopls did not load this file: No packages found for open file tagged.go. This file may be excluded due to its build tags."
+	q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DIAGNOSTICS, Path: "tagged.go"})
+	if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+		t.Fatalf("diagnostics: %v %v", q, err)
+	}
+	if e := q.GetEvidence(); e.GetState() == daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT || !contains(e.GetWarnings(), want) {
+		t.Fatalf("the excluded file's evidence %v, want partial with %q", e, want)
+	}
+	noHostPaths(t, q.GetEvidence().GetWarnings())
+	for _, req := range []*daemonv1.QueryRequest{
+		{Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "main.go"},
+		{Op: daemonv1.Op_OP_HOVER, Path: "main.go", Position: &daemonv1.Position{Line: 5, Character: 19}},
+	} {
+		req.Workspace = k
+		q, err := fx.client.Query(ctxT(t), req)
+		if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+			t.Fatalf("%v: %v %v", req.GetOp(), q, err)
+		}
+		if e := q.GetEvidence(); e.GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT || len(e.GetWarnings()) != 0 {
+			t.Fatalf("%v on main.go: evidence %v, want current (only tagged.go is excluded)", req.GetOp(), e)
+		}
+	}
+	caps, err := fx.client.Capabilities(ctxT(t), &daemonv1.CapabilitiesRequest{Workspace: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range caps.GetLanguages() {
+		if len(l.GetWarnings()) != 0 {
+			t.Fatalf("capability warnings %q: one excluded file is not a load problem", l.GetWarnings())
+		}
+	}
+}
