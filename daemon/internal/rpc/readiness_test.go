@@ -346,3 +346,51 @@ func TestFileExcludedByBuildTags(t *testing.T) {
 		}
 	}
 }
+
+// TestCgoOff: a Go server without a C compiler (the unjailed spawner's
+// CGO_ENABLED=0, as the jail's LSP_JAIL_CC=off) does not load the files
+// that import "C": the prepare says so, and the answers in those files
+// and in their package are partial, not current — the hover on a name a
+// cgo file declares is empty there, where an ordinary checkout answers.
+func TestCgoOff(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS")
+	}
+	k := keyFor(t, "cgooff")
+	resp := prepareTree(t, k, newID(),
+		file{"go.mod", []byte("module example.com/cgofix\n\ngo 1.22\n")},
+		file{"native.go", []byte("package cgofix\n\n/*\n#include <stdlib.h>\nstatic int twice(int n) { return 2 * n; }\n*/\nimport \"C\"\n\n// Twice doubles n in C.\nfunc Twice(n int) int { return int(C.twice(C.int(n))) }\n")},
+		file{"use.go", []byte("package cgofix\n\n// Use doubles 3.\nfunc Use() int { return Twice(3) }\n")},
+		file{"other/other.go", []byte("package other\n\n// Other is plain Go.\nfunc Other() int { return 1 }\n")},
+	)
+	const want = `gopls runs without a C compiler (CGO_ENABLED=0): the 1 file(s) that import "C" (native.go) are not loaded; answers in their packages are partial`
+	if !contains(resp.GetWarnings(), want) {
+		t.Fatalf("prepare warnings %q, want %q", resp.GetWarnings(), want)
+	}
+	for _, tc := range []struct {
+		req  *daemonv1.QueryRequest
+		want string // "" for a current answer
+	}{
+		{&daemonv1.QueryRequest{Op: daemonv1.Op_OP_HOVER, Path: "use.go", Position: &daemonv1.Position{Line: 3, Character: 26}},
+			`gopls runs without a C compiler (CGO_ENABLED=0): this file's package has files that import "C", which are not loaded`},
+		{&daemonv1.QueryRequest{Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "native.go"},
+			`gopls runs without a C compiler (CGO_ENABLED=0): this file imports "C" and is not loaded`},
+		{&daemonv1.QueryRequest{Op: daemonv1.Op_OP_HOVER, Path: "other/other.go", Position: &daemonv1.Position{Line: 3, Character: 6}}, ""},
+	} {
+		tc.req.Workspace = k
+		q, err := fx.client.Query(ctxT(t), tc.req)
+		if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+			t.Fatalf("%v %s: %v %v", tc.req.GetOp(), tc.req.GetPath(), q, err)
+		}
+		e := q.GetEvidence()
+		if tc.want == "" {
+			if e.GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT {
+				t.Errorf("%s outside the cgo package: %v, want current", tc.req.GetPath(), e)
+			}
+			continue
+		}
+		if e.GetState() == daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT || !contains(e.GetWarnings(), tc.want) {
+			t.Errorf("%v %s: evidence %v, want partial or unavailable with %q", tc.req.GetOp(), tc.req.GetPath(), e, tc.want)
+		}
+	}
+}
