@@ -154,6 +154,11 @@ type Options struct {
 type LoadSigns struct {
 	// Diagnostic is asked about every published or pulled diagnostic.
 	Diagnostic func(Diagnostic) (string, bool)
+	// Expected, when set, asks the server itself how many diagnostics
+	// of one kind it has for an open document, so that a published
+	// answer is not taken for settled before it carries them (see
+	// ExpectedDiagnostics).
+	Expected *ExpectedDiagnostics
 	// File is asked first about every published diagnostic: a problem it
 	// recognises concerns only the document it is on (gopls's "No
 	// packages found for open file", a file its build tags exclude) and
@@ -166,6 +171,26 @@ type LoadSigns struct {
 	// message). A report it recognises is a problem, not work in flight:
 	// it never counts as busy.
 	Progress func(title, message string) (string, bool)
+}
+
+// ExpectedDiagnostics is a server's own word on how many diagnostics of
+// one kind it computed for a document: a workspace/executeCommand the
+// server answers synchronously once it has checked the document (for
+// typescript-language-server, tsserver's suggestionDiagnosticsSync
+// through typescript.tsserverRequest). Its publications come in passes
+// under one version, the last kind last and only once the server is free
+// of other requests; a quiet window alone can close before it.
+type ExpectedDiagnostics struct {
+	// Command must be among the server's executeCommandProvider commands.
+	Command string
+	// Arguments are the command's arguments for the document u.
+	Arguments func(u DocumentURI) []any
+	// Count reads the command's result: how many, and whether the
+	// result was understood. It must be bounded (the result is the
+	// server's).
+	Count func(result json.RawMessage) (int, bool)
+	// Match says whether a published diagnostic is of that kind.
+	Match func(Diagnostic) bool
 }
 
 // Problem is one load problem a server reported.

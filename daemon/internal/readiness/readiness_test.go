@@ -1,6 +1,7 @@
 package readiness
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
@@ -127,4 +128,32 @@ func TestGoFileSigns(t *testing.T) {
 			t.Errorf("%q taken for a file's own problem", d.Message)
 		}
 	}
+}
+
+func TestTSCount(t *testing.T) {
+	for _, tc := range []struct {
+		raw string
+		n   int
+		ok  bool
+	}{
+		{`{"seq":0,"type":"response","command":"suggestionDiagnosticsSync","request_seq":7,"success":true,"body":[{"text":"a"},{"text":"b"}]}`, 2, true},
+		{`{"type":"response","success":true,"body":[]}`, 0, true},
+		{`{"type":"response","success":false,"message":"No Project."}`, 0, false},
+		{`null`, 0, false},
+		{`[1]`, 0, false},
+	} {
+		n, ok := tsCount(json.RawMessage(tc.raw))
+		if n != tc.n || ok != tc.ok {
+			t.Errorf("tsCount(%s) = %d, %v; want %d, %v", tc.raw, n, ok, tc.n, tc.ok)
+		}
+	}
+}
+
+func FuzzTSCount(f *testing.F) {
+	f.Add([]byte(`{"type":"response","success":true,"body":[{}]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if n, ok := tsCount(raw); n < 0 || (!ok && n != 0) {
+			t.Fatalf("tsCount = %d, %v", n, ok)
+		}
+	})
 }

@@ -394,3 +394,44 @@ func TestCgoOff(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeScriptSuggestions: the real typescript-language-server says, on
+// being asked (suggestionDiagnosticsSync), how many suggestions a file
+// has; the answer carries them (hint severity), and a clean file still
+// answers at once, empty.
+func TestTypeScriptSuggestions(t *testing.T) {
+	if !fx.typescript {
+		t.Skip("no TypeScript server: set LSP_TEST_TYPESCRIPT")
+	}
+	k := keyFor(t, "ts-suggest")
+	prepareTree(t, k, newID(),
+		file{"package.json", []byte(`{"name":"t","version":"1.0.0"}`)},
+		file{"tsconfig.json", []byte(`{"compilerOptions":{"strict":true,"target":"es2022"},"include":["src"]}`)},
+		file{"src/hint.ts", []byte("export function f(unused: number): number {\n  return 1;\n}\n")},
+		file{"src/clean.ts", []byte("export const n: number = 1;\n")},
+	)
+	q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DIAGNOSTICS, Path: "src/hint.ts"})
+	if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+		t.Fatalf("diagnostics: %v %v", q, err)
+	}
+	var hints int
+	for _, d := range q.GetDiagnostics().GetItems() {
+		if strings.Contains(d.GetMessage(), "'unused' is declared but its value is never read") {
+			hints++
+		}
+	}
+	if hints != 1 || q.GetEvidence().GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT {
+		t.Fatalf("diagnostics of hint.ts %v, %v; want the unused-parameter suggestion, current", q.GetDiagnostics().GetItems(), q.GetEvidence())
+	}
+	start := time.Now()
+	q, err = fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DIAGNOSTICS, Path: "src/clean.ts"})
+	if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK || len(q.GetDiagnostics().GetItems()) != 0 || q.GetEvidence().GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT {
+		t.Fatalf("diagnostics of clean.ts: %v %v", q, err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("a clean file's diagnostics took %v", took)
+	}
+	if strings.Contains(daemonLog.String(), "did not say how many diagnostics to expect") {
+		t.Fatalf("the real server did not answer suggestionDiagnosticsSync through typescript.tsserverRequest: %s", daemonLog.String()[max(0, strings.Index(daemonLog.String(), "did not say how many")-200):][:600])
+	}
+}
