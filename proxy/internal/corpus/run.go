@@ -40,6 +40,9 @@ type Options struct {
 	// (default 2m); past it the repository is still queried, and its
 	// answers are what they are.
 	ColdWait time.Duration
+	// JailCC is the daemon's LSP_JAIL_CC ("" its default; "off" runs Go
+	// servers without a C compiler, CGO_ENABLED=0).
+	JailCC string
 	// OnResult, when set, sees each repository's result as it is done.
 	OnResult func(*Result)
 }
@@ -188,12 +191,16 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	if err := os.Chmod(o.Dir, 0o755); err != nil { // Postgres runs as its own user
 		return nil, err
 	}
+	daemonEnv := map[string]string{
+		"LSP_DEPS_GO_PROXY":     goMirror(o.CacheDir),
+		"LSP_DEPS_NPM_REGISTRY": "https://registry.npmjs.org/",
+	}
+	if o.JailCC != "" {
+		daemonEnv["LSP_JAIL_CC"] = o.JailCC
+	}
 	stack, err := devstack.Start(ctx, devstack.Options{
 		Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, ServerFile: sf.Path,
-		DaemonEnv: map[string]string{
-			"LSP_DEPS_GO_PROXY":     goMirror(o.CacheDir),
-			"LSP_DEPS_NPM_REGISTRY": "https://registry.npmjs.org/",
-		},
+		DaemonEnv: daemonEnv,
 		// The corpus asks at full speed from one org: the default per-org
 		// rate limit would answer 429s, which are no disagreement of the
 		// servers.
