@@ -367,7 +367,9 @@ func (c *Client) Diagnostics(ctx context.Context, uri DocumentURI) (DiagnosticsR
 			c.log.Debug("lsp: pull diagnostics refused; using published", "err", err)
 		}
 	}
-	return c.awaitPublished(ctx, key, c.expected(ctx, key))
+	start := time.Now()
+	n := c.expected(ctx, key)
+	return c.awaitPublished(ctx, key, n, time.Since(start))
 }
 
 // expected is how many diagnostics of its kind the server says it has for
@@ -457,13 +459,15 @@ func decodePullReport(raw json.RawMessage, lim Limits) (DiagnosticsResult, error
 	return DiagnosticsResult{Items: list.Items, Truncated: list.Truncated, Dropped: list.Dropped, Mode: DiagnosticsPull, Settled: true}, nil
 }
 
-func (c *Client) awaitPublished(ctx context.Context, key DocumentURI, expected int) (DiagnosticsResult, error) {
+func (c *Client) awaitPublished(ctx context.Context, key DocumentURI, expected int, spent time.Duration) (DiagnosticsResult, error) {
 	wait := c.lim.DiagnosticsWait
 	if c.opts.RequestTimeout > 0 {
 		wait = min(wait, c.opts.RequestTimeout)
 	}
 	quiet := min(c.lim.DiagnosticsQuiet, wait/2)
-	wctx, cancel := context.WithTimeout(ctx, wait)
+	// Asking the server what to expect came out of the same wait; the
+	// quiet window is always left.
+	wctx, cancel := context.WithTimeout(ctx, max(wait-spent, quiet))
 	defer cancel()
 	for {
 		c.mu.Lock()
