@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/mod/modfile"
+
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 )
 
@@ -33,6 +35,7 @@ const (
 type cgoScan struct {
 	files int             // files that import "C"
 	dirs  map[string]bool // their directories, slash-separated, "." for the root
+	pkgs  map[string]bool // those directories' import paths
 	first []string        // the first few, for the warning
 	more  bool            // the scan stopped at its bound
 }
@@ -45,17 +48,58 @@ func importsC(src []byte) bool {
 	if !strings.Contains(string(src), `"C"`) {
 		return false
 	}
-	f, err := parser.ParseFile(token.NewFileSet(), "", src, parser.ImportsOnly)
+	return slices.Contains(imports(src), "C")
+}
+
+// imports are the import paths of src, the start of a Go file; a file cut
+// or broken after some imports lists those it read.
+func imports(src []byte) []string {
+	f, _ := parser.ParseFile(token.NewFileSet(), "", src, parser.ImportsOnly)
 	if f == nil {
-		return false
+		return nil
 	}
+	var out []string
 	for _, im := range f.Imports {
-		if p, e := strconv.Unquote(im.Path.Value); e == nil && p == "C" {
-			return true
+		if p, e := strconv.Unquote(im.Path.Value); e == nil {
+			out = append(out, p)
 		}
 	}
-	_ = err // a partial parse still lists the imports it read
-	return false
+	return out
+}
+
+// importPath is the import path of the package in dir (slash-separated,
+// relative to the tree): its nearest go.mod's module path and the rest;
+// "" when no go.mod of the tree holds it.
+func importPath(root, dir string) string {
+	for d := dir; ; d = path.Dir(d) {
+		data, err := readPrefix(filepath.Join(root, filepath.FromSlash(d), "go.mod"), maxCgoScanBytes)
+		if err == nil {
+			mod := modfile.ModulePath(data)
+			if mod == "" {
+				return ""
+			}
+			if d == dir {
+				return mod
+			}
+			return mod + "/" + strings.TrimPrefix(dir, d+"/")
+		}
+		if d == "." || d == "/" {
+			return ""
+		}
+	}
+}
+
+func readPrefix(p string, max int64) ([]byte, error) {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, fs.ErrNotExist
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // cgo scans w's tree once. The published tree holds only the daemon's
@@ -63,7 +107,14 @@ func importsC(src []byte) bool {
 // WalkDir follows no link.
 func (w *Workspace) cgo() *cgoScan {
 	return w.Derived(cgoKey{}, func() any {
-		s := &cgoScan{dirs: map[string]bool{}}
+		s := &cgoScan{dirs: map[string]bool{}, pkgs: map[string]bool{}}
+		defer func() {
+			for d := range s.dirs {
+				if ip := importPath(w.Dir, d); ip != "" {
+					s.pkgs[ip] = true
+				}
+			}
+		}()
 		n := 0
 		_ = filepath.WalkDir(w.Dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -160,8 +211,15 @@ func (w *Workspace) CgoFileWarnings(spec *Spec, rel string, text []byte) []strin
 	if importsC(text) {
 		return []string{fmt.Sprintf("%s runs without a C compiler (CGO_ENABLED=0): this file imports \"C\" and is not loaded", spec.ID)}
 	}
-	if w.cgo().dirs[path.Dir(rel)] {
+	s := w.cgo()
+	if s.dirs[path.Dir(rel)] {
 		return []string{fmt.Sprintf("%s runs without a C compiler (CGO_ENABLED=0): this file's package has files that import \"C\", which are not loaded", spec.ID)}
+	}
+	// A file that imports such a package uses what those files declare.
+	for _, ip := range imports(text) {
+		if s.pkgs[ip] {
+			return []string{fmt.Sprintf("%s runs without a C compiler (CGO_ENABLED=0): this file imports %s, whose files that import \"C\" are not loaded", spec.ID, ip)}
+		}
 	}
 	return nil
 }

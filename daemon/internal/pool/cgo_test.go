@@ -29,5 +29,6 @@ func FuzzImportsC(f *testing.F) {
 			src = src[:maxCgoScanBytes]
 		}
 		_ = importsC(src)
+		_ = imports(src)
 	})
 }

@@ -350,7 +350,8 @@ func TestFileExcludedByBuildTags(t *testing.T) {
 // TestCgoOff: a Go server without a C compiler (the unjailed spawner's
 // CGO_ENABLED=0, as the jail's LSP_JAIL_CC=off) does not load the files
 // that import "C": the prepare says so, and the answers in those files
-// and in their package are partial, not current — the hover on a name a
+// and in their package, and in the files that import that package, are
+// partial, not current — the hover on a name a
 // cgo file declares is empty there, where an ordinary checkout answers.
 func TestCgoOff(t *testing.T) {
 	if fx.gopls == "" {
@@ -362,6 +363,7 @@ func TestCgoOff(t *testing.T) {
 		file{"native.go", []byte("package cgofix\n\n/*\n#include <stdlib.h>\nstatic int twice(int n) { return 2 * n; }\n*/\nimport \"C\"\n\n// Twice doubles n in C.\nfunc Twice(n int) int { return int(C.twice(C.int(n))) }\n")},
 		file{"use.go", []byte("package cgofix\n\n// Use doubles 3.\nfunc Use() int { return Twice(3) }\n")},
 		file{"other/other.go", []byte("package other\n\n// Other is plain Go.\nfunc Other() int { return 1 }\n")},
+		file{"user/user.go", []byte("package user\n\nimport \"example.com/cgofix\"\n\n// U uses the cgo package.\nfunc U() int { return cgofix.Twice(2) }\n")},
 	)
 	const want = `gopls runs without a C compiler (CGO_ENABLED=0): the 1 file(s) that import "C" (native.go) are not loaded; answers in their packages are partial`
 	if !contains(resp.GetWarnings(), want) {
@@ -375,6 +377,8 @@ func TestCgoOff(t *testing.T) {
 			`gopls runs without a C compiler (CGO_ENABLED=0): this file's package has files that import "C", which are not loaded`},
 		{&daemonv1.QueryRequest{Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "native.go"},
 			`gopls runs without a C compiler (CGO_ENABLED=0): this file imports "C" and is not loaded`},
+		{&daemonv1.QueryRequest{Op: daemonv1.Op_OP_HOVER, Path: "user/user.go", Position: &daemonv1.Position{Line: 5, Character: 30}},
+			`gopls runs without a C compiler (CGO_ENABLED=0): this file imports example.com/cgofix, whose files that import "C" are not loaded`},
 		{&daemonv1.QueryRequest{Op: daemonv1.Op_OP_HOVER, Path: "other/other.go", Position: &daemonv1.Position{Line: 3, Character: 6}}, ""},
 	} {
 		tc.req.Workspace = k
