@@ -47,7 +47,12 @@ func TestJailedCgo(t *testing.T) {
 			l := newLayout(t)
 			ws := l.workspace(t, "tenant", cgoModule)
 			sp := newSpawner(t, Options{CC: tc.cc})
-			srv := start(t, sp, runtime.Spec{ID: "gopls", Language: "go", Extensions: []string{".go"}, Executable: gopls, Args: []string{"serve"}}, ws)
+			spec := runtime.Spec{ID: "gopls", Language: "go", Extensions: []string{".go"}, Executable: gopls, Args: []string{"serve"}}
+			// What the pool asks to qualify answers in cgo packages.
+			if runtime.CgoFor(sp, spec) != tc.loaded {
+				t.Errorf("CgoFor = %v, want %v", !tc.loaded, tc.loaded)
+			}
+			srv := start(t, sp, spec, ws)
 			ctx := context.Background()
 			h, err := hoverAt(ctx, srv, ws, "use.go", "Twice(3)", 0)
 			if err != nil {

@@ -434,6 +434,10 @@ func anyUnder(ms []mount, dir string) bool {
 	return false
 }
 
+// Cgo reports whether the jail gives the go command a C compiler
+// (LSP_JAIL_CC; runtime.CgoSpawner).
+func (s *Spawner) Cgo() bool { return s.cc.cc != "" }
+
 // Spawn starts spec's server in a new jail over ws.
 func (s *Spawner) Spawn(ctx context.Context, spec runtime.Spec, ws runtime.Workspace) (runtime.Process, error) {
 	if !filepath.IsAbs(spec.Executable) {

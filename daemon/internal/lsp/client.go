@@ -154,6 +154,17 @@ type Options struct {
 type LoadSigns struct {
 	// Diagnostic is asked about every published or pulled diagnostic.
 	Diagnostic func(Diagnostic) (string, bool)
+	// Expected, when set, asks the server itself how many diagnostics
+	// of one kind it has for an open document, so that a published
+	// answer is not taken for settled before it carries them (see
+	// ExpectedDiagnostics).
+	Expected *ExpectedDiagnostics
+	// File is asked first about every published diagnostic: a problem it
+	// recognises concerns only the document it is on (gopls's "No
+	// packages found for open file", a file its build tags exclude) and
+	// qualifies answers about that document, not the workspace
+	// (Client.FileProblems).
+	File func(Diagnostic) (string, bool)
 	// Log is asked about every window/logMessage (type 1 error … 4 log).
 	Log func(typ int, message string) (string, bool)
 	// Progress is asked about every work-done progress begin (title and
@@ -165,6 +176,26 @@ type LoadSigns struct {
 	// (clangd's background index: references and workspace symbols come
 	// from it). An answer given meanwhile is partial (Client.Indexing).
 	Indexing func(title string) bool
+}
+
+// ExpectedDiagnostics is a server's own word on how many diagnostics of
+// one kind it computed for a document: a workspace/executeCommand the
+// server answers synchronously once it has checked the document (for
+// typescript-language-server, tsserver's suggestionDiagnosticsSync
+// through typescript.tsserverRequest). Its publications come in passes
+// under one version, the last kind last and only once the server is free
+// of other requests; a quiet window alone can close before it.
+type ExpectedDiagnostics struct {
+	// Command must be among the server's executeCommandProvider commands.
+	Command string
+	// Arguments are the command's arguments for the document u.
+	Arguments func(u DocumentURI) []any
+	// Count reads the command's result: how many, and whether the
+	// result was understood. It must be bounded (the result is the
+	// server's).
+	Count func(result json.RawMessage) (int, bool)
+	// Match says whether a published diagnostic is of that kind.
+	Match func(Diagnostic) bool
 }
 
 // Problem is one load problem a server reported.
@@ -884,10 +915,38 @@ func (c *Client) diagnosticProblemsLocked(u DocumentURI, items []Diagnostic) {
 		return
 	}
 	for _, d := range items {
+		if file := c.opts.LoadSigns.File; file != nil {
+			if _, ok := file(d); ok {
+				continue
+			}
+		}
 		if m, ok := c.opts.LoadSigns.Diagnostic(d); ok {
 			c.addProblemLocked(Problem{Message: m, URI: u})
 		}
 	}
+}
+
+// FileProblems returns the problems the server's latest diagnostics for u
+// say concern u alone (LoadSigns.File), at most maxProblems: that the
+// server did not load the document, and why.
+func (c *Client) FileProblems(u DocumentURI) []string {
+	if c.opts.LoadSigns.File == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.diags[canonicalURI(u)]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, d := range e.diags.Items {
+		if m, ok := c.opts.LoadSigns.File(d); ok && !slices.Contains(out, m) && len(out) < maxProblems {
+			m, _ = clipText(m, 1<<10)
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // LoadProblems returns the load problems the server reported, oldest

@@ -367,7 +367,61 @@ func (c *Client) Diagnostics(ctx context.Context, uri DocumentURI) (DiagnosticsR
 			c.log.Debug("lsp: pull diagnostics refused; using published", "err", err)
 		}
 	}
-	return c.awaitPublished(ctx, key)
+	start := time.Now()
+	n := c.expected(ctx, key)
+	return c.awaitPublished(ctx, key, n, time.Since(start))
+}
+
+// expected is how many diagnostics of its kind the server says it has for
+// key (LoadSigns.Expected), -1 when it cannot say. The question is bounded
+// by the diagnostics wait.
+func (c *Client) expected(ctx context.Context, key DocumentURI) int {
+	e := c.opts.LoadSigns.Expected
+	if e == nil || !c.offersCommand(e.Command) {
+		return -1
+	}
+	wait := c.lim.DiagnosticsWait
+	if c.opts.RequestTimeout > 0 {
+		wait = min(wait, c.opts.RequestTimeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	raw, err := c.request(ctx, "", "workspace/executeCommand", map[string]any{"command": e.Command, "arguments": e.Arguments(key)})
+	if err != nil {
+		c.log.Warn("lsp: the server did not say how many diagnostics to expect; the quiet window decides", "command", e.Command, "err", err)
+		return -1
+	}
+	n, ok := e.Count(raw)
+	if !ok || n < 0 {
+		c.log.Warn("lsp: the server did not say how many diagnostics to expect; the quiet window decides", "command", e.Command, "err", "result not understood")
+		return -1
+	}
+	return n
+}
+
+// offersCommand reports whether the server's executeCommandProvider lists
+// command.
+func (c *Client) offersCommand(command string) bool {
+	var caps struct {
+		ExecuteCommandProvider struct {
+			Commands []string `json:"commands"`
+		} `json:"executeCommandProvider"`
+	}
+	if json.Unmarshal(c.caps.Raw, &caps) != nil {
+		return false
+	}
+	return slices.Contains(caps.ExecuteCommandProvider.Commands, command)
+}
+
+// countMatching counts the items of the kind LoadSigns.Expected names.
+func (c *Client) countMatching(items []Diagnostic) int {
+	n := 0
+	for _, d := range items {
+		if c.opts.LoadSigns.Expected.Match(d) {
+			n++
+		}
+	}
+	return n
 }
 
 func (c *Client) pullSupported() bool {
@@ -405,13 +459,15 @@ func decodePullReport(raw json.RawMessage, lim Limits) (DiagnosticsResult, error
 	return DiagnosticsResult{Items: list.Items, Truncated: list.Truncated, Dropped: list.Dropped, Mode: DiagnosticsPull, Settled: true}, nil
 }
 
-func (c *Client) awaitPublished(ctx context.Context, key DocumentURI) (DiagnosticsResult, error) {
+func (c *Client) awaitPublished(ctx context.Context, key DocumentURI, expected int, spent time.Duration) (DiagnosticsResult, error) {
 	wait := c.lim.DiagnosticsWait
 	if c.opts.RequestTimeout > 0 {
 		wait = min(wait, c.opts.RequestTimeout)
 	}
 	quiet := min(c.lim.DiagnosticsQuiet, wait/2)
-	wctx, cancel := context.WithTimeout(ctx, wait)
+	// Asking the server what to expect came out of the same wait; the
+	// quiet window is always left.
+	wctx, cancel := context.WithTimeout(ctx, max(wait-spent, quiet))
 	defer cancel()
 	for {
 		c.mu.Lock()
@@ -435,6 +491,11 @@ func (c *Client) awaitPublished(ctx context.Context, key DocumentURI) (Diagnosti
 			if len(c.progress) > 0 {
 				rest = quiet
 			}
+		}
+		// The server said how many of a kind it has: a publication that
+		// lacks them is not its last word, however quiet.
+		if current && expected > 0 && !p.diags.Truncated && c.countMatching(p.diags.Items) < expected {
+			current = false
 		}
 		settled := current && rest <= 0
 		ch := c.changed

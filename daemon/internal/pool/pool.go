@@ -577,6 +577,29 @@ func (w *Workspace) LoadWarnings(s *Spec, srv *runtime.Server) []string {
 	return slices.Clone(list)
 }
 
+// FileWarnings are the problems srv's server (of s) reported about one
+// document alone (lsp.Client.FileProblems: a file no package of the
+// build contains), scrubbed of host paths, as warnings for the answers
+// about that document: "gopls did not load this file: No packages found
+// for open file a_test.go. This file may be excluded due to its build
+// tags." The rest of the workspace is not qualified by them. Each is
+// logged once per workspace and server, at warning level.
+func (w *Workspace) FileWarnings(s *Spec, problems []string) []string {
+	if len(problems) == 0 {
+		return nil
+	}
+	scrub := w.Derived(scrubKey{}, func() any { return w.Scrubber(nil) }).(*strings.Replacer)
+	out := make([]string, 0, len(problems))
+	for _, p := range problems {
+		msg := sanitize.Line(scrub.Replace(p), 1<<10)
+		if _, seen := w.reported.LoadOrStore(s.ID+"\x00file\x00"+msg, struct{}{}); !seen {
+			w.pool.log.Warn("language server did not load a file", "workspace", w.Key.String(), "server", s.ID, "message", msg)
+		}
+		out = append(out, fmt.Sprintf("%s did not load this file: %s", s.ID, msg))
+	}
+	return out
+}
+
 // maxLoadWarnings bounds the warnings of one server kept per workspace
 // (twice it, across generations).
 const maxLoadWarnings = 17

@@ -326,6 +326,14 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	// A server that could not load the project answers without it: say
 	// so, in its own words, on every answer of the workspace.
 	c.load = w.LoadWarnings(spec, srv)
+	if rel != "" {
+		// A file the server has no package for (excluded by its build
+		// tags) qualifies the answers about it alone.
+		c.load = append(c.load, w.FileWarnings(spec, client.FileProblems(u))...)
+		if doc != nil {
+			c.load = append(c.load, w.CgoFileWarnings(spec, rel, doc.Text)...)
+		}
+	}
 	c.empty = emptyAnswer(resp)
 	resp.Evidence = evidence(srv.Info(), srv.CapabilityFingerprint(), gen, doc, req, c)
 	return resp

@@ -10,7 +10,9 @@
 // A load problem makes every answer of the workspace partial (unavailable
 // when the answer is empty) with the server's own words among the
 // warnings: an answer computed without the project's dependencies may be
-// empty or any-typed, and must not pass for current.
+// empty or any-typed, and must not pass for current. A problem of one file
+// (LoadSigns.File: gopls has no package for a file its build tags
+// exclude) qualifies only the answers about that file.
 package readiness
 
 import "github.com/hanzoai/lsp/daemon/internal/lsp"

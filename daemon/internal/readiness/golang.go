@@ -36,7 +36,49 @@ var (
 )
 
 func init() {
-	register(lsp.LoadSigns{Diagnostic: goDiagnostic, Log: goLog, Progress: goProgress}, "go")
+	register(lsp.LoadSigns{Diagnostic: goDiagnostic, File: goFile, Log: goLog, Progress: goProgress}, "go")
+}
+
+// gopls v0.21.1 publishes, on an open file no package of the build
+// contains, a warning with source "go list" (seen on aws-sdk-go's
+// awstesting/…/config.go, excluded by a build tag):
+//
+//	No packages found for open file /…/config.go.
+//	This file may be excluded due to its build tags; try adding "-tags=<build tag>" …
+//
+// or, for a file of a module outside the workspace, "This file is within
+// module "…", which is not included in your workspace." The rest of the
+// workspace loaded: only answers about that file lack a package.
+var goFilePrefixes = []string{"No packages found for open file", "This file is within module"}
+
+func goFile(d lsp.Diagnostic) (string, bool) {
+	if d.Source != "go list" {
+		return "", false
+	}
+	for _, p := range goFilePrefixes {
+		if strings.HasPrefix(d.Message, p) {
+			return goFileMessage(d.Message), true
+		}
+	}
+	return "", false
+}
+
+// goFileMessage keeps gopls's reason, without its advice on configuring
+// gopls (the daemon's, not the caller's, to change) or its links: the
+// first line, and of the second the text before "; try".
+func goFileMessage(m string) string {
+	lines := strings.Split(strings.TrimSpace(m), "\n")
+	out := strings.TrimSpace(lines[0])
+	if len(lines) > 1 {
+		why := strings.TrimSpace(lines[1])
+		if i := strings.Index(why, "; try"); i >= 0 {
+			why = why[:i] + "."
+		}
+		if why != "" && !strings.HasPrefix(why, "To fix") && !strings.HasPrefix(why, "See the") {
+			out += " " + why
+		}
+	}
+	return out
 }
 
 func goProgress(title, msg string) (string, bool) {

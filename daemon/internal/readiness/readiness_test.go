@@ -1,6 +1,7 @@
 package readiness
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
@@ -102,4 +103,57 @@ func TestPythonSigns(t *testing.T) {
 			t.Errorf("%s: %q, %v; want %q", tc.name, got, ok, tc.want)
 		}
 	}
+}
+
+// TestGoFileSigns: gopls's warning on an open file no package contains
+// (seen on aws-sdk-go, a file its build tags exclude) concerns that file,
+// not the workspace's load.
+func TestGoFileSigns(t *testing.T) {
+	s := For("go")
+	tagged := lsp.Diagnostic{Source: "go list", Message: "No packages found for open file /w/tree/awstesting/config.go.\nThis file may be excluded due to its build tags; try adding \"-tags=<build tag>\" to your gopls \"buildFlags\" configuration\nSee the documentation for more information on working with build tags:\nhttps://github.com/golang/tools/blob/master/gopls/doc/settings.md#buildflags."}
+	got, ok := s.File(tagged)
+	if want := "No packages found for open file /w/tree/awstesting/config.go. This file may be excluded due to its build tags."; !ok || got != want {
+		t.Errorf("file sign: %q, %v; want %q", got, ok, want)
+	}
+	outside := lsp.Diagnostic{Source: "go list", Message: "This file is within module \"sub\", which is not included in your workspace.\nTo fix this problem, you can add a go.work file that uses this directory.\nSee the documentation …"}
+	if got, ok := s.File(outside); !ok || got != "This file is within module \"sub\", which is not included in your workspace." {
+		t.Errorf("outside module: %q, %v", got, ok)
+	}
+	for _, d := range []lsp.Diagnostic{
+		{Source: "go list", Message: "packages.Load error: err: exit status 1: stderr: go: go.mod requires go >= 1.99"},
+		{Code: "BrokenImport", Source: "compiler", Message: "could not import x"},
+		{Source: "compiler", Message: "No packages found for open file a.go."},
+	} {
+		if _, ok := s.File(d); ok {
+			t.Errorf("%q taken for a file's own problem", d.Message)
+		}
+	}
+}
+
+func TestTSCount(t *testing.T) {
+	for _, tc := range []struct {
+		raw string
+		n   int
+		ok  bool
+	}{
+		{`{"seq":0,"type":"response","command":"suggestionDiagnosticsSync","request_seq":7,"success":true,"body":[{"text":"a"},{"text":"b"}]}`, 2, true},
+		{`{"type":"response","success":true,"body":[]}`, 0, true},
+		{`{"type":"response","success":false,"message":"No Project."}`, 0, false},
+		{`null`, 0, false},
+		{`[1]`, 0, false},
+	} {
+		n, ok := tsCount(json.RawMessage(tc.raw))
+		if n != tc.n || ok != tc.ok {
+			t.Errorf("tsCount(%s) = %d, %v; want %d, %v", tc.raw, n, ok, tc.n, tc.ok)
+		}
+	}
+}
+
+func FuzzTSCount(f *testing.F) {
+	f.Add([]byte(`{"type":"response","success":true,"body":[{}]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if n, ok := tsCount(raw); n < 0 || (!ok && n != 0) {
+			t.Fatalf("tsCount = %d, %v", n, ok)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package readiness
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 
@@ -29,7 +30,48 @@ var tsProjectCodes = map[string]bool{
 var tsModule = regexp.MustCompile(`module '([^']*)'`)
 
 func init() {
-	register(lsp.LoadSigns{Diagnostic: tsDiagnostic}, "typescript", "typescriptreact", "javascript", "javascriptreact")
+	register(lsp.LoadSigns{Diagnostic: tsDiagnostic, Expected: tsSuggestions}, "typescript", "typescriptreact", "javascript", "javascriptreact")
+}
+
+// typescript-language-server 6.0.0 publishes a document's diagnostics as
+// tsserver's geterr reports them, one kind at a time (syntaxDiag,
+// semanticDiag, then suggestionDiag, each republishing the union after a
+// 50 ms debounce), and tsserver runs each step only between the other
+// requests queued before it. Under load the suggestions (hint severity:
+// unused names, "could be converted to an async function") came seconds
+// after the other kinds, after the daemon's quiet window had closed, so
+// two of immer's files answered with none. The server has no
+// notification that a document's pass is complete, but it forwards
+// tsserver requests (typescript.tsserverRequest): suggestionDiagnosticsSync
+// answers once tsserver has computed the document's suggestions, and
+// their count is what the publication must carry.
+var tsSuggestions = &lsp.ExpectedDiagnostics{
+	Command: "typescript.tsserverRequest",
+	Arguments: func(u lsp.DocumentURI) []any {
+		return []any{"suggestionDiagnosticsSync", map[string]any{"file": string(u)}}
+	},
+	Count: tsCount,
+	// Hint: what the server makes of tsserver's category "suggestion".
+	Match: func(d lsp.Diagnostic) bool { return d.Severity == 4 },
+}
+
+// maxTSResult bounds the suggestionDiagnosticsSync answer read.
+const maxTSResult = 4 << 20
+
+// tsCount reads tsserver's response as the command returns it:
+// {"type":"response","success":true,"body":[…]}.
+func tsCount(raw json.RawMessage) (int, bool) {
+	if len(raw) > maxTSResult {
+		return 0, false
+	}
+	var r struct {
+		Success bool              `json:"success"`
+		Body    []json.RawMessage `json:"body"`
+	}
+	if json.Unmarshal(raw, &r) != nil || !r.Success {
+		return 0, false
+	}
+	return len(r.Body), true
 }
 
 func tsDiagnostic(d lsp.Diagnostic) (string, bool) {

@@ -294,3 +294,148 @@ func processesWithEnv(entry string) []int {
 	}
 	return out
 }
+
+// TestFileExcludedByBuildTags: a file its build tags exclude (aws-sdk-go
+// has such files) makes the real gopls warn "No packages found for open
+// file" once it is open. That qualifies the answers about that file, with
+// gopls's reason, and no other: the rest of the module loaded.
+func TestFileExcludedByBuildTags(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS")
+	}
+	k := keyFor(t, "buildtags")
+	resp := prepareTree(t, k, newID(),
+		file{"go.mod", []byte("module example.com/buildtags\n\ngo 1.22\n")},
+		file{"main.go", []byte("package main\n\n// Run runs.\nfunc Run() string { return \"run\" }\n\nfunc main() { _ = Run() }\n")},
+		file{"tagged.go", []byte("//go:build integration\n\npackage main\n\nfunc tagged() string { return Run() }\n")},
+	)
+	for _, l := range resp.GetLanguages() {
+		if len(l.GetWarnings()) != 0 {
+			t.Fatalf("prepare warnings %q for a module that loads", l.GetWarnings())
+		}
+	}
+	const want = "gopls did not load this file: No packages found for open file tagged.go. This file may be excluded due to its build tags."
+	q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DIAGNOSTICS, Path: "tagged.go"})
+	if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+		t.Fatalf("diagnostics: %v %v", q, err)
+	}
+	if e := q.GetEvidence(); e.GetState() == daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT || !contains(e.GetWarnings(), want) {
+		t.Fatalf("the excluded file's evidence %v, want partial with %q", e, want)
+	}
+	noHostPaths(t, q.GetEvidence().GetWarnings())
+	for _, req := range []*daemonv1.QueryRequest{
+		{Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "main.go"},
+		{Op: daemonv1.Op_OP_HOVER, Path: "main.go", Position: &daemonv1.Position{Line: 5, Character: 19}},
+	} {
+		req.Workspace = k
+		q, err := fx.client.Query(ctxT(t), req)
+		if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+			t.Fatalf("%v: %v %v", req.GetOp(), q, err)
+		}
+		if e := q.GetEvidence(); e.GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT || len(e.GetWarnings()) != 0 {
+			t.Fatalf("%v on main.go: evidence %v, want current (only tagged.go is excluded)", req.GetOp(), e)
+		}
+	}
+	caps, err := fx.client.Capabilities(ctxT(t), &daemonv1.CapabilitiesRequest{Workspace: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range caps.GetLanguages() {
+		if len(l.GetWarnings()) != 0 {
+			t.Fatalf("capability warnings %q: one excluded file is not a load problem", l.GetWarnings())
+		}
+	}
+}
+
+// TestCgoOff: a Go server without a C compiler (the unjailed spawner's
+// CGO_ENABLED=0, as the jail's LSP_JAIL_CC=off) does not load the files
+// that import "C": the prepare says so, and the answers in those files
+// and in their package, and in the files that import that package, are
+// partial, not current — the hover on a name a
+// cgo file declares is empty there, where an ordinary checkout answers.
+func TestCgoOff(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS")
+	}
+	k := keyFor(t, "cgooff")
+	resp := prepareTree(t, k, newID(),
+		file{"go.mod", []byte("module example.com/cgofix\n\ngo 1.22\n")},
+		file{"native.go", []byte("package cgofix\n\n/*\n#include <stdlib.h>\nstatic int twice(int n) { return 2 * n; }\n*/\nimport \"C\"\n\n// Twice doubles n in C.\nfunc Twice(n int) int { return int(C.twice(C.int(n))) }\n")},
+		file{"use.go", []byte("package cgofix\n\n// Use doubles 3.\nfunc Use() int { return Twice(3) }\n")},
+		file{"other/other.go", []byte("package other\n\n// Other is plain Go.\nfunc Other() int { return 1 }\n")},
+		file{"user/user.go", []byte("package user\n\nimport \"example.com/cgofix\"\n\n// U uses the cgo package.\nfunc U() int { return cgofix.Twice(2) }\n")},
+	)
+	const want = `gopls runs without a C compiler (CGO_ENABLED=0): the 1 file(s) that import "C" (native.go) are not loaded; answers in their packages are partial`
+	if !contains(resp.GetWarnings(), want) {
+		t.Fatalf("prepare warnings %q, want %q", resp.GetWarnings(), want)
+	}
+	for _, tc := range []struct {
+		req  *daemonv1.QueryRequest
+		want string // "" for a current answer
+	}{
+		{&daemonv1.QueryRequest{Op: daemonv1.Op_OP_HOVER, Path: "use.go", Position: &daemonv1.Position{Line: 3, Character: 26}},
+			`gopls runs without a C compiler (CGO_ENABLED=0): this file's package has files that import "C", which are not loaded`},
+		{&daemonv1.QueryRequest{Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "native.go"},
+			`gopls runs without a C compiler (CGO_ENABLED=0): this file imports "C" and is not loaded`},
+		{&daemonv1.QueryRequest{Op: daemonv1.Op_OP_HOVER, Path: "user/user.go", Position: &daemonv1.Position{Line: 5, Character: 30}},
+			`gopls runs without a C compiler (CGO_ENABLED=0): this file imports example.com/cgofix, whose files that import "C" are not loaded`},
+		{&daemonv1.QueryRequest{Op: daemonv1.Op_OP_HOVER, Path: "other/other.go", Position: &daemonv1.Position{Line: 3, Character: 6}}, ""},
+	} {
+		tc.req.Workspace = k
+		q, err := fx.client.Query(ctxT(t), tc.req)
+		if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+			t.Fatalf("%v %s: %v %v", tc.req.GetOp(), tc.req.GetPath(), q, err)
+		}
+		e := q.GetEvidence()
+		if tc.want == "" {
+			if e.GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT {
+				t.Errorf("%s outside the cgo package: %v, want current", tc.req.GetPath(), e)
+			}
+			continue
+		}
+		if e.GetState() == daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT || !contains(e.GetWarnings(), tc.want) {
+			t.Errorf("%v %s: evidence %v, want partial or unavailable with %q", tc.req.GetOp(), tc.req.GetPath(), e, tc.want)
+		}
+	}
+}
+
+// TestTypeScriptSuggestions: the real typescript-language-server says, on
+// being asked (suggestionDiagnosticsSync), how many suggestions a file
+// has; the answer carries them (hint severity), and a clean file still
+// answers at once, empty.
+func TestTypeScriptSuggestions(t *testing.T) {
+	if !fx.typescript {
+		t.Skip("no TypeScript server: set LSP_TEST_TYPESCRIPT")
+	}
+	k := keyFor(t, "ts-suggest")
+	prepareTree(t, k, newID(),
+		file{"package.json", []byte(`{"name":"t","version":"1.0.0"}`)},
+		file{"tsconfig.json", []byte(`{"compilerOptions":{"strict":true,"target":"es2022"},"include":["src"]}`)},
+		file{"src/hint.ts", []byte("export function f(unused: number): number {\n  return 1;\n}\n")},
+		file{"src/clean.ts", []byte("export const n: number = 1;\n")},
+	)
+	q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DIAGNOSTICS, Path: "src/hint.ts"})
+	if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+		t.Fatalf("diagnostics: %v %v", q, err)
+	}
+	var hints int
+	for _, d := range q.GetDiagnostics().GetItems() {
+		if strings.Contains(d.GetMessage(), "'unused' is declared but its value is never read") {
+			hints++
+		}
+	}
+	if hints != 1 || q.GetEvidence().GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT {
+		t.Fatalf("diagnostics of hint.ts %v, %v; want the unused-parameter suggestion, current", q.GetDiagnostics().GetItems(), q.GetEvidence())
+	}
+	start := time.Now()
+	q, err = fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DIAGNOSTICS, Path: "src/clean.ts"})
+	if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK || len(q.GetDiagnostics().GetItems()) != 0 || q.GetEvidence().GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT {
+		t.Fatalf("diagnostics of clean.ts: %v %v", q, err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("a clean file's diagnostics took %v", took)
+	}
+	if strings.Contains(daemonLog.String(), "did not say how many diagnostics to expect") {
+		t.Fatalf("the real server did not answer suggestionDiagnosticsSync through typescript.tsserverRequest: %s", daemonLog.String()[max(0, strings.Index(daemonLog.String(), "did not say how many")-200):][:600])
+	}
+}

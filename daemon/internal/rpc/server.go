@@ -163,7 +163,7 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		defer release()
 		var infos []pool.LanguageInfo
 		if prepared {
-			resp.Warnings = warnings
+			resp.Warnings = append(warnings, w.CgoWarnings()...)
 			_, warm := w.Warm(ctx, hdr.GetFiles())
 			resp.Warnings = append(resp.Warnings, warm...)
 			warmed = time.Now()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/safefs"
@@ -127,6 +128,32 @@ func CargoHome(ws Workspace) string { return filepath.Join(ws.Home, "cargo") }
 // process must outlive it.
 type Spawner interface {
 	Spawn(ctx context.Context, spec Spec, ws Workspace) (Process, error)
+}
+
+// CgoSpawner is a Spawner that may give the go command a C compiler
+// (CGO_ENABLED=1). A Spawner that is not one runs Go servers with
+// Environment's CGO_ENABLED=0: the go command leaves every file that
+// imports "C" out of its packages.
+type CgoSpawner interface {
+	Spawner
+	// Cgo reports whether the servers it runs build cgo files.
+	Cgo() bool
+}
+
+// CgoFor reports whether spec's server, run by sp, builds cgo files: sp
+// gives it a compiler, and spec's own Env (which has the last word) does
+// not turn cgo off; or spec's Env turns it on.
+func CgoFor(sp Spawner, spec Spec) bool {
+	on := false
+	if c, ok := sp.(CgoSpawner); ok {
+		on = c.Cgo()
+	}
+	for _, kv := range spec.Env {
+		if v, ok := strings.CutPrefix(kv, "CGO_ENABLED="); ok {
+			on = v == "1"
+		}
+	}
+	return on
 }
 
 // Process is a running server. The caller owns Stdin and Stdout and closes

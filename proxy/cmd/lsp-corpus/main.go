@@ -29,13 +29,14 @@ func main() {
 	repos := flag.String("repo", "", "comma-separated repositories to run (default: all); names: "+names())
 	large := flag.Bool("large", true, "include the large repositories")
 	positions := flag.Int("positions", 40, "positions per repository")
+	jailCC := flag.String("jail-cc", "", "the daemon's LSP_JAIL_CC (off: Go servers run without a C compiler, CGO_ENABLED=0; the answers in cgo packages must then say partial)")
 	coldWait := flag.Duration("cold-wait", 2*time.Minute, "how long to wait for the service's first useful answer before querying anyway")
 	keep := flag.Bool("keep", false, "keep the scratch directory (checkouts, the stack's logs) and print where it is")
 	jsonOut := flag.String("json", "", "write every result with its disagreements per position to this file (- for stdout)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *servers, *daemonBin, *corpusDir, *cacheDir, *repos, *large, *positions, *jsonOut, *keep, *coldWait); err != nil {
+	if err := run(ctx, *servers, *daemonBin, *corpusDir, *cacheDir, *repos, *large, *positions, *jsonOut, *keep, *coldWait, *jailCC); err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-corpus:", err)
 		os.Exit(1)
 	}
@@ -49,7 +50,7 @@ func names() string {
 	return strings.Join(n, ", ")
 }
 
-func run(ctx context.Context, servers, daemonBin, corpusDir, cacheDir, repos string, large bool, positions int, jsonOut string, keep bool, coldWait time.Duration) error {
+func run(ctx context.Context, servers, daemonBin, corpusDir, cacheDir, repos string, large bool, positions int, jsonOut string, keep bool, coldWait time.Duration, jailCC string) error {
 	var sel []corpus.Repo
 	if repos == "" {
 		for _, r := range corpus.Repos {
@@ -110,7 +111,7 @@ func run(ctx context.Context, servers, daemonBin, corpusDir, cacheDir, repos str
 	}
 	results, err := corpus.Run(ctx, corpus.Options{
 		Dir: dir, CacheDir: cacheDir, CorpusDir: corpusDir, DaemonBin: daemonBin, Servers: servers,
-		Repos: sel, PerRepo: positions, Keep: keep, ColdWait: coldWait,
+		Repos: sel, PerRepo: positions, Keep: keep, ColdWait: coldWait, JailCC: jailCC,
 		OnResult: func(r *corpus.Result) {
 			done = append(done, r)
 			if jsonOut != "-" {

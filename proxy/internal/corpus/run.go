@@ -40,6 +40,9 @@ type Options struct {
 	// (default 2m); past it the repository is still queried, and its
 	// answers are what they are.
 	ColdWait time.Duration
+	// JailCC is the daemon's LSP_JAIL_CC ("" its default; "off" runs Go
+	// servers without a C compiler, CGO_ENABLED=0).
+	JailCC string
 	// OnResult, when set, sees each repository's result as it is done.
 	OnResult func(*Result)
 }
@@ -48,14 +51,44 @@ type Options struct {
 type Stat struct {
 	Agree int `json:"agree"`
 	Total int `json:"total"`
+	// Capped counts the answers the service cut at its bound and said so
+	// (partial, with the daemon's cut warning) whose items are all among
+	// the ground truth's: neither agreement nor disagreement, and left
+	// out of the percentage; the table prints how many.
+	Capped int `json:"capped,omitempty"`
 }
 
-// Pct is the agreement in percent (100 with nothing to compare).
+// Pct is the agreement in percent of the answers that were not capped
+// (100 with nothing to compare).
 func (s Stat) Pct() float64 {
-	if s.Total == 0 {
+	n := s.Total - s.Capped
+	if n <= 0 {
 		return 100
 	}
-	return 100 * float64(s.Agree) / float64(s.Total)
+	return 100 * float64(s.Agree) / float64(n)
+}
+
+// capWarning is what the daemon says on an answer it cut at its bound
+// (query.converter.truncated).
+const capWarning = "the server's answer was cut at the daemon's bound"
+
+// capped reports whether got is want cut at the service's bound: marked
+// partial with the cut warning, shorter than want, every item of it one of
+// want's.
+func capped(want, got Answer) bool {
+	if got.State != "partial" || !contains(got.Warnings, capWarning) || len(got.Lines) >= len(want.Lines) || got.Err != "" {
+		return false
+	}
+	have := make(map[string]bool, len(want.Lines))
+	for _, l := range want.Lines {
+		have[l] = true
+	}
+	for _, l := range got.Lines {
+		if !have[l] {
+			return false
+		}
+	}
+	return true
 }
 
 // Disagreement is one position (or file) where the answers differ.
@@ -113,6 +146,9 @@ type Result struct {
 	Err            string         `json:"error,omitempty"`
 	Seconds        float64        `json:"seconds"`
 	Disagreements  []Disagreement `json:"disagreements,omitempty"`
+	// Capped are the answers Stat.Capped counts, with the two sides'
+	// item counts only.
+	Capped []Disagreement `json:"capped,omitempty"`
 }
 
 // Met reports whether every tool reached the target.
@@ -159,12 +195,16 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	if err := os.Chmod(o.Dir, 0o755); err != nil { // Postgres runs as its own user
 		return nil, err
 	}
+	daemonEnv := map[string]string{
+		"LSP_DEPS_GO_PROXY":     goMirror(o.CacheDir),
+		"LSP_DEPS_NPM_REGISTRY": "https://registry.npmjs.org/",
+	}
+	if o.JailCC != "" {
+		daemonEnv["LSP_JAIL_CC"] = o.JailCC
+	}
 	stack, err := devstack.Start(ctx, devstack.Options{
 		Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, ServerFile: sf.Path,
-		DaemonEnv: map[string]string{
-			"LSP_DEPS_GO_PROXY":     goMirror(o.CacheDir),
-			"LSP_DEPS_NPM_REGISTRY": "https://registry.npmjs.org/",
-		},
+		DaemonEnv: daemonEnv,
 		// The corpus asks at full speed from one org: the default per-org
 		// rate limit would answer 429s, which are no disagreement of the
 		// servers.
@@ -289,6 +329,9 @@ func compare(res *Result, t *truth, pos, file map[string][]Answer) {
 		}
 		if want.equal(got) {
 			st.Agree++
+		} else if capped(want, got) {
+			st.Capped++
+			res.Capped = append(res.Capped, Disagreement{Tool: tool, Position: p, Path: path, Truth: Answer{Lines: []string{fmt.Sprintf("%d item(s)", len(want.Lines))}}, Service: Answer{Lines: []string{fmt.Sprintf("%d item(s)", len(got.Lines))}, State: got.State, Warnings: got.Warnings}})
 		} else {
 			res.Disagreements = append(res.Disagreements, Disagreement{Tool: tool, Position: p, Path: path, Truth: want, Service: got})
 			if got.empty() && got.Err == "" && got.State == "current" && !want.empty() {
@@ -342,6 +385,9 @@ func PrintTable(w io.Writer, results []*Result) {
 			if r.Tools[t].Total == 0 {
 				return "n/a" // nothing to compare: no position the ground truth answered
 			}
+			if c := r.Tools[t].Capped; c > 0 {
+				return fmt.Sprintf("%.0f%%+%dc", r.Tools[t].Pct(), c)
+			}
 			return fmt.Sprintf("%.0f%%", r.Tools[t].Pct())
 		}
 		prep := fmt.Sprintf("%.1fs", r.Prepare)
@@ -363,6 +409,7 @@ func PrintTable(w io.Writer, results []*Result) {
 	fmt.Fprintln(w, "RSS svc/dir = MiB of the language's server tree, warm after every query: in the daemon (jailed) / the same server run directly.")
 	fmt.Fprintln(w, "extern = definitions outside the repository the service matched / the ground truth gave; emty = empty answers marked current where the ground truth answered;")
 	fmt.Fprintln(w, "n/a = no position or file to compare (positions are identifier uses the direct server resolves a definition for).")
+	fmt.Fprintln(w, "+Nc = N answers capped: the service cut them at its bound and said so (partial), every item among the ground truth's; left out of the percentage, not agreement.")
 	for _, r := range results {
 		if r.Err != "" && r.Positions > 0 {
 			fmt.Fprintf(w, "%s: error: %s\n", r.Repo, r.Err)

@@ -1,0 +1,81 @@
+package lsp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
+)
+
+// TestExpectedDiagnostics: fault injection of what
+// typescript-language-server does under load — the document's first
+// publication is empty and its suggestion (hint) comes well after the
+// quiet window — while the server's own synchronous count says one
+// suggestion exists. The answer waits for it; a document the server says
+// is clean still answers at the quiet window, empty.
+func TestExpectedDiagnostics(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		count int
+	}{{"late suggestion", 1}, {"clean", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := net.Pipe()
+			const init = `{"capabilities":{"executeCommandProvider":{"commands":["count.it"]}},"serverInfo":{"name":"peer","version":"0.1"}}`
+			peer := jsonrpc.NewConn(b, jsonrpc.Options{Handler: func(_ context.Context, req *jsonrpc.Request) (any, error) {
+				switch req.Method {
+				case "initialize":
+					return json.RawMessage(init), nil
+				case "workspace/executeCommand":
+					return json.RawMessage(fmt.Sprintf(`{"n":%d}`, tc.count)), nil
+				}
+				return nil, nil
+			}})
+			t.Cleanup(func() { _ = peer.Close() })
+			exp := &ExpectedDiagnostics{
+				Command:   "count.it",
+				Arguments: func(u DocumentURI) []any { return []any{string(u)} },
+				Count: func(raw json.RawMessage) (int, bool) {
+					var r struct{ N int }
+					return r.N, json.Unmarshal(raw, &r) == nil
+				},
+				Match: func(d Diagnostic) bool { return d.Severity == 4 },
+			}
+			c, err := Connect(context.Background(), a, Options{Root: "/work/space", LoadSigns: LoadSigns{Expected: exp},
+				Limits: Limits{DiagnosticsQuiet: 100 * time.Millisecond, DiagnosticsWait: 5 * time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			ctx := context.Background()
+			const u = "file:///work/space/a.ts"
+			if err := c.DidOpen(ctx, u, "typescript", "let x = 1\n"); err != nil {
+				t.Fatal(err)
+			}
+			if err := peer.Notify(ctx, "textDocument/publishDiagnostics", json.RawMessage(`{"uri":"`+u+`","diagnostics":[]}`)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.count > 0 {
+				go func() {
+					time.Sleep(600 * time.Millisecond)
+					_ = peer.Notify(ctx, "textDocument/publishDiagnostics", json.RawMessage(`{"uri":"`+u+`","diagnostics":[{"range":{"start":{"line":0,"character":4},"end":{"line":0,"character":5}},"severity":4,"code":6133,"source":"typescript","message":"'x' is declared but its value is never read."}]}`))
+				}()
+			}
+			start := time.Now()
+			d, err := c.Diagnostics(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			if !d.Settled || len(d.Items) != tc.count {
+				t.Fatalf("diagnostics = %+v after %v, want %d item(s), settled", d, took, tc.count)
+			}
+			if tc.count == 0 && took > time.Second {
+				t.Fatalf("a clean document took %v", took)
+			}
+		})
+	}
+}
