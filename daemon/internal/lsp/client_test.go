@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,8 @@ type peer struct {
 	mu         sync.Mutex
 	initParams json.RawMessage
 	notes      []string
+	// answer, when set, answers the requests it knows (ok true).
+	answer func(req *jsonrpc.Request) (res any, err error, ok bool)
 }
 
 func connectPeer(t *testing.T, initResult string, opts Options) (*Client, *peer, error) {
@@ -42,6 +45,12 @@ func connectPeer(t *testing.T, initResult string, opts Options) (*Client, *peer,
 			return json.RawMessage(initResult), nil
 		case req.Method == "shutdown":
 			return nil, nil
+		case p.answer != nil:
+			if res, err, ok := p.answer(req); ok {
+				return res, err
+			}
+		}
+		switch {
 		case req.IsNotification():
 			var doc struct {
 				TextDocument struct{ URI string } `json:"textDocument"`
@@ -486,5 +495,39 @@ func TestIndexing(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("WaitIndexed after the end: %v", err)
+	}
+}
+
+// TestContentModifiedRetried: a server that answers ContentModified (its
+// state changed under the request: rust-analyzer reloading a workspace)
+// is asked again, as the LSP asks of clients, a bounded number of times.
+func TestContentModifiedRetried(t *testing.T) {
+	c, p, err := connectPeer(t, basicInit, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	fails := int32(2)
+	p.mu.Lock()
+	p.answer = func(req *jsonrpc.Request) (any, error, bool) {
+		if req.Method != "textDocument/hover" {
+			return nil, nil, false
+		}
+		if calls.Add(1) <= atomic.LoadInt32(&fails) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeContentModified, Message: "content modified"}, true
+		}
+		return json.RawMessage(`{"contents":{"kind":"markdown","value":"func F()"}}`), nil, true
+	}
+	p.mu.Unlock()
+	h, err := c.Hover(t.Context(), "file:///a.go", Position{})
+	if err != nil || h == nil || !strings.Contains(h.Markdown, "func F") || calls.Load() != 3 {
+		t.Fatalf("hover after two ContentModified: %+v, %v, %d calls", h, err, calls.Load())
+	}
+	calls.Store(0)
+	atomic.StoreInt32(&fails, 100)
+	_, err = c.Hover(t.Context(), "file:///a.go", Position{})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeContentModified || calls.Load() != 1+contentModifiedRetries {
+		t.Fatalf("a server always modified: %v after %d calls, want ContentModified after %d", err, calls.Load(), 1+contentModifiedRetries)
 	}
 }

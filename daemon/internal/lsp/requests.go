@@ -125,18 +125,37 @@ func (c *Client) IsOpen(uri DocumentURI) bool {
 	return ok
 }
 
-// request checks the tool, bounds the call and returns the raw result.
+// contentModifiedRetries bounds how often a request the server answered
+// ContentModified is sent again.
+const contentModifiedRetries = 3
+
+// request checks the tool, bounds the call and returns the raw result. A
+// ContentModified answer (the server's state changed under the request:
+// a workspace reload) is no answer about the document, which has not
+// changed: the LSP asks clients to send the request again, and it is,
+// after a short pause, a bounded number of times.
 func (c *Client) request(ctx context.Context, tool, method string, params any) (json.RawMessage, error) {
 	if tool != "" && !c.Has(tool) {
 		return nil, fmt.Errorf("%w: %s", ErrCapabilityUnavailable, tool)
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	var raw json.RawMessage
-	if err := c.conn.Call(ctx, method, params, &raw); err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		var raw json.RawMessage
+		err := c.conn.Call(ctx, method, params, &raw)
+		var rpcErr *jsonrpc.Error
+		if err == nil {
+			return raw, nil
+		}
+		if attempt == contentModifiedRetries || !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeContentModified {
+			return nil, err
+		}
+		select {
+		case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
+		case <-ctx.Done():
+			return nil, err
+		}
 	}
-	return raw, nil
 }
 
 // Hover returns the hover at pos, or nil when the server has none.
