@@ -4,7 +4,6 @@ package jail
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -246,10 +244,10 @@ func systemLibs() []mount {
 // directory around it), and every existing absolute path among its
 // arguments — for a script inside a node_modules tree, that whole tree (its
 // imports live there; typescript-language-server and the pinned TypeScript
-// share one). A program the reviewed entry names as a value of its
-// environment, initialization options or settings (bash-language-server's
-// shellcheckPath) is bound too, when it is an existing regular file: the
-// file alone, never a directory.
+// share one). A program the server runs by a path its environment,
+// initialization options or settings name (bash-language-server's
+// shellcheckPath) is not bound by that: the entry lists it in read_only,
+// which the configuration checks against the daemon's root.
 func serverPaths(spec runtime.Spec) []string {
 	out := []string{spec.Executable}
 	for _, a := range spec.Args {
@@ -264,52 +262,6 @@ func serverPaths(spec runtime.Spec) []string {
 		}
 		out = append(out, a)
 	}
-	var named []string
-	for _, e := range spec.Env {
-		if _, v, ok := strings.Cut(e, "="); ok {
-			named = append(named, v)
-		}
-	}
-	named = append(named, jsonStrings(spec.InitializationOptions)...)
-	named = append(named, jsonStrings(spec.Settings)...)
-	slices.Sort(named)
-	for _, p := range named {
-		if !filepath.IsAbs(p) || filepath.Clean(p) != p || slices.Contains(out, p) {
-			continue
-		}
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// jsonStrings are the string leaves of a JSON document (at most 256).
-func jsonStrings(raw json.RawMessage) []string {
-	var v any
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
-		return nil
-	}
-	var out []string
-	var walk func(any)
-	walk = func(v any) {
-		if len(out) >= 256 {
-			return
-		}
-		switch t := v.(type) {
-		case string:
-			out = append(out, t)
-		case []any:
-			for _, e := range t {
-				walk(e)
-			}
-		case map[string]any:
-			for _, e := range t {
-				walk(e)
-			}
-		}
-	}
-	walk(v)
 	return out
 }
 

@@ -249,11 +249,11 @@ func TestSeccompProgram(t *testing.T) {
 	}
 }
 
-// What a server's jail binds of its entry: the executable, the
-// node_modules of an absolute script argument, and an existing regular
-// file an environment value, initialization option or setting names (a
-// program it runs: shellcheck) — never a directory, a missing path or a
-// relative one.
+// What a server's jail binds of its entry: the executable and the
+// node_modules of an absolute script argument — never a file an
+// environment value, initialization option or setting names (a program it
+// runs, shellcheck: the entry lists those in read_only, which the
+// configuration checks against the daemon's root).
 func TestServerPaths(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "srv", "node_modules", "pkg", "cli.js")
@@ -275,7 +275,7 @@ func TestServerPaths(t *testing.T) {
 		Settings:              json.RawMessage(`{"bashIde": {"shellcheckPath": "` + tool + `", "missing": "` + filepath.Join(dir, "nope") + `", "n": 3}}`),
 	}
 	got := serverPaths(spec)
-	want := []string{"/var/lib/lsp/bin/abc", filepath.Join(dir, "srv", "node_modules"), envTool, tool}
+	want := []string{"/var/lib/lsp/bin/abc", filepath.Join(dir, "srv", "node_modules")}
 	if !slices.Equal(got, want) {
 		t.Errorf("serverPaths = %q, want %q", got, want)
 	}
