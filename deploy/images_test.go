@@ -229,6 +229,17 @@ func TestDaemonImageToolVersions(t *testing.T) {
 	if !containsRun(final, "bubblewrap=${BUBBLEWRAP_VERSION}") || final.Args(f.GlobalArgs)["BUBBLEWRAP_VERSION"] == "" {
 		t.Error("the shipped stage must install bubblewrap at a pinned BUBBLEWRAP_VERSION")
 	}
+	// The compiler the jail shows the go command (cgo files load as in an
+	// ordinary checkout): gcc-12 and binutils pinned, and named in
+	// LSP_JAIL_CC, which New refuses to start without when it is missing.
+	for pkg, arg := range map[string]string{"gcc-12": "GCC_VERSION", "binutils": "BINUTILS_VERSION"} {
+		if !containsRun(final, pkg+"=${"+arg+"}") || !regexp.MustCompile(`^[0-9][0-9.]*-[0-9A-Za-z.+~]+$`).MatchString(final.Args(f.GlobalArgs)[arg]) {
+			t.Errorf("the shipped stage must install %s at a pinned Debian %s (have %q)", pkg, arg, final.Args(f.GlobalArgs)[arg])
+		}
+	}
+	if !strings.Contains(readRepoFile(t, "deploy/images/daemon.Dockerfile"), "LSP_JAIL_CC=/usr/bin/gcc-12") {
+		t.Error("the shipped stage must point LSP_JAIL_CC at the gcc-12 it installs")
+	}
 }
 
 // satisfiesMin reports whether version satisfies a ">=x.y.z" constraint.

@@ -106,6 +106,9 @@ func New(opts Options, log *slog.Logger) (*Spawner, error) {
 		return nil, fmt.Errorf("jail: %w", err)
 	}
 	s := &Spawner{opts: opts, log: log, root: os.Geteuid() == 0, version: version, seccomp: seccompProgram(), libs: systemLibs(), cc: cc, holes: benchHoles(log)}
+	if w := ccStartWarning(opts.CC, cc); w != "" {
+		log.Warn(w, "default", DefaultCC)
+	}
 	cg, missing, err := setupCgroups(opts.PoolMemory)
 	if err != nil {
 		return nil, fmt.Errorf("jail: %w", err)

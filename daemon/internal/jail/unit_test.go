@@ -307,3 +307,19 @@ func TestBwrapArgsReadOnly(t *testing.T) {
 		t.Error("read_only bound for a jail without the server's own binds")
 	}
 }
+
+// A default compiler that is missing is said at start; one the operator
+// turned off, named, or that is there, is not.
+func TestCCStartWarning(t *testing.T) {
+	if w := ccStartWarning("", cToolchain{}); !strings.Contains(w, "CGO_ENABLED=0") || !strings.Contains(w, "LSP_JAIL_CC") {
+		t.Errorf("unset and missing: %q", w)
+	}
+	for _, tc := range []struct {
+		opt string
+		c   cToolchain
+	}{{ccOff, cToolchain{}}, {"", cToolchain{cc: DefaultCC}}, {"/usr/bin/gcc-12", cToolchain{cc: "/usr/bin/gcc-12"}}} {
+		if w := ccStartWarning(tc.opt, tc.c); w != "" {
+			t.Errorf("LSP_JAIL_CC=%q, compiler %q: %q", tc.opt, tc.c.cc, w)
+		}
+	}
+}
