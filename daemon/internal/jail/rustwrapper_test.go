@@ -70,16 +70,34 @@ func reviewedRustEntry(t *testing.T, bin string) map[string]any {
 	return nil
 }
 
+// preloadSource leaves the marker from a constructor, in any program that
+// loads it.
+const preloadSource = `#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void mark(void) {
+	const char *h = getenv("HOME");
+	char b[4096];
+	FILE *f;
+	if (!h) return;
+	snprintf(b, sizeof b, "%s/tree-wrapper-ran", h);
+	f = fopen(b, "w");
+	if (f) fclose(f);
+}
+`
+
 // The resets of cargo's program settings the reviewed entry makes.
 var cargoResets = []string{"RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "CARGO_BUILD_RUSTC_WRAPPER", "CARGO_BUILD_RUSTC_WORKSPACE_WRAPPER", "CARGO_BUILD_RUSTC", "RUSTC"}
 
 // rust-analyzer, jailed with the reviewed entry, never runs a program the
 // repository names in its .cargo/config.toml (build.rustc-wrapper,
-// build.rustc-workspace-wrapper, build.rustc, a target runner) or in a
-// rust-analyzer.toml (build scripts and proc macros back on, override
-// commands): the tree's wrapper would leave a marker in the home. The same
-// repository with the entry's cargo resets removed does run it, so the
-// marker is a real signal.
+// build.rustc-workspace-wrapper, build.rustc, a target runner, an [env]
+// LD_PRELOAD of a tree file) or in a rust-analyzer.toml (build scripts and
+// proc macros back on, override commands): the tree's wrapper or preload
+// would leave a marker in the home. The jail shows the tree's cargo
+// configs empty; a cargo config the jail does not mask (CARGO_HOME's)
+// naming the wrapper is overridden by the entry's resets. Without the
+// resets the wrapper runs through that config, so the marker is a real
+// signal.
 func TestJailedRustAnalyzerRunsNoTreeProgram(t *testing.T) {
 	bin := os.Getenv("LSP_TEST_BIN")
 	if bin == "" {
@@ -107,15 +125,35 @@ func TestJailedRustAnalyzerRunsNoTreeProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A shared object whose constructor leaves the same marker, for the
+	// tree's [env] LD_PRELOAD (force: it reaches every rustc cargo runs).
+	var so []byte
+	if cc, err := exec.LookPath("gcc"); err == nil {
+		csrc := filepath.Join(src, "p.c")
+		if err := os.WriteFile(csrc, []byte(preloadSource), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", filepath.Join(src, "p.so"), csrc).CombinedOutput(); err != nil {
+			t.Fatalf("building the preload: %v\n%s", err, out)
+		}
+		if so, err = os.ReadFile(filepath.Join(src, "p.so")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	files := map[string]string{
 		"Cargo.toml": "[package]\nname = \"p\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
 		"build.rs":   "fn main() {}\n",
 		"src/lib.rs": "/// Twice doubles n.\npub fn twice(n: u32) -> u32 {\n    n * 2\n}\n\npub fn four() -> u32 {\n    twice(2)\n}\n",
 		".cargo/config.toml": "[build]\nrustc-wrapper = \"tools/w\"\nrustc-workspace-wrapper = \"tools/w\"\nrustc = \"tools/w\"\n\n" +
-			"[target.x86_64-unknown-linux-gnu]\nrunner = \"tools/w\"\n\n[alias]\nmetadata = \"run --\"\nrustc = \"run --\"\n",
+			"[env]\nLD_PRELOAD = { value = \"tools/p.so\", force = true, relative = true }\n\n[target.x86_64-unknown-linux-gnu]\nrunner = \"tools/w\"\n\n[alias]\nmetadata = \"run --\"\nrustc = \"run --\"\n",
 		"rust-analyzer.toml": "[cargo.buildScripts]\nenable = true\noverrideCommand = [\"tools/w\"]\n\n[procMacro]\nenable = true\n\n" +
 			"[check]\ncommand = \"clippy\"\noverrideCommand = [\"tools/w\"]\n\n[checkOnSave]\nenable = true\n",
 		"tools/w": string(wrapper),
+		// A member's own config, in the older file name.
+		"member/.cargo/config": "[build]\nrustc-wrapper = \"../tools/w\"\n",
+	}
+	if so != nil {
+		files["tools/p.so"] = string(so)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -161,6 +199,15 @@ func TestJailedRustAnalyzerRunsNoTreeProgram(t *testing.T) {
 			}
 			ws := treeWorkspace(t, files)
 			if err := os.Chmod(filepath.Join(ws.Root, "tools", "w"), 0o555); err != nil {
+				t.Fatal(err)
+			}
+			// The home's cargo config (CARGO_HOME) names the tree's
+			// wrapper too: the tree's own configs are masked in the jail,
+			// this one only the entry's resets override.
+			if err := os.MkdirAll(runtime.CargoHome(ws), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(runtime.CargoHome(ws), "config.toml"), []byte("[build]\nrustc-wrapper = \""+filepath.Join(ws.Root, "tools", "w")+"\"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			srv := start(t, newSpawner(t, Options{}), runtime.Spec{

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -23,6 +24,9 @@ import (
 // Spawner runs every language server in its own bubblewrap jail. It
 // implements runtime.Spawner.
 type Spawner struct {
+	// empty is an empty, read-only regular file the jail binds over each
+	// cargo config of the tree (a device node is unreadable there).
+	empty   string
 	opts    Options
 	log     *slog.Logger
 	root    bool
@@ -108,6 +112,9 @@ func New(opts Options, log *slog.Logger) (*Spawner, error) {
 	s := &Spawner{opts: opts, log: log, root: os.Geteuid() == 0, version: version, seccomp: seccompProgram(), libs: systemLibs(), cc: cc, holes: benchHoles(log)}
 	if w := ccStartWarning(opts.CC, cc); w != "" {
 		log.Warn(w, "default", DefaultCC)
+	}
+	if s.empty, err = emptyFile(); err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
 	}
 	cg, missing, err := setupCgroups(opts.PoolMemory)
 	if err != nil {
@@ -202,6 +209,9 @@ func (s *Spawner) Describe() string {
 // Close removes the daemon's parent cgroups and gives up its uid range.
 // Call it after every server is gone.
 func (s *Spawner) Close() error {
+	if s.empty != "" {
+		_ = os.RemoveAll(filepath.Dir(s.empty))
+	}
 	s.lease.release()
 	s.lease = nil
 	return s.cg.close()
@@ -268,6 +278,52 @@ func serverPaths(spec runtime.Spec) []string {
 	return out
 }
 
+// emptyFile makes the empty file the jail binds over a tree's cargo
+// configs, in a directory of its own that only its creator writes.
+func emptyFile() (string, error) {
+	dir, err := os.MkdirTemp("", "lsp-jail-empty-")
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, "empty")
+	if err := os.WriteFile(p, nil, 0o444); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", err
+	}
+	return p, nil
+}
+
+// maxCargoConfigs bounds the .cargo config files a jail masks.
+const maxCargoConfigs = 64
+
+// treeCargoConfigs are the cargo configuration files of a published tree
+// (.cargo/config.toml and the older .cargo/config, in any directory): only
+// regular files and directories are ever published, so a walk that
+// follows no link sees them all. At most maxCargoConfigs+1 are returned.
+func treeCargoConfigs(root string) []string {
+	var out []string
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if len(out) > maxCargoConfigs {
+			return filepath.SkipAll
+		}
+		if !d.Type().IsRegular() || filepath.Base(filepath.Dir(p)) != ".cargo" {
+			return nil
+		}
+		if n := d.Name(); n == "config.toml" || n == "config" {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
 // jailSpec is one jail's parts beyond the server's spec.
 type jailSpec struct {
 	exe  string // the program bwrap's init runs (through the in-jail init)
@@ -317,6 +373,15 @@ func (s *Spawner) mounts(spec runtime.Spec, ws runtime.Workspace, js jailSpec) [
 		mount{op: "--ro-bind", src: s.opts.Launcher, dst: initPath},
 		mount{op: "--ro-bind", src: ws.Root, dst: ws.Root},
 	)
+	// Cargo reads a tree's .cargo/config.toml wherever it runs, and its
+	// [env] (force = true) reaches every rustc it starts: LD_PRELOAD of a
+	// tree file loaded repository code into rustc for rust-analyzer's
+	// probes. The jail shows each such file empty (an empty file over it);
+	// treeCargoConfigs bounds the walk, and a tree with more than it
+	// finds is refused by Spawn before this.
+	for _, p := range treeCargoConfigs(ws.Root) {
+		ms = append(ms, mount{op: "--ro-bind", src: s.empty, dst: p})
+	}
 	// The npm packages the dependency phase installed beside the tree,
 	// read-only at their own path, where module resolution walking up
 	// from the tree finds them. Only a real directory: never a link.
@@ -396,6 +461,9 @@ func (s *Spawner) Spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 	}
 	if err := checkExecutable(spec.Executable); err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
+	}
+	if n := len(treeCargoConfigs(ws.Root)); n > maxCargoConfigs {
+		return nil, fmt.Errorf("spawn %s: the tree has more than %d .cargo config files; the jail masks at most that many", spec.ID, maxCargoConfigs)
 	}
 	// The C compiler's variables replace the minimal environment's
 	// CGO_ENABLED=0, and Go programs get a soft memory limit below the

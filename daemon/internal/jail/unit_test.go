@@ -323,3 +323,25 @@ func TestCCStartWarning(t *testing.T) {
 		}
 	}
 }
+
+// The cargo configs a jail masks: .cargo/config.toml and .cargo/config in
+// any directory of the tree, nothing else.
+func TestTreeCargoConfigs(t *testing.T) {
+	root := t.TempDir()
+	for _, f := range []string{".cargo/config.toml", "a/b/.cargo/config", "a/.cargo/credentials.toml", "a/cargo/config.toml", "config.toml"} {
+		p := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := treeCargoConfigs(root)
+	want := []string{filepath.Join(root, ".cargo/config.toml"), filepath.Join(root, "a/b/.cargo/config")}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("treeCargoConfigs = %q, want %q", got, want)
+	}
+}
