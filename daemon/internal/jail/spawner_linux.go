@@ -113,9 +113,6 @@ func New(opts Options, log *slog.Logger) (*Spawner, error) {
 	if w := ccStartWarning(opts.CC, cc); w != "" {
 		log.Warn(w, "default", DefaultCC)
 	}
-	if s.empty, err = emptyFile(); err != nil {
-		return nil, fmt.Errorf("jail: %w", err)
-	}
 	cg, missing, err := setupCgroups(opts.PoolMemory)
 	if err != nil {
 		return nil, fmt.Errorf("jail: %w", err)
@@ -144,6 +141,15 @@ func New(opts Options, log *slog.Logger) (*Spawner, error) {
 			_ = cg.close()
 			return nil, fmt.Errorf("jail: %w", err)
 		}
+	}
+	if s.empty, err = emptyFile(); err != nil {
+		if s.lease != nil {
+			s.lease.release()
+		}
+		if cg != nil {
+			_ = cg.close()
+		}
+		return nil, fmt.Errorf("jail: %w", err)
 	}
 	return s, nil
 }
