@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -227,6 +228,17 @@ func TestDaemonImageToolVersions(t *testing.T) {
 	final := f.Final()
 	if !containsRun(final, "bubblewrap=${BUBBLEWRAP_VERSION}") || final.Args(f.GlobalArgs)["BUBBLEWRAP_VERSION"] == "" {
 		t.Error("the shipped stage must install bubblewrap at a pinned BUBBLEWRAP_VERSION")
+	}
+	// The compiler the jail shows the go command (cgo files load as in an
+	// ordinary checkout): gcc-12 and binutils pinned, and named in
+	// LSP_JAIL_CC, which New refuses to start without when it is missing.
+	for pkg, arg := range map[string]string{"gcc-12": "GCC_VERSION", "binutils": "BINUTILS_VERSION"} {
+		if !containsRun(final, pkg+"=${"+arg+"}") || !regexp.MustCompile(`^[0-9][0-9.]*-[0-9A-Za-z.+~]+$`).MatchString(final.Args(f.GlobalArgs)[arg]) {
+			t.Errorf("the shipped stage must install %s at a pinned Debian %s (have %q)", pkg, arg, final.Args(f.GlobalArgs)[arg])
+		}
+	}
+	if !strings.Contains(readRepoFile(t, "deploy/images/daemon.Dockerfile"), "LSP_JAIL_CC=/usr/bin/gcc-12") {
+		t.Error("the shipped stage must point LSP_JAIL_CC at the gcc-12 it installs")
 	}
 }
 
@@ -700,4 +712,61 @@ func TestNPMServerStagesMatchLocks(t *testing.T) {
 	if !containsRun(f.Final(), "shellcheck=${SHELLCHECK_VERSION}") || f.Final().Args(f.GlobalArgs)["SHELLCHECK_VERSION"] == "" {
 		t.Error("the shipped stage must install shellcheck at a pinned SHELLCHECK_VERSION (bash-language-server's shellcheckPath)")
 	}
+}
+
+// TestServerConfigProgramsReadOnly: a program an entry's environment,
+// initialization options or settings name by path (bash-language-server's
+// shellcheckPath, rust-analyzer's cargo and rustc) is in its read_only: the
+// jail binds nothing else a server might run, and read_only is what the
+// daemon checks against its root.
+func TestServerConfigProgramsReadOnly(t *testing.T) {
+	_, cfg := readConfigTemplate(t)
+	for _, s := range cfg.Servers {
+		var named []string
+		for _, e := range s.Env {
+			if _, v, ok := strings.Cut(e, "="); ok {
+				named = append(named, v)
+			}
+		}
+		named = append(named, jsonLeaves(t, s.InitializationOptions)...)
+		named = append(named, jsonLeaves(t, s.Settings)...)
+		for _, p := range named {
+			if !strings.HasPrefix(p, "/usr/bin/") && !strings.HasPrefix(p, "/usr/local/bin/") && !strings.HasPrefix(p, "/bin/") {
+				continue
+			}
+			if p != s.Executable && !slices.Contains(s.ReadOnly, p) {
+				t.Errorf("server %s: names the program %s but its read_only %q does not list it; the jail would not have it", s.ID, p, s.ReadOnly)
+			}
+		}
+	}
+}
+
+// jsonLeaves are the string leaves of a JSON document.
+func jsonLeaves(t testing.TB, raw json.RawMessage) []string {
+	t.Helper()
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			out = append(out, x)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return out
 }

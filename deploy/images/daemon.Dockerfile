@@ -99,12 +99,19 @@ ARG SHELLCHECK_VERSION=0.9.0-1
 # standard library's sources for Rust (bookworm-security).
 ARG CLANGD_VERSION=1:19.1.7-3~deb12u1
 ARG RUST_WEB_VERSION=1.96.0+dfsg1-1~deb12u2
+# The C compiler every jail shows the go command (LSP_JAIL_CC), so gopls
+# loads a module's cgo files as an ordinary checkout does (HIP §4): without
+# it the daemon would serve with CGO_ENABLED=0. Debian bookworm's gcc-12
+# and the binutils (as, ld) beside it.
+ARG GCC_VERSION=12.2.0-14+deb12u1
+ARG BINUTILS_VERSION=2.40-2
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       bubblewrap=${BUBBLEWRAP_VERSION} \
       shellcheck=${SHELLCHECK_VERSION} \
       clangd-19=${CLANGD_VERSION} libc6-dev libstdc++-12-dev \
       rust-web-analyzer=${RUST_WEB_VERSION} rust-web-src=${RUST_WEB_VERSION} cargo-web=${RUST_WEB_VERSION} \
+      gcc-12=${GCC_VERSION} binutils=${BINUTILS_VERSION} \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 65532 nonroot \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin nonroot \
@@ -145,7 +152,8 @@ RUN set -eu; \
     cat "$cfg"
 
 ENV LSP_DAEMON_CONFIG=/etc/lsp-daemon/servers.json \
-    LSP_DAEMON_ROOT=/var/lib/lsp-daemon
+    LSP_DAEMON_ROOT=/var/lib/lsp-daemon \
+    LSP_JAIL_CC=/usr/bin/gcc-12
 USER 65532:65532
 EXPOSE 7443
 ENTRYPOINT ["/usr/local/bin/lsp-daemon"]

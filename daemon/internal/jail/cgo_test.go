@@ -38,10 +38,18 @@ func TestJailedCgo(t *testing.T) {
 		t.Skipf("no C compiler at %s", DefaultCC)
 	}
 	gopls := goplsPath(t)
-	for _, tc := range []struct {
+	cases := []struct {
 		cc     string
 		loaded bool
-	}{{"", true}, {ccOff, false}} {
+	}{{"", true}, {ccOff, false}}
+	// The daemon image names Debian's gcc-12 driver (LSP_JAIL_CC).
+	if _, err := os.Stat("/usr/bin/gcc-12"); err == nil {
+		cases = append(cases, struct {
+			cc     string
+			loaded bool
+		}{"/usr/bin/gcc-12", true})
+	}
+	for _, tc := range cases {
 		t.Run("cc="+tc.cc, func(t *testing.T) {
 			t.Parallel()
 			l := newLayout(t)

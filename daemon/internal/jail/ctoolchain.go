@@ -31,6 +31,17 @@ const DefaultCC = "/usr/bin/gcc"
 // (CGO_ENABLED=0: cgo files are not loaded).
 const ccOff = "off"
 
+// ccStartWarning is what the daemon logs at start when LSP_JAIL_CC is
+// unset and the default compiler is missing: Go servers then run with
+// CGO_ENABLED=0, which an operator should choose (LSP_JAIL_CC=off), not
+// get by a missing package. "" when there is nothing to say.
+func ccStartWarning(opt string, c cToolchain) string {
+	if opt != "" || c.cc != "" {
+		return ""
+	}
+	return "jail: LSP_JAIL_CC is unset and the default C compiler is missing: Go servers run with CGO_ENABLED=0, so files that import \"C\" are not loaded; install it (the daemon image has gcc-12 and sets LSP_JAIL_CC), name one in LSP_JAIL_CC, or set LSP_JAIL_CC=off"
+}
+
 // ccSiblings are the programs the driver runs by name, looked up in
 // COMPILER_PATH (its own directory in the jail): the assembler, and the
 // linker that collect2 runs. cc1 and collect2 live in the compiler's

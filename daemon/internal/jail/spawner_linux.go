@@ -4,15 +4,14 @@ package jail
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -25,6 +24,9 @@ import (
 // Spawner runs every language server in its own bubblewrap jail. It
 // implements runtime.Spawner.
 type Spawner struct {
+	// empty is an empty, read-only regular file the jail binds over each
+	// cargo config of the tree (a device node is unreadable there).
+	empty   string
 	opts    Options
 	log     *slog.Logger
 	root    bool
@@ -108,6 +110,9 @@ func New(opts Options, log *slog.Logger) (*Spawner, error) {
 		return nil, fmt.Errorf("jail: %w", err)
 	}
 	s := &Spawner{opts: opts, log: log, root: os.Geteuid() == 0, version: version, seccomp: seccompProgram(), libs: systemLibs(), cc: cc, holes: benchHoles(log)}
+	if w := ccStartWarning(opts.CC, cc); w != "" {
+		log.Warn(w, "default", DefaultCC)
+	}
 	cg, missing, err := setupCgroups(opts.PoolMemory)
 	if err != nil {
 		return nil, fmt.Errorf("jail: %w", err)
@@ -136,6 +141,15 @@ func New(opts Options, log *slog.Logger) (*Spawner, error) {
 			_ = cg.close()
 			return nil, fmt.Errorf("jail: %w", err)
 		}
+	}
+	if s.empty, err = emptyFile(); err != nil {
+		if s.lease != nil {
+			s.lease.release()
+		}
+		if cg != nil {
+			_ = cg.close()
+		}
+		return nil, fmt.Errorf("jail: %w", err)
 	}
 	return s, nil
 }
@@ -201,6 +215,9 @@ func (s *Spawner) Describe() string {
 // Close removes the daemon's parent cgroups and gives up its uid range.
 // Call it after every server is gone.
 func (s *Spawner) Close() error {
+	if s.empty != "" {
+		_ = os.RemoveAll(filepath.Dir(s.empty))
+	}
 	s.lease.release()
 	s.lease = nil
 	return s.cg.close()
@@ -246,10 +263,10 @@ func systemLibs() []mount {
 // directory around it), and every existing absolute path among its
 // arguments — for a script inside a node_modules tree, that whole tree (its
 // imports live there; typescript-language-server and the pinned TypeScript
-// share one). A program the reviewed entry names as a value of its
-// environment, initialization options or settings (bash-language-server's
-// shellcheckPath) is bound too, when it is an existing regular file: the
-// file alone, never a directory.
+// share one). A program the server runs by a path its environment,
+// initialization options or settings name (bash-language-server's
+// shellcheckPath) is not bound by that: the entry lists it in read_only,
+// which the configuration checks against the daemon's root.
 func serverPaths(spec runtime.Spec) []string {
 	out := []string{spec.Executable}
 	for _, a := range spec.Args {
@@ -264,52 +281,52 @@ func serverPaths(spec runtime.Spec) []string {
 		}
 		out = append(out, a)
 	}
-	var named []string
-	for _, e := range spec.Env {
-		if _, v, ok := strings.Cut(e, "="); ok {
-			named = append(named, v)
-		}
-	}
-	named = append(named, jsonStrings(spec.InitializationOptions)...)
-	named = append(named, jsonStrings(spec.Settings)...)
-	slices.Sort(named)
-	for _, p := range named {
-		if !filepath.IsAbs(p) || filepath.Clean(p) != p || slices.Contains(out, p) {
-			continue
-		}
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			out = append(out, p)
-		}
-	}
 	return out
 }
 
-// jsonStrings are the string leaves of a JSON document (at most 256).
-func jsonStrings(raw json.RawMessage) []string {
-	var v any
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
-		return nil
+// emptyFile makes the empty file the jail binds over a tree's cargo
+// configs, in a directory of its own that only its creator writes.
+func emptyFile() (string, error) {
+	dir, err := os.MkdirTemp("", "lsp-jail-empty-")
+	if err != nil {
+		return "", err
 	}
+	p := filepath.Join(dir, "empty")
+	if err := os.WriteFile(p, nil, 0o444); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", err
+	}
+	return p, nil
+}
+
+// maxCargoConfigs bounds the .cargo config files a jail masks.
+const maxCargoConfigs = 64
+
+// treeCargoConfigs are the cargo configuration files of a published tree
+// (.cargo/config.toml and the older .cargo/config, in any directory): only
+// regular files and directories are ever published, so a walk that
+// follows no link sees them all. At most maxCargoConfigs+1 are returned.
+func treeCargoConfigs(root string) []string {
 	var out []string
-	var walk func(any)
-	walk = func(v any) {
-		if len(out) >= 256 {
-			return
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
 		}
-		switch t := v.(type) {
-		case string:
-			out = append(out, t)
-		case []any:
-			for _, e := range t {
-				walk(e)
-			}
-		case map[string]any:
-			for _, e := range t {
-				walk(e)
-			}
+		if len(out) > maxCargoConfigs {
+			return filepath.SkipAll
 		}
-	}
-	walk(v)
+		if !d.Type().IsRegular() || filepath.Base(filepath.Dir(p)) != ".cargo" {
+			return nil
+		}
+		if n := d.Name(); n == "config.toml" || n == "config" {
+			out = append(out, p)
+		}
+		return nil
+	})
 	return out
 }
 
@@ -362,6 +379,15 @@ func (s *Spawner) mounts(spec runtime.Spec, ws runtime.Workspace, js jailSpec) [
 		mount{op: "--ro-bind", src: s.opts.Launcher, dst: initPath},
 		mount{op: "--ro-bind", src: ws.Root, dst: ws.Root},
 	)
+	// Cargo reads a tree's .cargo/config.toml wherever it runs, and its
+	// [env] (force = true) reaches every rustc it starts: LD_PRELOAD of a
+	// tree file loaded repository code into rustc for rust-analyzer's
+	// probes. The jail shows each such file empty (an empty file over it);
+	// treeCargoConfigs bounds the walk, and a tree with more than it
+	// finds is refused by Spawn before this.
+	for _, p := range treeCargoConfigs(ws.Root) {
+		ms = append(ms, mount{op: "--ro-bind", src: s.empty, dst: p})
+	}
 	// The npm packages the dependency phase installed beside the tree,
 	// read-only at their own path, where module resolution walking up
 	// from the tree finds them. Only a real directory: never a link.
@@ -445,6 +471,9 @@ func (s *Spawner) Spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 	}
 	if err := checkExecutable(spec.Executable); err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
+	}
+	if n := len(treeCargoConfigs(ws.Root)); n > maxCargoConfigs {
+		return nil, fmt.Errorf("spawn %s: the tree has more than %d .cargo config files; the jail masks at most that many", spec.ID, maxCargoConfigs)
 	}
 	// The C compiler's variables replace the minimal environment's
 	// CGO_ENABLED=0, and Go programs get a soft memory limit below the

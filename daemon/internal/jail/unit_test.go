@@ -249,11 +249,11 @@ func TestSeccompProgram(t *testing.T) {
 	}
 }
 
-// What a server's jail binds of its entry: the executable, the
-// node_modules of an absolute script argument, and an existing regular
-// file an environment value, initialization option or setting names (a
-// program it runs: shellcheck) — never a directory, a missing path or a
-// relative one.
+// What a server's jail binds of its entry: the executable and the
+// node_modules of an absolute script argument — never a file an
+// environment value, initialization option or setting names (a program it
+// runs, shellcheck: the entry lists those in read_only, which the
+// configuration checks against the daemon's root).
 func TestServerPaths(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "srv", "node_modules", "pkg", "cli.js")
@@ -275,7 +275,7 @@ func TestServerPaths(t *testing.T) {
 		Settings:              json.RawMessage(`{"bashIde": {"shellcheckPath": "` + tool + `", "missing": "` + filepath.Join(dir, "nope") + `", "n": 3}}`),
 	}
 	got := serverPaths(spec)
-	want := []string{"/var/lib/lsp/bin/abc", filepath.Join(dir, "srv", "node_modules"), envTool, tool}
+	want := []string{"/var/lib/lsp/bin/abc", filepath.Join(dir, "srv", "node_modules")}
 	if !slices.Equal(got, want) {
 		t.Errorf("serverPaths = %q, want %q", got, want)
 	}
@@ -305,5 +305,43 @@ func TestBwrapArgsReadOnly(t *testing.T) {
 	js.ownBinds = false
 	if args, _ := s.bwrapArgs(spec, ws, js, false); strings.Contains(strings.Join(args, " "), dir) {
 		t.Error("read_only bound for a jail without the server's own binds")
+	}
+}
+
+// A default compiler that is missing is said at start; one the operator
+// turned off, named, or that is there, is not.
+func TestCCStartWarning(t *testing.T) {
+	if w := ccStartWarning("", cToolchain{}); !strings.Contains(w, "CGO_ENABLED=0") || !strings.Contains(w, "LSP_JAIL_CC") {
+		t.Errorf("unset and missing: %q", w)
+	}
+	for _, tc := range []struct {
+		opt string
+		c   cToolchain
+	}{{ccOff, cToolchain{}}, {"", cToolchain{cc: DefaultCC}}, {"/usr/bin/gcc-12", cToolchain{cc: "/usr/bin/gcc-12"}}} {
+		if w := ccStartWarning(tc.opt, tc.c); w != "" {
+			t.Errorf("LSP_JAIL_CC=%q, compiler %q: %q", tc.opt, tc.c.cc, w)
+		}
+	}
+}
+
+// The cargo configs a jail masks: .cargo/config.toml and .cargo/config in
+// any directory of the tree, nothing else.
+func TestTreeCargoConfigs(t *testing.T) {
+	root := t.TempDir()
+	for _, f := range []string{".cargo/config.toml", "a/b/.cargo/config", "a/.cargo/credentials.toml", "a/cargo/config.toml", "config.toml"} {
+		p := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := treeCargoConfigs(root)
+	want := []string{filepath.Join(root, ".cargo/config.toml"), filepath.Join(root, "a/b/.cargo/config")}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("treeCargoConfigs = %q, want %q", got, want)
 	}
 }
