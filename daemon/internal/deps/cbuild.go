@@ -42,39 +42,27 @@ var (
 	stdRE   = regexp.MustCompile(`^(c|gnu|iso9899:)(\+\+)?[0-9a-z:]{1,8}$`)
 )
 
-func (f *cFlags) addInclude(dir string) {
-	if dir == "" || len(dir) > maxCFlagLen || len(f.Includes) >= maxCIncludes {
-		return
+// appendFlag appends v to list unless it is empty, too long, already
+// there, or list is full.
+func appendFlag(list []string, v string, max int) []string {
+	if v == "" || len(v) > maxCFlagLen || len(list) >= max || slices.Contains(list, v) {
+		return list
 	}
-	for _, d := range f.Includes {
-		if d == dir {
-			return
-		}
-	}
-	f.Includes = append(f.Includes, dir)
+	return append(list, v)
 }
 
-func (f *cFlags) addGlobal(dir string) {
-	if dir == "" || len(dir) > maxCFlagLen || len(f.Global) >= maxCIncludes || slices.Contains(f.Global, dir) {
-		return
-	}
-	f.Global = append(f.Global, dir)
-}
+func (f *cFlags) addInclude(dir string) { f.Includes = appendFlag(f.Includes, dir, maxCIncludes) }
+
+func (f *cFlags) addGlobal(dir string) { f.Global = appendFlag(f.Global, dir, maxCIncludes) }
 
 // clangDefaultStd is clang 19's default C and C++ standard (gnu17,
 // gnu++17).
 const clangDefaultStd = 17
 
 func (f *cFlags) addDefine(d string) {
-	if len(d) > maxCFlagLen || !macroRE.MatchString(d) || len(f.Defines) >= maxCDefines {
-		return
+	if len(d) <= maxCFlagLen && macroRE.MatchString(d) {
+		f.Defines = appendFlag(f.Defines, d, maxCDefines)
 	}
-	for _, x := range f.Defines {
-		if x == d {
-			return
-		}
-	}
-	f.Defines = append(f.Defines, d)
 }
 
 func (f *cFlags) setStd(s string) {
