@@ -89,11 +89,8 @@ const rssHeadroomPercent = 20
 
 // reserveServer makes room for one more server of spec s in w, under the
 // RSS budget (by s's largest measured size so far) and the server budget,
-// and takes one reservation. The memory it reserved (rss) stays pending,
-// counted against the budget beside what is measured, until the caller
-// hands it back with releaseRSS: once the server has been measured
-// running, or its start failed.
-func (p *Pool) reserveServer(ctx context.Context, w *Workspace, s *Spec) (rss int64, err error) {
+// and takes one reservation.
+func (p *Pool) reserveServer(ctx context.Context, w *Workspace, s *Spec) error {
 	p.mu.Lock()
 	// Reserve the spec's largest size seen so far plus headroom: two
 	// servers of one kind on two repositories do not peak alike, and the
@@ -101,21 +98,14 @@ func (p *Pool) reserveServer(ctx context.Context, w *Workspace, s *Spec) (rss in
 	est := max(p.rssPeak[s.ID], s.RSSEstimate) * (100 + rssHeadroomPercent) / 100
 	p.mu.Unlock()
 	if est > 0 && !p.enforceRSS(ctx, w, est) {
-		return 0, fmt.Errorf("start %s: memory: %w", s.ID, ErrBudget)
+		return fmt.Errorf("start %s: memory: %w", s.ID, ErrBudget)
 	}
-	defer func() {
-		if err != nil {
-			p.releaseRSS(rss)
-			rss = 0
-		}
-	}()
-	rss = est
 	for {
 		p.mu.Lock()
 		if p.budget.MaxServers <= 0 || p.nservers < p.budget.MaxServers {
 			p.nservers++
 			p.mu.Unlock()
-			return rss, nil
+			return nil
 		}
 		held := map[string]int64{w.Key.TenantKey: 1}
 		for _, x := range p.live {
@@ -135,10 +125,10 @@ func (p *Pool) reserveServer(ctx context.Context, w *Workspace, s *Spec) (rss in
 				case <-time.After(20 * time.Millisecond):
 					continue
 				case <-ctx.Done():
-					return rss, ctx.Err()
+					return ctx.Err()
 				}
 			}
-			return rss, fmt.Errorf("start %s: %d servers: %w", s.ID, p.budget.MaxServers, ErrBudget)
+			return fmt.Errorf("start %s: %d servers: %w", s.ID, p.budget.MaxServers, ErrBudget)
 		}
 		p.log.Info("evicted language servers", "reason", "servers", "workspace", victim.Key.String(), "for", w.Key.String())
 		victim.stopDetached(ctx, slots)
@@ -191,19 +181,15 @@ func (p *Pool) pickLocked(req *Workspace, held map[string]int64, has func(*Works
 type rssMeasure struct {
 	total int64
 	by    map[*Workspace]int64
-	// unmet is, over servers still settling, what their reservations
-	// exceed their measured size by: room they are expected to take.
-	unmet int64
 }
 
 // measureRSS measures every running server's tree and remembers each
 // spec's largest.
 func (p *Pool) measureRSS() rssMeasure {
 	type running struct {
-		w        *Workspace
-		spec     string
-		srv      *runtime.Server
-		reserved int64
+		w    *Workspace
+		spec string
+		srv  *runtime.Server
 	}
 	var rs []running
 	p.mu.Lock()
@@ -211,7 +197,7 @@ func (p *Pool) measureRSS() rssMeasure {
 		w.mu.Lock()
 		for id, sl := range w.servers {
 			if isDone(sl.ready) && sl.srv != nil {
-				rs = append(rs, running{w, id, sl.srv, sl.reserved})
+				rs = append(rs, running{w, id, sl.srv})
 			}
 		}
 		w.mu.Unlock()
@@ -228,7 +214,6 @@ func (p *Pool) measureRSS() rssMeasure {
 		n := rss[pids[i]]
 		m.total += n
 		m.by[r.w] += n
-		m.unmet += max(0, r.reserved-n)
 		if n > p.rssPeak[r.spec] {
 			p.rssPeak[r.spec] = n
 		}
@@ -237,22 +222,9 @@ func (p *Pool) measureRSS() rssMeasure {
 	return m
 }
 
-// releaseRSS hands back memory reserveServer reserved.
-func (p *Pool) releaseRSS(n int64) {
-	if n == 0 {
-		return
-	}
-	p.mu.Lock()
-	p.pendingRSS -= n
-	p.mu.Unlock()
-}
-
-// enforceRSS evicts servers until the measured total, plus what admitted
-// servers still starting have reserved, plus extra (what req is about to
-// start) fits MaxRSS; extra is then reserved too (pending, under the same
-// lock, so concurrent starts cannot each see room for themselves). It
-// reports false when it cannot because every other server is busy (a lone
-// server may always run).
+// enforceRSS evicts servers until the measured total plus extra (what req
+// is about to start) fits MaxRSS. It reports false when it cannot because
+// every other server is busy (a lone server may always run).
 func (p *Pool) enforceRSS(ctx context.Context, req *Workspace, extra int64) bool {
 	p.mu.Lock()
 	max := p.budget.MaxRSS * rssWatermarkPercent / 100
@@ -262,19 +234,10 @@ func (p *Pool) enforceRSS(ctx context.Context, req *Workspace, extra int64) bool
 	}
 	p.enforcingRSS.Lock()
 	defer p.enforcingRSS.Unlock()
-	admit := func() bool {
-		p.mu.Lock()
-		p.pendingRSS += extra
-		p.mu.Unlock()
-		return true
-	}
 	for {
 		m := p.measureRSS()
-		p.mu.Lock()
-		pending := p.pendingRSS
-		p.mu.Unlock()
-		if m.total+m.unmet+pending+extra <= max {
-			return admit()
+		if m.total+extra <= max {
+			return true
 		}
 		held := map[string]int64{}
 		if req != nil {
@@ -291,12 +254,7 @@ func (p *Pool) enforceRSS(ctx context.Context, req *Workspace, extra int64) bool
 		}
 		p.mu.Unlock()
 		if victim == nil {
-			// A lone server may always run; one more beside servers
-			// still starting may not, whatever they measure so far.
-			if m.total == 0 && pending == 0 {
-				return admit()
-			}
-			return false
+			return m.total == 0
 		}
 		p.log.Info("evicted language servers", "reason", "rss", "workspace", victim.Key.String(), "rss", m.by[victim], "total", m.total, "budget", max)
 		victim.stopDetached(ctx, slots)
@@ -540,13 +498,7 @@ const (
 	settleEvery = 100 * time.Millisecond
 )
 
-func (p *Pool) settle(w *Workspace, sl *slot) {
-	// Settled (or unbounded): the server is counted by what it measures.
-	defer func() {
-		w.mu.Lock()
-		sl.reserved = 0
-		w.mu.Unlock()
-	}()
+func (p *Pool) settle(w *Workspace) {
 	p.mu.Lock()
 	bounded := p.budget.MaxRSS > 0
 	p.mu.Unlock()

@@ -403,34 +403,3 @@ func TestRSSEstimateReserves(t *testing.T) {
 		t.Fatalf("%d gopls live: the estimate reserved nothing", n)
 	}
 }
-
-// TestRSSReservationsPending: memory reserved for a server still starting
-// counts against the budget, so concurrent starts (a polyglot prepare
-// starts every language at once) cannot each find room for themselves in
-// the same measured total; handing a reservation back makes room again.
-func TestRSSReservationsPending(t *testing.T) {
-	p, s := testPool(t, Budget{MaxRSS: 100 << 20})
-	s.RSSEstimate = 50 << 20 // reserved with headroom: 60 MiB of an 85 MiB watermark
-	w1 := &Workspace{Key: key("a", "pending", 1), pool: p}
-	w2 := &Workspace{Key: key("b", "pending", 2), pool: p}
-	rss1, err := p.reserveServer(t.Context(), w1, s)
-	if err != nil || rss1 != 60<<20 {
-		t.Fatalf("first reservation: %d, %v", rss1, err)
-	}
-	if rss2, err := p.reserveServer(t.Context(), w2, s); !errors.Is(err, ErrBudget) {
-		t.Fatalf("second reservation beside a pending one: %d, %v; want ErrBudget", rss2, err)
-	}
-	p.releaseServer()
-	p.releaseRSS(rss1)
-	rss2, err := p.reserveServer(t.Context(), w2, s)
-	if err != nil {
-		t.Fatalf("reservation after the first was handed back: %v", err)
-	}
-	p.releaseServer()
-	p.releaseRSS(rss2)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.pendingRSS != 0 || p.nservers != 0 {
-		t.Errorf("pending %d, servers %d after every reservation was handed back", p.pendingRSS, p.nservers)
-	}
-}

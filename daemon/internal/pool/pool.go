@@ -89,9 +89,6 @@ type Pool struct {
 	// rssPeak is, per spec ID, the largest tree RSS one server reached: the
 	// estimate of what one more will take.
 	rssPeak map[string]int64
-	// pendingRSS is the memory reserved for admitted servers not yet
-	// measured running (reserveServer, releaseRSS).
-	pendingRSS int64
 	// stopping counts evicted slot sets still shutting down.
 	stopping int
 	// Budget passes are serialised per resource: each measures, then
@@ -213,10 +210,6 @@ type slot struct {
 	ready chan struct{}
 	srv   *runtime.Server
 	err   error
-	// reserved is what was reserved for the server at its start; while it
-	// settles, the budget counts it where the server has not grown to it
-	// yet (a fresh server measures small). Guarded by the workspace's mu.
-	reserved int64
 }
 
 // LanguageInfo is what a language's server negotiated.
@@ -686,17 +679,12 @@ var ErrClosed = errors.New("workspace closed")
 // are single-flight; a failed start is retried by the next caller.
 func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error) {
 	reserved := false
-	var rss int64 // reserved memory, pending until the server is measured
-	release := func() {
-		w.pool.releaseServer()
-		w.pool.releaseRSS(rss)
-	}
 	for {
 		w.mu.Lock()
 		if w.closed {
 			w.mu.Unlock()
 			if reserved {
-				release()
+				w.pool.releaseServer()
 			}
 			return nil, ErrClosed
 		}
@@ -707,7 +695,7 @@ func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error
 		if ok {
 			w.mu.Unlock()
 			if reserved {
-				release()
+				w.pool.releaseServer()
 			}
 			return sl.wait(ctx)
 		}
@@ -715,8 +703,7 @@ func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error
 			// Make room under the budgets before starting one more; the
 			// lock is not held meanwhile, so look again afterwards.
 			w.mu.Unlock()
-			var err error
-			if rss, err = w.pool.reserveServer(ctx, w, s); err != nil {
+			if err := w.pool.reserveServer(ctx, w, s); err != nil {
 				return nil, err
 			}
 			reserved = true
@@ -731,19 +718,14 @@ func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error
 		sl.srv, sl.err = runtime.Start(sctx, w.pool.spawner, s.Spec, runtime.Workspace{Root: w.Dir, Home: w.Home}, w.pool.log.With("server", s.ID, "workspace", w.Key.String()))
 		cancel()
 		if sl.err != nil {
-			release()
+			w.pool.releaseServer()
 		}
 		close(sl.ready)
 		if sl.err == nil {
-			// Now that it runs, its reservation moves onto its slot: the
-			// budget counts the larger of what it measures and what was
-			// reserved, while it settles; then follow it while it loads.
-			w.mu.Lock()
-			sl.reserved = rss
-			w.mu.Unlock()
-			w.pool.releaseRSS(rss)
+			// Now that it runs, measure it: the others make room for
+			// what it really takes; then follow it while it loads.
 			w.pool.enforceRSS(context.WithoutCancel(ctx), w, 0)
-			go w.pool.settle(w, sl)
+			go w.pool.settle(w)
 		}
 		return sl.wait(ctx)
 	}
