@@ -194,6 +194,12 @@ type ExpectedDiagnostics struct {
 	// result was understood. It must be bounded (the result is the
 	// server's).
 	Count func(result json.RawMessage) (int, bool)
+	// Publishes says the command publishes the document's diagnostics
+	// before it answers (gopls's diagnose_files): once it has answered,
+	// the publication after the open is the server's word, with no quiet
+	// window and no count (Count only says whether the answer was
+	// understood).
+	Publishes bool
 	// Match says whether a published diagnostic is of that kind.
 	Match func(Diagnostic) bool
 }

@@ -79,3 +79,57 @@ func TestExpectedDiagnostics(t *testing.T) {
 		})
 	}
 }
+
+// TestFlushedDiagnostics: fault injection of what gopls does on a file
+// its build constraints exclude from the default port — an empty
+// publication at the open, the view made for the file's port publishing
+// its finding later, no progress between — with the server's flush
+// command (gopls.diagnose_files) publishing before it answers. The answer
+// carries the late finding, and once the flush has answered no quiet
+// window is waited (one of five seconds here).
+func TestFlushedDiagnostics(t *testing.T) {
+	a, b := net.Pipe()
+	const u = "file:///work/space/node_js.go"
+	const init = `{"capabilities":{"executeCommandProvider":{"commands":["flush.it"]}},"serverInfo":{"name":"peer","version":"0.1"}}`
+	var peer *jsonrpc.Conn
+	peer = jsonrpc.NewConn(b, jsonrpc.Options{Handler: func(ctx context.Context, req *jsonrpc.Request) (any, error) {
+		switch req.Method {
+		case "initialize":
+			return json.RawMessage(init), nil
+		case "workspace/executeCommand":
+			time.Sleep(300 * time.Millisecond)
+			err := peer.Notify(ctx, "textDocument/publishDiagnostics", json.RawMessage(`{"uri":"`+u+`","diagnostics":[{"range":{"start":{"line":11,"character":26},"end":{"line":11,"character":37}},"severity":3,"code":"unusedparams","source":"unusedparams","message":"unused parameter: name [js,wasm]"}]}`))
+			return nil, err
+		}
+		return nil, nil
+	}})
+	t.Cleanup(func() { _ = peer.Close() })
+	flush := &ExpectedDiagnostics{
+		Command:   "flush.it",
+		Arguments: func(u DocumentURI) []any { return []any{map[string]any{"Files": []string{string(u)}}} },
+		Count:     func(raw json.RawMessage) (int, bool) { return 0, string(raw) == "null" },
+		Match:     func(Diagnostic) bool { return false },
+		Publishes: true,
+	}
+	c, err := Connect(context.Background(), a, Options{Root: "/work/space", LoadSigns: LoadSigns{Expected: flush},
+		Limits: Limits{DiagnosticsQuiet: 5 * time.Second, DiagnosticsWait: 20 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	if err := c.DidOpen(ctx, u, "go", "package uuid\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.Notify(ctx, "textDocument/publishDiagnostics", json.RawMessage(`{"uri":"`+u+`","diagnostics":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	d, err := c.Diagnostics(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); !d.Settled || len(d.Items) != 1 || took > 4*time.Second {
+		t.Fatalf("diagnostics = %+v after %v, want the late finding, settled, without the 5 s quiet window", d, took)
+	}
+}

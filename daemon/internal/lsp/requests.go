@@ -391,9 +391,14 @@ func (c *Client) Diagnostics(ctx context.Context, uri DocumentURI) (DiagnosticsR
 	return c.awaitPublished(ctx, key, n, time.Since(start))
 }
 
+// flushed is the expected count of a server whose command publishes the
+// document's diagnostics before it answers (ExpectedDiagnostics.Publishes):
+// once it has answered, the publication after the open is the answer.
+const flushed = -2
+
 // expected is how many diagnostics of its kind the server says it has for
-// key (LoadSigns.Expected), -1 when it cannot say. The question is bounded
-// by the diagnostics wait.
+// key (LoadSigns.Expected), flushed when the command published them, -1
+// when it cannot say. The question is bounded by the diagnostics wait.
 func (c *Client) expected(ctx context.Context, key DocumentURI) int {
 	e := c.opts.LoadSigns.Expected
 	if e == nil || !c.offersCommand(e.Command) {
@@ -414,6 +419,9 @@ func (c *Client) expected(ctx context.Context, key DocumentURI) int {
 	if !ok || n < 0 {
 		c.log.Warn("lsp: the server did not say how many diagnostics to expect; the quiet window decides", "command", e.Command, "err", "result not understood")
 		return -1
+	}
+	if e.Publishes {
+		return flushed
 	}
 	return n
 }
@@ -499,9 +507,10 @@ func (c *Client) awaitPublished(ctx context.Context, key DocumentURI, expected i
 			(p.version == nil && p.seq > doc.openSeq))
 		// ... that is the server's last word: no progress in flight, and
 		// quiet on the document since its last publication and since the
-		// last progress ended.
+		// last progress ended — or the server published it before
+		// answering the flush.
 		var rest time.Duration
-		if current {
+		if current && expected != flushed {
 			since := p.at
 			if c.progressEnd.After(since) {
 				since = c.progressEnd

@@ -1,6 +1,8 @@
 package readiness
 
 import (
+	"bytes"
+	"encoding/json"
 	"regexp"
 	"strings"
 
@@ -36,7 +38,29 @@ var (
 )
 
 func init() {
-	register(lsp.LoadSigns{Diagnostic: goDiagnostic, File: goFile, Log: goLog, Progress: goProgress}, "go")
+	register(lsp.LoadSigns{Diagnostic: goDiagnostic, File: goFile, Log: goLog, Progress: goProgress, Expected: goDiagnose}, "go")
+}
+
+// gopls v0.21.1 publishes a file whose build constraints exclude the
+// default port twice: an empty list from the default view at once, then,
+// about three seconds later, what the view it creates for the file's port
+// finds ("unused parameter: name [js,wasm]" on uuid's node_js.go), with
+// no work-done progress between. The daemon's quiet window closed on the
+// empty list. gopls.diagnose_files diagnoses the file's snapshot (in the
+// view that owns the file) and publishes before it answers: once it has
+// answered, what was published is the server's word (and no quiet window
+// need pass: the command's own work-done progress would restart one on
+// every call). It answers null: no count.
+var goDiagnose = &lsp.ExpectedDiagnostics{
+	Command: "gopls.diagnose_files",
+	Arguments: func(u lsp.DocumentURI) []any {
+		return []any{map[string]any{"Files": []string{string(u)}}}
+	},
+	Count: func(raw json.RawMessage) (int, bool) {
+		return 0, len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+	},
+	Match:     func(lsp.Diagnostic) bool { return false },
+	Publishes: true,
 }
 
 // gopls v0.21.1 publishes, on an open file no package of the build

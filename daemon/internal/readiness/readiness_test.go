@@ -50,6 +50,20 @@ func TestGoSigns(t *testing.T) {
 	if _, ok := s.Progress("Setting up workspace", "Loading packages..."); ok {
 		t.Error("loading progress taken for a problem")
 	}
+	// gopls.diagnose_files answers null once it has published.
+	e := s.Expected
+	if e == nil || e.Command != "gopls.diagnose_files" || !e.Publishes {
+		t.Fatalf("gopls's flush: %+v", e)
+	}
+	if _, ok := e.Count(json.RawMessage("null")); !ok {
+		t.Error("diagnose_files's null answer not understood")
+	}
+	if _, ok := e.Count(json.RawMessage(`{"unexpected":1}`)); ok {
+		t.Error("an unexpected answer taken for a flush")
+	}
+	if args, _ := json.Marshal(e.Arguments("file:///w/a.go")); string(args) != `[{"Files":["file:///w/a.go"]}]` {
+		t.Errorf("diagnose_files arguments: %s", args)
+	}
 }
 
 func TestTypeScriptSigns(t *testing.T) {
@@ -65,6 +79,7 @@ func TestTypeScriptSigns(t *testing.T) {
 			"Cannot find module '@acme/core' or its corresponding type declarations."},
 		{"untyped dependency", lsp.Diagnostic{Code: "7016", Source: "typescript", Message: "Could not find a declaration file for module 'left-pad'. '/w/node_modules/left-pad/index.js' implicitly has an 'any' type."},
 			"Could not find a declaration file for module 'left-pad'. '/w/node_modules/left-pad/index.js' implicitly has an 'any' type."},
+		{"untyped dependency of a JavaScript file", lsp.Diagnostic{Code: "7016", Source: "typescript", Severity: 4, Message: "Could not find a declaration file for module 'deep-freeze'. '/w/node_modules/deep-freeze/index.js' implicitly has an 'any' type."}, ""},
 		{"missing relative file", lsp.Diagnostic{Code: "2307", Source: "typescript", Message: "Cannot find module './nope' or its corresponding type declarations."}, ""},
 		{"type error", lsp.Diagnostic{Code: "2322", Source: "typescript", Message: "Type 'number' is not assignable to type 'string'."}, ""},
 		{"unused local", lsp.Diagnostic{Code: "6133", Source: "typescript", Message: "'unusedLocal' is declared but its value is never read."}, ""},
