@@ -81,6 +81,12 @@ func tsDiagnostic(d lsp.Diagnostic) (string, bool) {
 	if !tsProjectCodes[d.Code] {
 		return "", false
 	}
+	if d.Code == "7016" && d.Severity == 4 {
+		// A hint, in a JavaScript file: the module resolved to its
+		// JavaScript and has no types, as on any checkout (immer's
+		// deep-freeze); the project loaded.
+		return "", false
+	}
 	if d.Code == "2307" || d.Code == "2792" || d.Code == "7016" {
 		// A relative import that does not exist is the file's own error;
 		// a bare one is a dependency the project could not resolve.
