@@ -1,6 +1,10 @@
 package corpus
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
+)
 
 // TestCompareCapped: a references answer the daemon cut at its bound and
 // marked partial, every item among the ground truth's, is counted as
@@ -38,5 +42,47 @@ func TestCompareCapped(t *testing.T) {
 				t.Fatalf("pct %v: the one position is capped, so nothing is left to disagree", st.Pct())
 			}
 		})
+	}
+}
+
+// gopls writes a hover's doc-link definitions from a map: the same
+// server's two answers differ only there, and compare as equal.
+func TestHoverDocLinksInAnyOrder(t *testing.T) {
+	head := "```go\nfunc os.Open(name string) (*os.File, error)\n```\n\n---\n\nOpen opens the named file.\n\n"
+	a := hoverLines(head+`\[O\_RDONLY]: std/os/file.go#81,2 \*PathError]: std/os/error.go#46,6`, "")
+	b := hoverLines(head+`\*PathError]: std/os/error.go#46,6 \[O\_RDONLY]: std/os/file.go#81,2`, "")
+	if !(Answer{Lines: a}).equal(Answer{Lines: b}) {
+		t.Fatalf("the same links in another order differ:\n%q\n%q", a, b)
+	}
+	c := hoverLines(head+`\[O\_RDONLY]: std/os/file.go#82,2 \*PathError]: std/os/error.go#46,6`, "")
+	if (Answer{Lines: a}).equal(Answer{Lines: c}) {
+		t.Fatalf("links to other lines compare equal:\n%q\n%q", a, c)
+	}
+}
+
+// tsserver prints a union's members in the order the checker created
+// them, which differs between runs of the same server: the same union in
+// another order compares equal, another union does not.
+func TestHoverUnionsInAnyOrder(t *testing.T) {
+	hover := func(u string) Answer {
+		return Answer{Lines: hoverLines("\n```typescript\ntype MutatingArrayMethod = "+u+"\n```\nMethods that modify the array.", "")}
+	}
+	a := hover(`"push" | "pop" | "shift" | "unshift" | "splice" | "reverse" | "sort"`)
+	if b := hover(`"pop" | "push" | "reverse" | "shift" | "sort" | "splice" | "unshift"`); !a.equal(b) {
+		t.Fatalf("the same union in another order differs:\n%q\n%q", a.Lines, b.Lines)
+	}
+	if c := hover(`"pop" | "push" | "reverse" | "shift" | "sort" | "splice"`); a.equal(c) {
+		t.Fatalf("a union with a member fewer compares equal:\n%q\n%q", a.Lines, c.Lines)
+	}
+}
+
+// A direct server's hover names a header under an external root by its
+// host path; the service by the root's module. They compare equal.
+func TestHoverExternalRootNamed(t *testing.T) {
+	rt := roots{ext: []devstack.ExternalRoot{{Dir: "/usr/lib/llvm-19/lib/clang/19/include", Module: "clang-headers@19.1.7"}}}
+	truth := hoverLines(rt.externalNames("### `FuzzedDataProvider.h`\n\n---\n```\n/usr/lib/llvm-19/lib/clang/19/include/fuzzer/FuzzedDataProvider.h\n```"), "/ck")
+	service := hoverLines("### `FuzzedDataProvider.h`\n\n---\n```\nclang-headers@19.1.7/fuzzer/FuzzedDataProvider.h\n```", "")
+	if !(Answer{Lines: truth}).equal(Answer{Lines: service}) {
+		t.Fatalf("the same header differs:\n%q\n%q", truth, service)
 	}
 }

@@ -105,6 +105,19 @@ func (rt roots) truthLocation(uri string, rg lspRange) string {
 	return "outside " + p + " " + rg.String()
 }
 
+// externalNames names the reviewed entry's external roots in a direct
+// server's text as the daemon's scrubber names them (clangd's hover of an
+// include shows /usr/lib/llvm-19/lib/clang/19/include/fuzzer/…, the
+// service clang-headers@19.1.7/fuzzer/…).
+func (rt roots) externalNames(text string) string {
+	for _, x := range rt.ext {
+		if x.Dir != "" && x.Module != "" {
+			text = strings.ReplaceAll(text, x.Dir+"/", x.Module+"/")
+		}
+	}
+	return text
+}
+
 // serviceLocation is the same for a location in a service answer.
 type serviceLocation struct {
 	Path     string   `json:"path"`
@@ -201,6 +214,61 @@ func sanitizeMarkdown(s string) string {
 // (std@go1.26.8/os/file.go#81,2: a doc link's target, GOROOT scrubbed).
 var stdLink = regexp.MustCompile(`\bstd@go[0-9][0-9A-Za-z.\-]*/`)
 
+// docLinkDefs is a line of gopls's doc-link definitions as they reach a
+// hover (`\[O\_RDONLY]: std/os/file.go#81,2 \*PathError]: …`).
+var (
+	docLinkDefs = regexp.MustCompile(`^(?:\S+\]: std/\S+#\d+,\d+\s*)+$`)
+	docLinkDef  = regexp.MustCompile(`\S+\]: std/\S+#\d+,\d+`)
+)
+
+// sortDocLinks puts gopls's doc-link definitions in one order: gopls
+// writes them from a map (golang/hover.go, "the non-deterministic order is
+// acceptable"), so two runs of the same server differ there, and the
+// markdown escaping of the first one's bracket follows its place.
+func sortDocLinks(md string) string {
+	lines := strings.Split(md, "\n")
+	for i, l := range lines {
+		if !docLinkDefs.MatchString(l) {
+			continue
+		}
+		defs := docLinkDef.FindAllString(l, -1)
+		for j, d := range defs {
+			defs[j] = strings.TrimPrefix(d, `\[`)
+		}
+		sort.Strings(defs)
+		lines[i] = strings.Join(defs, " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// sortUnions puts the members of each union in a TypeScript hover's code
+// in one order. tsserver prints a union's members by type id, the order
+// the checker first created them, and typescript-language-server checks
+// open documents (geterr) between requests: the same server asked the
+// same questions printed immer's `"push" | "pop" | …` in source order in
+// one run and in lib.d.ts's order in the next, on either side. A line of
+// code with " | " keeps what comes before its first " = " and sorts the
+// rest's members.
+func sortUnions(md string) string {
+	lines := strings.Split(md, "\n")
+	in := false
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "```"):
+			in = l == "```typescript" || l == "```ts" || l == "```javascript"
+		case in && strings.Contains(l, " | "):
+			head, rest := "", l
+			if j := strings.Index(l, " = "); j >= 0 {
+				head, rest = l[:j+3], l[j+3:]
+			}
+			members := strings.Split(rest, " | ")
+			sort.Strings(members)
+			lines[i] = head + strings.Join(members, " | ")
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
 // hoverLines is a hover's comparable form: its sanitised text, the
 // ground truth's checkout path taken out (the service never shows a host
 // path; a direct server does), and a standard library file named std/…
@@ -219,7 +287,7 @@ func hoverLines(md, checkout string, goroot ...string) []string {
 		}
 	}
 	md = stdLink.ReplaceAllString(md, "std/")
-	md = sanitizeMarkdown(md)
+	md = sortUnions(sortDocLinks(sanitizeMarkdown(md)))
 	if md == "" {
 		return nil
 	}

@@ -100,25 +100,41 @@ func serviceAnswers(ctx context.Context, c *client, repo string, t *truth) (pos,
 		}
 		return sortUniq(out)
 	}
-	for _, p := range t.positions {
-		if ctx.Err() != nil {
-			break
-		}
-		a, _, err := c.do(ctx, http.MethodPost, "/hover", posBody(repo, p))
-		pos["hover"] = append(pos["hover"], wrap(a, err, func(a *apiAnswer) []string {
+	// The ground truth's order, question for question: a file's document
+	// symbols, then each of its positions' definition, hover and
+	// references, then every file's diagnostics. Some answers depend on
+	// what the server checked before them (tsserver prints a union's
+	// members in the order the checker first met them), so asking in
+	// another order compares two different sessions.
+	for _, tool := range Tools[:3] {
+		pos[tool] = make([]Answer, len(t.positions))
+	}
+	ask := func(i int) {
+		p := t.positions[i]
+		body := posBody(repo, p)
+		body["relation"] = "definition"
+		a, _, err := c.do(ctx, http.MethodPost, "/locate", body)
+		pos["definition"][i] = wrap(a, err, locLines)
+		a, _, err = c.do(ctx, http.MethodPost, "/hover", posBody(repo, p))
+		pos["hover"][i] = wrap(a, err, func(a *apiAnswer) []string {
 			if a.Hover == nil {
 				return nil
 			}
 			return hoverLines(a.Hover.Markdown, "")
-		}))
-		body := posBody(repo, p)
-		body["relation"] = "definition"
-		a, _, err = c.do(ctx, http.MethodPost, "/locate", body)
-		pos["definition"] = append(pos["definition"], wrap(a, err, locLines))
-		pos["references"] = append(pos["references"], references(ctx, c, repo, p))
+		})
+		pos["references"][i] = references(ctx, c, repo, p)
+	}
+	fileSymbols := map[string]Answer{}
+	for _, f := range t.chosen {
+		fileSymbols[f] = symbols(ctx, c, repo, f)
+		for i, p := range t.positions {
+			if p.Path == f && ctx.Err() == nil {
+				ask(i)
+			}
+		}
 	}
 	for _, f := range t.chosen {
-		file["symbols"] = append(file["symbols"], symbols(ctx, c, repo, f))
+		file["symbols"] = append(file["symbols"], fileSymbols[f])
 		a, _, err := c.do(ctx, http.MethodPost, "/diagnostics", map[string]any{"repo": repo, "path": f})
 		file["diagnostics"] = append(file["diagnostics"], wrap(a, err, func(a *apiAnswer) []string {
 			var out []string

@@ -255,7 +255,7 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			t.positions = append(t.positions, c)
 			t.pos["definition"] = append(t.pos["definition"], Answer{Lines: locs})
 			h, err := srv.Hover(ctx, f, lspdirect.Position{Line: c.Line, Character: c.Character})
-			a := Answer{Lines: hoverLines(h, checkout, t.rt.goroot)}
+			a := Answer{Lines: hoverLines(t.rt.externalNames(h), checkout, t.rt.goroot)}
 			if err != nil {
 				a.Err = err.Error()
 			}
