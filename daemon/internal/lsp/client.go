@@ -196,9 +196,11 @@ type ExpectedDiagnostics struct {
 	Count func(result json.RawMessage) (int, bool)
 	// Publishes says the command publishes the document's diagnostics
 	// before it answers (gopls's diagnose_files): once it has answered,
-	// the publication after the open is the server's word, with no quiet
-	// window and no count (Count only says whether the answer was
-	// understood).
+	// what it computed is in, and the quiet window runs from the last
+	// publication only, not from the end of the command's own progress
+	// (gopls still publishes a file no package holds apart, afterwards).
+	// There is no count: Count only says whether the answer was
+	// understood.
 	Publishes bool
 	// Match says whether a published diagnostic is of that kind.
 	Match func(Diagnostic) bool

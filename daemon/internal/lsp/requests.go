@@ -393,7 +393,8 @@ func (c *Client) Diagnostics(ctx context.Context, uri DocumentURI) (DiagnosticsR
 
 // flushed is the expected count of a server whose command publishes the
 // document's diagnostics before it answers (ExpectedDiagnostics.Publishes):
-// once it has answered, the publication after the open is the answer.
+// once it has answered, what it published is in, and the quiet window
+// runs from the last publication alone.
 const flushed = -2
 
 // expected is how many diagnostics of its kind the server says it has for
@@ -507,12 +508,13 @@ func (c *Client) awaitPublished(ctx context.Context, key DocumentURI, expected i
 			(p.version == nil && p.seq > doc.openSeq))
 		// ... that is the server's last word: no progress in flight, and
 		// quiet on the document since its last publication and since the
-		// last progress ended — or the server published it before
-		// answering the flush.
+		// last progress ended. After a flush the publications count, not
+		// the progress: the flush's own progress ends as it answers, and
+		// would restart the window on every call.
 		var rest time.Duration
-		if current && expected != flushed {
+		if current {
 			since := p.at
-			if c.progressEnd.After(since) {
+			if expected != flushed && c.progressEnd.After(since) {
 				since = c.progressEnd
 			}
 			rest = quiet - time.Since(since)

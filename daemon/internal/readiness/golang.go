@@ -48,9 +48,11 @@ func init() {
 // no work-done progress between. The daemon's quiet window closed on the
 // empty list. gopls.diagnose_files diagnoses the file's snapshot (in the
 // view that owns the file) and publishes before it answers: once it has
-// answered, what was published is the server's word (and no quiet window
-// need pass: the command's own work-done progress would restart one on
-// every call). It answers null: no count.
+// answered, what it computed has been published; the quiet window then
+// runs from the last publication (not from the end of the command's own
+// work-done progress, which would restart it on every call), since gopls
+// publishes the "No packages found" warning of a file no package holds
+// apart, after the views' diagnoses. It answers null: no count.
 var goDiagnose = &lsp.ExpectedDiagnostics{
 	Command: "gopls.diagnose_files",
 	Arguments: func(u lsp.DocumentURI) []any {
