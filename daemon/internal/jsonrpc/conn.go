@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -103,10 +104,14 @@ type Conn struct {
 	closing bool
 	err     error
 
-	writes chan []byte
-	done   chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
+	// turn is the stream's write turn: a sender holds it for one frame.
+	turn chan struct{}
+	// writeDeadline is whether the stream has a write deadline set (only
+	// the turn's holder touches it).
+	writeDeadline bool
+	done          chan struct{}
+	once          sync.Once
+	wg            sync.WaitGroup
 }
 
 // wireMsg is any JSON-RPC message as it appears on the wire.
@@ -159,12 +164,11 @@ func NewConn(rwc io.ReadWriteCloser, opts Options) *Conn {
 		ctx:      ctx,
 		cancel:   cancel,
 		pending:  make(map[int64]chan *wireMsg),
-		writes:   make(chan []byte),
+		turn:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
-	c.wg.Add(2)
+	c.wg.Add(1)
 	go c.readLoop()
-	go c.writeLoop()
 	return c
 }
 
@@ -336,31 +340,55 @@ func (c *Conn) cancelAsync(id int64) {
 	}()
 }
 
-// send hands one frame body to the writer goroutine.
+// writeDeadliner is a stream whose writes take a deadline: the server's
+// stdin pipe (an *os.File), a net.Conn.
+type writeDeadliner interface {
+	SetWriteDeadline(time.Time) error
+}
+
+// send writes one frame from the calling goroutine once it has the
+// stream's turn, waiting for the turn at most until ctx ends. There is no
+// writer goroutine: handing each frame to one cost every call a wake-up
+// (HIP §5). Where the stream takes a write deadline, the write is bounded
+// by ctx's: a peer that stops reading cannot hold the caller past it, and
+// since a frame cut short leaves the stream unusable the connection then
+// stops. A write that put nothing on the wire leaves it running.
 func (c *Conn) send(ctx context.Context, body []byte) error {
 	select {
-	case c.writes <- body:
-		return nil
+	case c.turn <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.done:
 		return c.Err()
 	}
-}
-
-func (c *Conn) writeLoop() {
-	defer c.wg.Done()
-	for {
-		select {
-		case body := <-c.writes:
-			if err := WriteFrame(c.rwc, body); err != nil {
-				c.stop(fmt.Errorf("write: %w", err))
-				return
-			}
-		case <-c.done:
-			return
+	defer func() { <-c.turn }()
+	select {
+	case <-c.done:
+		return c.Err()
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	deadline, has := ctx.Deadline()
+	if wd, ok := c.rwc.(writeDeadliner); ok && (has || c.writeDeadline) {
+		// The zero time clears a deadline an earlier caller set.
+		if err := wd.SetWriteDeadline(deadline); err == nil {
+			c.writeDeadline = has
 		}
 	}
+	n, err := c.rwc.Write(appendFrame(make([]byte, 0, len(body)+32), body))
+	if err == nil {
+		return nil
+	}
+	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	c.stop(fmt.Errorf("write: %w", err))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("jsonrpc: the peer read no frame until the caller's deadline: %w", context.DeadlineExceeded)
+	}
+	return c.Err()
 }
 
 func (c *Conn) readLoop() {

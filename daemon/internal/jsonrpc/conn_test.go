@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -341,4 +343,80 @@ func TestWireTimer(t *testing.T) {
 	if w := time.Duration(times.Wakeup.Load()); w < 0 || w > first {
 		t.Fatalf("wake-up %v: want between 0 and the wire time %v", w, first)
 	}
+}
+
+// osPipeConn is a connection over two real pipes, as the daemon has with
+// a server's stdin and stdout: writes take deadlines, and a pipe holds
+// 64 KiB that nobody reads.
+type osPipeConn struct {
+	r *os.File
+	w *os.File
+}
+
+func (p osPipeConn) Read(b []byte) (int, error)         { return p.r.Read(b) }
+func (p osPipeConn) Write(b []byte) (int, error)        { return p.w.Write(b) }
+func (p osPipeConn) SetWriteDeadline(t time.Time) error { return p.w.SetWriteDeadline(t) }
+func (p osPipeConn) Close() error                       { return errors.Join(p.w.Close(), p.r.Close()) }
+
+// TestPeerThatStopsReading: the caller writes its own frame (no writer
+// goroutine), so a peer that reads nothing must not hold it past its
+// deadline. Over net.Pipe nothing reaches the wire and the connection
+// goes on; over a real pipe, a frame bigger than the pipe's buffer is cut
+// short by the deadline, and the connection, whose stream is now broken,
+// stops.
+func TestPeerThatStopsReading(t *testing.T) {
+	t.Run("nothing written", func(t *testing.T) {
+		c, p := newPair(t, Options{})
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := c.Call(ctx, "m", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v", err)
+		}
+		if err := c.Err(); err != nil {
+			t.Fatalf("the connection stopped though nothing was written: %v", err)
+		}
+		go func() {
+			m := p.read()
+			p.write(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":1}`)
+		}()
+		if err := c.Call(context.Background(), "m", nil, nil); err != nil {
+			t.Fatalf("the next call: %v", err)
+		}
+	})
+	t.Run("frame cut short", func(t *testing.T) {
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := NewConn(osPipeConn{r: outR, w: inW}, Options{})
+		t.Cleanup(func() {
+			_ = c.Close()
+			_ = inR.Close()
+			_ = outW.Close()
+		})
+		// A second: long enough that the write has begun before it ends
+		// however loaded the machine.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		big := json.RawMessage(`"` + strings.Repeat("x", 1<<20) + `"`)
+		done := make(chan error, 1)
+		go func() { done <- c.Call(ctx, "m", big, nil) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a peer that reads nothing held the caller past its deadline")
+		}
+		select {
+		case <-c.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the connection goes on with a frame cut short")
+		}
+	})
 }

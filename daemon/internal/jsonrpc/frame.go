@@ -148,11 +148,15 @@ func clip(b []byte) []byte {
 // concurrent writers sharing w through a lock never interleave partial
 // frames.
 func WriteFrame(w io.Writer, body []byte) error {
-	buf := make([]byte, 0, len(body)+32)
+	_, err := w.Write(appendFrame(make([]byte, 0, len(body)+32), body))
+	return err
+}
+
+// appendFrame appends body's frame (header and body) to buf: one Write
+// puts a whole frame on the wire.
+func appendFrame(buf, body []byte) []byte {
 	buf = append(buf, "Content-Length: "...)
 	buf = strconv.AppendInt(buf, int64(len(body)), 10)
 	buf = append(buf, "\r\n\r\n"...)
-	buf = append(buf, body...)
-	_, err := w.Write(buf)
-	return err
+	return append(buf, body...)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -123,6 +124,16 @@ type pipe struct {
 }
 
 func (p pipe) Write(b []byte) (int, error) { return p.w.Write(b) }
+
+// SetWriteDeadline bounds writes to the server's stdin (an *os.File pipe,
+// which takes deadlines): the JSON-RPC connection gives each frame its
+// caller's deadline.
+func (p pipe) SetWriteDeadline(t time.Time) error {
+	if d, ok := p.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		return d.SetWriteDeadline(t)
+	}
+	return os.ErrNoDeadline
+}
 func (p pipe) Close() error {
 	werr := p.w.Close()
 	rerr := p.ReadCloser.Close()
