@@ -176,6 +176,12 @@ type LoadSigns struct {
 	// (clangd's background index: references and workspace symbols come
 	// from it). An answer given meanwhile is partial (Client.Indexing).
 	Indexing func(title string) bool
+	// IndexInBackground says the Indexing progress is background work
+	// after the load (clangd's index): the first-load wait (WaitQuiet)
+	// and the diagnostics window do not wait for it, and only answers
+	// that come from the index wait for it (query). Otherwise
+	// (rust-analyzer's project loading) it is the load itself.
+	IndexInBackground bool
 }
 
 // ExpectedDiagnostics is a server's own word on how many diagnostics of
@@ -619,6 +625,18 @@ func (c *Client) Indexing() (string, bool) {
 	return "", false
 }
 
+// IndexInBackground reports LoadSigns.IndexInBackground.
+func (c *Client) IndexInBackground() bool { return c.opts.LoadSigns.IndexInBackground }
+
+// foregroundLocked is how many work-done progresses in flight are the
+// server's load or other work, not its background index.
+func (c *Client) foregroundLocked() int {
+	if c.opts.LoadSigns.IndexInBackground {
+		return len(c.progress) - len(c.indexing)
+	}
+	return len(c.progress)
+}
+
 // WaitIndexed waits until no indexing progress (Indexing) is in flight,
 // at most max.
 func (c *Client) WaitIndexed(ctx context.Context, max time.Duration) error {
@@ -981,7 +999,7 @@ func (c *Client) WaitQuiet(ctx context.Context, quiet time.Duration) error {
 			}
 		}
 		rest := quiet - time.Since(since)
-		if len(c.progress) > 0 {
+		if c.foregroundLocked() > 0 {
 			rest = quiet
 		}
 		ch := c.changed
@@ -1044,9 +1062,12 @@ func (c *Client) onProgress(params json.RawMessage) {
 			}
 		}
 	case "end":
+		_, indexing := c.indexing[key]
 		delete(c.progress, key)
 		delete(c.indexing, key)
-		c.progressEnd = time.Now()
+		if !indexing || !c.opts.LoadSigns.IndexInBackground {
+			c.progressEnd = time.Now()
+		}
 	default:
 		return
 	}

@@ -498,6 +498,36 @@ func TestIndexing(t *testing.T) {
 	}
 }
 
+// TestBackgroundIndexIsNotTheLoad: with IndexInBackground (clangd), a
+// load that has ended is quiet while the index is still being built; the
+// same progress without it (rust-analyzer's loading) holds the wait.
+func TestBackgroundIndexIsNotTheLoad(t *testing.T) {
+	for _, background := range []bool{true, false} {
+		signs := LoadSigns{Indexing: func(title string) bool { return title == "indexing" }, IndexInBackground: background}
+		c, p, err := connectPeer(t, basicInit, Options{LoadSigns: signs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := p.conn.Notify(ctx, "$/progress", json.RawMessage(`{"token":"backgroundIndexProgress","value":{"kind":"begin","title":"indexing","message":"0/47"}}`)); err != nil {
+			t.Fatal(err)
+		}
+		p.sync(t)
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err = c.WaitQuiet(wctx, 100*time.Millisecond)
+		cancel()
+		if background && err != nil {
+			t.Fatalf("a background index held the load's wait: %v", err)
+		}
+		if !background && err == nil {
+			t.Fatal("the load's own progress did not hold its wait")
+		}
+		if c.IndexInBackground() != background {
+			t.Fatalf("IndexInBackground = %v", c.IndexInBackground())
+		}
+	}
+}
+
 // TestContentModifiedRetried: a server that answers ContentModified (its
 // state changed under the request: rust-analyzer reloading a workspace)
 // is asked again, as the LSP asks of clients, a bounded number of times.

@@ -518,7 +518,7 @@ func (c *Client) awaitPublished(ctx context.Context, key DocumentURI, expected i
 				since = c.progressEnd
 			}
 			rest = quiet - time.Since(since)
-			if len(c.progress) > 0 {
+			if c.foregroundLocked() > 0 {
 				rest = quiet
 			}
 		}

@@ -193,10 +193,13 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		}
 	}
 	// A server still building its index (clangd's background index)
-	// answers from what it has so far: wait for it a bounded while, as
-	// one waits for an editor's indexing bar; past the bound the answer
-	// is partial (below).
-	if _, ok := client.Indexing(); ok {
+	// answers from what it has so far: an answer that comes from the
+	// index waits for it a bounded while, as one waits for an editor's
+	// indexing bar; past the bound the answer is partial (below). A
+	// background index feeds only those: a hover, the file's symbols or
+	// diagnostics answer at once, partial while it runs. Indexing that is
+	// the project's load (rust-analyzer's) holds every answer.
+	if _, ok := client.Indexing(); ok && (!client.IndexInBackground() || fromIndex[req.GetOp()]) {
 		_ = client.WaitIndexed(ctx, IndexWait)
 	}
 	if symbol != "" {
@@ -337,6 +340,15 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	c.empty = emptyAnswer(resp)
 	resp.Evidence = evidence(srv.Info(), srv.CapabilityFingerprint(), gen, doc, req, c)
 	return resp
+}
+
+// fromIndex are the ops whose answers a background index feeds (clangd:
+// what lies in other translation units).
+var fromIndex = map[daemonv1.Op]bool{
+	daemonv1.Op_OP_DEFINITION: true, daemonv1.Op_OP_DECLARATION: true, daemonv1.Op_OP_TYPE_DEFINITION: true,
+	daemonv1.Op_OP_IMPLEMENTATION: true, daemonv1.Op_OP_REFERENCES: true, daemonv1.Op_OP_WORKSPACE_SYMBOLS: true,
+	daemonv1.Op_OP_INCOMING_CALLS: true, daemonv1.Op_OP_OUTGOING_CALLS: true,
+	daemonv1.Op_OP_SUPERTYPES: true, daemonv1.Op_OP_SUBTYPES: true,
 }
 
 // IndexWait bounds how long a query waits for a server's indexing to end

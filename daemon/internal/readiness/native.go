@@ -78,7 +78,10 @@ func firstLine(s string) string {
 // they miss the files not yet indexed. rust-analyzer's project loading
 // ("Fetching", "Loading", "Roots Scanned", "Building CrateGraph") leaves it
 // answering without the workspace; its cache priming ("Indexing") does
-// not change answers, which it computes on demand.
+// not change answers, which it computes on demand. clangd's index comes
+// after its load and feeds only some answers (IndexInBackground): a
+// prepare need not wait for it, nor a hover (whose answer says it came
+// during indexing).
 func clangIndexing(title string) bool { return title == "indexing" }
 
 func rustIndexing(title string) bool {
@@ -91,6 +94,6 @@ func rustIndexing(title string) bool {
 }
 
 func init() {
-	register(lsp.LoadSigns{Diagnostic: clangDiagnostic, Indexing: clangIndexing}, "c", "cpp", "objective-c", "objective-cpp")
+	register(lsp.LoadSigns{Diagnostic: clangDiagnostic, Indexing: clangIndexing, IndexInBackground: true}, "c", "cpp", "objective-c", "objective-cpp")
 	register(lsp.LoadSigns{Log: rustLog, Indexing: rustIndexing}, "rust")
 }
