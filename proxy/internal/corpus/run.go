@@ -299,6 +299,12 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 		return fail("prepare", err)
 	}
 	res.NoUsefulAnswer, res.ColdWait = err != nil, o.ColdWait.Seconds()
+	if l, _ := langOf(r.Language); l.AwaitIdle && err == nil {
+		// As the ground truth waits for the server's work-done progress
+		// to end before its questions, the service's questions wait for
+		// its answers to stop saying the server is still indexing.
+		awaitIndexed(ctx, c, r.Name, t.cold, o.ColdWait)
+	}
 	pos, file := serviceAnswers(ctx, c, r.Name, t)
 	res.DirectRSS = t.rss
 	if e, err := sv.entry(r.Language); err == nil && stack.Daemon != nil {

@@ -256,6 +256,35 @@ func prepareService(ctx context.Context, c *client, repo string, cold Position, 
 	}
 }
 
+// stillIndexing is the daemon's warning on an answer given while the
+// server's index was being built (query.go).
+const stillIndexing = "was still working on the project"
+
+// awaitIndexed asks the hover at cold until its answer no longer says the
+// server is still indexing, at most wait: the service's side of the
+// ground truth's wait for the server's progress to end.
+func awaitIndexed(ctx context.Context, c *client, repo string, cold Position, wait time.Duration) {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(500 * time.Millisecond) {
+		var a *apiAnswer
+		var err error
+		if cold.Ident == "" {
+			a, _, err = c.do(ctx, http.MethodPost, "/symbols", map[string]any{"repo": repo, "path": cold.Path, "limit": 1})
+		} else {
+			a, _, err = c.do(ctx, http.MethodPost, "/hover", posBody(repo, cold))
+		}
+		if err != nil {
+			continue
+		}
+		indexing := false
+		for _, w := range a.Evidence.Warnings {
+			indexing = indexing || strings.Contains(w, stillIndexing)
+		}
+		if !indexing {
+			return
+		}
+	}
+}
+
 // dropWorkspace frees the revision's workspace once it is measured, so
 // its servers do not compete with the next repository's.
 func dropWorkspace(ctx context.Context, c *client, repo string) {
