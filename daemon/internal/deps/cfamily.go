@@ -357,14 +357,13 @@ func encodeCDB(out io.Writer, ws runtime.Workspace, idx cIndex, budget int64) (c
 		}
 		for _, inc := range fl.Includes {
 			if d, ok := inTree(".", inc); ok && len(d) <= maxCFlagLen {
-				args = append(args, "-I"+filepath.FromSlash(d))
+				args = append(args, "-I"+filepath.Join(ws.Root, filepath.FromSlash(d)))
 			}
 		}
-		// The source and the include directories relative to the entry's
-		// directory (the tree), as make runs them from the top of a
-		// checkout: __FILE__ expands to the name a file was reached by
-		// (assert's and FMT_ASSERT's hover show the expansion, in a
-		// header too), and a relative name carries no host path.
+		// The source relative to the directory, as make runs it from the
+		// top of a checkout: __FILE__ expands to what the command names
+		// (assert's and FMT_ASSERT's hover show the expansion), and a
+		// relative name carries no host path.
 		abs := filepath.Join(ws.Root, filepath.FromSlash(rel))
 		args = append(args, "-c", filepath.FromSlash(rel))
 		buf.Reset()

@@ -198,13 +198,12 @@ func TestSynthesizeC(t *testing.T) {
 		got[rel] = strings.ReplaceAll(strings.Join(e.Arguments, " "), ws.Root, "R")
 	}
 	want := map[string]string{
-		// The source and include directories relative to the entry's
-		// directory (the tree), as make names them: __FILE__ expands to
-		// the name a file was reached by.
-		"src/a.cc":   "clang++ -std=gnu++17 -Iinclude -Ilib/pub -c src/a.cc",
-		"src/b.c":    "clang -Iinclude -Ilib/pub -c src/b.c",
-		"test/t.cpp": "clang++ -std=gnu++17 -DTESTING -Iinclude -Itest/gtest -Ilib/pub -c test/t.cpp",
-		"lib/x.c":    "clang -Iinclude -Ilib/priv -Ilib/pub -c lib/x.c",
+		// The source relative to the entry's directory (the tree), as
+		// make names it: __FILE__ expands to it.
+		"src/a.cc":   "clang++ -std=gnu++17 -IR/include -IR/lib/pub -c src/a.cc",
+		"src/b.c":    "clang -IR/include -IR/lib/pub -c src/b.c",
+		"test/t.cpp": "clang++ -std=gnu++17 -DTESTING -IR/include -IR/test/gtest -IR/lib/pub -c test/t.cpp",
+		"lib/x.c":    "clang -IR/include -IR/lib/priv -IR/lib/pub -c lib/x.c",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("entries:\n got %v\nwant %v", got, want)
