@@ -360,12 +360,8 @@ func encodeCDB(out io.Writer, ws runtime.Workspace, idx cIndex, budget int64) (c
 				args = append(args, "-I"+filepath.Join(ws.Root, filepath.FromSlash(d)))
 			}
 		}
-		// The source relative to the directory, as make runs it from the
-		// top of a checkout: __FILE__ expands to what the command names
-		// (assert's and FMT_ASSERT's hover show the expansion), and a
-		// relative name carries no host path.
 		abs := filepath.Join(ws.Root, filepath.FromSlash(rel))
-		args = append(args, "-c", filepath.FromSlash(rel))
+		args = append(args, "-c", abs)
 		buf.Reset()
 		if n > 0 {
 			buf.WriteString(",")
