@@ -28,7 +28,7 @@ func NPMExternals(ws runtime.Workspace) []uri.External {
 	for _, e := range idx {
 		// The index is the phase's own file; still, only package
 		// directories below node_modules become roots.
-		if !lockPath("node_modules/"+e.Dir) || e.Module == "" {
+		if !installPath("node_modules/"+e.Dir) || e.Module == "" {
 			continue
 		}
 		out = append(out, uri.External{Dir: filepath.Join(nm, filepath.FromSlash(e.Dir)), Module: e.Module})

@@ -175,8 +175,8 @@ func FuzzParsePNPMLock(f *testing.F) {
 			return
 		}
 		for k, p := range out {
-			if !lockPath(k) {
-				t.Fatalf("laid out at %q", k)
+			if !installPath(k) || p.LinkTo != "" && (!lockPath(k) || !strings.HasPrefix(p.LinkTo, pnpmHidden) || out[p.LinkTo].LinkTo != "") {
+				t.Fatalf("laid out at %q (linked to %q)", k, p.LinkTo)
 			}
 			if p.Link {
 				if !repoDir(p.Resolved) {

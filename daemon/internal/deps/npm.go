@@ -47,6 +47,11 @@ type lockPackage struct {
 	DevDependencies      map[string]string `json:"devDependencies"`
 	OptionalDependencies map[string]string `json:"optionalDependencies"`
 	PeerDependencies     map[string]string `json:"peerDependencies"`
+	// LinkTo, set only by the pnpm layout (never read from a lockfile),
+	// makes this entry a relative symbolic link to another package path
+	// of the same node_modules (hoistPNPM: node_modules/react →
+	// .pnpm/node_modules/react); Name and Version are the target's.
+	LinkTo string `json:"-"`
 }
 
 // installNPM reads the tree's root lockfile (chooseLockfile says which)
@@ -315,6 +320,17 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 		return s[len(prefix):], true
 	}
 	return s, false
+}
+
+// installPath: a lockPath, or one below pnpm's hidden level
+// (node_modules/.pnpm/node_modules/a …, hoistPNPM), the package paths an
+// install may write. Package names are checked with lockPath alone, so no
+// name can reach the hidden level.
+func installPath(k string) bool {
+	if rest, ok := strings.CutPrefix(k, pnpmHidden); ok {
+		return lockPath("node_modules/" + rest)
+	}
+	return lockPath(k)
 }
 
 // lockPath: node_modules/a, node_modules/@s/a, node_modules/a/node_modules/b …

@@ -51,7 +51,7 @@ type indexEntry struct {
 func npmJobs(pkgs map[string]lockPackage) []npmJob {
 	var jobs []npmJob
 	for k, p := range pkgs {
-		if k == "" || p.InBundle || p.Link {
+		if k == "" || p.InBundle || p.Link || p.LinkTo != "" {
 			continue
 		}
 		if p.Optional && !(platformMatch(p.OS, npmPlatform()) && platformMatch(p.CPU, npmArch()) && (len(p.Libc) == 0 || platformMatch(p.Libc, npmLibc()))) {
@@ -181,7 +181,7 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 	// them.
 	var weak []string
 	for k, p := range pkgs {
-		if k != "" && !p.Link && !p.InBundle && !pinnedIntegrity(p.Integrity) {
+		if k != "" && !p.Link && p.LinkTo == "" && !p.InBundle && !pinnedIntegrity(p.Integrity) {
 			weak = append(weak, npmModule(k, p))
 			delete(pkgs, k)
 		}
@@ -194,7 +194,7 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 		}
 		w.add("%s: no sha512 or sha1 integrity in the lockfile; not installed", shown)
 	}
-	jobs, links := npmJobs(pkgs), npmLinks(pkgs)
+	jobs, links, within := npmJobs(pkgs), npmLinks(pkgs), innerLinks(pkgs)
 	if len(jobs) == 0 && len(links) == 0 {
 		return
 	}
@@ -289,7 +289,7 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 		err = workspace.MakeReadOnly(stage)
 	}
 	// Links last: MakeReadOnly takes regular files and directories only.
-	if err == nil && len(index)+placeLinks(stage, treeBeside(dst), links, placed, w) == 0 {
+	if err == nil && len(index)+placeLinks(stage, treeBeside(dst), links, placed, w)+placeInnerLinks(stage, within, placed, w) == 0 {
 		return
 	}
 	if err == nil {
@@ -311,9 +311,14 @@ func clearLeftovers(parent string) {
 	}
 }
 
-// ancestorsPlaced: every package rel is nested in was installed.
+// ancestorsPlaced: every package rel is nested in was installed (pnpm's
+// hidden level, .pnpm/node_modules/, is no package).
 func ancestorsPlaced(rel string, placed map[string]bool) bool {
-	for i := 0; ; {
+	i := 0
+	if strings.HasPrefix(rel, pnpmHiddenRel) {
+		i = len(pnpmHiddenRel)
+	}
+	for {
 		k := strings.Index(rel[i:], "/node_modules/")
 		if k < 0 {
 			return true

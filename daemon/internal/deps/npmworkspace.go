@@ -26,7 +26,7 @@ import (
 // a key that is neither.
 func splitWorkspaceKey(k string) (ws, rest string, ok bool) {
 	if strings.HasPrefix(k, "node_modules/") {
-		return "", k, lockPath(k)
+		return "", k, installPath(k)
 	}
 	ws, rest = k, ""
 	if i := strings.Index(k, "/node_modules/"); i >= 0 {
@@ -140,6 +140,48 @@ func npmLinks(pkgs map[string]lockPackage) []npmLink {
 	}
 	sort.Slice(links, func(i, j int) bool { return links[i].rel < links[j].rel })
 	return links
+}
+
+// innerLinks lists the links from one package path of node_modules to
+// another (LinkTo: the pnpm layout's top), shallow first.
+func innerLinks(pkgs map[string]lockPackage) []npmLink {
+	var links []npmLink
+	for k, p := range pkgs {
+		if p.LinkTo != "" && !p.Link && lockPath(k) && installPath(p.LinkTo) {
+			links = append(links, npmLink{rel: strings.TrimPrefix(k, "node_modules/"), target: strings.TrimPrefix(p.LinkTo, "node_modules/")})
+		}
+	}
+	sort.Slice(links, func(i, j int) bool { return links[i].rel < links[j].rel })
+	return links
+}
+
+// placeInnerLinks makes each link in stage (already read-only) as a
+// relative symbolic link to the package directory it names in the same
+// node_modules, when that package was installed there and nothing else
+// holds the link's place (a link's target is never itself a link); a
+// package whose link fails is named in a warning. It returns how many it
+// made.
+func placeInnerLinks(stage string, links []npmLink, placed map[string]bool, w *warnings) int {
+	made := 0
+	for _, l := range links {
+		if !placed[l.target] || placed[l.rel] || !ancestorsPlaced(l.rel, placed) {
+			continue
+		}
+		parentRel, _ := splitLast(l.rel)
+		target, err := filepath.Rel(filepath.FromSlash(parentRel), filepath.FromSlash(l.target))
+		if err != nil || !strings.HasPrefix(l.target, pnpmHiddenRel) {
+			continue
+		}
+		if err := withWritable(stage, parentRel, func(dir string) error {
+			return os.Symlink(target, filepath.Join(dir, filepath.Base(filepath.FromSlash(l.rel))))
+		}); err != nil {
+			w.add("%s: it could not be linked from the top of node_modules; it is not visible to the repository's files", quote(l.rel))
+			continue
+		}
+		placed[l.rel] = true
+		made++
+	}
+	return made
 }
 
 // treeBeside is the tree a workspace's node_modules sits beside: the store

@@ -27,10 +27,11 @@ import (
 // keyed with the peers, while v6 keeps it in packages.
 //
 // pnpm installs into a content-addressed store with symbolic links; the
-// phase instead lays out a plain node_modules in which every package sees
-// what it sees in pnpm's layout (hoistPNPM: nothing transitive at the
-// top), because what it writes must stay inside the workspace's
-// read-only node_modules beside the tree.
+// phase instead lays out, inside the workspace's read-only node_modules
+// beside the tree, real package directories below pnpm's hidden level
+// (node_modules/.pnpm/node_modules) and links to them from the top for the
+// importers' own dependencies, so that every package and the repository's
+// own files see what they see in pnpm's layout (hoistPNPM).
 
 // errPNPMLock is a pnpm-lock.yaml the phase refuses whole.
 var errPNPMLock = errors.New("pnpm-lock.yaml refused")
@@ -117,7 +118,8 @@ type pnpmLinkDep struct{ importer, name, dir string }
 
 // ParsePNPMLock reads a pnpm-lock.yaml (lockfile version 6 to 9) and lays
 // its packages out as hoistPNPM does, in package-lock.json's shape:
-// node_modules/… keys with registry tarball URLs (the resolution's
+// node_modules/… keys (the top's LinkTo entries linking to
+// node_modules/.pnpm/node_modules/… ones) with registry tarball URLs (the resolution's
 // tarball, or <registry>/<name>/-/<unscoped name>-<version>.tgz) and
 // sha512 integrities, and workspace packages depended on by link: as
 // link entries to their directory in the repository. Packages that do not

@@ -13,21 +13,32 @@ import (
 )
 
 // checkLayout: from every installed package, each of its dependencies
-// resolves, by node's walk up the node_modules directories, to the
-// version the lockfile resolved it to; the root importer's direct
-// dependencies are at the top in theirs.
+// resolves, by node's walk up the node_modules directories from the
+// package's real directory, to the version the lockfile resolved it to;
+// every package's directory is below pnpm's hidden level, and the top
+// holds links only: the root importer's direct dependencies, each to its
+// directory at the hidden level in its version.
 func checkLayout(t *testing.T, g *pnpmGraph, out map[string]lockPackage) {
 	t.Helper()
 	h := &hoister{out: out}
 	for k, p := range out {
-		if !lockPath(k) {
+		if !installPath(k) {
 			t.Fatalf("key %q is not a node_modules path", k)
 		}
-		if p.Link {
-			if !repoDir(p.Resolved) {
+		top := lockPath(k) && !strings.Contains(strings.TrimPrefix(k, "node_modules/"), "node_modules/")
+		switch {
+		case p.Link:
+			if !repoDir(p.Resolved) || !top {
 				t.Fatalf("link %q to %q", k, p.Resolved)
 			}
-			continue
+		case p.LinkTo != "":
+			to, ok := out[p.LinkTo]
+			if !top || !ok || to.LinkTo != "" || to.Link || p.LinkTo != pnpmHidden+strings.TrimPrefix(k, "node_modules/") ||
+				to.Name != p.Name || to.Version != p.Version {
+				t.Fatalf("%q links to %q (%+v)", k, p.LinkTo, to)
+			}
+		case !strings.HasPrefix(k, pnpmHidden):
+			t.Fatalf("%q: a package's directory at the top of node_modules", k)
 		}
 	}
 	for dn, key := range g.roots {
@@ -40,7 +51,7 @@ func checkLayout(t *testing.T, g *pnpmGraph, out map[string]lockPackage) {
 		}
 	}
 	for k, p := range out {
-		if p.Link {
+		if p.Link || p.LinkTo != "" {
 			continue
 		}
 		var n *pnpmNode
@@ -100,12 +111,13 @@ func TestPNPMZustand(t *testing.T) {
 		"node_modules/@types/node": {Name: "@types/node", Version: "25.9.5",
 			Resolved:  "https://registry.npmjs.org/@types/node/-/node-25.9.5.tgz",
 			Integrity: "sha512-OScDchr2fwuUmWdf4kZ9h7PcJiYDVInhJizG/biAq3cAvqwYktuy/TYGGdZNMtNTFUP7rnb0NU4TUdm82kt4Rg=="},
-		"node_modules/@types/react/node_modules/csstype":       {Name: "csstype", Version: "3.2.3"},                 // @types/react's: pnpm's top holds the importers' own
-		"node_modules/@types/node/node_modules/undici-types":   {Name: "undici-types", Version: "7.24.6"},           // @types/node's
-		"node_modules/use-sync-external-store":                 {Name: "use-sync-external-store", Version: "1.6.0"}, // 1.6.0(react@19.2.8)
-		"node_modules/@redux-devtools/extension":               {Name: "@redux-devtools/extension", Version: "4.0.0"},
-		"node_modules/immer":                                   {Name: "immer", Version: "11.1.16"},
-		"node_modules/esbuild/node_modules/@esbuild/linux-x64": {Name: "@esbuild/linux-x64", Version: "0.28.2", Optional: true},
+		pnpmHidden + "csstype":                   {Name: "csstype", Version: "3.2.3"},                 // @types/react's: pnpm's top holds the importers' own
+		pnpmHidden + "undici-types":              {Name: "undici-types", Version: "7.24.6"},           // @types/node's
+		pnpmHidden + "punycode":                  {Name: "punycode", Version: "2.3.1"},                // tr46's and uri-js's
+		"node_modules/use-sync-external-store":   {Name: "use-sync-external-store", Version: "1.6.0"}, // 1.6.0(react@19.2.8)
+		"node_modules/@redux-devtools/extension": {Name: "@redux-devtools/extension", Version: "4.0.0"},
+		"node_modules/immer":                     {Name: "immer", Version: "11.1.16"},
+		pnpmHidden + "@esbuild/linux-x64":        {Name: "@esbuild/linux-x64", Version: "0.28.2", Optional: true},
 	} {
 		got, ok := out[k]
 		if !ok {
@@ -133,7 +145,7 @@ func TestPNPMZustand(t *testing.T) {
 	if _, ok := out["node_modules/vite"]; ok {
 		t.Error("vite is at the top of node_modules")
 	}
-	if p := out["node_modules/esbuild/node_modules/@esbuild/linux-x64"]; strings.Join(p.OS, ",") != "linux" || strings.Join(p.CPU, ",") != "x64" {
+	if p := out[pnpmHidden+"@esbuild/linux-x64"]; strings.Join(p.OS, ",") != "linux" || strings.Join(p.CPU, ",") != "x64" {
 		t.Errorf("platform of @esbuild/linux-x64: %v %v", p.OS, p.CPU)
 	}
 	checkLayout(t, g, out)
@@ -267,15 +279,21 @@ func TestParsePNPMV9(t *testing.T) {
 		t.Errorf("%d warnings: %q", len(warn), warn)
 	}
 	want := map[string]string{
-		"node_modules/a": "a@1.0.0",
-		// a's own b, below a (pnpm's top holds the importers' own
-		// dependencies only); b's p@1.0.0 below b, since a sees p@2.0.0.
-		"node_modules/a/node_modules/b":                "b@1.0.0",
-		"node_modules/a/node_modules/b/node_modules/p": "p@1.0.0",
-		"node_modules/p":                               "p@2.0.0",
-		"node_modules/alias":                           "real@3.0.0",
-		"node_modules/only-lib":                        "only-lib@1.0.0", // packages/lib's, hoisted
-		"node_modules/@ws/lib":                         "link:packages/lib",
+		// The top: the importers' own dependencies, each a link to its
+		// directory at pnpm's hidden level.
+		"node_modules/a":        "a@1.0.0 → " + pnpmHidden + "a",
+		"node_modules/p":        "p@2.0.0 → " + pnpmHidden + "p",
+		"node_modules/alias":    "real@3.0.0 → " + pnpmHidden + "alias",
+		"node_modules/only-lib": "only-lib@1.0.0 → " + pnpmHidden + "only-lib", // packages/lib's, hoisted
+		"node_modules/@ws/lib":  "link:packages/lib",
+		pnpmHidden + "a":        "a@1.0.0",
+		pnpmHidden + "p":        "p@2.0.0",
+		pnpmHidden + "alias":    "real@3.0.0",
+		pnpmHidden + "only-lib": "only-lib@1.0.0",
+		// a's own b, at the hidden level, which the top does not show;
+		// b's p@1.0.0 below b, since the hidden level holds p@2.0.0.
+		pnpmHidden + "b":                "b@1.0.0",
+		pnpmHidden + "b/node_modules/p": "p@1.0.0",
 	}
 	if len(out) != len(want) {
 		t.Errorf("%d packages laid out: %v", len(out), out)
@@ -286,11 +304,14 @@ func TestParsePNPMV9(t *testing.T) {
 		if p.Link {
 			got = "link:" + p.Resolved
 		}
+		if p.LinkTo != "" {
+			got += " → " + p.LinkTo
+		}
 		if !ok || got != w {
 			t.Errorf("%s: %q, want %q", k, got, w)
 		}
 	}
-	if r := out["node_modules/a"].Resolved; r != "https://npm.example/registry/a/-/a-1.0.0.tgz" {
+	if r := out[pnpmHidden+"a"].Resolved; r != "https://npm.example/registry/a/-/a-1.0.0.tgz" {
 		t.Errorf("a resolves to %s", r)
 	}
 	checkLayout(t, g, out)
@@ -355,20 +376,22 @@ packages:
 	for k, w := range map[string]string{
 		"node_modules/@scope/a": "@scope/a@1.0.0",
 		"node_modules/react":    "react@18.2.0",
-		// No importer's own: below each dependent, as pnpm's top holds it
-		// for neither.
-		"node_modules/@scope/a/node_modules/loose-envify": "loose-envify@1.4.0",
-		"node_modules/react/node_modules/loose-envify":    "loose-envify@1.4.0",
-		"node_modules/wrap":                               "wrap-ansi@7.0.0",
+		"node_modules/wrap":     "wrap-ansi@7.0.0",
+		pnpmHidden + "@scope/a": "@scope/a@1.0.0",
+		pnpmHidden + "react":    "react@18.2.0",
+		pnpmHidden + "wrap":     "wrap-ansi@7.0.0",
+		// No importer's own: at the hidden level only, which pnpm's top
+		// does not show, shared by both dependents.
+		pnpmHidden + "loose-envify": "loose-envify@1.4.0",
 	} {
 		if p := out[k]; p.Name+"@"+p.Version != w {
 			t.Errorf("%s: %+v, want %s", k, p, w)
 		}
 	}
-	if len(out) != 5 {
+	if len(out) != 7 {
 		t.Errorf("%d packages: %v (fsevents is no importer's)", len(out), out)
 	}
-	if r := out["node_modules/@scope/a"].Resolved; r != "https://registry.npmjs.org/@scope/a/-/a-1.0.0.tgz" {
+	if r := out[pnpmHidden+"@scope/a"].Resolved; r != "https://registry.npmjs.org/@scope/a/-/a-1.0.0.tgz" {
 		t.Errorf("@scope/a resolves to %s", r)
 	}
 	checkLayout(t, g, out)
@@ -418,15 +441,15 @@ func TestHoistNoShadow(t *testing.T) {
 		t.Fatalf("warnings %q", warn)
 	}
 	for k, v := range map[string]string{
-		"node_modules/a/node_modules/y":                "1",
-		"node_modules/a/node_modules/c":                "1",
-		"node_modules/a/node_modules/y/node_modules/x": "2",
+		pnpmHidden + "a/node_modules/y":                "1",
+		pnpmHidden + "a/node_modules/c":                "1",
+		pnpmHidden + "a/node_modules/y/node_modules/x": "2",
 	} {
 		if out[k].Version != v {
 			t.Errorf("%s: %q, want %s (layout %v)", k, out[k].Version, v, out)
 		}
 	}
-	if _, ok := out["node_modules/a/node_modules/x"]; ok {
+	if _, ok := out[pnpmHidden+"a/node_modules/x"]; ok {
 		t.Error("x@2 hides x@1 from c")
 	}
 	checkLayout(t, g, out)
@@ -457,7 +480,7 @@ func TestInstallPNPM(t *testing.T) {
 	nm := runtime.NodeModules(ws)
 	for p, want := range map[string]string{
 		"a/package.json": "1.0.0",
-		"a/node_modules/b/node_modules/p/package.json": "1.0.0",
+		".pnpm/node_modules/b/node_modules/p/package.json": "1.0.0",
 		"p/package.json":        "2.0.0",
 		"alias/package.json":    `"real"`,
 		"only-lib/package.json": "only-lib",
@@ -469,6 +492,24 @@ func TestInstallPNPM(t *testing.T) {
 	}
 	if got, _ := os.Readlink(filepath.Join(nm, "@ws/lib")); got != "../../tree/packages/lib" {
 		t.Errorf("@ws/lib links to %q", got)
+	}
+	// The top's packages link to their directories at pnpm's hidden
+	// level; b, a's own, is there alone.
+	for l, want := range map[string]string{"a": ".pnpm/node_modules/a", "p": ".pnpm/node_modules/p", "alias": ".pnpm/node_modules/alias"} {
+		if got, err := os.Readlink(filepath.Join(nm, l)); got != want {
+			t.Errorf("%s links to %q (%v), want %q", l, got, err, want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(nm, "b")); err == nil {
+		t.Error("b is at the top of node_modules")
+	}
+	if b, err := os.ReadFile(filepath.Join(nm, ".pnpm/node_modules/b/package.json")); err != nil || !strings.Contains(string(b), `"b"`) {
+		t.Errorf("b: %q, %v", b, err)
+	}
+	for _, e := range NPMExternals(ws) {
+		if !strings.HasPrefix(e.Dir, filepath.Join(nm, ".pnpm", "node_modules")+"/") {
+			t.Errorf("external root %s (%s) is not a real directory at the hidden level", e.Dir, e.Module)
+		}
 	}
 	mods := map[string]bool{}
 	for _, e := range NPMExternals(ws) {
@@ -568,8 +609,72 @@ func TestPNPMZustandGolden(t *testing.T) {
 		if p.Optional {
 			l += " optional"
 		}
+		if p.LinkTo != "" {
+			l += " -> " + p.LinkTo
+		}
 		lines = append(lines, l)
 	}
 	sort.Strings(lines)
 	checkGolden(t, "zustand-pnpm-layout.golden", strings.Join(lines, "\n")+"\n")
+}
+
+// realPackage is the directory a package path names once links are
+// followed, as TypeScript and node resolve it (realpath).
+func realPackage(out map[string]lockPackage, k string) string {
+	if p, ok := out[k]; ok && p.LinkTo != "" {
+		return p.LinkTo
+	}
+	return k
+}
+
+// TestPNPMHiddenHoist: as through pnpm's node_modules/.pnpm/node_modules,
+// a package resolves a package it does not declare when another package
+// of the graph brings it in, while the repository's own files (which see
+// only the top of node_modules) still do not. On zustand's lockfile,
+// @types/node's process.d.ts imports "punycode", which @types/node does
+// not declare (tr46 and uri-js do): on a pnpm checkout it resolves to
+// punycode@2.3.1's punycode.js, which the inferred project of the open
+// loose files then holds (references of Math list it).
+func TestPNPMHiddenHoist(t *testing.T) {
+	reg, _ := url.Parse("https://registry.npmjs.org")
+	out, _, g, err := parsePNPM(corpusFile(t, "pmndrs__zustand", "pnpm-lock.yaml"), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hoister{out: out}
+	types := realPackage(out, "node_modules/@types/node")
+	if n := g.nodes[g.roots["@types/node"]]; n == nil || n.deps["punycode"] != "" {
+		t.Fatalf("@types/node declares punycode: %+v", n)
+	}
+	r, ok := h.visible(types, "punycode")
+	if !ok || out[r].Name != "punycode" || out[r].Version != "2.3.1" {
+		t.Errorf("punycode from %s: %q %v (%+v), want punycode@2.3.1", types, r, ok, out[r])
+	}
+	if _, ok := out["node_modules/punycode"]; ok {
+		t.Error("punycode is visible to the repository's files")
+	}
+	if _, ok := out["node_modules/vite"]; ok {
+		t.Error("vite is visible to the repository's files")
+	}
+
+	// The same on a small graph: root → a, b; b → u. a imports u,
+	// undeclared; u nests nowhere below b, so a's real directory sees it.
+	n := func(name string, deps map[string]string) *pnpmNode {
+		return &pnpmNode{name: name, version: "1.0.0", pkg: lockPackage{Name: name, Version: "1.0.0"}, deps: deps}
+	}
+	g = &pnpmGraph{nodes: map[string]*pnpmNode{
+		"a@1": n("a", nil), "b@1": n("b", map[string]string{"u": "u@1"}), "u@1": n("u", nil),
+	}, roots: map[string]string{"a": "a@1", "b": "b@1"}}
+	out, warn := hoistPNPM(g)
+	if len(warn) != 0 {
+		t.Fatalf("warnings %q", warn)
+	}
+	h = &hoister{out: out}
+	if r, ok := h.visible(realPackage(out, "node_modules/a"), "u"); !ok || out[r].Name != "u" {
+		t.Errorf("u from a: %q %v; layout %v", r, ok, out)
+	}
+	if _, ok := out["node_modules/u"]; ok {
+		t.Error("u is visible to the repository's files")
+	}
+	checkLayout(t, g, out)
 }

@@ -5,23 +5,39 @@ import (
 	"strings"
 )
 
-// hoistPNPM lays a pnpm graph out so that each package sees what it sees
-// in pnpm's own layout: the root importer's direct dependencies (and its
-// link: workspace packages) at the top of node_modules; the other
-// importers' direct dependencies there too, since their directories are
-// in the immutable tree and module resolution walking up from them
-// reaches the top, when no other version holds the place (else a
-// warning); then, breadth first, each transitive dependency at the
-// highest level below the top on its dependent's path where no other
-// version of it is visible and where it hides no other version from a
-// package already resolved through that level, else nested below its
-// dependent. A dependency a visible place already holds in the same
-// version is shared. Nothing transitive goes to the top: pnpm puts only
-// the importers' own dependencies there (pnpm 12 hoists nothing publicly
-// by default), so code of the repository that imports what it does not
-// declare resolves nothing, as on a checkout — with npm's hoisting,
-// zustand's examples/starter saw vitest's vite and its vite/client types,
-// and a diagnostic the checkout has was missing.
+// pnpmHidden is pnpm's hidden hoisting level, node_modules/.pnpm/node_modules/:
+// pnpm links one version of every package there (hoist-pattern "*"),
+// where module resolution walking up from a package's real directory
+// (node_modules/.pnpm/<name>@<version>/node_modules/<name>) reaches it
+// after the package's own dependencies and before the top, and where the
+// repository's own files never look.
+const pnpmHidden = "node_modules/" + pnpmHiddenRel
+
+// pnpmHiddenRel is pnpmHidden below node_modules.
+const pnpmHiddenRel = ".pnpm/node_modules/"
+
+// hoistPNPM lays a pnpm graph out so that each package resolves what it
+// resolves in pnpm's own layout, without pnpm's store. Every package's
+// directory is below the hidden level: the root importer's direct
+// dependencies (and the other importers', which their directories in the
+// immutable tree reach by walking up to the top, when no other version
+// holds the place, else a warning) at the hidden level itself, then,
+// breadth first, each transitive dependency at the highest level on its
+// dependent's path, the hidden level included, where no other version of
+// it is visible and where it hides no other version from a package
+// already resolved through that level, else nested below its dependent. A
+// dependency a visible place already holds in the same version is shared.
+// The top of node_modules holds the importers' direct dependencies only,
+// each a relative symbolic link to its directory at the hidden level
+// (LinkTo), and their link: workspace packages: code of the repository
+// that imports what it does not declare resolves nothing, as on a
+// checkout (with npm's hoisting, zustand's examples/starter saw vitest's
+// vite and its vite/client types, and a diagnostic the checkout has was
+// missing), while a package resolves what it does not declare from the
+// hidden level, as in pnpm's layout, where TypeScript follows the link to
+// the real directory: @types/node's process.d.ts imports "punycode",
+// which it does not declare, and the checkout's inferred project holds
+// punycode.js through it.
 func hoistPNPM(g *pnpmGraph) (map[string]lockPackage, []string) {
 	return hoistWithin(g, maxHoistWork)
 }
@@ -30,7 +46,7 @@ func hoistWithin(g *pnpmGraph, budget int) (map[string]lockPackage, []string) {
 	h := &hoister{g: g, out: map[string]lockPackage{}, at: map[string]*pnpmNode{}, users: map[string][]string{}, budget: budget}
 	for _, dn := range sortedKeys(g.roots) {
 		if n := g.nodes[g.roots[dn]]; n != nil && n.refused == "" {
-			h.place("node_modules/"+dn, n)
+			h.placeDirect(dn, n)
 		}
 	}
 	for _, l := range g.links {
@@ -57,7 +73,7 @@ func hoistWithin(g *pnpmGraph, budget int) (map[string]lockPackage, []string) {
 				}
 				continue
 			}
-			h.place(k, n)
+			h.placeDirect(dn, n)
 		}
 	}
 	for len(h.queue) > 0 {
@@ -95,6 +111,17 @@ const maxHoistWork = 20_000_000
 
 func (h *hoister) warnf(format string, args ...any) {
 	h.warn = append(h.warn, fmt.Sprintf(format, args...))
+}
+
+// placeDirect installs an importer's direct dependency at the hidden
+// level and links it from the top.
+func (h *hoister) placeDirect(name string, n *pnpmNode) {
+	k := pnpmHidden + name
+	h.place(k, n)
+	link := n.pkg
+	link.LinkTo = k
+	h.out["node_modules/"+name] = link
+	h.at["node_modules/"+name] = n
 }
 
 func (h *hoister) place(k string, n *pnpmNode) {
@@ -164,7 +191,7 @@ func (h *hoister) resolve(p, name string, d *pnpmNode) {
 	}
 	for i := top - 1; i > 0; i-- {
 		if ls[i] == "node_modules/" {
-			continue // the importers' own dependencies only
+			continue // the importers' own dependencies only (links to the hidden level)
 		}
 		if !h.hides(ls[i], name, d) {
 			h.place(ls[i]+name, d)
