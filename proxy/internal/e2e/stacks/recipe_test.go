@@ -1,0 +1,105 @@
+package stacks
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hanzoai/lsp/proxy/internal/devforge"
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
+)
+
+// TestOperatorLanguageRecipe: the code path of HIP §4b's recipe for a
+// language whose server these machines cannot install (Java, C#, Ruby,
+// PHP). An operator adds one reviewed entry — a new languageId and its
+// extensions, the server pinned by SHA-256 — and nothing else: the
+// prepare starts it jailed beside the others, lists the language with the
+// tools it negotiated, and routes the language's files to it. Here
+// bash-language-server stands in for ruby-lsp under the id "ruby" (its
+// .rb file is also a shell script, so the stand-in has something to say);
+// it is no claim that Ruby is served.
+func TestOperatorLanguageRecipe(t *testing.T) {
+	dir := stackDir(t)
+	file := filepath.Join(dir, "servers.json")
+	sf, err := devstack.WriteServerFile("../../../../deploy/images/servers.json.in", file, devstack.RenderForTests(filepath.Dir(gopls)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sf.Server("bash"); !ok {
+		t.Skip("the bash server is not installed beside gopls (make deps installs every reviewed server)")
+	}
+	// The operator's entry: the reviewed bash entry's binary and settings
+	// under another id, language and extension.
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	servers := doc["servers"].([]any)
+	var standIn map[string]any
+	for _, s := range servers {
+		if e := s.(map[string]any); e["id"] == "bash" {
+			b, _ := json.Marshal(e)
+			if err := json.Unmarshal(b, &standIn); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	standIn["id"], standIn["name"] = "ruby-standin", "bash-language-server standing in for a Ruby server"
+	standIn["languages"] = []any{map[string]any{"id": "ruby", "extensions": []any{".rb"}}}
+	doc["servers"] = append(servers, standIn)
+	if raw, err = json.MarshalIndent(doc, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	s := startStack(t, devstack.Options{Dir: dir, ServerFile: file})
+	files := map[string]string{
+		"go.mod":       "module example.com/recipe\n\ngo 1.22\n",
+		"main.go":      "package main\n\nfunc main() {}\n",
+		"lib/greet.rb": "greet() {\n  echo hello\n}\ngreet\n",
+	}
+	if _, err := devforge.CreateRepo(s.ForgeRoot, "recipe", "mixed", files, "operator's language"); err != nil {
+		t.Fatal(err)
+	}
+	s.Forge.Grant("forge-recipe", "recipe/*")
+	jwt, err := s.Token("alice@recipe", "recipe", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ledger.Credit(t.Context(), "recipe", 10, "e2e"); err != nil {
+		t.Fatal(err)
+	}
+	hdr := []string{"Authorization", "Bearer " + jwt, "X-Forge-Token", "forge-recipe"}
+	prep := do(t, s, http.MethodPost, "/prepare", map[string]any{"repo": "mixed"}, hdr...)
+	if prep.status != http.StatusOK {
+		t.Fatalf("prepare: %d %s", prep.status, prep.raw)
+	}
+	var langs []string
+	for _, l := range prep.body["languages"].([]any) {
+		langs = append(langs, l.(string))
+	}
+	slices.Sort(langs)
+	if want := []string{"go", "ruby"}; !slices.Equal(langs, want) {
+		t.Fatalf("languages %v, want %v", langs, want)
+	}
+	tools, _ := prep.body["tools"].(map[string]any)["ruby"].([]any)
+	if !slices.Contains(tools, any("document_symbols")) {
+		t.Fatalf("the operator's language lists tools %v", tools)
+	}
+	a := do(t, s, http.MethodPost, "/symbols", map[string]any{"repo": "mixed", "path": "lib/greet.rb"}, hdr...)
+	ev, _ := a.body["evidence"].(map[string]any)
+	srv, _ := ev["server"].(map[string]any)
+	if a.status != http.StatusOK || !strings.Contains(a.raw, `"greet"`) || srv["id"] != "ruby-standin" {
+		t.Fatalf("symbols of the operator's language: %d %s", a.status, a.raw)
+	}
+}
