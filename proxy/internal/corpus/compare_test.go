@@ -86,3 +86,18 @@ func TestHoverExternalRootNamed(t *testing.T) {
 		t.Fatalf("the same header differs:\n%q\n%q", truth, service)
 	}
 }
+
+// TypeScript's once-per-file errors land on the first node the checker
+// visited: the same error elsewhere in the file compares equal, another
+// error at the same place does not.
+func TestFirstUseDiagnosticAnywhereInTheFile(t *testing.T) {
+	var a, b lspRange
+	a.Start.Line, a.End.Line, b.Start.Line, b.End.Line = 6, 56, 13, 13
+	msg := "This JSX tag requires the module path 'react/jsx-runtime' to exist, but none could be found."
+	if diagLine(a, "error", "2875", "typescript", msg) != diagLine(b, "error", "2875", "typescript", msg) {
+		t.Fatal("the once-per-file error at another node differs")
+	}
+	if diagLine(a, "error", "2322", "typescript", "Type 'number' is not assignable to type 'string'.") == diagLine(b, "error", "2322", "typescript", "Type 'number' is not assignable to type 'string'.") {
+		t.Fatal("an ordinary error at another place compares equal")
+	}
+}

@@ -42,11 +42,18 @@ type Lang struct {
 	// background, and references found before the scan ends miss the
 	// other files'.
 	Settle bool
+	// Diagnose, when set, is the server's own command that computes and
+	// publishes the documents' diagnostics before it answers (gopls's
+	// diagnose_files, which the daemon asks too): the ground truth asks
+	// it for the chosen files before it waits for them to be quiet. An
+	// analyzer's late finding (logrus's "should be inlined" hints) came
+	// after the truth's wait in one run and within it in another.
+	Diagnose string
 }
 
 // Langs are the corpus's languages.
 var Langs = []Lang{
-	{Name: "go", Short: "go", Server: "gopls", Env: goEnv},
+	{Name: "go", Short: "go", Server: "gopls", Env: goEnv, Diagnose: "gopls.diagnose_files"},
 	{Name: "typescript", Short: "ts", Server: "typescript"},
 	{Name: "python", Short: "py", Server: "basedpyright"},
 	{Name: "shellscript", Short: "sh", Server: "bash", Settle: true},

@@ -374,8 +374,22 @@ func truthDiagnostics(raw json.RawMessage, checkout string) []string {
 }
 
 func diagLine(rg lspRange, severity, code, source, message string) string {
-	return fmt.Sprintf("%s %s [%s %s] %s", rg, severity, source, code, packagePaths(strings.TrimSpace(sanitizeText(message))))
+	at := rg.String()
+	if source == "typescript" && firstUseCodes[code] {
+		at = "(first use)"
+	}
+	return fmt.Sprintf("%s %s [%s %s] %s", at, severity, source, code, packagePaths(strings.TrimSpace(sanitizeText(message))))
 }
+
+// firstUseCodes are TypeScript errors the checker reports once per file,
+// at the first node whose check needed what is missing: which node that
+// is follows the order in which requests and the background diagnostics
+// had the checker visit the file. redux's examples/counter-ts/src/App.tsx
+// got 2875 ("This JSX tag requires the module path 'react/jsx-runtime'")
+// at 6:4 in one run and at 13:8 in the next, from the same daemon binary
+// against the same ground truth. They compare without their range: the
+// error and its file still must agree.
+var firstUseCodes = map[string]bool{"2875": true}
 
 // A path into an npm package, as each side writes it in a message: the
 // checkout's "node_modules/a/node_modules/@s/b/x.js" and the service's

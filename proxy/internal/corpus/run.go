@@ -198,6 +198,12 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	daemonEnv := map[string]string{
 		"LSP_DEPS_GO_PROXY":     goMirror(o.CacheDir),
 		"LSP_DEPS_NPM_REGISTRY": "https://registry.npmjs.org/",
+		// gopls directly peaks at ~11 GiB on aws-sdk-go's references of
+		// context.Context (~37,000 results); in the default 4 GiB jail it
+		// was killed (exit 137) four times in one run, and the answers
+		// after each kill were 503s and 504s. The jail's bound is the
+		// operator's to size (deploy/README.md); this machine has 24 GiB.
+		"LSP_JAIL_MEMORY": "12G",
 	}
 	if o.JailCC != "" {
 		daemonEnv["LSP_JAIL_CC"] = o.JailCC

@@ -290,6 +290,15 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 	// orphaned-file warning of a file excluded by build tags, and
 	// pkcs11's analyzer findings, which come after its cgo preambles are
 	// compiled.)
+	if l, _ := langOf(r.Language); l.Diagnose != "" {
+		uris := make([]string, len(t.chosen))
+		for i, f := range t.chosen {
+			uris[i] = srv.URI(f)
+		}
+		if _, err := call("workspace/executeCommand", map[string]any{"command": l.Diagnose, "arguments": []any{map[string]any{"Files": uris}}}); err != nil {
+			log("ground truth %s: %s: %v", r.Name, l.Diagnose, err)
+		}
+	}
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		if settled(srv, t.chosen, 5*time.Second) {
 			break
