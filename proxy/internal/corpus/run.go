@@ -284,6 +284,9 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 		res.InstallError = err.Error()
 		o.Log("%s: ground-truth install failed: %v", r.Name, err)
 	}
+	if r.Install == "go" {
+		addMissingSums(ctx, o.CacheDir, checkout)
+	}
 	t, err := groundTruth(ctx, r, sv, checkout, filepath.Join(dir, "home"), o.CacheDir, o.PerRepo, o.Fixed[r.Name], o.Log)
 	if err != nil {
 		return fail("ground truth", err)
