@@ -377,7 +377,7 @@ func (c *Conn) send(ctx context.Context, body []byte) error {
 			c.writeDeadline = has
 		}
 	}
-	n, err := c.rwc.Write(appendFrame(make([]byte, 0, len(body)+32), body))
+	n, err := c.rwc.Write(frame(body))
 	if err == nil {
 		return nil
 	}

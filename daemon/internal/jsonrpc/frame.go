@@ -148,13 +148,14 @@ func clip(b []byte) []byte {
 // concurrent writers sharing w through a lock never interleave partial
 // frames.
 func WriteFrame(w io.Writer, body []byte) error {
-	_, err := w.Write(appendFrame(make([]byte, 0, len(body)+32), body))
+	_, err := w.Write(frame(body))
 	return err
 }
 
-// appendFrame appends body's frame (header and body) to buf: one Write
-// puts a whole frame on the wire.
-func appendFrame(buf, body []byte) []byte {
+// frame is body's whole frame, header and body: one Write puts it on the
+// wire.
+func frame(body []byte) []byte {
+	buf := make([]byte, 0, len(body)+32)
 	buf = append(buf, "Content-Length: "...)
 	buf = strconv.AppendInt(buf, int64(len(body)), 10)
 	buf = append(buf, "\r\n\r\n"...)

@@ -208,7 +208,8 @@ type ExpectedDiagnostics struct {
 	// There is no count: Count only says whether the answer was
 	// understood.
 	Publishes bool
-	// Match says whether a published diagnostic is of that kind.
+	// Match says whether a published diagnostic is of that kind (not
+	// asked when Publishes).
 	Match func(Diagnostic) bool
 }
 

@@ -59,9 +59,9 @@ var goDiagnose = &lsp.ExpectedDiagnostics{
 		return []any{map[string]any{"Files": []string{string(u)}}}
 	},
 	Count: func(raw json.RawMessage) (int, bool) {
-		return 0, len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+		r := bytes.TrimSpace(raw)
+		return 0, len(r) == 0 || string(r) == "null"
 	},
-	Match:     func(lsp.Diagnostic) bool { return false },
 	Publishes: true,
 }
 

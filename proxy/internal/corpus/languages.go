@@ -45,9 +45,10 @@ type Lang struct {
 	// Diagnose, when set, is the server's own command that computes and
 	// publishes the documents' diagnostics before it answers (gopls's
 	// diagnose_files, which the daemon asks too): the ground truth asks
-	// it for the chosen files before it waits for them to be quiet. An
-	// analyzer's late finding (logrus's "should be inlined" hints) came
-	// after the truth's wait in one run and within it in another.
+	// it for the chosen files before it waits for them to be quiet, so
+	// that neither side takes diagnostics before gopls's analyzers are
+	// done (the truth's 5 s quiet wait is a timer, as the daemon's window
+	// was).
 	Diagnose string
 }
 

@@ -120,7 +120,13 @@ type tenant struct {
 
 func newTenant(t *testing.T, s *devstack.Stack, org, repo string, cents int64) *tenant {
 	t.Helper()
-	commit, err := devforge.CreateRepo(s.ForgeRoot, org, repo, devstack.SampleRepo, "sample")
+	return newTenantWith(t, s, org, repo, devstack.SampleRepo, cents)
+}
+
+// newTenantWith is newTenant with a repository of files.
+func newTenantWith(t *testing.T, s *devstack.Stack, org, repo string, files map[string]string, cents int64) *tenant {
+	t.Helper()
+	commit, err := devforge.CreateRepo(s.ForgeRoot, org, repo, files, "sample")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,8 +201,29 @@ func hoverBody(repo string) map[string]any {
 
 func (tn *tenant) hover(t *testing.T, hdr ...string) answer {
 	t.Helper()
-	return do(t, tn.s, http.MethodPost, "/hover", hoverBody(tn.repo),
-		append([]string{"Authorization", "Bearer " + tn.jwt, "X-Forge-Token", tn.forgeToken}, hdr...)...)
+	return do(t, tn.s, http.MethodPost, "/hover", hoverBody(tn.repo), append(tn.auth(), hdr...)...)
+}
+
+// auth are the tenant's member's headers: its JWT and its forge token.
+func (tn *tenant) auth() []string {
+	return []string{"Authorization", "Bearer " + tn.jwt, "X-Forge-Token", tn.forgeToken}
+}
+
+// reviewedServers renders the production server template into dir as
+// make deps does, and skips the test unless each of need is installed.
+func reviewedServers(t *testing.T, dir string, need ...string) string {
+	t.Helper()
+	file := filepath.Join(dir, "servers.json")
+	sf, err := devstack.WriteServerFile("../../../../deploy/images/servers.json.in", file, devstack.RenderForTests(filepath.Dir(gopls)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range need {
+		if _, ok := sf.Server(id); !ok {
+			t.Skipf("the %s server is not installed beside gopls (make deps installs every reviewed server)", id)
+		}
+	}
+	return file
 }
 
 func rows(t *testing.T, s *devstack.Stack, org string) []ledger.LedgerRow {

@@ -2,12 +2,10 @@ package stacks
 
 import (
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/hanzoai/lsp/proxy/internal/devforge"
 	"github.com/hanzoai/lsp/proxy/internal/devstack"
 )
 
@@ -18,16 +16,7 @@ import (
 // file extension.
 func TestPolyglotRepository(t *testing.T) {
 	dir := stackDir(t)
-	file := filepath.Join(dir, "servers.json")
-	sf, err := devstack.WriteServerFile("../../../../deploy/images/servers.json.in", file, devstack.RenderForTests(filepath.Dir(gopls)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"gopls", "basedpyright", "bash", "yaml", "json"} {
-		if _, ok := sf.Server(id); !ok {
-			t.Skipf("the %s server is not installed beside gopls (make deps installs every reviewed server)", id)
-		}
-	}
+	file := reviewedServers(t, dir, "gopls", "basedpyright", "bash", "yaml", "json")
 	s := startStack(t, devstack.Options{Dir: dir, ServerFile: file})
 	files := map[string]string{
 		"go.mod":              "module example.com/poly\n\ngo 1.22\n",
@@ -38,20 +27,7 @@ func TestPolyglotRepository(t *testing.T) {
 		"settings.json":       "{\n  \"name\": \"poly\",\n  \"enabled\": true\n}\n",
 		"node_modules/x/x.py": "ignored = 1\n",
 	}
-	commit, err := devforge.CreateRepo(s.ForgeRoot, "poly", "mixed", files, "polyglot")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = commit
-	s.Forge.Grant("forge-poly", "poly/*")
-	jwt, err := s.Token("alice@poly", "poly", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Ledger.Credit(t.Context(), "poly", 10, "e2e"); err != nil {
-		t.Fatal(err)
-	}
-	hdr := []string{"Authorization", "Bearer " + jwt, "X-Forge-Token", "forge-poly"}
+	hdr := newTenantWith(t, s, "poly", "mixed", files, 10).auth()
 	prep := do(t, s, http.MethodPost, "/prepare", map[string]any{"repo": "mixed"}, hdr...)
 	if prep.status != http.StatusOK {
 		t.Fatalf("prepare: %d %s", prep.status, prep.raw)

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/hanzoai/lsp/proxy/internal/devforge"
 	"github.com/hanzoai/lsp/proxy/internal/devstack"
 )
 
@@ -24,14 +22,7 @@ import (
 // it is no claim that Ruby is served.
 func TestOperatorLanguageRecipe(t *testing.T) {
 	dir := stackDir(t)
-	file := filepath.Join(dir, "servers.json")
-	sf, err := devstack.WriteServerFile("../../../../deploy/images/servers.json.in", file, devstack.RenderForTests(filepath.Dir(gopls)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := sf.Server("bash"); !ok {
-		t.Skip("the bash server is not installed beside gopls (make deps installs every reviewed server)")
-	}
+	file := reviewedServers(t, dir, "bash")
 	// The operator's entry: the reviewed bash entry's binary and settings
 	// under another id, language and extension.
 	raw, err := os.ReadFile(file)
@@ -68,18 +59,7 @@ func TestOperatorLanguageRecipe(t *testing.T) {
 		"main.go":      "package main\n\nfunc main() {}\n",
 		"lib/greet.rb": "greet() {\n  echo hello\n}\ngreet\n",
 	}
-	if _, err := devforge.CreateRepo(s.ForgeRoot, "recipe", "mixed", files, "operator's language"); err != nil {
-		t.Fatal(err)
-	}
-	s.Forge.Grant("forge-recipe", "recipe/*")
-	jwt, err := s.Token("alice@recipe", "recipe", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Ledger.Credit(t.Context(), "recipe", 10, "e2e"); err != nil {
-		t.Fatal(err)
-	}
-	hdr := []string{"Authorization", "Bearer " + jwt, "X-Forge-Token", "forge-recipe"}
+	hdr := newTenantWith(t, s, "recipe", "mixed", files, 10).auth()
 	prep := do(t, s, http.MethodPost, "/prepare", map[string]any{"repo": "mixed"}, hdr...)
 	if prep.status != http.StatusOK {
 		t.Fatalf("prepare: %d %s", prep.status, prep.raw)
