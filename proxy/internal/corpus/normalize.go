@@ -21,6 +21,9 @@ type Answer struct {
 	// State is the service's evidence.state ("" on the ground truth).
 	State    string   `json:"state,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Seconds is how long the answer took (every page of it), which
+	// tells a server that was slow from one that was wrong.
+	Seconds float64 `json:"seconds,omitempty"`
 }
 
 func (a Answer) empty() bool { return len(a.Lines) == 0 }

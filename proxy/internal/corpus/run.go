@@ -149,6 +149,26 @@ type Result struct {
 	// Capped are the answers Stat.Capped counts, with the two sides'
 	// item counts only.
 	Capped []Disagreement `json:"capped,omitempty"`
+	// Slowest are the slowest answer of each side (ground truth first),
+	// with the other side's time on the same question.
+	Slowest []Slow `json:"slowest,omitempty"`
+}
+
+// Slow is one question's time on both sides.
+type Slow struct {
+	Side     string    `json:"side"`
+	Tool     string    `json:"tool"`
+	Position *Position `json:"position"`
+	Truth    float64   `json:"truth_seconds"`
+	Service  float64   `json:"service_seconds"`
+}
+
+// seconds is the time of the side it is the slowest of.
+func (s Slow) seconds() float64 {
+	if s.Side == "truth" {
+		return s.Truth
+	}
+	return s.Service
 }
 
 // Met reports whether every tool reached the target.
@@ -360,17 +380,28 @@ func compare(res *Result, t *truth, pos, file map[string][]Answer) {
 			}
 		}
 	}
+	slowest := [2]Slow{{Side: "truth"}, {Side: "service"}}
 	for i := range t.positions {
 		p := &t.positions[i]
 		for _, tool := range Tools[:3] {
 			want, got := t.pos[tool][i], pos[tool][i]
 			add(tool, p, p.Path, want, got)
+			for k, secs := range [2]float64{want.Seconds, got.Seconds} {
+				if secs > slowest[k].seconds() {
+					slowest[k] = Slow{Side: slowest[k].Side, Tool: tool, Position: p, Truth: want.Seconds, Service: got.Seconds}
+				}
+			}
 			if tool == "definition" && len(want.Lines) > 0 && strings.HasPrefix(want.Lines[0], "ext ") {
 				res.Externals.Total++
 				if want.equal(got) {
 					res.Externals.Agree++
 				}
 			}
+		}
+	}
+	for _, s := range slowest {
+		if s.Tool != "" {
+			res.Slowest = append(res.Slowest, s)
 		}
 	}
 	for j, f := range t.chosen {
@@ -436,9 +467,13 @@ func PrintTable(w io.Writer, results []*Result) {
 			fmt.Fprintf(w, "%s: warning: %s\n", r.Repo, firstLine(x))
 		}
 	}
-	fmt.Fprintln(w, "\nper-repository durations:")
+	fmt.Fprintln(w, "\nper-repository durations, and each side's slowest answer (ground truth / service seconds on that question):")
 	for _, r := range results {
-		fmt.Fprintf(w, "  %-27s %6.1fs\n", r.Repo, r.Seconds)
+		fmt.Fprintf(w, "  %-27s %6.1fs", r.Repo, r.Seconds)
+		for _, s := range r.Slowest {
+			fmt.Fprintf(w, "  %s %s %s:%d:%d %.1f/%.1fs", s.Side, s.Tool, s.Position.Path, s.Position.Line, s.Position.Character, s.Truth, s.Service)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

@@ -113,16 +113,19 @@ func serviceAnswers(ctx context.Context, c *client, repo string, t *truth) (pos,
 		p := t.positions[i]
 		body := posBody(repo, p)
 		body["relation"] = "definition"
+		start := time.Now()
 		a, _, err := c.do(ctx, http.MethodPost, "/locate", body)
-		pos["definition"][i] = wrap(a, err, locLines)
+		pos["definition"][i] = timed(wrap(a, err, locLines), start)
+		start = time.Now()
 		a, _, err = c.do(ctx, http.MethodPost, "/hover", posBody(repo, p))
-		pos["hover"][i] = wrap(a, err, func(a *apiAnswer) []string {
+		pos["hover"][i] = timed(wrap(a, err, func(a *apiAnswer) []string {
 			if a.Hover == nil {
 				return nil
 			}
 			return hoverLines(a.Hover.Markdown, "")
-		})
-		pos["references"][i] = references(ctx, c, repo, p)
+		}), start)
+		start = time.Now()
+		pos["references"][i] = timed(references(ctx, c, repo, p), start)
 	}
 	fileSymbols := map[string]Answer{}
 	for _, f := range t.chosen {
@@ -145,6 +148,12 @@ func serviceAnswers(ctx context.Context, c *client, repo string, t *truth) (pos,
 		}))
 	}
 	return pos, file
+}
+
+// timed is a with the time since start.
+func timed(a Answer, start time.Time) Answer {
+	a.Seconds = time.Since(start).Seconds()
+	return a
 }
 
 // symbols follows the answer's cursors (at most 20 pages of 1000).

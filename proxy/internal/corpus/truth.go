@@ -243,6 +243,7 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			if kept == perFile {
 				break
 			}
+			start := time.Now()
 			raw, err := call("textDocument/definition", textPos(srv.URI(f), c))
 			if err != nil && len(fixed) == 0 {
 				continue
@@ -253,21 +254,23 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			}
 			kept++
 			t.positions = append(t.positions, c)
-			t.pos["definition"] = append(t.pos["definition"], Answer{Lines: locs})
+			t.pos["definition"] = append(t.pos["definition"], timed(Answer{Lines: locs}, start))
+			start = time.Now()
 			h, err := srv.Hover(ctx, f, lspdirect.Position{Line: c.Line, Character: c.Character})
 			a := Answer{Lines: hoverLines(t.rt.externalNames(h), checkout, t.rt.goroot)}
 			if err != nil {
 				a.Err = err.Error()
 			}
-			t.pos["hover"] = append(t.pos["hover"], a)
+			t.pos["hover"] = append(t.pos["hover"], timed(a, start))
 			params := textPos(srv.URI(f), c)
 			params["context"] = map[string]any{"includeDeclaration": true}
+			start = time.Now()
 			raw, err = call("textDocument/references", params)
 			a = Answer{Lines: t.rt.truthLocations(raw)}
 			if err != nil {
 				a.Err = err.Error()
 			}
-			t.pos["references"] = append(t.pos["references"], a)
+			t.pos["references"] = append(t.pos["references"], timed(a, start))
 		}
 		if kept == 0 && f != t.chosen[0] && f != anchor {
 			if err := srv.CloseDoc(f); err != nil {
@@ -290,7 +293,8 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 	// orphaned-file warning of a file excluded by build tags, and
 	// pkcs11's analyzer findings, which come after its cgo preambles are
 	// compiled.)
-	if l, _ := langOf(r.Language); l.Diagnose != "" {
+	l, _ := langOf(r.Language)
+	if l.Diagnose != "" {
 		uris := make([]string, len(t.chosen))
 		for i, f := range t.chosen {
 			uris[i] = srv.URI(f)
@@ -299,8 +303,26 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 			log("ground truth %s: %s: %v", r.Name, l.Diagnose, err)
 		}
 	}
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if settled(srv, t.chosen, 5*time.Second) {
+	var want map[string]int
+	if l.Published != nil {
+		want = map[string]int{}
+		for _, f := range t.chosen {
+			n, err := l.Published(call, srv.URI(f))
+			if err != nil {
+				log("ground truth %s: %s: %v", r.Name, f, err)
+				want = nil
+				break
+			}
+			want[f] = n
+		}
+	}
+	waited := time.Now()
+	for deadline := waited.Add(60 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		if settled(srv, t.chosen, want, 5*time.Second) {
+			break
+		}
+		if time.Now().After(deadline) {
+			log("ground truth %s: diagnostics not settled after %s; taken as they are", r.Name, time.Since(waited).Round(time.Second))
 			break
 		}
 	}
@@ -361,7 +383,7 @@ func fileTruth(ctx context.Context, r Repo, sv servers, srv *lspdirect.Server, t
 		t.file["symbols"] = append(t.file["symbols"], a)
 	}
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if _, last := srv.Diagnostics(t.chosen[0]); !last.IsZero() && time.Since(last) > 2*time.Second {
+		if settled(srv, t.chosen, nil, 2*time.Second) {
 			break
 		}
 	}
@@ -463,15 +485,22 @@ func (f Fixed) resolve(root string) (Position, error) {
 	return Position{}, fmt.Errorf("%s: no line holds %q with %q", f.Path, f.Needle, f.Ident)
 }
 
-// settled: every file has been published and none for quiet.
+// settled: every file has been published (with want's count of
+// diagnostics, when given) and none for quiet.
 func settled(srv interface {
 	Diagnostics(string) (json.RawMessage, time.Time)
-}, files []string, quiet time.Duration) bool {
+}, files []string, want map[string]int, quiet time.Duration) bool {
 	var latest time.Time
 	for _, f := range files {
-		_, last := srv.Diagnostics(f)
+		raw, last := srv.Diagnostics(f)
 		if last.IsZero() {
 			return false
+		}
+		if n, ok := want[f]; ok {
+			var ds []json.RawMessage
+			if json.Unmarshal(raw, &ds) != nil || len(ds) != n {
+				return false
+			}
 		}
 		if last.After(latest) {
 			latest = last

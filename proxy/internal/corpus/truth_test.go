@@ -75,27 +75,42 @@ func TestTruthOpensAsTheServiceDoes(t *testing.T) {
 	}
 }
 
-type published map[string]time.Time
+// published fakes a server's publications: when, and how many diagnostics.
+type published map[string]publication
 
-func (p published) Diagnostics(f string) (json.RawMessage, time.Time) { return nil, p[f] }
+type publication struct {
+	at time.Time
+	n  int
+}
+
+func (p published) Diagnostics(f string) (json.RawMessage, time.Time) {
+	ds := make([]struct{}, p[f].n)
+	raw, _ := json.Marshal(ds)
+	return raw, p[f].at
+}
 
 // TestSettled: the ground truth's diagnostics are taken once every chosen
-// file has been published and the server has been quiet on all of them,
+// file has been published (with the count the server says its pass
+// ends with, when it says) and the server has been quiet on all of them,
 // not as soon as the first file is quiet.
 func TestSettled(t *testing.T) {
 	now := time.Now()
+	ago := func(d time.Duration, n int) publication { return publication{now.Add(-d), n} }
 	files := []string{"a.go", "b.go"}
 	for _, tc := range []struct {
 		name string
 		p    published
-		want bool
+		want map[string]int
+		ok   bool
 	}{
-		{"first quiet, second never published", published{"a.go": now.Add(-time.Minute)}, false},
-		{"first quiet, second just published", published{"a.go": now.Add(-time.Minute), "b.go": now}, false},
-		{"both quiet", published{"a.go": now.Add(-time.Minute), "b.go": now.Add(-3 * time.Second)}, true},
+		{"first quiet, second never published", published{"a.go": ago(time.Minute, 0)}, nil, false},
+		{"first quiet, second just published", published{"a.go": ago(time.Minute, 0), "b.go": ago(0, 0)}, nil, false},
+		{"both quiet", published{"a.go": ago(time.Minute, 0), "b.go": ago(3*time.Second, 1)}, nil, true},
+		{"both quiet with their counts", published{"a.go": ago(time.Minute, 0), "b.go": ago(3*time.Second, 1)}, map[string]int{"a.go": 0, "b.go": 1}, true},
+		{"both quiet, second's pass not over", published{"a.go": ago(time.Minute, 0), "b.go": ago(3*time.Second, 1)}, map[string]int{"a.go": 0, "b.go": 2}, false},
 	} {
-		if got := settled(tc.p, files, 2*time.Second); got != tc.want {
-			t.Errorf("%s: settled = %v, want %v", tc.name, got, tc.want)
+		if got := settled(tc.p, files, tc.want, 2*time.Second); got != tc.ok {
+			t.Errorf("%s: settled = %v, want %v", tc.name, got, tc.ok)
 		}
 	}
 }

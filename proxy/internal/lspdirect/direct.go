@@ -38,11 +38,11 @@ type Server struct {
 	wait map[int]chan reply
 	done chan struct{}
 
-	// diags holds the last textDocument/publishDiagnostics per URI; lastNote
-	// is when any diagnostics arrived last (dmu guards both).
-	dmu      sync.Mutex
-	diags    map[string]json.RawMessage
-	lastNote time.Time
+	// diags holds the last textDocument/publishDiagnostics per URI,
+	// published when it arrived (dmu guards both).
+	dmu       sync.Mutex
+	diags     map[string]json.RawMessage
+	published map[string]time.Time
 
 	// busy holds the work-done progress tokens begun and not ended;
 	// lastProgress is when one last began or ended (pmu guards both).
@@ -105,7 +105,7 @@ func start(ctx context.Context, root string, env []string, initOptions, settings
 	if err := spawnthread.Start(cmd); err != nil {
 		return nil, err
 	}
-	s := &Server{cmd: cmd, in: in, root: root, settings: settings, wait: map[int]chan reply{}, done: make(chan struct{}), diags: map[string]json.RawMessage{}, busy: map[string]bool{}}
+	s := &Server{cmd: cmd, in: in, root: root, settings: settings, wait: map[int]chan reply{}, done: make(chan struct{}), diags: map[string]json.RawMessage{}, published: map[string]time.Time{}, busy: map[string]bool{}}
 	go s.read(bufio.NewReaderSize(out, 1<<16))
 	// Every symbol kind, as the daemon's client declares them (and as an
 	// editor does): a server told of the LSP 3.0 kinds only reports a
@@ -246,12 +246,13 @@ func (s *Server) Definition(ctx context.Context, rel string, pos Position) (json
 }
 
 // Diagnostics is the last textDocument/publishDiagnostics for a
-// root-relative file (nil when none arrived), and when any file's
-// diagnostics arrived last.
+// root-relative file (nil when none arrived), and when it arrived (zero
+// when none did).
 func (s *Server) Diagnostics(rel string) (json.RawMessage, time.Time) {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
-	return s.diags[s.URI(rel)], s.lastNote
+	u := s.URI(rel)
+	return s.diags[u], s.published[u]
 }
 
 // Close shuts the server down and kills its process group.
@@ -330,7 +331,7 @@ func (s *Server) read(r *bufio.Reader) {
 			}
 			if json.Unmarshal(m.Params, &p) == nil {
 				s.dmu.Lock()
-				s.diags[p.URI], s.lastNote = p.Diagnostics, time.Now()
+				s.diags[p.URI], s.published[p.URI] = p.Diagnostics, time.Now()
 				s.dmu.Unlock()
 			}
 		case m.Method == "$/progress" && m.ID == nil:
