@@ -274,40 +274,36 @@ func (r *Runner) resolveSymbol(ctx context.Context, w *pool.Workspace, spec *poo
 }
 
 // resolveInWorkspace finds the one symbol query names among the workspace
-// symbols of every server running for w's languages, asked at once (one
-// round trip each, side by side): in a repository of several languages
-// the name may be in any of them. A server that cannot list symbols is
-// left out while another answers.
+// symbols of every server running for w's languages, asked at once
+// (askWorkspaceSymbols: one round trip each, side by side): in a
+// repository of several languages the name may be in any of them. A
+// server that cannot list symbols is left out while another answers.
 func (r *Runner) resolveInWorkspace(ctx context.Context, w *pool.Workspace, c *converter, query string) (resolution, *daemonv1.QueryResponse) {
 	specs := r.workspaceSpecs(w)
 	if len(specs) == 0 {
 		return resolution{}, fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, "no language server is configured")
 	}
-	lists := make([][]lsp.Symbol, len(specs))
-	fails := make([]*daemonv1.QueryResponse, len(specs))
-	unready := make([]string, len(specs))
-	var wg sync.WaitGroup
-	for i, spec := range specs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lists[i], unready[i], fails[i] = r.workspaceSymbols(ctx, w, spec, c, lastSegment(query))
-		}()
-	}
-	wg.Wait()
 	var matches []lsp.Symbol
 	var failure *daemonv1.QueryResponse
-	for i := range specs {
-		if fails[i] != nil {
-			failure = cmp.Or(failure, fails[i])
-			continue
+	var unready []string
+	for _, s := range r.askWorkspaceSymbols(ctx, w, specs, c.pol, lastSegment(query)) {
+		switch {
+		case s.failed != nil:
+			failure = cmp.Or(failure, s.failed)
+		case s.rpcErr != nil:
+			failure = cmp.Or(failure, fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND,
+				fmt.Sprintf("the language server could not list symbols (code %d)", s.rpcErr.Code)))
+		case s.offered:
+			matches = append(matches, matchSymbols(s.list.Items, query)...)
+			if why := notReady(w, s.spec, s.srv, s.client); why != "" {
+				unready = append(unready, why)
+			}
 		}
-		matches = append(matches, matchSymbols(lists[i], query)...)
 	}
 	if len(matches) == 0 && failure != nil {
 		return resolution{}, failure
 	}
-	return r.pick(w, c, query, matches, "", strings.Join(slices.DeleteFunc(unready, func(s string) bool { return s == "" }), "; "))
+	return r.pick(w, c, query, matches, "", strings.Join(unready, "; "))
 }
 
 // workspaceSpecs are the servers of w's languages, once each, in the
@@ -323,35 +319,6 @@ func (r *Runner) workspaceSpecs(w *pool.Workspace) []*pool.Spec {
 		out = append(out, &r.Pool.Specs()[0])
 	}
 	return out
-}
-
-// workspaceSymbols lists spec's workspace symbols for name, its server
-// started (or running) and given a document to anchor a project, and why
-// the list may lack names (notReady); a server without workspace symbols
-// lists nothing.
-func (r *Runner) workspaceSymbols(ctx context.Context, w *pool.Workspace, spec *pool.Spec, c *converter, name string) ([]lsp.Symbol, string, *daemonv1.QueryResponse) {
-	srv, err := w.Server(ctx, spec)
-	if err != nil {
-		return nil, "", serverFailure(ctx, err)
-	}
-	if !slices.Contains(srv.Tools(), toolFor[daemonv1.Op_OP_WORKSPACE_SYMBOLS]) {
-		return nil, "", nil
-	}
-	client, _, err := srv.Client(ctx)
-	if err != nil {
-		return nil, "", serverFailure(ctx, err)
-	}
-	if err := r.anchorDocument(ctx, w, spec, client, c.pol); err != nil {
-		return nil, "", serverFailure(ctx, err)
-	}
-	if _, ok := client.Indexing(); ok {
-		_ = client.WaitIndexed(ctx, IndexWait)
-	}
-	l, err := client.WorkspaceSymbols(ctx, name)
-	if err != nil {
-		return nil, "", listFailure(ctx, err)
-	}
-	return l.Items, notReady(w, spec, srv, client), nil
 }
 
 // notReady says why a server's symbols may lack a name it would list
