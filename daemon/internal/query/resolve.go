@@ -365,7 +365,7 @@ func (r *Runner) pick(w *pool.Workspace, c *converter, query string, matches []l
 		in = append(in, cand{m, &daemonv1.Symbol{
 			Name: sanitize.Line(m.Name, maxName), Kind: m.Kind.String(), Detail: sanitize.Line(m.Detail, maxText),
 			Path: loc.Path, Range: pbRange(m.Range), SelectionRange: pbRange(m.SelectionRange),
-			Container: sanitize.Line(m.Container, maxName),
+			Container: sanitize.Line(m.Container, maxName), Language: r.fileLanguage(loc.Path),
 		}})
 	}
 	sort.SliceStable(in, func(i, j int) bool {
@@ -410,6 +410,15 @@ func (r *Runner) pick(w *pool.Workspace, c *converter, query string, matches []l
 		return resolution{}, fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND, "the server placed the symbol outside its file")
 	}
 	return resolution{rel: wire.Path, doc: doc, pos: sel.Start, loc: &daemonv1.Location{Path: wire.Path, Range: pbRange(sel)}}, nil
+}
+
+// fileLanguage is the languageId of a repository file as the
+// configuration serves it, "" for a file no server serves.
+func (r *Runner) fileLanguage(rel string) string {
+	if s, ok := r.Pool.SpecFor(rel); ok {
+		return s.LanguageID(rel)
+	}
+	return ""
 }
 
 // maxCachedSymbolFiles bounds the document symbols a symbol cache keeps.

@@ -99,6 +99,8 @@ func TestRouteRequest(t *testing.T) {
 			operation.Request{Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "x/y.go", Limit: 100}},
 		{"/symbols", `{"repo":"r","query":"Foo","limit":3}`,
 			operation.Request{Op: daemonv1.Op_OP_WORKSPACE_SYMBOLS, Query: "Foo", Limit: 3}},
+		{"/symbols", `{"repo":"r","query":"Foo","language":"python"}`,
+			operation.Request{Op: daemonv1.Op_OP_WORKSPACE_SYMBOLS, Query: "Foo", Language: "python", Limit: 100}},
 		{"/diagnostics", `{"repo":"r","path":"a.go"}`,
 			operation.Request{Op: daemonv1.Op_OP_DIAGNOSTICS, Path: "a.go", Limit: 100}},
 		{"/complete", `{"repo":"r","path":"a.go","line":0,"character":0,"limit":1}`,
