@@ -220,7 +220,10 @@ func (r *Runner) searchSymbols(ctx context.Context, w *pool.Workspace, req *daem
 		return fail(daemonv1.Status_STATUS_CURSOR_EXPIRED, "a language server restarted since the cursor was issued")
 	}
 	all, cut := mergeSymbols(lists, maxWorkspaceSymbols)
-	c.truncated(cut, 0)
+	if cut {
+		c.warnings = append(c.warnings, fmt.Sprintf("the servers' answers were cut at the daemon's bound (%d symbols)", maxWorkspaceSymbols))
+		c.dropped++
+	}
 	items, total, next := page(all, req.GetOffset(), req.GetLimit())
 	resp := &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_OK, Total: total, NextOffset: next,
 		Result: &daemonv1.QueryResponse_Symbols{Symbols: &daemonv1.Symbols{Items: items}}}
