@@ -347,16 +347,6 @@ func (c *converter) truncated(t bool, dropped int) {
 	c.dropped += dropped
 }
 
-func (r *Runner) specByID(id string) *pool.Spec {
-	specs := r.Pool.Specs()
-	for i := range specs {
-		if specs[i].ID == id {
-			return &specs[i]
-		}
-	}
-	return nil
-}
-
 // readDocument returns a tree file, or the status that refuses it.
 func (r *Runner) readDocument(w *pool.Workspace, rel string) (*pool.Document, *daemonv1.QueryResponse) {
 	if rel == "" {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -306,15 +305,11 @@ func (r *Runner) resolveInWorkspace(ctx context.Context, w *pool.Workspace, c *c
 	return r.pick(w, c, query, matches, "", strings.Join(unready, "; "))
 }
 
-// workspaceSpecs are the servers of w's languages, once each, in the
+// workspaceSpecs are the servers of w's languages (pool.Workspace.Specs:
+// also one the budget stopped, which is asked again), in the
 // configuration's order; the first configured server when w has none.
 func (r *Runner) workspaceSpecs(w *pool.Workspace) []*pool.Spec {
-	var out []*pool.Spec
-	for _, l := range w.Languages() {
-		if s := r.specByID(l.Server.ID); s != nil && !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
+	out := w.Specs()
 	if len(out) == 0 && len(r.Pool.Specs()) > 0 {
 		out = append(out, &r.Pool.Specs()[0])
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -39,8 +40,8 @@ func fakeSpec(t *testing.T, lang string, args ...string) pool.Spec {
 	}
 }
 
-// fakeWorkspace is a workspace with one file per spec's language, each
-// spec's server started (as a prepare starts them), and a runner over it.
+// fakeWorkspace is a workspace with one file per spec's language, its
+// servers started as a prepare starts them (Warm), and a runner over it.
 func fakeWorkspace(t *testing.T, specs ...pool.Spec) (*Runner, *pool.Workspace) {
 	t.Helper()
 	store, err := workspace.NewStore(t.TempDir(), workspace.DefaultLimits())
@@ -68,11 +69,7 @@ func fakeWorkspace(t *testing.T, specs ...pool.Spec) (*Runner, *pool.Workspace) 
 		t.Fatal("the workspace was not acquired")
 	}
 	t.Cleanup(release)
-	for i := range p.Specs() {
-		if _, err := w.Server(context.Background(), &p.Specs()[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w.Warm(context.Background(), entries)
 	return &Runner{Pool: p, Externals: func(*pool.Workspace) []uri.External { return nil }, MaxDocument: 1 << 20}, w
 }
 
@@ -191,6 +188,19 @@ func TestWorkspaceSymbolsServerFaults(t *testing.T) {
 			}
 		})
 	}
+	t.Run("start", func(t *testing.T) {
+		t.Parallel()
+		broken := fakeSpec(t, "beta")
+		broken.Executable = filepath.Join(t.TempDir(), "missing")
+		r, w := fakeWorkspace(t, fakeSpec(t, "alpha", "-names=Foo"), broken)
+		resp := symbolsQuery(ctxFor(t, time.Minute), t, r, w, &daemonv1.QueryRequest{Query: "foo"})
+		ev := resp.GetEvidence()
+		want := "beta (beta-server): the language server is unavailable, so its symbols are missing"
+		if resp.GetStatus() != daemonv1.Status_STATUS_OK || !slices.Equal(names(resp), []string{"alpha:Foo"}) ||
+			ev.GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL || !slices.Contains(ev.GetWarnings(), want) {
+			t.Fatalf("answer %v %s %v, evidence %v", resp.GetStatus(), resp.GetMessage(), names(resp), ev)
+		}
+	})
 	t.Run("all", func(t *testing.T) {
 		t.Parallel()
 		r, w := fakeWorkspace(t, fakeSpec(t, "alpha", "-names=Foo", "-mode=hang"), fakeSpec(t, "beta", "-names=Foo", "-mode=hang"))
