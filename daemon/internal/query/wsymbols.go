@@ -217,7 +217,7 @@ func (r *Runner) searchSymbols(ctx context.Context, w *pool.Workspace, req *daem
 	}
 	info, fingerprint, gen := combined(used)
 	if g := req.GetGeneration(); g != 0 && g != gen {
-		return fail(daemonv1.Status_STATUS_CURSOR_EXPIRED, "a language server restarted since the cursor was issued")
+		return fail(daemonv1.Status_STATUS_CURSOR_EXPIRED, "a language server restarted, or the servers answering changed, since the cursor was issued")
 	}
 	all, cut := mergeSymbols(lists, maxWorkspaceSymbols)
 	if cut {
