@@ -99,4 +99,10 @@ func TestWorkspaceSpecs(t *testing.T) {
 	if got := ids(w); !slices.Equal(got, []string{"gopls", "basedpyright"}) {
 		t.Errorf("after eviction: %v", got)
 	}
+	if !w.Needs(&p.specs[1]) || w.Needs(&p.specs[2]) {
+		t.Error("Needs disagrees with Specs")
+	}
+	if w.present = nil; !w.Needs(&p.specs[2]) {
+		t.Error("an adopted tree refuses a server it may need")
+	}
 }

@@ -648,6 +648,15 @@ func (w *Workspace) Specs() []*Spec {
 	return out
 }
 
+// Needs reports whether s is one of w's servers (Specs) — or may be: a
+// tree adopted from disk does not know its languages.
+func (w *Workspace) Needs(s *Spec) bool {
+	w.presentMu.Lock()
+	known := w.present != nil
+	w.presentMu.Unlock()
+	return !known || slices.Contains(w.Specs(), s)
+}
+
 // Languages reports the servers running for w.
 func (w *Workspace) Languages() []LanguageInfo {
 	w.mu.Lock()

@@ -17,7 +17,8 @@ import (
 // query (case-insensitive), each a function on its own line of -file,
 // in -names' order (twice with -dup), and misbehaves by -mode: "hang"
 // never answers, "error" answers a JSON-RPC error. The query "crash"
-// makes it exit. -nows negotiates no workspace symbols.
+// makes it exit. -nows negotiates no workspace symbols; with -nofile the
+// test's tree has no file of its language.
 const fakeEnv = "LSP_QUERY_FAKE"
 
 func TestMain(m *testing.M) {
@@ -34,6 +35,7 @@ func fakeMain(args []string) int {
 	mode := fs.String("mode", "ok", "ok, hang or error")
 	dup := fs.Bool("dup", false, "list every symbol twice")
 	nows := fs.Bool("nows", false, "negotiate no workspace symbols")
+	_ = fs.Bool("nofile", false, "fakeWorkspace: the tree has no file of this language")
 	if fs.Parse(args) != nil {
 		return 2
 	}

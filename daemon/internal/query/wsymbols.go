@@ -136,9 +136,14 @@ func (r *Runner) symbolSpecs(w *pool.Workspace, req *daemonv1.QueryRequest) ([]*
 	case lang != "":
 		specs := r.Pool.Specs()
 		for i := range specs {
-			if slices.Contains(specs[i].Languages(), lang) {
-				return []*pool.Spec{&specs[i]}, nil
+			if !slices.Contains(specs[i].Languages(), lang) {
+				continue
 			}
+			if !w.Needs(&specs[i]) {
+				// Not started for nothing: the answer is known.
+				return nil, fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, fmt.Sprintf("this revision has no %s files", lang))
+			}
+			return []*pool.Spec{&specs[i]}, nil
 		}
 		return nil, fail(daemonv1.Status_STATUS_INVALID_REQUEST, fmt.Sprintf("no configured language server serves language %q", lang))
 	case rel != "":

@@ -54,6 +54,9 @@ func fakeWorkspace(t *testing.T, specs ...pool.Spec) (*Runner, *pool.Workspace) 
 	var entries []*daemonv1.FileEntry
 	var data []byte
 	for _, s := range specs {
+		if slices.Contains(s.Args, "-nofile") {
+			continue
+		}
 		b := []byte(strings.Repeat("symbol line\n", 8))
 		sum := sha256.Sum256(b)
 		entries = append(entries, &daemonv1.FileEntry{Path: s.Language + "/x" + s.Extensions[0], Size: uint64(len(b)), Sha256: hex.EncodeToString(sum[:])})
@@ -102,7 +105,8 @@ func TestWorkspaceSymbolsFanOut(t *testing.T) {
 	r, w := fakeWorkspace(t,
 		fakeSpec(t, "alpha", "-names=Foo,FooBar,FooBaz", "-dup"),
 		fakeSpec(t, "beta", "-names=BarFoo,Other,Food"),
-		fakeSpec(t, "gamma", "-names=Foo", "-nows"))
+		fakeSpec(t, "gamma", "-names=Foo", "-nows"),
+		fakeSpec(t, "delta", "-names=Foo", "-nofile"))
 	ctx := ctxFor(t, time.Minute)
 	resp := symbolsQuery(ctx, t, r, w, &daemonv1.QueryRequest{Query: "foo"})
 	want := []string{"alpha:Foo", "beta:BarFoo", "alpha:FooBar", "beta:Food", "alpha:FooBaz"}
@@ -148,6 +152,8 @@ func TestWorkspaceSymbolsFanOut(t *testing.T) {
 		{&daemonv1.QueryRequest{Query: "foo", Language: "Bad Id"}, daemonv1.Status_STATUS_INVALID_REQUEST},
 		{&daemonv1.QueryRequest{Query: "foo", Language: "beta", Path: "beta/x.beta"}, daemonv1.Status_STATUS_INVALID_REQUEST},
 		{&daemonv1.QueryRequest{Query: "foo", Language: "gamma"}, daemonv1.Status_STATUS_CAPABILITY_UNAVAILABLE},
+		// Configured, but the tree has none of its files: not started.
+		{&daemonv1.QueryRequest{Query: "foo", Language: "delta"}, daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE},
 	} {
 		if got := symbolsQuery(ctx, t, r, w, tc.req); got.GetStatus() != tc.want {
 			t.Errorf("%v: %v %s; want %v", tc.req, got.GetStatus(), got.GetMessage(), tc.want)
