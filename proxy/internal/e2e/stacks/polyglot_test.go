@@ -23,7 +23,7 @@ import (
 // file extension.
 func TestPolyglotRepository(t *testing.T) {
 	dir := stackDir(t)
-	file := reviewedServers(t, dir, "gopls", "basedpyright", "bash", "yaml", "json")
+	file := reviewedServers(t, dir, "gopls", "basedpyright", "bash", "yaml", "json", "typescript")
 	s := startStack(t, devstack.Options{Dir: dir, ServerFile: file})
 	files := map[string]string{
 		"go.mod":              "module example.com/poly\n\ngo 1.22\n",
@@ -228,6 +228,10 @@ func polyglotSymbols(t *testing.T, s *devstack.Stack, hdr []string, serverFile s
 	}
 	if a := symbols(map[string]any{"language": "cobol"}); a.status != http.StatusBadRequest || a.errorCode() != "invalid_request" {
 		t.Errorf("an unknown language: %d %s", a.status, a.raw)
+	}
+	// TypeScript is configured, but the tree has no TypeScript file.
+	if a := symbols(map[string]any{"language": "typescript"}); a.status != http.StatusUnprocessableEntity || a.errorCode() != "unsupported_language" {
+		t.Errorf("a language without files: %d %s", a.status, a.raw)
 	}
 }
 
