@@ -66,3 +66,43 @@ func TestWorkspaceLanguagesOf(t *testing.T) {
 		t.Errorf("only installed files: %v", got)
 	}
 }
+
+// A workspace's servers are those of the languages its prepare pushed
+// and those started for it, in the configuration's order: one the budget
+// stopped still counts (a workspace-wide query asks it again).
+func TestWorkspaceSpecs(t *testing.T) {
+	p := &Pool{specs: []Spec{
+		{Spec: runtime.Spec{ID: "gopls", Language: "go"}, Extensions: []string{".go"}},
+		{Spec: runtime.Spec{ID: "basedpyright", Language: "python"}, Extensions: []string{".py"}},
+		{Spec: runtime.Spec{ID: "bash", Language: "shellscript"}, Extensions: []string{".sh"}},
+	}}
+	ids := func(w *Workspace) []string {
+		var out []string
+		for _, s := range w.Specs() {
+			out = append(out, s.ID)
+		}
+		return out
+	}
+	w := &Workspace{pool: p, servers: map[string]*slot{}}
+	if got := ids(w); len(got) != 0 {
+		t.Errorf("adopted, nothing started: %v", got)
+	}
+	w.servers["bash"] = &slot{}
+	if got := ids(w); !slices.Equal(got, []string{"bash"}) {
+		t.Errorf("adopted, bash started: %v", got)
+	}
+	w.present = map[string]bool{"python": true, "go": true}
+	if got := ids(w); !slices.Equal(got, []string{"gopls", "basedpyright", "bash"}) {
+		t.Errorf("present go and python, bash started: %v", got)
+	}
+	w.servers = map[string]*slot{} // the budget stopped them all
+	if got := ids(w); !slices.Equal(got, []string{"gopls", "basedpyright"}) {
+		t.Errorf("after eviction: %v", got)
+	}
+	if !w.Needs(&p.specs[1]) || w.Needs(&p.specs[2]) {
+		t.Error("Needs disagrees with Specs")
+	}
+	if w.present = nil; !w.Needs(&p.specs[2]) {
+		t.Error("an adopted tree refuses a server it may need")
+	}
+}

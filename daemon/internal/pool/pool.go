@@ -625,6 +625,38 @@ func (w *Workspace) infos(s *Spec, srv *runtime.Server) []LanguageInfo {
 	return out
 }
 
+// Specs are w's servers, in the configuration's order: those serving a
+// language its last prepare pushed files of, and any started for it
+// (running, failed, or serving only installed files). A server the
+// budget stopped is still w's: a workspace-wide question must ask it
+// again, not leave its language out. Nil for a tree adopted from disk
+// whose servers have not started.
+func (w *Workspace) Specs() []*Spec {
+	w.presentMu.Lock()
+	present := w.present
+	w.presentMu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*Spec
+	for i := range w.pool.specs {
+		s := &w.pool.specs[i]
+		_, started := w.servers[s.ID]
+		if started || slices.ContainsFunc(s.Languages(), func(id string) bool { return present[id] }) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Needs reports whether s is one of w's servers (Specs) — or may be: a
+// tree adopted from disk does not know its languages.
+func (w *Workspace) Needs(s *Spec) bool {
+	w.presentMu.Lock()
+	known := w.present != nil
+	w.presentMu.Unlock()
+	return !known || slices.Contains(w.Specs(), s)
+}
+
 // Languages reports the servers running for w.
 func (w *Workspace) Languages() []LanguageInfo {
 	w.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
+	"github.com/hanzoai/lsp/daemon/internal/pool"
 	"github.com/hanzoai/lsp/daemon/internal/sanitize"
 	"github.com/hanzoai/lsp/daemon/internal/uri"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
@@ -107,7 +108,9 @@ func (c *converter) hover(h *lsp.Hover) *daemonv1.Hover {
 	return out
 }
 
-func (c *converter) symbols(in []lsp.Symbol) []*daemonv1.Symbol {
+// symbols are spec's symbols on the wire, each with its file's
+// languageId as spec serves it.
+func (c *converter) symbols(in []lsp.Symbol, spec *pool.Spec) []*daemonv1.Symbol {
 	out := make([]*daemonv1.Symbol, 0, len(in))
 	for _, s := range in {
 		loc, ok := c.location(s.URI)
@@ -122,7 +125,7 @@ func (c *converter) symbols(in []lsp.Symbol) []*daemonv1.Symbol {
 		out = append(out, &daemonv1.Symbol{
 			Name: sanitize.Line(s.Name, maxName), Kind: s.Kind.String(), Detail: sanitize.Line(s.Detail, maxText),
 			Path: loc.Path, Range: pbRange(s.Range), SelectionRange: pbRange(s.SelectionRange),
-			Container: sanitize.Line(s.Container, maxName),
+			Container: sanitize.Line(s.Container, maxName), Language: spec.LanguageID(loc.Path),
 		})
 	}
 	return out

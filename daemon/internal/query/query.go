@@ -109,8 +109,14 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	case req.ContextLines != nil && req.GetContextLines() > MaxContextLines:
 		return fail(daemonv1.Status_STATUS_INVALID_REQUEST, "context_lines is at most 50")
 	}
-	var spec *pool.Spec
-	var doc *pool.Document
+	if req.GetLanguage() != "" && req.GetOp() != daemonv1.Op_OP_WORKSPACE_SYMBOLS {
+		return fail(daemonv1.Status_STATUS_INVALID_REQUEST, "language filters workspace symbols only")
+	}
+	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS {
+		// The whole repository's symbols, from every language's server
+		// (wsymbols.go).
+		return r.searchSymbols(ctx, w, req)
+	}
 	rel := req.GetPath()
 	pos := lsp.Position{Line: req.GetPosition().GetLine(), Character: req.GetPosition().GetCharacter()}
 	var resolved *daemonv1.Location
@@ -124,44 +130,24 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		}
 		rel, pos, resolved, symbol = res.rel, res.pos, res.loc, ""
 	}
-	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS {
-		// Workspace symbols go to the server of the path's language when
-		// the request names a file, else to the first configured server
-		// running for the workspace.
-		if s, ok := r.Pool.SpecFor(rel); ok && rel != "" {
-			spec = s
+	doc, st := r.readDocument(w, rel)
+	if st != nil {
+		return st
+	}
+	spec, ok := r.Pool.SpecFor(rel)
+	if !ok {
+		return fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, "no language server serves this file type")
+	}
+	if text != "" {
+		rg, ok := textPosition(doc.Text, pos.Line, text)
+		if !ok {
+			return fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND, fmt.Sprintf("text does not occur on line %d", pos.Line))
 		}
-		for _, s := range w.Languages() {
-			if spec != nil {
-				break
-			}
-			spec = r.specByID(s.Server.ID)
-		}
-		if spec == nil && len(r.Pool.Specs()) > 0 {
-			spec = &r.Pool.Specs()[0]
-		}
-		if spec == nil {
-			return fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, "no language server is configured")
-		}
-	} else {
-		var st *daemonv1.QueryResponse
-		if doc, st = r.readDocument(w, rel); st != nil {
-			return st
-		}
-		if spec, ok = r.Pool.SpecFor(rel); !ok {
-			return fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, "no language server serves this file type")
-		}
-		if text != "" {
-			rg, ok := textPosition(doc.Text, pos.Line, text)
-			if !ok {
-				return fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND, fmt.Sprintf("text does not occur on line %d", pos.Line))
-			}
-			pos = rg.Start
-			resolved = &daemonv1.Location{Path: rel, Range: pbRange(rg)}
-		}
-		if symbol == "" && needsPosition(req.GetOp()) && !inRange(doc.Text, &daemonv1.Position{Line: pos.Line, Character: pos.Character}) {
-			return fail(daemonv1.Status_STATUS_POSITION_OUT_OF_RANGE, "the position is past the end of the file")
-		}
+		pos = rg.Start
+		resolved = &daemonv1.Location{Path: rel, Range: pbRange(rg)}
+	}
+	if symbol == "" && needsPosition(req.GetOp()) && !inRange(doc.Text, &daemonv1.Position{Line: pos.Line, Character: pos.Character}) {
+		return fail(daemonv1.Status_STATUS_POSITION_OUT_OF_RANGE, "the position is past the end of the file")
 	}
 
 	srv, err := w.Server(ctx, spec)
@@ -182,12 +168,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	pol := uri.Policy{Root: w.Dir, Externals: r.externals(w)}
 	c := &converter{pol: pol, scrub: r.scrubber(w)}
 	resp := &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_OK}
-	if req.GetOp() == daemonv1.Op_OP_WORKSPACE_SYMBOLS {
-		if err := r.anchorDocument(ctx, w, spec, client, pol); err != nil {
-			return serverFailure(ctx, err)
-		}
-	}
-	if doc != nil && !client.IsOpen(lsp.DocumentURI(pol.FileURI(rel))) {
+	if !client.IsOpen(lsp.DocumentURI(pol.FileURI(rel))) {
 		if err := client.DidOpen(ctx, lsp.DocumentURI(pol.FileURI(rel)), spec.LanguageID(rel), string(doc.Text)); err != nil {
 			return serverFailure(ctx, err)
 		}
@@ -239,16 +220,10 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 			resp.Result = &daemonv1.QueryResponse_Locations{Locations: &daemonv1.Locations{Items: items}}
 			resp.Total, resp.NextOffset = total, next
 			return err
-		case daemonv1.Op_OP_DOCUMENT_SYMBOLS, daemonv1.Op_OP_WORKSPACE_SYMBOLS:
-			var l lsp.List[lsp.Symbol]
-			var err error
-			if req.GetOp() == daemonv1.Op_OP_DOCUMENT_SYMBOLS {
-				l, err = client.DocumentSymbols(ctx, u)
-			} else {
-				l, err = client.WorkspaceSymbols(ctx, req.GetQuery())
-			}
+		case daemonv1.Op_OP_DOCUMENT_SYMBOLS:
+			l, err := client.DocumentSymbols(ctx, u)
 			c.truncated(l.Truncated, l.Dropped)
-			items, total, next := page(c.symbols(l.Items), offset, limit)
+			items, total, next := page(c.symbols(l.Items, spec), offset, limit)
 			resp.Result = &daemonv1.QueryResponse_Symbols{Symbols: &daemonv1.Symbols{Items: items}}
 			resp.Total, resp.NextOffset = total, next
 			return err
@@ -329,14 +304,10 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	// A server that could not load the project answers without it: say
 	// so, in its own words, on every answer of the workspace.
 	c.load = w.LoadWarnings(spec, srv)
-	if rel != "" {
-		// A file the server has no package for (excluded by its build
-		// tags) qualifies the answers about it alone.
-		c.load = append(c.load, w.FileWarnings(spec, client.FileProblems(u))...)
-		if doc != nil {
-			c.load = append(c.load, w.CgoFileWarnings(spec, rel, doc.Text)...)
-		}
-	}
+	// A file the server has no package for (excluded by its build tags)
+	// qualifies the answers about it alone.
+	c.load = append(c.load, w.FileWarnings(spec, client.FileProblems(u))...)
+	c.load = append(c.load, w.CgoFileWarnings(spec, rel, doc.Text)...)
 	c.empty = emptyAnswer(resp)
 	resp.Evidence = evidence(srv.Info(), srv.CapabilityFingerprint(), gen, doc, req, c)
 	return resp
@@ -374,16 +345,6 @@ func (c *converter) truncated(t bool, dropped int) {
 		c.dropped++
 	}
 	c.dropped += dropped
-}
-
-func (r *Runner) specByID(id string) *pool.Spec {
-	specs := r.Pool.Specs()
-	for i := range specs {
-		if specs[i].ID == id {
-			return &specs[i]
-		}
-	}
-	return nil
 }
 
 // readDocument returns a tree file, or the status that refuses it.
@@ -487,6 +448,11 @@ func queryFingerprint(req *daemonv1.QueryRequest) string {
 	b, _ := json.Marshal([]any{req.GetOp().String(), req.GetPath(), req.GetPosition().GetLine(), req.GetPosition().GetCharacter(),
 		req.GetQuery(), req.GetIncludeDeclaration(), req.GetLimit(), req.GetOffset(),
 		req.GetSymbol(), req.GetText(), req.ContextLines, req.GetIncludeBody(), req.GetStartLine(), req.GetEndLine(), req.GetModule()})
+	if l := req.GetLanguage(); l != "" {
+		// Only when set, so that the fingerprints of requests without a
+		// language stay what they were.
+		b = append(b, l...)
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

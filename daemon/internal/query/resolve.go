@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -274,84 +273,47 @@ func (r *Runner) resolveSymbol(ctx context.Context, w *pool.Workspace, spec *poo
 }
 
 // resolveInWorkspace finds the one symbol query names among the workspace
-// symbols of every server running for w's languages, asked at once (one
-// round trip each, side by side): in a repository of several languages
-// the name may be in any of them. A server that cannot list symbols is
-// left out while another answers.
+// symbols of every server running for w's languages, asked at once
+// (askWorkspaceSymbols: one round trip each, side by side): in a
+// repository of several languages the name may be in any of them. A
+// server that cannot list symbols is left out while another answers.
 func (r *Runner) resolveInWorkspace(ctx context.Context, w *pool.Workspace, c *converter, query string) (resolution, *daemonv1.QueryResponse) {
 	specs := r.workspaceSpecs(w)
 	if len(specs) == 0 {
 		return resolution{}, fail(daemonv1.Status_STATUS_UNSUPPORTED_LANGUAGE, "no language server is configured")
 	}
-	lists := make([][]lsp.Symbol, len(specs))
-	fails := make([]*daemonv1.QueryResponse, len(specs))
-	unready := make([]string, len(specs))
-	var wg sync.WaitGroup
-	for i, spec := range specs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lists[i], unready[i], fails[i] = r.workspaceSymbols(ctx, w, spec, c, lastSegment(query))
-		}()
-	}
-	wg.Wait()
 	var matches []lsp.Symbol
 	var failure *daemonv1.QueryResponse
-	for i := range specs {
-		if fails[i] != nil {
-			failure = cmp.Or(failure, fails[i])
-			continue
+	var unready []string
+	for _, s := range r.askWorkspaceSymbols(ctx, w, specs, c.pol, lastSegment(query)) {
+		switch {
+		case s.failed != nil:
+			failure = cmp.Or(failure, s.failed)
+		case s.rpcErr != nil:
+			failure = cmp.Or(failure, fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND,
+				fmt.Sprintf("the language server could not list symbols (code %d)", s.rpcErr.Code)))
+		case s.offered:
+			matches = append(matches, matchSymbols(s.list.Items, query)...)
+			if why := notReady(w, s.spec, s.srv, s.client); why != "" {
+				unready = append(unready, why)
+			}
 		}
-		matches = append(matches, matchSymbols(lists[i], query)...)
 	}
 	if len(matches) == 0 && failure != nil {
 		return resolution{}, failure
 	}
-	return r.pick(w, c, query, matches, "", strings.Join(slices.DeleteFunc(unready, func(s string) bool { return s == "" }), "; "))
+	return r.pick(w, c, query, matches, "", strings.Join(unready, "; "))
 }
 
-// workspaceSpecs are the servers of w's languages, once each, in the
+// workspaceSpecs are the servers of w's languages (pool.Workspace.Specs:
+// also one the budget stopped, which is asked again), in the
 // configuration's order; the first configured server when w has none.
 func (r *Runner) workspaceSpecs(w *pool.Workspace) []*pool.Spec {
-	var out []*pool.Spec
-	for _, l := range w.Languages() {
-		if s := r.specByID(l.Server.ID); s != nil && !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
+	out := w.Specs()
 	if len(out) == 0 && len(r.Pool.Specs()) > 0 {
 		out = append(out, &r.Pool.Specs()[0])
 	}
 	return out
-}
-
-// workspaceSymbols lists spec's workspace symbols for name, its server
-// started (or running) and given a document to anchor a project, and why
-// the list may lack names (notReady); a server without workspace symbols
-// lists nothing.
-func (r *Runner) workspaceSymbols(ctx context.Context, w *pool.Workspace, spec *pool.Spec, c *converter, name string) ([]lsp.Symbol, string, *daemonv1.QueryResponse) {
-	srv, err := w.Server(ctx, spec)
-	if err != nil {
-		return nil, "", serverFailure(ctx, err)
-	}
-	if !slices.Contains(srv.Tools(), toolFor[daemonv1.Op_OP_WORKSPACE_SYMBOLS]) {
-		return nil, "", nil
-	}
-	client, _, err := srv.Client(ctx)
-	if err != nil {
-		return nil, "", serverFailure(ctx, err)
-	}
-	if err := r.anchorDocument(ctx, w, spec, client, c.pol); err != nil {
-		return nil, "", serverFailure(ctx, err)
-	}
-	if _, ok := client.Indexing(); ok {
-		_ = client.WaitIndexed(ctx, IndexWait)
-	}
-	l, err := client.WorkspaceSymbols(ctx, name)
-	if err != nil {
-		return nil, "", listFailure(ctx, err)
-	}
-	return l.Items, notReady(w, spec, srv, client), nil
 }
 
 // notReady says why a server's symbols may lack a name it would list
@@ -398,7 +360,7 @@ func (r *Runner) pick(w *pool.Workspace, c *converter, query string, matches []l
 		in = append(in, cand{m, &daemonv1.Symbol{
 			Name: sanitize.Line(m.Name, maxName), Kind: m.Kind.String(), Detail: sanitize.Line(m.Detail, maxText),
 			Path: loc.Path, Range: pbRange(m.Range), SelectionRange: pbRange(m.SelectionRange),
-			Container: sanitize.Line(m.Container, maxName),
+			Container: sanitize.Line(m.Container, maxName), Language: r.fileLanguage(loc.Path),
 		}})
 	}
 	sort.SliceStable(in, func(i, j int) bool {
@@ -443,6 +405,15 @@ func (r *Runner) pick(w *pool.Workspace, c *converter, query string, matches []l
 		return resolution{}, fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND, "the server placed the symbol outside its file")
 	}
 	return resolution{rel: wire.Path, doc: doc, pos: sel.Start, loc: &daemonv1.Location{Path: wire.Path, Range: pbRange(sel)}}, nil
+}
+
+// fileLanguage is the languageId of a repository file as the
+// configuration serves it, "" for a file no server serves.
+func (r *Runner) fileLanguage(rel string) string {
+	if s, ok := r.Pool.SpecFor(rel); ok {
+		return s.LanguageID(rel)
+	}
+	return ""
 }
 
 // maxCachedSymbolFiles bounds the document symbols a symbol cache keeps.

@@ -616,9 +616,14 @@ type QueryRequest struct {
 	// start_line and end_line (inclusive, 0-based) bound OP_READ; module
 	// names an external module ("std@go1.26.8", "example.com/dep@v1.0.0",
 	// "axios@1.7.0") whose file path names, instead of the tree.
-	StartLine     uint32 `protobuf:"varint,14,opt,name=start_line,json=startLine,proto3" json:"start_line,omitempty"`
-	EndLine       uint32 `protobuf:"varint,15,opt,name=end_line,json=endLine,proto3" json:"end_line,omitempty"`
-	Module        string `protobuf:"bytes,16,opt,name=module,proto3" json:"module,omitempty"`
+	StartLine uint32 `protobuf:"varint,14,opt,name=start_line,json=startLine,proto3" json:"start_line,omitempty"`
+	EndLine   uint32 `protobuf:"varint,15,opt,name=end_line,json=endLine,proto3" json:"end_line,omitempty"`
+	Module    string `protobuf:"bytes,16,opt,name=module,proto3" json:"module,omitempty"`
+	// language, on workspace symbols without a path, limits the search to
+	// the server of this LSP languageId ("python"); empty asks every server
+	// running for the workspace. A languageId no configured server serves is
+	// INVALID_REQUEST.
+	Language      string `protobuf:"bytes,17,opt,name=language,proto3" json:"language,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -761,6 +766,13 @@ func (x *QueryRequest) GetEndLine() uint32 {
 func (x *QueryRequest) GetModule() string {
 	if x != nil {
 		return x.Module
+	}
+	return ""
+}
+
+func (x *QueryRequest) GetLanguage() string {
+	if x != nil {
+		return x.Language
 	}
 	return ""
 }
@@ -1164,8 +1176,11 @@ type Symbol struct {
 	Container      string                 `protobuf:"bytes,6,opt,name=container,proto3" json:"container,omitempty"`
 	SelectionRange *Range                 `protobuf:"bytes,7,opt,name=selection_range,json=selectionRange,proto3" json:"selection_range,omitempty"`
 	Code           *Code                  `protobuf:"bytes,8,opt,name=code,proto3" json:"code,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// language is the LSP languageId of the symbol's file as its server
+	// serves it ("go", "python", "typescriptreact").
+	Language      string `protobuf:"bytes,9,opt,name=language,proto3" json:"language,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Symbol) Reset() {
@@ -1252,6 +1267,13 @@ func (x *Symbol) GetCode() *Code {
 		return x.Code
 	}
 	return nil
+}
+
+func (x *Symbol) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
 }
 
 type Symbols struct {
@@ -3072,7 +3094,7 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\tcharacter\x18\x02 \x01(\rR\tcharacter\"a\n" +
 	"\x05Range\x12-\n" +
 	"\x05start\x18\x01 \x01(\v2\x17.lsp.daemon.v1.PositionR\x05start\x12)\n" +
-	"\x03end\x18\x02 \x01(\v2\x17.lsp.daemon.v1.PositionR\x03end\"\xa7\x04\n" +
+	"\x03end\x18\x02 \x01(\v2\x17.lsp.daemon.v1.PositionR\x03end\"\xc3\x04\n" +
 	"\fQueryRequest\x129\n" +
 	"\tworkspace\x18\x01 \x01(\v2\x1b.lsp.daemon.v1.WorkspaceKeyR\tworkspace\x12!\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x11.lsp.daemon.v1.OpR\x02op\x12\x12\n" +
@@ -3093,7 +3115,8 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\n" +
 	"start_line\x18\x0e \x01(\rR\tstartLine\x12\x19\n" +
 	"\bend_line\x18\x0f \x01(\rR\aendLine\x12\x16\n" +
-	"\x06module\x18\x10 \x01(\tR\x06moduleB\x10\n" +
+	"\x06module\x18\x10 \x01(\tR\x06module\x12\x1a\n" +
+	"\blanguage\x18\x11 \x01(\tR\blanguageB\x10\n" +
 	"\x0e_context_lines\"V\n" +
 	"\n" +
 	"ServerInfo\x12\x0e\n" +
@@ -3125,7 +3148,7 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\bmarkdown\x18\x02 \x01(\tR\bmarkdown\x12*\n" +
 	"\x05range\x18\x03 \x01(\v2\x14.lsp.daemon.v1.RangeR\x05range\":\n" +
 	"\tLocations\x12-\n" +
-	"\x05items\x18\x01 \x03(\v2\x17.lsp.daemon.v1.LocationR\x05items\"\x8e\x02\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.lsp.daemon.v1.LocationR\x05items\"\xaa\x02\n" +
 	"\x06Symbol\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -3134,7 +3157,8 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x05range\x18\x05 \x01(\v2\x14.lsp.daemon.v1.RangeR\x05range\x12\x1c\n" +
 	"\tcontainer\x18\x06 \x01(\tR\tcontainer\x12=\n" +
 	"\x0fselection_range\x18\a \x01(\v2\x14.lsp.daemon.v1.RangeR\x0eselectionRange\x12'\n" +
-	"\x04code\x18\b \x01(\v2\x13.lsp.daemon.v1.CodeR\x04code\"6\n" +
+	"\x04code\x18\b \x01(\v2\x13.lsp.daemon.v1.CodeR\x04code\x12\x1a\n" +
+	"\blanguage\x18\t \x01(\tR\blanguage\"6\n" +
 	"\aSymbols\x12+\n" +
 	"\x05items\x18\x01 \x03(\v2\x15.lsp.daemon.v1.SymbolR\x05items\"\x9a\x01\n" +
 	"\n" +

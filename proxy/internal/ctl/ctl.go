@@ -77,7 +77,7 @@ client commands (LSP_URL, LSP_TOKEN, LSP_FORGE_TOKEN, optional LSP_ORG):
   complete    position
   calls       position --direction incoming|outgoing
   types       position --direction supertypes|subtypes
-  symbols     --repo R (--path P | --query Q) [--include-body] [--context N]
+  symbols     --repo R (--path P | --query Q [--language L]) [--include-body] [--context N]
   read        --repo R [--rev REV] --path P [--start L] [--end L] [--module M] [--prepare]   lines of a prepared revision's file
               (0-based, inclusive; free: a cold revision is not_prepared unless --prepare)
   diagnostics --repo R --path P

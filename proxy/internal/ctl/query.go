@@ -22,7 +22,7 @@ var queryCommands = map[string][]string{
 	"complete":    {"path", "line", "character", "at", "symbol", "text", "limit", "cursor"},
 	"calls":       {"path", "line", "character", "at", "symbol", "text", "direction", "context", "limit", "cursor"},
 	"types":       {"path", "line", "character", "at", "symbol", "text", "direction", "context", "limit", "cursor"},
-	"symbols":     {"path", "query", "include-body", "context", "limit", "cursor"},
+	"symbols":     {"path", "query", "language", "include-body", "context", "limit", "cursor"},
 	"diagnostics": {"path", "limit", "cursor"},
 	"read":        {"path", "start", "end", "module", "prepare"},
 }
@@ -51,6 +51,7 @@ func queryCmd(ctx context.Context, cmd string, args []string, getenv func(string
 	inclDecl := fs.Bool("include-declaration", false, "with --relation reference: include the declaration")
 	direction := fs.String("direction", "", "calls: incoming or outgoing; types: supertypes or subtypes")
 	query := fs.String("query", "", "workspace symbols matching this query")
+	language := fs.String("language", "", "with --query: only this language's server (an LSP language id: go, python)")
 	symbol := fs.String("symbol", "", "the position by name or container path (NewRandom, Client.Do, uuid.NewRandom)")
 	text := fs.String("text", "", "with --path and --line: the position of the first occurrence of this text on the line")
 	contextLines := fs.Int64("context", 0, "lines of code to print around each location (0-50)")
@@ -157,7 +158,7 @@ func queryCmd(ctx context.Context, cmd string, args []string, getenv func(string
 			"types": "types: --direction supertypes or subtypes is required",
 		}[cmd])
 	}
-	for name, v := range map[string]any{"relation": *relation, "direction": *direction, "query": *query, "limit": *limit, "cursor": *cursor} {
+	for name, v := range map[string]any{"relation": *relation, "direction": *direction, "query": *query, "language": *language, "limit": *limit, "cursor": *cursor} {
 		if set[name] {
 			body[name] = v
 		}

@@ -20,6 +20,10 @@ const MaxBody = 64 << 10
 
 var repoRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
+// languageRE is an LSP languageId ("go", "python", "typescriptreact"), as
+// the daemon accepts one.
+var languageRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.+-]{0,63}$`)
+
 // body is every field any operation route accepts. Each route declares which
 // of them it allows; a field outside that set, or any unknown field, is 400.
 type body struct {
@@ -42,6 +46,7 @@ type body struct {
 	EndLine            *int64  `json:"end_line"`
 	Module             *string `json:"module"`
 	Prepare            *bool   `json:"prepare"`
+	Language           *string `json:"language"`
 }
 
 // decodeBody reads one strict JSON object: bounded, no unknown fields, no

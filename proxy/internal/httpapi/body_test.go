@@ -99,6 +99,8 @@ func TestRouteRequest(t *testing.T) {
 			operation.Request{Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "x/y.go", Limit: 100}},
 		{"/symbols", `{"repo":"r","query":"Foo","limit":3}`,
 			operation.Request{Op: daemonv1.Op_OP_WORKSPACE_SYMBOLS, Query: "Foo", Limit: 3}},
+		{"/symbols", `{"repo":"r","query":"Foo","language":"python"}`,
+			operation.Request{Op: daemonv1.Op_OP_WORKSPACE_SYMBOLS, Query: "Foo", Language: "python", Limit: 100}},
 		{"/diagnostics", `{"repo":"r","path":"a.go"}`,
 			operation.Request{Op: daemonv1.Op_OP_DIAGNOSTICS, Path: "a.go", Limit: 100}},
 		{"/complete", `{"repo":"r","path":"a.go","line":0,"character":0,"limit":1}`,
@@ -169,6 +171,7 @@ func FuzzParseBody(f *testing.F) {
 		`{"cursor":"x.y","limit":1}`, "{\"repo\":\"\\ud800\"}", `{"line":1e2}`, `{} {}`, `[`, "\xff",
 		`{"repo":"r","symbol":"uuid.NewRandom","context_lines":3}`, `{"repo":"r","path":"a.go","line":2,"text":"é x"}`,
 		`{"repo":"r","symbol":"F","path":"a.go","line":1}`, `{"repo":"r","path":"a.go","start_line":3,"end_line":2}`,
+		`{"repo":"r","query":"Foo","language":"python"}`, `{"repo":"r","path":"a.go","language":"go"}`,
 	} {
 		f.Add([]byte(s), uint8(3))
 	}
@@ -234,6 +237,9 @@ func FuzzParseBody(f *testing.F) {
 		}
 		if rt.list != (req.Limit != 0) || req.Limit > 1000 {
 			t.Fatalf("limit %d on a route with list=%v", req.Limit, rt.list)
+		}
+		if req.Language != "" && (req.Op != daemonv1.Op_OP_WORKSPACE_SYMBOLS || !languageRE.MatchString(req.Language)) {
+			t.Fatalf("language %q on %v", req.Language, req.Op)
 		}
 		if req.IncludeDeclaration && req.Op != daemonv1.Op_OP_REFERENCES {
 			t.Fatalf("include_declaration on %v", req.Op)

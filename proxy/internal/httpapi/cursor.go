@@ -27,6 +27,10 @@ type cursor struct {
 func queryFingerprint(r *operation.Request) string {
 	b, _ := json.Marshal([]any{r.Repo, r.OpName, int32(r.Op), r.Path, r.Line, r.Character, r.Query, r.IncludeDeclaration, r.Limit,
 		r.Symbol, r.Text, r.ContextLines, r.IncludeBody})
+	if r.Language != "" {
+		// Only when set: cursors issued without a language stay valid.
+		b = append(b, r.Language...)
+	}
 	sum := sha256.Sum256(b)
 	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }

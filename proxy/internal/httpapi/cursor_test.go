@@ -115,6 +115,7 @@ func TestCursorRefused(t *testing.T) {
 		{"another query", raw, cursorTenant, mutate(func(r *operation.Request) { r.Query = "x" })},
 		{"include_declaration off", raw, cursorTenant, mutate(func(r *operation.Request) { r.IncludeDeclaration = false })},
 		{"another limit", raw, cursorTenant, mutate(func(r *operation.Request) { r.Limit = 11 })},
+		{"a language", raw, cursorTenant, mutate(func(r *operation.Request) { r.Language = "go" })},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -45,8 +45,9 @@ var toolDescriptions = map[string]string{
 		"Use it to answer \"where is X defined and what does it do\" in one call. Locations in the standard " +
 		"library or a dependency come back with external: true and their module, and their code too.",
 	"symbols": "Symbols of one file (give path: its outline, containers first) or of the whole workspace matching a query " +
-		"(give query). Give exactly one of path and query. Each symbol comes with its name's line of code (context_lines adds " +
-		"lines around it); include_body returns each symbol's whole source.",
+		"(give query). Give exactly one of path and query. A query searches every language of the repository (each symbol says " +
+		"its language); language limits it to one (go, python, typescript, shellscript …). Each symbol comes with its name's line " +
+		"of code (context_lines adds lines around it); include_body returns each symbol's whole source.",
 	"read": "Lines of a file of the prepared revision (path, start_line, end_line; 0-based, inclusive), or of an external module " +
 		"(module as a location names it, e.g. std@go1.26.8, and its path). Use it to read more around a location. Free; it never " +
 		"prepares a revision unless prepare is true (a cold revision answers not_prepared).",
@@ -122,6 +123,10 @@ func toolSpec(name string, bound bool) *mcp.Tool {
 		}
 		if f["query"] {
 			add("query", map[string]any{"type": "string", "maxLength": 256, "description": "Workspace symbol query (instead of path)."})
+		}
+		if f["language"] {
+			add("language", map[string]any{"type": "string", "pattern": languageRE.String(),
+				"description": "With query: search only this language's server (an LSP language id: go, python, typescript, shellscript)."})
 		}
 		if f["direction"] {
 			dirs := []string{"incoming", "outgoing"}

@@ -137,7 +137,7 @@ func symbolJSON(s *daemonv1.Symbol) map[string]any {
 	m := map[string]any{
 		"name": s.GetName(), "kind": s.GetKind(), "detail": nullable(s.GetDetail()),
 		"path": s.GetPath(), "range": rangeJSON(s.GetRange()), "selection_range": rangeJSON(s.GetSelectionRange()),
-		"container": nullable(s.GetContainer()),
+		"container": nullable(s.GetContainer()), "language": nullable(s.GetLanguage()),
 	}
 	if c := s.GetCode(); c != nil {
 		m["code"] = codeOf(c)

@@ -73,7 +73,7 @@ var opRoutes = []opRoute{
 	},
 	{
 		path: "/symbols", name: "symbols", list: true,
-		fields: fields(commonFields, []string{"path", "query", "include_body"}, codeFields, pageFields),
+		fields: fields(commonFields, []string{"path", "query", "language", "include_body"}, codeFields, pageFields),
 		build: func(b *body, r *operation.Request) error {
 			if err := setCode(b, r); err != nil {
 				return err
@@ -82,6 +82,10 @@ var opRoutes = []opRoute{
 			switch {
 			case b.Path != nil && b.Query != nil:
 				return apierr.BadRequest("give path (document symbols) or query (workspace symbols), not both")
+			case b.Language != nil && b.Query == nil:
+				return apierr.BadRequest("language limits a workspace symbol query: give it with query")
+			case b.Language != nil && !languageRE.MatchString(*b.Language):
+				return apierr.BadRequest("language must be an LSP language id such as go or python")
 			case b.Path != nil:
 				p, err := checkPath(b.Path)
 				r.Op, r.Path = daemonv1.Op_OP_DOCUMENT_SYMBOLS, p
@@ -91,6 +95,9 @@ var opRoutes = []opRoute{
 					return apierr.BadRequest("query is longer than 256 bytes")
 				}
 				r.Op, r.Query = daemonv1.Op_OP_WORKSPACE_SYMBOLS, *b.Query
+				if b.Language != nil {
+					r.Language = *b.Language
+				}
 				return nil
 			}
 			return apierr.BadRequest("path or query is required")

@@ -300,6 +300,8 @@ func TestBodyRefusals(t *testing.T) {
 		// Symbols: exactly one of path and query.
 		{"symbols path and query", "/symbols", `{"repo":"r","path":"a.go","query":"x"}`, 400, "not both"},
 		{"symbols neither", "/symbols", `{"repo":"r"}`, 400, "path or query is required"},
+		{"symbols language without query", "/symbols", `{"repo":"r","path":"a.go","language":"go"}`, 400, "give it with query"},
+		{"symbols language not an id", "/symbols", `{"repo":"r","query":"x","language":"Py thon"}`, 400, "LSP language id"},
 		{"symbols path", "/symbols", `{"repo":"r","path":"a.go"}`, accepted, ""},
 		{"symbols empty query", "/symbols", `{"repo":"r","query":""}`, accepted, ""},
 		{"symbols bad path", "/symbols", `{"repo":"r","path":"../a.go"}`, 400, "segments"},

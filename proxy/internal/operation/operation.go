@@ -108,6 +108,8 @@ type Request struct {
 	// StartLine, EndLine and Module bound a read.
 	StartLine, EndLine uint32
 	Module             string
+	// Language limits workspace symbols to one language's server.
+	Language string
 	// WarmOnly answers 409 not_prepared instead of preparing a revision
 	// the daemon does not hold (a read without prepare: true).
 	WarmOnly bool
@@ -175,6 +177,7 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 		StartLine:          req.StartLine,
 		EndLine:            req.EndLine,
 		Module:             req.Module,
+		Language:           req.Language,
 	}
 
 	ans, qerr := s.query(ctx, shard, q)

@@ -1,12 +1,19 @@
 package stacks
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/devstack"
+	"github.com/hanzoai/lsp/proxy/internal/lspdirect"
 )
 
 // TestPolyglotRepository: one prepare of a repository in Go, Python, Bash,
@@ -16,12 +23,12 @@ import (
 // file extension.
 func TestPolyglotRepository(t *testing.T) {
 	dir := stackDir(t)
-	file := reviewedServers(t, dir, "gopls", "basedpyright", "bash", "yaml", "json")
+	file := reviewedServers(t, dir, "gopls", "basedpyright", "bash", "yaml", "json", "typescript")
 	s := startStack(t, devstack.Options{Dir: dir, ServerFile: file})
 	files := map[string]string{
 		"go.mod":              "module example.com/poly\n\ngo 1.22\n",
 		"main.go":             "package main\n\nimport \"fmt\"\n\nfunc Greet() string { return \"hi\" }\n\nfunc main() { fmt.Println(Greet()) }\n",
-		"tool/util.py":        "def double(x: int) -> int:\n    return 2 * x\n\n\nprint(double(21))\n",
+		"tool/util.py":        "def double(x: int) -> int:\n    return 2 * x\n\n\nprint(double(21))\n\n\ndef greeting(name: str) -> str:\n    return name\n",
 		"scripts/run.sh":      "#!/bin/sh\nname=world\ngreet() {\n\techo \"hello $name\"\n}\ngreet\n",
 		"config.yaml":         "service:\n  name: poly\n  ports:\n    - 80\n",
 		"settings.json":       "{\n  \"name\": \"poly\",\n  \"enabled\": true\n}\n",
@@ -101,6 +108,7 @@ func TestPolyglotRepository(t *testing.T) {
 			t.Errorf("hover by name %s: %d %s", n.symbol, a.status, a.raw)
 		}
 	}
+	polyglotSymbols(t, s, hdr, file, files, tools)
 	a := do(t, s, http.MethodPost, "/symbols", map[string]any{"repo": "mixed", "path": "config.yaml"}, hdr...)
 	if a.status != http.StatusOK || !strings.Contains(a.raw, "ports") {
 		t.Errorf("yaml symbols: %d %s", a.status, a.raw)
@@ -109,4 +117,170 @@ func TestPolyglotRepository(t *testing.T) {
 	if a.status != http.StatusOK || !strings.Contains(a.raw, "enabled") {
 		t.Errorf("json symbols: %d %s", a.status, a.raw)
 	}
+}
+
+// polyglotSymbols: a workspace symbol query searches every language of
+// the tree. Ground truth in the same run: each reviewed server run
+// directly on the same files answers the query; the service's answer for
+// each language (language: …) is that server's own list of the
+// repository's symbols, and the answer without a language is all of
+// them, each language's order kept, each symbol naming its language, one
+// cursor paging the merged list.
+func polyglotSymbols(t *testing.T, s *devstack.Stack, hdr []string, serverFile string, files map[string]string, tools map[string]any) {
+	t.Helper()
+	const query = "greet"
+	sf, err := devstack.LoadServerFile(serverFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkout := t.TempDir()
+	for rel, content := range files {
+		p := filepath.Join(checkout, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	symbols := func(body map[string]any) answer {
+		body["repo"], body["query"], body["limit"] = "mixed", query, 1000
+		return do(t, s, http.MethodPost, "/symbols", body, hdr...)
+	}
+	key := func(m map[string]any) string { return fmt.Sprint(m["name"], " ", m["path"]) }
+	var languages []string // those whose server offers workspace symbols
+	for lang, ts := range tools {
+		if slices.Contains(ts.([]any), any("workspace_symbols")) {
+			languages = append(languages, lang)
+		}
+	}
+	slices.Sort(languages)
+	perLanguage := map[string][]string{}
+	for _, lang := range languages {
+		a := symbols(map[string]any{"language": lang})
+		if a.status != http.StatusOK {
+			t.Fatalf("symbols of %s: %d %s", lang, a.status, a.raw)
+		}
+		for _, x := range a.body["symbols"].([]any) {
+			m := x.(map[string]any)
+			if m["language"] != lang {
+				t.Errorf("language %s answered a symbol of language %v: %v", lang, m["language"], m)
+			}
+			perLanguage[lang] = append(perLanguage[lang], key(m))
+		}
+	}
+	for _, c := range []struct{ id, lang, anchor string }{
+		{"gopls", "go", "main.go"}, {"basedpyright", "python", "tool/util.py"}, {"bash", "shellscript", "scripts/run.sh"},
+	} {
+		truth := directSymbols(t, sf, c.id, c.lang, checkout, c.anchor, query)
+		got := slices.Sorted(slices.Values(perLanguage[c.lang]))
+		if len(truth) == 0 || !slices.Equal(got, truth) {
+			t.Errorf("symbols of %s through the service %v; %s run directly %v", c.lang, got, c.id, truth)
+		}
+	}
+	all := symbols(map[string]any{})
+	if all.status != http.StatusOK {
+		t.Fatalf("symbols of every language: %d %s", all.status, all.raw)
+	}
+	byLanguage := map[string][]string{}
+	var merged []string
+	for _, x := range all.body["symbols"].([]any) {
+		m := x.(map[string]any)
+		lang, _ := m["language"].(string)
+		byLanguage[lang] = append(byLanguage[lang], key(m))
+		merged = append(merged, key(m))
+	}
+	for _, lang := range languages {
+		if !slices.Equal(byLanguage[lang], perLanguage[lang]) {
+			t.Errorf("the merged answer's %s symbols %v; the %s answer %v", lang, byLanguage[lang], lang, perLanguage[lang])
+		}
+	}
+	for _, lang := range []string{"go", "python", "shellscript"} {
+		if len(byLanguage[lang]) == 0 {
+			t.Errorf("the merged answer has no %s symbol: %s", lang, all.raw)
+		}
+	}
+	ev := all.body["evidence"].(map[string]any)
+	srv := ev["server"].(map[string]any)
+	if id, _ := srv["id"].(string); !strings.Contains(id, "gopls") || !strings.Contains(id, "basedpyright") || !strings.Contains(id, "bash") || ev["state"] != "current" {
+		t.Errorf("merged evidence %v", ev)
+	}
+	t.Logf("%q in every language (%v): %v", query, srv["id"], merged)
+	// One cursor pages the merged list.
+	var paged []string
+	body := map[string]any{"repo": "mixed", "query": query, "limit": 2}
+	for range len(merged) {
+		a := do(t, s, http.MethodPost, "/symbols", body, hdr...)
+		if a.status != http.StatusOK {
+			t.Fatalf("page: %d %s", a.status, a.raw)
+		}
+		for _, x := range a.body["symbols"].([]any) {
+			paged = append(paged, key(x.(map[string]any)))
+		}
+		next, _ := a.body["next_cursor"].(string)
+		if next == "" {
+			break
+		}
+		body = map[string]any{"repo": "mixed", "query": query, "limit": 2, "cursor": next}
+	}
+	if !slices.Equal(paged, merged) {
+		t.Errorf("pages %v; the whole answer %v", paged, merged)
+	}
+	if a := symbols(map[string]any{"language": "cobol"}); a.status != http.StatusBadRequest || a.errorCode() != "invalid_request" {
+		t.Errorf("an unknown language: %d %s", a.status, a.raw)
+	}
+	// TypeScript is configured, but the tree has no TypeScript file.
+	if a := symbols(map[string]any{"language": "typescript"}); a.status != http.StatusUnprocessableEntity || a.errorCode() != "unsupported_language" {
+		t.Errorf("a language without files: %d %s", a.status, a.raw)
+	}
+}
+
+// directSymbols is what the reviewed server id, run directly on checkout
+// with its entry's command, settings and a fresh home, answers
+// workspace/symbol with once anchor is open and it is quiet: the names
+// and paths of the symbols in checkout, sorted.
+func directSymbols(t *testing.T, sf *devstack.ServerFile, id, lang, checkout, anchor, query string) []string {
+	t.Helper()
+	e, ok := sf.Server(id)
+	if !ok {
+		t.Fatalf("no %s entry", id)
+	}
+	home := t.TempDir()
+	env := append([]string{"HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "TMPDIR=" + t.TempDir(),
+		"LANG=C.UTF-8", "GOTOOLCHAIN=local", "GOPROXY=off",
+		"PATH=" + filepath.Dir(e.Executable) + ":" + os.Getenv("PATH")}, e.Env...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := lspdirect.StartConfigured(ctx, checkout, env, e.InitializationOptions, e.Settings, append([]string{e.Executable}, e.Arguments...)...)
+	if err != nil {
+		t.Fatalf("%s directly: %v", id, err)
+	}
+	defer srv.Close()
+	if err := srv.Open(anchor, lang); err != nil {
+		t.Fatal(err)
+	}
+	srv.WaitQuiet(ctx, 2*time.Second)
+	var syms []struct {
+		Name     string `json:"name"`
+		Location struct {
+			URI string `json:"uri"`
+		} `json:"location"`
+	}
+	if err := srv.Call(ctx, "workspace/symbol", map[string]string{"query": query}, &syms); err != nil {
+		t.Fatalf("%s directly: workspace/symbol: %v", id, err)
+	}
+	var out []string
+	for _, s := range syms {
+		u, err := url.Parse(s.Location.URI)
+		if err != nil {
+			continue
+		}
+		rel, err := filepath.Rel(checkout, u.Path)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue // outside the repository: the service lists only its own
+		}
+		out = append(out, s.Name+" "+filepath.ToSlash(rel))
+	}
+	slices.Sort(out)
+	return out
 }

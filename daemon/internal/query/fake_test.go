@@ -1,0 +1,105 @@
+package query
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
+)
+
+// The fake language server is this test binary re-executed with
+// LSP_QUERY_FAKE=1: a protocol-level server for fault injection only. It
+// answers workspace/symbol with the names of -names that contain the
+// query (case-insensitive), each a function on its own line of -file,
+// in -names' order (twice with -dup), and misbehaves by -mode: "hang"
+// never answers, "error" answers a JSON-RPC error. The query "crash"
+// makes it exit. -nows negotiates no workspace symbols; with -nofile the
+// test's tree has no file of its language.
+const fakeEnv = "LSP_QUERY_FAKE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeEnv) == "1" {
+		os.Exit(fakeMain(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func fakeMain(args []string) int {
+	fs := flag.NewFlagSet("fake", flag.ContinueOnError)
+	names := fs.String("names", "", "comma-separated symbol names")
+	file := fs.String("file", "", "the repo-relative file of the symbols")
+	mode := fs.String("mode", "ok", "ok, hang or error")
+	dup := fs.Bool("dup", false, "list every symbol twice")
+	nows := fs.Bool("nows", false, "negotiate no workspace symbols")
+	_ = fs.Bool("nofile", false, "fakeWorkspace: the tree has no file of this language")
+	if fs.Parse(args) != nil {
+		return 2
+	}
+	out := bufio.NewWriter(os.Stdout)
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		_ = jsonrpc.WriteFrame(out, b)
+		_ = out.Flush()
+	}
+	var root string
+	r := bufio.NewReader(os.Stdin)
+	for {
+		body, err := jsonrpc.ReadFrame(r, 0)
+		if err != nil {
+			return 0
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				RootURI string `json:"rootUri"`
+				Query   string `json:"query"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &m) != nil {
+			return 2
+		}
+		switch m.Method {
+		case "initialize":
+			root = m.Params.RootURI
+			caps := map[string]any{"positionEncoding": "utf-16", "textDocumentSync": 1, "documentSymbolProvider": true}
+			if !*nows {
+				caps["workspaceSymbolProvider"] = true
+			}
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{
+				"capabilities": caps, "serverInfo": map[string]any{"name": "fake", "version": "1.0"}}})
+		case "workspace/symbol":
+			switch {
+			case m.Params.Query == "crash":
+				return 3
+			case *mode == "hang":
+			case *mode == "error":
+				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32603, "message": "fake failure"}})
+			default:
+				syms := []any{}
+				for rep := 0; rep < 1 || *dup && rep < 2; rep++ {
+					for i, n := range strings.Split(*names, ",") {
+						if n == "" || !strings.Contains(strings.ToLower(n), strings.ToLower(m.Params.Query)) {
+							continue
+						}
+						rg := map[string]any{"start": map[string]int{"line": i, "character": 0}, "end": map[string]int{"line": i, "character": len(n)}}
+						syms = append(syms, map[string]any{"name": n, "kind": 12, "location": map[string]any{"uri": root + "/" + *file, "range": rg}})
+					}
+				}
+				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": syms})
+			}
+		case "shutdown":
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": nil})
+		case "exit":
+			return 0
+		default:
+			if len(m.ID) > 0 {
+				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32601, "message": "not implemented"}})
+			}
+		}
+	}
+}
