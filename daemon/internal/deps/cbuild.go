@@ -221,6 +221,7 @@ func parseMakefile(data []byte, dir, root string, automake bool) cFlags {
 			if strings.HasSuffix(name, "_SOURCES") && !strings.HasPrefix(name, "EXTRA_") {
 				budget := maxCSources
 				for _, w := range expandMakeWords(words, vars, 0, &budget) {
+					w = generatedSource(w)
 					if _, isSrc := cSourceExts[path.Ext(w)]; !isSrc {
 						continue
 					}
@@ -235,6 +236,27 @@ func parseMakefile(data []byte, dir, root string, automake bool) cFlags {
 		}
 	}
 	return f
+}
+
+// yaccLexOutputs are the C/C++ sources automake's rules make of a yacc or
+// lex file a *_SOURCES lists (the automake manual's "Yacc and Lex
+// support": foo.y → foo.c, foo.yy → foo.cc, …): the build compiles those,
+// beside the grammar. Where a repository commits them (jq's src/parser.c
+// and src/lexer.c), they get an entry as in the build's own database;
+// where it does not, the walk never finds them and none is made (the
+// generator is not run).
+var yaccLexOutputs = map[string]string{
+	".y": ".c", ".yy": ".cc", ".yxx": ".cxx", ".ypp": ".cpp", ".y++": ".c++",
+	".l": ".c", ".ll": ".cc", ".lxx": ".cxx", ".lpp": ".cpp", ".l++": ".c++",
+}
+
+// generatedSource is the source a *_SOURCES word compiles to: a yacc or
+// lex file's output, any other word itself.
+func generatedSource(w string) string {
+	if out, ok := yaccLexOutputs[path.Ext(w)]; ok {
+		return strings.TrimSuffix(w, path.Ext(w)) + out
+	}
+	return w
 }
 
 // expandMakeWords substitutes $(VAR) and ${VAR} words by the variables
