@@ -21,6 +21,13 @@ type cFlags struct {
 	// Sources are the sources an automake file's *_SOURCES list (tree
 	// paths): the files its build compiles.
 	Sources []string `json:"-"`
+	// Subdirs are the directories a CMakeLists.txt's add_subdirectory
+	// may enter (tree paths): in a branch taken or one a static read
+	// cannot rule out.
+	Subdirs []string `json:"-"`
+	// SubdirUnknown: an add_subdirectory whose directory a static read
+	// cannot tell (a variable it does not know, a function's argument).
+	SubdirUnknown bool `json:"-"`
 	Defines []string
 	CStd    string // "gnu11", "c99", …
 	CxxStd  string // "gnu++11", "c++17", …
@@ -411,6 +418,22 @@ func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, m
 			continue
 		case "endif":
 			conds.pop()
+			continue
+		}
+		if c.name == "add_subdirectory" && conds.possible() && len(c.args) > 0 {
+			// Also from a function's body or a branch that cannot be
+			// told: a directory is left out only when no build can
+			// enter it.
+			v, ok := expand(c.args[0])
+			if ok {
+				var d string
+				if d, ok = resolve(v); ok {
+					f.Subdirs = appendFlag(f.Subdirs, d, maxCBuildFiles)
+				} else {
+					ok = strings.HasPrefix(v, "/") || strings.HasPrefix(path.Clean(path.Join(dir, v)), "..") // outside the tree: nothing of it
+				}
+			}
+			f.SubdirUnknown = f.SubdirUnknown || !ok
 			continue
 		}
 		if !conds.active() {
@@ -845,20 +868,31 @@ type condFrame struct {
 	taken   bool // an earlier branch was taken
 	unknown bool // a condition could not be told: no branch from it on
 	parent  bool
+	// maybe: this branch is not known to be skipped (taken, or behind
+	// a condition that could not be told), nor is the parent's;
+	// parentMaybe is the parent's.
+	maybe, parentMaybe bool
 }
 
 func (s *condStack) active() bool {
 	return len(s.frames) == 0 || s.frames[len(s.frames)-1].active
 }
 
+// possible reports whether a build may take the current branch: no
+// enclosing condition is known to skip it.
+func (s *condStack) possible() bool {
+	return len(s.frames) == 0 || s.frames[len(s.frames)-1].maybe
+}
+
 func (s *condStack) push(c cond) {
 	if len(s.frames) >= maxCMakeDepth {
 		// Too deep to follow: nothing below counts.
-		s.frames = append(s.frames, condFrame{unknown: true})
+		s.frames = append(s.frames, condFrame{unknown: true, maybe: s.possible(), parentMaybe: s.possible()})
 		return
 	}
-	p := s.active()
-	s.frames = append(s.frames, condFrame{parent: p, active: p && c == condTrue, taken: c == condTrue, unknown: c == condUnknown})
+	p, pm := s.active(), s.possible()
+	s.frames = append(s.frames, condFrame{parent: p, active: p && c == condTrue, taken: c == condTrue, unknown: c == condUnknown,
+		maybe: pm && c != condFalse, parentMaybe: pm})
 }
 
 func (s *condStack) elseIf(c cond) {
@@ -866,7 +900,12 @@ func (s *condStack) elseIf(c cond) {
 		return
 	}
 	f := &s.frames[len(s.frames)-1]
-	if f.taken || f.unknown {
+	if f.taken {
+		f.active, f.maybe = false, false
+		return
+	}
+	f.maybe = f.parentMaybe && c != condFalse
+	if f.unknown {
 		f.active = false
 		return
 	}
@@ -879,6 +918,7 @@ func (s *condStack) elseBranch() {
 	}
 	f := &s.frames[len(s.frames)-1]
 	f.active = f.parent && !f.taken && !f.unknown
+	f.maybe = f.parentMaybe && !f.taken
 }
 
 func (s *condStack) pop() {

@@ -184,6 +184,65 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		}
 		flags[b.dir] = append(flags[b.dir], fl)
 	}
+	// A CMake project's build enters the root's directory and those
+	// add_subdirectory names, from the directories it enters; a
+	// directory with a CMakeLists.txt no build can enter (fmt's
+	// test/fuzzing behind FMT_FUZZ, OFF; the test projects its tests
+	// configure on their own) adds neither flags nor sources, as in
+	// CMake's own database.
+	// When an add_subdirectory of an entered directory names one a
+	// static read cannot tell, every directory is kept.
+	if hasCMake["."] {
+		reached := map[string]bool{".": true}
+		queue := []string{"."}
+		unknown := false
+		for len(queue) > 0 {
+			d := queue[0]
+			queue = queue[1:]
+			for _, fl := range flags[d] {
+				unknown = unknown || fl.SubdirUnknown
+				for _, sub := range fl.Subdirs {
+					if hasCMake[sub] && !reached[sub] {
+						reached[sub] = true
+						queue = append(queue, sub)
+					}
+				}
+			}
+		}
+		if unknown {
+			for d := range hasCMake {
+				reached[d] = true
+			}
+		}
+		cmakeDir := func(dir string) string { // the nearest directory with a CMakeLists.txt
+			as := ancestors(dir)
+			for i := len(as) - 1; i >= 0; i-- {
+				if hasCMake[as[i]] {
+					return as[i]
+				}
+			}
+			return "."
+		}
+		for d := range flags {
+			if !reached[cmakeDir(d)] {
+				delete(flags, d)
+			}
+		}
+		kept := sources[:0]
+		for _, src := range sources {
+			if reached[cmakeDir(path.Dir(src))] {
+				kept = append(kept, src)
+			}
+		}
+		sources = kept
+		read := from[:0]
+		for _, rel := range from {
+			if path.Base(rel) != "CMakeLists.txt" || reached[path.Dir(rel)] {
+				read = append(read, rel)
+			}
+		}
+		from = read
+	}
 	// Where Makefile.am files list their sources, only those get an
 	// entry (as in the build's own database); a source under no listing
 	// directory keeps one.

@@ -153,7 +153,20 @@ func TestSynthesizeC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("CMakeLists.txt", "project(p)\ninclude_directories(include)\nset(CMAKE_CXX_STANDARD 17)\nadd_subdirectory(test)\n")
+	write("CMakeLists.txt", "project(p)\ninclude_directories(include)\nset(CMAKE_CXX_STANDARD 17)\nadd_subdirectory(test)\n"+
+		"option(WITH_FUZZ \"f\" OFF)\nif (WITH_FUZZ)\n  add_subdirectory(fuzz)\nendif ()\n"+
+		"if (CMAKE_CXX_COMPILER_ID MATCHES \"GNU\")\n  add_subdirectory(gnu)\nendif ()\n"+
+		"add_subdirectory(lib)\nadd_subdirectory(../outside x)\n")
+	// Directories no build enters: behind an option that is OFF, or
+	// never named by add_subdirectory (a test project configured on
+	// its own). One behind a condition a static read cannot tell is
+	// kept.
+	write("fuzz/CMakeLists.txt", "include_directories(fuzzinc)\nadd_definitions(-DFUZZ)\n")
+	write("fuzz/f.cc", "int f;\n")
+	write("alone/CMakeLists.txt", "project(alone)\nadd_library(a a.c)\ntarget_include_directories(a PUBLIC pub)\n")
+	write("alone/a.c", "int a;\n")
+	write("gnu/CMakeLists.txt", "add_definitions(-DGNU)\n")
+	write("gnu/g.c", "int g;\n")
 	write("test/CMakeLists.txt", "include_directories(${PROJECT_SOURCE_DIR}/test/gtest)\nadd_definitions(-DTESTING)\n")
 	write("lib/CMakeLists.txt", "add_library(l x.c)\ntarget_include_directories(l PUBLIC pub PRIVATE priv)\n")
 	write("src/a.cc", "int a;\n")
@@ -203,16 +216,35 @@ func TestSynthesizeC(t *testing.T) {
 		"src/b.c":    "clang -IR/include -IR/lib/pub -c R/src/b.c",
 		"test/t.cpp": "clang++ -std=gnu++17 -DTESTING -IR/include -IR/test/gtest -IR/lib/pub -c R/test/t.cpp",
 		"lib/x.c":    "clang -IR/include -IR/lib/priv -IR/lib/pub -c R/lib/x.c",
+		"gnu/g.c":    "clang -DGNU -IR/include -IR/lib/pub -c R/gnu/g.c",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("entries:\n got %v\nwant %v", got, want)
 	}
-	if p := CProblems(ws); len(p) != 1 || !strings.Contains(p[0], "CMakeLists.txt, lib/CMakeLists.txt, test/CMakeLists.txt") {
+	if p := CProblems(ws); len(p) != 1 || !strings.Contains(p[0], "CMakeLists.txt, gnu/CMakeLists.txt, lib/CMakeLists.txt, test/CMakeLists.txt (") {
 		t.Errorf("problems: %q", p)
 	}
 	// Nothing was written into the tree.
 	if _, err := os.Stat(filepath.Join(ws.Root, "compile_commands.json")); err == nil {
 		t.Error("a database in the tree")
+	}
+
+	// An add_subdirectory a static read cannot follow (a function's
+	// argument): no directory is left out.
+	ws3 := runtime.Workspace{Root: filepath.Join(dir, "t3", "tree"), Home: filepath.Join(dir, "t3", "home")}
+	for rel, body := range map[string]string{
+		"CMakeLists.txt":      "project(p)\nfunction(add name)\n  add_subdirectory(${name})\nendfunction()\nadd(fuzz)\n",
+		"fuzz/CMakeLists.txt": "add_definitions(-DFUZZ)\n",
+		"fuzz/f.c":            "int f;\n",
+	} {
+		p := filepath.Join(ws3.Root, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(body), 0o644)
+	}
+	os.MkdirAll(ws3.Home, 0o755)
+	f.Fetch(t.Context(), ws3)
+	if idx, ok := readCIndex(ws3); !ok || len(idx.Files) != 1 || idx.Files[0].Path != "fuzz/f.c" || !slices.Equal(idx.Sets[0].Defines, []string{"FUZZ"}) {
+		t.Errorf("unknown add_subdirectory: %+v", idx)
 	}
 
 	// A committed database is clangd's own to find: nothing synthesized.
