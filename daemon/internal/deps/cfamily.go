@@ -278,10 +278,26 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		}
 	}
 	sort.Strings(global.Includes)
+	// configure's unconditional definitions (cconfigure.go), on every
+	// compiler line as its DEFS are.
+	for _, name := range []string{"configure.ac", "configure.in"} {
+		data, err := readRegular(filepath.Join(ws.Root, name), maxBuildFileBytes)
+		if err != nil {
+			continue
+		}
+		from = append([]string{name}, from...)
+		if ac := parseConfigureAC(data); !ac.Header {
+			global.Defines = ac.Defines
+		}
+		break
+	}
 	idx := cIndex{From: from, Sources: len(sources), Truncated: truncated}
 	setOf := map[string]int{}
 	for _, src := range sources {
 		var all cFlags
+		for _, x := range global.Defines {
+			all.addDefine(x)
+		}
 		for _, d := range ancestors(path.Dir(src)) {
 			for _, fl := range flags[d] {
 				for _, i := range fl.Includes {
@@ -532,7 +548,7 @@ func CProblems(ws runtime.Workspace) []string {
 		from = strings.Join(clipList(idx.From, 4), ", ")
 	}
 	msg := "no compile_commands.json in the repository: compile flags were synthesized from " + from +
-		" (include directories, definitions and standard read statically; the build was not run, so generated headers and configure-time definitions are missing)"
+		" (include directories, definitions and standard read statically; neither configure nor the build was run, so generated headers and the definitions configure's checks make are missing)"
 	if idx.Truncated {
 		msg += "; the tree was larger than the walk's bound, so some sources have no entry"
 	}

@@ -1,0 +1,218 @@
+package deps
+
+import (
+	"strings"
+)
+
+// Autoconf. configure's checks (a header compiles, a function links,
+// AX_PTHREAD, a project's own m4 macros) are results of running the build
+// and are not known here: jq's HAVE_PTHREAD, USE_DECNUM and HAVE_<func>
+// stay undefined, so clangd reads their #else branches, and the answers
+// say partial. What configure.ac makes whatever the checks find is read
+// statically: AC_USE_SYSTEM_EXTENSIONS's definitions, as autoconf defines
+// them for glibc (the jail's C library), and an AC_DEFINE with a literal
+// value outside every macro argument and shell conditional. configure
+// writes them on every compiler line (DEFS), unless configure.ac names a
+// config header (AC_CONFIG_HEADERS), where they go instead: that header
+// is generated, missing from a checkout, so then none is used.
+
+// systemExtensions are the definitions AC_USE_SYSTEM_EXTENSIONS makes
+// with glibc (autoconf 2.71's specific.m4): all of it unconditional but
+// __EXTENSIONS__, whose compile test passes with glibc's headers; _MINIX's
+// and _XOPEN_SOURCE's (Minix, old HP-UX) do not apply.
+var systemExtensions = []string{
+	"_ALL_SOURCE=1", "_DARWIN_C_SOURCE=1", "_GNU_SOURCE=1", "_HPUX_ALT_XOPEN_SOCKET_API=1",
+	"_NETBSD_SOURCE=1", "_OPENBSD_SOURCE=1", "_POSIX_PTHREAD_SEMANTICS=1",
+	"__STDC_WANT_IEC_60559_ATTRIBS_EXT__=1", "__STDC_WANT_IEC_60559_BFP_EXT__=1",
+	"__STDC_WANT_IEC_60559_DFP_EXT__=1", "__STDC_WANT_IEC_60559_FUNCS_EXT__=1",
+	"__STDC_WANT_IEC_60559_TYPES_EXT__=1", "__STDC_WANT_LIB_EXT2__=1",
+	"__STDC_WANT_MATH_SPEC_FUNCS__=1", "_TANDEM_SOURCE=1", "__EXTENSIONS__=1",
+}
+
+// configureAC is what a static read of configure.ac gives.
+type configureAC struct {
+	// Defines are the definitions configure makes whatever its checks
+	// find (NAME=VALUE).
+	Defines []string
+	// Header: configure.ac names a config header (AC_CONFIG_HEADERS,
+	// AC_CONFIG_HEADER, AM_CONFIG_HEADER), where the definitions go.
+	Header bool
+}
+
+// maxConfigureCalls bounds the macro calls read from one configure.ac.
+const maxConfigureCalls = 20_000
+
+// parseConfigureAC reads a configure.ac (bounded like the other build
+// files): m4's quotes ([…]) and comments (# and dnl to the end of the
+// line) are followed, and a macro call counts only at the top level:
+// outside every macro's arguments, every quote and every shell if, case,
+// for, while or until — where configure runs it unconditionally.
+func parseConfigureAC(data []byte) configureAC {
+	var c configureAC
+	if len(data) > maxBuildFileBytes {
+		data = data[:maxBuildFileBytes]
+	}
+	s := string(data)
+	quote, paren, shell, calls := 0, 0, 0, 0
+	lineStart := true
+	for i := 0; i < len(s); {
+		ch := s[i]
+		switch {
+		case ch == '\n':
+			lineStart = true
+			i++
+			continue
+		case ch == '#' && quote == 0:
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+			continue
+		case ch == '[':
+			quote++
+		case ch == ']':
+			if quote > 0 {
+				quote--
+			}
+		case quote > 0:
+		case ch == '(':
+			paren++
+		case ch == ')':
+			if paren > 0 {
+				paren--
+			}
+		case isIdentStart(ch):
+			j := i
+			for j < len(s) && isIdent(s[j]) {
+				j++
+			}
+			word := s[i:j]
+			if word == "dnl" {
+				for j < len(s) && s[j] != '\n' {
+					j++
+				}
+				i = j
+				continue
+			}
+			if paren == 0 {
+				if lineStart {
+					switch word {
+					case "if", "case", "for", "while", "until":
+						shell++
+					case "fi", "esac", "done":
+						if shell > 0 {
+							shell--
+						}
+					}
+				}
+				switch word {
+				case "AC_CONFIG_HEADERS", "AC_CONFIG_HEADER", "AM_CONFIG_HEADER":
+					c.Header = true
+				}
+				if shell == 0 {
+					if calls++; calls > maxConfigureCalls {
+						return c
+					}
+					var args []string
+					if j < len(s) && s[j] == '(' {
+						var end int
+						args, end = m4Args(s, j)
+						j = end
+					}
+					c.topLevel(word, args)
+				}
+			}
+			// A shell keyword after which a command starts.
+			lineStart = paren == 0 && (word == "then" || word == "else" || word == "do" || word == "elif")
+			i = j
+			continue
+		}
+		switch ch {
+		case ' ', '\t':
+		case ';', '&', '|':
+			lineStart = paren == 0 && quote == 0
+		default:
+			lineStart = false
+		}
+		i++
+	}
+	return c
+}
+
+// topLevel applies one unconditional macro call.
+func (c *configureAC) topLevel(name string, args []string) {
+	switch name {
+	case "AC_USE_SYSTEM_EXTENSIONS", "AC_GNU_SOURCE":
+		for _, d := range systemExtensions {
+			c.addDefine(d)
+		}
+	case "AC_DEFINE", "AC_DEFINE_UNQUOTED":
+		if len(args) == 0 || !macroRE.MatchString(args[0]) || strings.Contains(args[0], "=") {
+			return
+		}
+		v := "1"
+		if len(args) > 1 {
+			v = args[1]
+		}
+		// A value from the shell ($var, `cmd`) is configure's to know.
+		if strings.ContainsAny(v, "$`\n") {
+			return
+		}
+		c.addDefine(args[0] + "=" + v)
+	}
+}
+
+func (c *configureAC) addDefine(d string) {
+	if len(d) <= maxCFlagLen && macroRE.MatchString(d) {
+		name, _, _ := strings.Cut(d, "=")
+		for _, x := range c.Defines {
+			if n, _, _ := strings.Cut(x, "="); n == name {
+				return
+			}
+		}
+		c.Defines = appendFlag(c.Defines, d, maxCDefines)
+	}
+}
+
+// m4Args splits the arguments of the macro call whose '(' is at s[open]:
+// at commas outside nested parentheses and quotes, one level of quotes
+// taken off, leading whitespace trimmed; end is past the closing ')' (or
+// the end of s). Bounded by the file: each byte is read once.
+func m4Args(s string, open int) (args []string, end int) {
+	var cur strings.Builder
+	quote, paren := 0, 0
+	i := open + 1
+	for ; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case ch == '[':
+			if quote > 0 {
+				cur.WriteByte(ch)
+			}
+			quote++
+			continue
+		case ch == ']' && quote > 0:
+			quote--
+			if quote > 0 {
+				cur.WriteByte(ch)
+			}
+			continue
+		case quote > 0:
+		case ch == '(':
+			paren++
+		case ch == ')':
+			if paren == 0 {
+				args = append(args, strings.TrimSpace(cur.String()))
+				return args, i + 1
+			}
+			paren--
+		case ch == ',' && paren == 0:
+			args = append(args, strings.TrimSpace(cur.String()))
+			cur.Reset()
+			continue
+		}
+		if cur.Len() < maxCFlagLen+1 {
+			cur.WriteByte(ch)
+		}
+	}
+	return append(args, strings.TrimSpace(cur.String())), i
+}
