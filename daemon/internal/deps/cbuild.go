@@ -18,6 +18,11 @@ type cFlags struct {
 	// Global are include directories for every source of the tree (a
 	// CMake target's PUBLIC and INTERFACE ones).
 	Global []string `json:",omitempty"`
+	// System are the include directories (of Includes and Global) that
+	// are system ones (-isystem; CMake's SYSTEM): clang and clang-tidy
+	// report nothing from inside them, as from /usr/include (fmt's
+	// gtest: clang-tidy's checks on what its TEST macro expands to).
+	System []string `json:",omitempty"`
 	// Sources are the sources an automake file's *_SOURCES list (tree
 	// paths): the files its build compiles.
 	Sources []string `json:"-"`
@@ -61,6 +66,8 @@ func appendFlag(list []string, v string, max int) []string {
 func (f *cFlags) addInclude(dir string) { f.Includes = appendFlag(f.Includes, dir, maxCIncludes) }
 
 func (f *cFlags) addGlobal(dir string) { f.Global = appendFlag(f.Global, dir, maxCIncludes) }
+
+func (f *cFlags) addSystem(dir string) { f.System = appendFlag(f.System, dir, maxCIncludes) }
 
 // clangDefaultStd is clang 19's default C and C++ standard (gnu17,
 // gnu++17).
@@ -138,6 +145,9 @@ func (f *cFlags) compilerArgs(words []string, dir string, expand func(string) (s
 		default:
 			if p, ok := inTree(dir, v); ok {
 				f.addInclude(p)
+				if opt == "-isystem" {
+					f.addSystem(p)
+				}
 			}
 		}
 	}
@@ -500,7 +510,7 @@ func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, m
 			// target that links it, anywhere in the project: they count
 			// for the whole tree (Global); PRIVATE ones and
 			// include_directories for the directory.
-			global := false
+			global, system := false, false
 			for _, a := range args {
 				v, ok := expand(a)
 				if !ok {
@@ -514,11 +524,17 @@ func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, m
 					case "PRIVATE":
 						global = false
 						continue
+					case "SYSTEM":
+						system = true
+						continue
 					}
 					if cmakeKeyword(p) {
 						continue
 					}
 					if d, ok := resolve(p); ok {
+						if system {
+							f.addSystem(d)
+						}
 						if global {
 							f.addGlobal(d)
 						} else {

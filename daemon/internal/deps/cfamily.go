@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -274,6 +275,9 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		for _, fl := range fls {
 			for _, g := range fl.Global {
 				global.addInclude(g)
+				if slices.Contains(fl.System, g) {
+					global.addSystem(g)
+				}
 			}
 		}
 	}
@@ -302,6 +306,9 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 			for _, fl := range flags[d] {
 				for _, i := range fl.Includes {
 					all.addInclude(i)
+					if slices.Contains(fl.System, i) {
+						all.addSystem(i)
+					}
 				}
 				for _, x := range fl.Defines {
 					all.addDefine(x)
@@ -316,6 +323,9 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		}
 		for _, g := range global.Includes {
 			all.addInclude(g)
+		}
+		for _, g := range global.System {
+			all.addSystem(g)
 		}
 		key, _ := json.Marshal(all)
 		n, ok := setOf[string(key)]
@@ -432,7 +442,11 @@ func encodeCDB(out io.Writer, ws runtime.Workspace, idx cIndex, budget int64) (c
 		}
 		for _, inc := range fl.Includes {
 			if d, ok := inTree(".", inc); ok && len(d) <= maxCFlagLen {
-				args = append(args, "-I"+filepath.Join(ws.Root, filepath.FromSlash(d)))
+				if slices.Contains(fl.System, inc) {
+					args = append(args, "-isystem", filepath.Join(ws.Root, filepath.FromSlash(d)))
+				} else {
+					args = append(args, "-I"+filepath.Join(ws.Root, filepath.FromSlash(d)))
+				}
 			}
 		}
 		abs := filepath.Join(ws.Root, filepath.FromSlash(rel))

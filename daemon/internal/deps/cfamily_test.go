@@ -168,7 +168,7 @@ func TestSynthesizeC(t *testing.T) {
 	write("gnu/CMakeLists.txt", "add_definitions(-DGNU)\n")
 	write("gnu/g.c", "int g;\n")
 	write("test/CMakeLists.txt", "include_directories(${PROJECT_SOURCE_DIR}/test/gtest)\nadd_definitions(-DTESTING)\n")
-	write("lib/CMakeLists.txt", "add_library(l x.c)\ntarget_include_directories(l PUBLIC pub PRIVATE priv)\n")
+	write("lib/CMakeLists.txt", "add_library(l x.c)\ntarget_include_directories(l PUBLIC pub PRIVATE priv)\ntarget_include_directories(l SYSTEM PUBLIC sys)\n")
 	write("src/a.cc", "int a;\n")
 	write("src/b.c", "int b;\n")
 	write("test/t.cpp", "int t;\n")
@@ -211,12 +211,13 @@ func TestSynthesizeC(t *testing.T) {
 		rel, _ := filepath.Rel(ws.Root, e.File)
 		got[rel] = strings.ReplaceAll(strings.Join(e.Arguments, " "), ws.Root, "R")
 	}
+	// A SYSTEM directory is -isystem (clang reports nothing from it).
 	want := map[string]string{
-		"src/a.cc":   "clang++ -std=gnu++17 -IR/include -IR/lib/pub -c R/src/a.cc",
-		"src/b.c":    "clang -IR/include -IR/lib/pub -c R/src/b.c",
-		"test/t.cpp": "clang++ -std=gnu++17 -DTESTING -IR/include -IR/test/gtest -IR/lib/pub -c R/test/t.cpp",
-		"lib/x.c":    "clang -IR/include -IR/lib/priv -IR/lib/pub -c R/lib/x.c",
-		"gnu/g.c":    "clang -DGNU -IR/include -IR/lib/pub -c R/gnu/g.c",
+		"src/a.cc":   "clang++ -std=gnu++17 -IR/include -IR/lib/pub -isystem R/lib/sys -c R/src/a.cc",
+		"src/b.c":    "clang -IR/include -IR/lib/pub -isystem R/lib/sys -c R/src/b.c",
+		"test/t.cpp": "clang++ -std=gnu++17 -DTESTING -IR/include -IR/test/gtest -IR/lib/pub -isystem R/lib/sys -c R/test/t.cpp",
+		"lib/x.c":    "clang -IR/include -IR/lib/priv -IR/lib/pub -isystem R/lib/sys -c R/lib/x.c",
+		"gnu/g.c":    "clang -DGNU -IR/include -IR/lib/pub -isystem R/lib/sys -c R/gnu/g.c",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("entries:\n got %v\nwant %v", got, want)
@@ -351,13 +352,13 @@ func checkCFlags(t *testing.T, fl cFlags) {
 	if len(fl.Includes) > maxCIncludes || len(fl.Defines) > maxCDefines {
 		t.Fatalf("over the bounds: %d includes, %d defines", len(fl.Includes), len(fl.Defines))
 	}
-	if len(fl.Global) > maxCIncludes {
-		t.Fatalf("%d global includes", len(fl.Global))
+	if len(fl.Global) > maxCIncludes || len(fl.System) > maxCIncludes || len(fl.Subdirs) > maxCBuildFiles {
+		t.Fatalf("%d global includes, %d system, %d subdirectories", len(fl.Global), len(fl.System), len(fl.Subdirs))
 	}
 	if len(fl.Sources) > maxCSources {
 		t.Fatalf("%d sources", len(fl.Sources))
 	}
-	for _, i := range append(append(fl.Includes, fl.Global...), fl.Sources...) {
+	for _, i := range slices.Concat(fl.Includes, fl.Global, fl.Sources, fl.System, fl.Subdirs) {
 		if _, ok := inTree(".", i); !ok || i != filepath.Clean(i) {
 			t.Fatalf("include outside the tree: %q", i)
 		}
