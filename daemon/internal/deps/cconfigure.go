@@ -47,13 +47,38 @@ const maxConfigureCalls = 20_000
 // line) are followed, and a macro call counts only at the top level:
 // outside every macro's arguments, every quote and every shell if, case,
 // for, while or until — where configure runs it unconditionally.
+//
+// Of AS_IF([test "x$enable_foo" != "xno"], [then], [else]) on an option
+// AC_ARG_ENABLE or AC_ARG_WITH declares (enable_foo, with_foo), the branch
+// configure takes when it is run without options is read the same way:
+// the variable is unset then, or what the option's action-if-not-given
+// assigns it (jq's USE_DECNUM, on unless --disable-decnum). A condition
+// on anything else is configure's to know; neither branch counts.
 func parseConfigureAC(data []byte) configureAC {
-	var c configureAC
 	if len(data) > maxBuildFileBytes {
 		data = data[:maxBuildFileBytes]
 	}
-	s := string(data)
-	quote, paren, shell, calls := 0, 0, 0, 0
+	p := &acParser{options: map[string]string{}, text: string(data)}
+	p.scan(string(data), 0)
+	return p.c
+}
+
+// acParser is parseConfigureAC's state: what it found, the options'
+// values without arguments, and the macro calls read (shared by the
+// branches it enters).
+type acParser struct {
+	c       configureAC
+	options map[string]string
+	calls   int
+	text    string // the whole file
+}
+
+// maxACDepth bounds the nested AS_IF branches read.
+const maxACDepth = 8
+
+func (p *acParser) scan(s string, depth int) {
+	c := &p.c
+	quote, paren, shell := 0, 0, 0
 	lineStart := true
 	for i := 0; i < len(s); {
 		ch := s[i]
@@ -109,8 +134,8 @@ func parseConfigureAC(data []byte) configureAC {
 					c.Header = true
 				}
 				if shell == 0 {
-					if calls++; calls > maxConfigureCalls {
-						return c
+					if p.calls++; p.calls > maxConfigureCalls {
+						return
 					}
 					var args []string
 					if j < len(s) && s[j] == '(' {
@@ -118,7 +143,7 @@ func parseConfigureAC(data []byte) configureAC {
 						args, end = m4Args(s, j)
 						j = end
 					}
-					c.topLevel(word, args)
+					p.topLevel(word, args, depth)
 				}
 			}
 			// A shell keyword after which a command starts.
@@ -135,12 +160,54 @@ func parseConfigureAC(data []byte) configureAC {
 		}
 		i++
 	}
-	return c
 }
 
 // topLevel applies one unconditional macro call.
-func (c *configureAC) topLevel(name string, args []string) {
+func (p *acParser) topLevel(name string, args []string, depth int) {
+	c := &p.c
 	switch name {
+	case "AC_ARG_ENABLE", "AC_ARG_WITH":
+		if len(args) == 0 || len(p.options) >= maxCMakeVars {
+			return
+		}
+		prefix := map[bool]string{true: "enable_", false: "with_"}[name == "AC_ARG_ENABLE"]
+		v := prefix + strings.ReplaceAll(args[0], "-", "_")
+		if !macroRE.MatchString(v) || strings.Contains(v, "=") {
+			return
+		}
+		val, known := "", true // unset without the option
+		if len(args) > 3 && args[3] != "" {
+			// action-if-not-given: only "v=value" is read.
+			name, value, ok := strings.Cut(args[3], "=")
+			known = ok && name == v && !strings.ContainsAny(value, "$`;&| \t\n\"'")
+			val = value
+		}
+		// Assigned anywhere but in the option's own actions (jq's
+		// enable_docs=no when a tool is missing): configure's to know.
+		own := 0
+		for _, a := range args[min(2, len(args)):] {
+			own += strings.Count(a, v+"=")
+		}
+		if strings.Count(p.text, v+"=") > own {
+			known = false
+		}
+		if known {
+			p.options[v] = val
+		} else {
+			p.options[v] = "\x00" // a value configure computes
+		}
+	case "AS_IF":
+		if depth >= maxACDepth || len(args) < 2 {
+			return
+		}
+		switch acTest(args[0], p.options) {
+		case condTrue:
+			p.scan(args[1], depth+1)
+		case condFalse:
+			if len(args) > 2 {
+				p.scan(args[2], depth+1)
+			}
+		}
 	case "AC_USE_SYSTEM_EXTENSIONS", "AC_GNU_SOURCE":
 		for _, d := range systemExtensions {
 			c.addDefine(d)
@@ -215,4 +282,37 @@ func m4Args(s string, open int) (args []string, end int) {
 		}
 	}
 	return append(args, strings.TrimSpace(cur.String())), i
+}
+
+// acTest evaluates an AS_IF condition of the form test "x$var" = "xval"
+// (= or !=, with or without the x prefix and the quotes) on an option's
+// variable; anything else is unknown.
+func acTest(cond string, options map[string]string) cond {
+	w := strings.Fields(cond)
+	if len(w) != 4 || w[0] != "test" || w[2] != "=" && w[2] != "!=" {
+		return condUnknown
+	}
+	unquote := func(s string) string {
+		if len(s) >= 2 && (s[0] == '"' && s[len(s)-1] == '"' || s[0] == '\'' && s[len(s)-1] == '\'') {
+			return s[1 : len(s)-1]
+		}
+		return s
+	}
+	lhs, rhs := unquote(w[1]), unquote(w[3])
+	if strings.HasPrefix(lhs, "x") != strings.HasPrefix(rhs, "x") {
+		return condUnknown
+	}
+	if strings.HasPrefix(lhs, "x") {
+		lhs, rhs = lhs[1:], rhs[1:]
+	}
+	name, ok := strings.CutPrefix(lhs, "$")
+	name = strings.TrimSuffix(strings.TrimPrefix(name, "{"), "}")
+	val, set := options[name]
+	if !ok || !set || val == "\x00" || strings.ContainsAny(rhs, "$`") {
+		return condUnknown
+	}
+	if (val == rhs) == (w[2] == "=") {
+		return condTrue
+	}
+	return condFalse
 }

@@ -31,9 +31,19 @@ case $host in
 esac
 AC_DEFINE([AFTER], ["str"])
 [AC_DEFINE([QUOTED])]
+AC_ARG_ENABLE([on-by-default], [AS_HELP_STRING([--disable-on-by-default])])
+AS_IF([test "x$enable_on_by_default" != "xno"], [AC_DEFINE([ON_BY_DEFAULT], 1)], [AC_DEFINE([NOT_TAKEN])])
+AC_ARG_ENABLE([off], [help], [], [enable_off=no])
+AS_IF([test "x$enable_off" = xyes], [AC_DEFINE([OFF_TAKEN])], [AC_DEFINE([OFF_ELSE])])
+AC_ARG_WITH([computed], [help], [], [with_computed=$(probe)])
+AS_IF([test "$with_computed" = yes], [AC_DEFINE([COMPUTED])], [AC_DEFINE([COMPUTED_ELSE])])
+AC_ARG_ENABLE([reassigned], [help])
+AS_IF([test -z "$CC"], [enable_reassigned=no])
+AS_IF([test "x$enable_reassigned" != "xno"], [AC_DEFINE([REASSIGNED])], [AC_DEFINE([REASSIGNED_ELSE])])
+AS_IF([test "x$unknown" = "x"], [AC_DEFINE([UNKNOWN_VAR])], [AC_DEFINE([UNKNOWN_VAR_ELSE])])
 `
 	got := parseConfigureAC([]byte(src))
-	want := append(slices.Clone(systemExtensions), "TOP=2", "PLAIN=1", `AFTER="str"`)
+	want := append(slices.Clone(systemExtensions), "TOP=2", "PLAIN=1", `AFTER="str"`, "ON_BY_DEFAULT=1", "OFF_ELSE=1")
 	if got.Header || !slices.Equal(got.Defines, want) {
 		t.Fatalf("parseConfigureAC: %+v\nwant %v", got, want)
 	}
@@ -49,8 +59,9 @@ AC_DEFINE([AFTER], ["str"])
 }
 
 // jq's configure.ac: AC_USE_SYSTEM_EXTENSIONS at the top level (so
-// builtin.c's own _XOPEN_SOURCE does not hide setenv), every other
-// definition behind a check or an option, and no config header.
+// builtin.c's own _XOPEN_SOURCE does not hide setenv), USE_DECNUM unless
+// --disable-decnum, every other definition behind a check, and no config
+// header.
 func TestConfigureACReal(t *testing.T) {
 	files, err := depstest.CorpusFiles("jqlang__jq", func(n string) bool { return n == "configure.ac" })
 	if errors.Is(err, os.ErrNotExist) {
@@ -60,7 +71,7 @@ func TestConfigureACReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := parseConfigureAC([]byte(files["configure.ac"]))
-	if got.Header || !slices.Equal(got.Defines, systemExtensions) {
+	if want := append(slices.Clone(systemExtensions), "USE_DECNUM=1"); got.Header || !slices.Equal(got.Defines, want) {
 		t.Errorf("jq configure.ac: %+v", got)
 	}
 }
@@ -68,6 +79,7 @@ func TestConfigureACReal(t *testing.T) {
 func FuzzParseConfigureAC(f *testing.F) {
 	f.Add([]byte("AC_USE_SYSTEM_EXTENSIONS\nAC_DEFINE([A], [1])\nif x; then AC_DEFINE(B); fi\n"))
 	f.Add([]byte("AC_CONFIG_HEADERS([c.h])\nAS_IF([t], [AC_DEFINE([C])])\n# x\ndnl y\n[[q]]"))
+	f.Add([]byte("AC_ARG_ENABLE([a], [h], [], [enable_a=no])\nAS_IF([test \"x$enable_a\" = xno], [AS_IF([test \"$enable_a\" != yes], [AC_DEFINE([N])])])\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := parseConfigureAC(data)
 		if len(c.Defines) > maxCDefines {
