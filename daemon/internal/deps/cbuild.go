@@ -36,6 +36,11 @@ type cFlags struct {
 	Defines       []string
 	CStd          string // "gnu11", "c99", …
 	CxxStd        string // "gnu++11", "c++17", …
+	// COpt, CxxOpt: the build compiles C (C++) optimized, -O2 (autoconf's
+	// default flags): glibc's headers then declare their inline variants
+	// (__USE_EXTERN_INLINES, from __OPTIMIZE__).
+	COpt   bool `json:",omitempty"`
+	CxxOpt bool `json:",omitempty"`
 }
 
 // Bounds of the build-file parsers (the files are a tenant's input).

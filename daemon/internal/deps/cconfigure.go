@@ -10,8 +10,9 @@ import (
 // stay undefined, so clangd reads their #else branches, and the answers
 // say partial. What configure.ac makes whatever the checks find is read
 // statically: AC_USE_SYSTEM_EXTENSIONS's definitions, as autoconf defines
-// them for glibc (the jail's C library), and an AC_DEFINE with a literal
-// value outside every macro argument and shell conditional. configure
+// them for glibc (the jail's C library), an AC_DEFINE with a literal
+// value outside every macro argument and shell conditional, and
+// AC_PROG_CC's default -O2 (with no CFLAGS set before it). configure
 // writes them on every compiler line (DEFS), unless configure.ac names a
 // config header (AC_CONFIG_HEADERS), where they go instead: that header
 // is generated, missing from a checkout, so then none is used.
@@ -37,6 +38,10 @@ type configureAC struct {
 	// Header: configure.ac names a config header (AC_CONFIG_HEADERS,
 	// AC_CONFIG_HEADER, AM_CONFIG_HEADER), where the definitions go.
 	Header bool
+	// COpt, CxxOpt: AC_PROG_CC (AC_PROG_CXX) runs at the top level with
+	// no CFLAGS (CXXFLAGS) assigned before it, so configure sets them to
+	// autoconf's default for a GNU compiler, "-g -O2".
+	COpt, CxxOpt bool
 }
 
 // maxConfigureCalls bounds the macro calls read from one configure.ac.
@@ -142,6 +147,15 @@ func (p *acParser) scan(s string, depth int) {
 						var end int
 						args, end = m4Args(s, j)
 						j = end
+					}
+					if depth == 0 {
+						// s is the whole file here: what comes before.
+						switch word {
+						case "AC_PROG_CC":
+							c.COpt = !strings.Contains(s[:i], "CFLAGS=")
+						case "AC_PROG_CXX":
+							c.CxxOpt = !strings.Contains(s[:i], "CXXFLAGS=")
+						}
 					}
 					p.topLevel(word, args, depth)
 				}

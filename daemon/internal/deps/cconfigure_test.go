@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hanzoai/lsp/daemon/internal/deps/depstest"
@@ -44,8 +45,15 @@ AS_IF([test "x$unknown" = "x"], [AC_DEFINE([UNKNOWN_VAR])], [AC_DEFINE([UNKNOWN_
 `
 	got := parseConfigureAC([]byte(src))
 	want := append(slices.Clone(systemExtensions), "TOP=2", "PLAIN=1", `AFTER="str"`, "ON_BY_DEFAULT=1", "OFF_ELSE=1")
-	if got.Header || !slices.Equal(got.Defines, want) {
+	if got.Header || !slices.Equal(got.Defines, want) || got.COpt || got.CxxOpt {
 		t.Fatalf("parseConfigureAC: %+v\nwant %v", got, want)
+	}
+	// AC_PROG_CC's default -g -O2, unless CFLAGS is set before it.
+	if c := parseConfigureAC([]byte("AC_INIT([p], [1])\nAC_PROG_CC\nCFLAGS=\"$CFLAGS -pthread\"\nAC_PROG_CXX\n")); !c.COpt || !c.CxxOpt {
+		t.Errorf("AC_PROG_CC: %+v", c)
+	}
+	if c := parseConfigureAC([]byte(": ${CFLAGS=\"\"}\nAC_PROG_CC\nAS_IF([x], [AC_PROG_CXX])\n")); c.COpt || c.CxxOpt {
+		t.Errorf("CFLAGS set first: %+v", c)
 	}
 	if !parseConfigureAC([]byte("AC_CONFIG_HEADERS([config.h])\nAC_DEFINE([X])\n")).Header {
 		t.Error("config header not seen")
@@ -71,7 +79,7 @@ func TestConfigureACReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := parseConfigureAC([]byte(files["configure.ac"]))
-	if want := append(slices.Clone(systemExtensions), "USE_DECNUM=1"); got.Header || !slices.Equal(got.Defines, want) {
+	if want := append(slices.Clone(systemExtensions), "USE_DECNUM=1"); got.Header || !slices.Equal(got.Defines, want) || !got.COpt {
 		t.Errorf("jq configure.ac: %+v", got)
 	}
 }
@@ -100,7 +108,7 @@ func TestSynthesizeConfigure(t *testing.T) {
 		configure string
 		want      []string
 	}{
-		{"AC_INIT([p], [1])\nAC_DEFINE([TOP])\nAM_INIT_AUTOMAKE\n", []string{"TOP=1", "LOCAL"}},
+		{"AC_INIT([p], [1])\nAC_DEFINE([TOP])\nAM_INIT_AUTOMAKE\nAC_PROG_CC\n", []string{"TOP=1", "LOCAL"}},
 		{"AC_INIT([p], [1])\nAC_CONFIG_HEADERS([config.h])\nAC_DEFINE([TOP])\n", []string{"LOCAL"}},
 	} {
 		dir := t.TempDir()
@@ -124,7 +132,8 @@ func TestSynthesizeConfigure(t *testing.T) {
 		}
 		New(Config{}, slog.New(slog.NewTextHandler(os_discard{}, nil))).Fetch(t.Context(), ws)
 		idx, ok := readCIndex(ws)
-		if !ok || len(idx.Files) != 1 || !slices.Equal(idx.Sets[idx.Files[0].Set].Defines, tc.want) || idx.From[0] != "configure.ac" {
+		if !ok || len(idx.Files) != 1 || !slices.Equal(idx.Sets[idx.Files[0].Set].Defines, tc.want) || idx.From[0] != "configure.ac" ||
+			idx.Sets[0].COpt != strings.Contains(tc.configure, "AC_PROG_CC") {
 			t.Errorf("%q: %+v, want definitions %v", tc.configure, idx, tc.want)
 		}
 	}

@@ -290,9 +290,11 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 			continue
 		}
 		from = append([]string{name}, from...)
-		if ac := parseConfigureAC(data); !ac.Header {
+		ac := parseConfigureAC(data)
+		if !ac.Header {
 			global.Defines = ac.Defines
 		}
+		global.COpt, global.CxxOpt = ac.COpt, ac.CxxOpt
 		break
 	}
 	idx := cIndex{From: from, Sources: len(sources), Truncated: truncated}
@@ -327,6 +329,7 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		for _, g := range global.System {
 			all.addSystem(g)
 		}
+		all.COpt, all.CxxOpt = global.COpt, global.CxxOpt
 		key, _ := json.Marshal(all)
 		n, ok := setOf[string(key)]
 		if !ok {
@@ -436,6 +439,9 @@ func encodeCDB(out io.Writer, ws runtime.Workspace, idx cIndex, budget int64) (c
 			args = append(args, "-std="+fl.CxxStd)
 		} else if !cxx && fl.CStd != "" {
 			args = append(args, "-std="+fl.CStd)
+		}
+		if cxx && fl.CxxOpt || !cxx && fl.COpt {
+			args = append(args, "-O2")
 		}
 		for _, x := range fl.Defines {
 			args = append(args, "-D"+x)
