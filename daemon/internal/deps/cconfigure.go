@@ -143,9 +143,10 @@ func (p *acParser) scan(s string, depth int) {
 						return
 					}
 					var args []string
+					closed := true
 					if j < len(s) && s[j] == '(' {
 						var end int
-						args, end = m4Args(s, j)
+						args, end, closed = m4Args(s, j)
 						j = end
 					}
 					if depth == 0 {
@@ -157,7 +158,9 @@ func (p *acParser) scan(s string, depth int) {
 							c.CxxOpt = !strings.Contains(s[:i], "CXXFLAGS=")
 						}
 					}
-					p.topLevel(word, args, depth)
+					if closed { // a call the file's end (or its bound) cuts is not read
+						p.topLevel(word, args, depth)
+					}
 				}
 			}
 			// A shell keyword after which a command starts.
@@ -257,8 +260,9 @@ func (c *configureAC) addDefine(d string) {
 // m4Args splits the arguments of the macro call whose '(' is at s[open]:
 // at commas outside nested parentheses and quotes, one level of quotes
 // taken off, leading whitespace trimmed; end is past the closing ')' (or
-// the end of s). Bounded by the file: each byte is read once.
-func m4Args(s string, open int) (args []string, end int) {
+// the end of s, closed false). Bounded by the file: each byte is read
+// once and copied at most once.
+func m4Args(s string, open int) (args []string, end int, closed bool) {
 	var cur strings.Builder
 	quote, paren := 0, 0
 	i := open + 1
@@ -283,7 +287,7 @@ func m4Args(s string, open int) (args []string, end int) {
 		case ch == ')':
 			if paren == 0 {
 				args = append(args, strings.TrimSpace(cur.String()))
-				return args, i + 1
+				return args, i + 1, true
 			}
 			paren--
 		case ch == ',' && paren == 0:
@@ -291,11 +295,9 @@ func m4Args(s string, open int) (args []string, end int) {
 			cur.Reset()
 			continue
 		}
-		if cur.Len() < maxCFlagLen+1 {
-			cur.WriteByte(ch)
-		}
+		cur.WriteByte(ch)
 	}
-	return append(args, strings.TrimSpace(cur.String())), i
+	return append(args, strings.TrimSpace(cur.String())), i, false
 }
 
 // acTest evaluates an AS_IF condition of the form test "x$var" = "xval"

@@ -58,6 +58,12 @@ AS_IF([test "x$unknown" = "x"], [AC_DEFINE([UNKNOWN_VAR])], [AC_DEFINE([UNKNOWN_
 	if !parseConfigureAC([]byte("AC_CONFIG_HEADERS([config.h])\nAC_DEFINE([X])\n")).Header {
 		t.Error("config header not seen")
 	}
+	// A branch longer than a flag's bound is read whole; a call the
+	// file's end cuts is not read.
+	long := "AC_ARG_ENABLE([big], [h])\nAS_IF([test \"x$enable_big\" != xno], [\n" + strings.Repeat("dnl padding\n", 100) + "AC_DEFINE([LATE], [1])])\nAC_DEFINE([CUT], [12"
+	if c := parseConfigureAC([]byte(long)); !slices.Equal(c.Defines, []string{"LATE=1"}) {
+		t.Errorf("long branch: %v", c.Defines)
+	}
 	// Unbalanced input ends at the file's end.
 	for _, s := range []string{"AC_DEFINE([X", "AC_DEFINE(", "((((", "]]]]AC_DEFINE(Y)", "if\nAC_DEFINE(Z)"} {
 		if c := parseConfigureAC([]byte(s)); slices.ContainsFunc(c.Defines, func(d string) bool { return d == "Z=1" }) {
