@@ -18,12 +18,29 @@ type cFlags struct {
 	// Global are include directories for every source of the tree (a
 	// CMake target's PUBLIC and INTERFACE ones).
 	Global []string `json:",omitempty"`
+	// System are the include directories (of Includes and Global) that
+	// are system ones (-isystem; CMake's SYSTEM): clang and clang-tidy
+	// report nothing from inside them, as from /usr/include (fmt's
+	// gtest: clang-tidy's checks on what its TEST macro expands to).
+	System []string `json:",omitempty"`
 	// Sources are the sources an automake file's *_SOURCES list (tree
 	// paths): the files its build compiles.
 	Sources []string `json:"-"`
-	Defines []string
-	CStd    string // "gnu11", "c99", …
-	CxxStd  string // "gnu++11", "c++17", …
+	// Subdirs are the directories a CMakeLists.txt's add_subdirectory
+	// may enter (tree paths): in a branch taken or one a static read
+	// cannot rule out.
+	Subdirs []string `json:"-"`
+	// SubdirUnknown: an add_subdirectory whose directory a static read
+	// cannot tell (a variable it does not know, a function's argument).
+	SubdirUnknown bool `json:"-"`
+	Defines       []string
+	CStd          string // "gnu11", "c99", …
+	CxxStd        string // "gnu++11", "c++17", …
+	// COpt, CxxOpt: the build compiles C (C++) optimized, -O2 (autoconf's
+	// default flags): glibc's headers then declare their inline variants
+	// (__USE_EXTERN_INLINES, from __OPTIMIZE__).
+	COpt   bool `json:",omitempty"`
+	CxxOpt bool `json:",omitempty"`
 }
 
 // Bounds of the build-file parsers (the files are a tenant's input).
@@ -54,6 +71,8 @@ func appendFlag(list []string, v string, max int) []string {
 func (f *cFlags) addInclude(dir string) { f.Includes = appendFlag(f.Includes, dir, maxCIncludes) }
 
 func (f *cFlags) addGlobal(dir string) { f.Global = appendFlag(f.Global, dir, maxCIncludes) }
+
+func (f *cFlags) addSystem(dir string) { f.System = appendFlag(f.System, dir, maxCIncludes) }
 
 // clangDefaultStd is clang 19's default C and C++ standard (gnu17,
 // gnu++17).
@@ -131,6 +150,9 @@ func (f *cFlags) compilerArgs(words []string, dir string, expand func(string) (s
 		default:
 			if p, ok := inTree(dir, v); ok {
 				f.addInclude(p)
+				if opt == "-isystem" {
+					f.addSystem(p)
+				}
 			}
 		}
 	}
@@ -221,6 +243,7 @@ func parseMakefile(data []byte, dir, root string, automake bool) cFlags {
 			if strings.HasSuffix(name, "_SOURCES") && !strings.HasPrefix(name, "EXTRA_") {
 				budget := maxCSources
 				for _, w := range expandMakeWords(words, vars, 0, &budget) {
+					w = generatedSource(w)
 					if _, isSrc := cSourceExts[path.Ext(w)]; !isSrc {
 						continue
 					}
@@ -235,6 +258,27 @@ func parseMakefile(data []byte, dir, root string, automake bool) cFlags {
 		}
 	}
 	return f
+}
+
+// yaccLexOutputs are the C/C++ sources automake's rules make of a yacc or
+// lex file a *_SOURCES lists (the automake manual's "Yacc and Lex
+// support": foo.y → foo.c, foo.yy → foo.cc, …): the build compiles those,
+// beside the grammar. Where a repository commits them (jq's src/parser.c
+// and src/lexer.c), they get an entry as in the build's own database;
+// where it does not, the walk never finds them and none is made (the
+// generator is not run).
+var yaccLexOutputs = map[string]string{
+	".y": ".c", ".yy": ".cc", ".yxx": ".cxx", ".ypp": ".cpp", ".y++": ".c++",
+	".l": ".c", ".ll": ".cc", ".lxx": ".cxx", ".lpp": ".cpp", ".l++": ".c++",
+}
+
+// generatedSource is the source a *_SOURCES word compiles to: a yacc or
+// lex file's output, any other word itself.
+func generatedSource(w string) string {
+	if out, ok := yaccLexOutputs[path.Ext(w)]; ok {
+		return strings.TrimSuffix(w, path.Ext(w)) + out
+	}
+	return w
 }
 
 // expandMakeWords substitutes $(VAR) and ${VAR} words by the variables
@@ -391,6 +435,22 @@ func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, m
 			conds.pop()
 			continue
 		}
+		if c.name == "add_subdirectory" && conds.possible() && len(c.args) > 0 {
+			// Also from a function's body or a branch that cannot be
+			// told: a directory is left out only when no build can
+			// enter it.
+			v, ok := expand(c.args[0])
+			if ok {
+				var d string
+				if d, ok = resolve(v); ok {
+					f.Subdirs = appendFlag(f.Subdirs, d, maxCBuildFiles)
+				} else {
+					ok = strings.HasPrefix(v, "/") || strings.HasPrefix(path.Clean(path.Join(dir, v)), "..") // outside the tree: nothing of it
+				}
+			}
+			f.SubdirUnknown = f.SubdirUnknown || !ok
+			continue
+		}
 		if !conds.active() {
 			continue
 		}
@@ -455,7 +515,7 @@ func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, m
 			// target that links it, anywhere in the project: they count
 			// for the whole tree (Global); PRIVATE ones and
 			// include_directories for the directory.
-			global := false
+			global, system := false, false
 			for _, a := range args {
 				v, ok := expand(a)
 				if !ok {
@@ -469,11 +529,17 @@ func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, m
 					case "PRIVATE":
 						global = false
 						continue
+					case "SYSTEM":
+						system = true
+						continue
 					}
 					if cmakeKeyword(p) {
 						continue
 					}
 					if d, ok := resolve(p); ok {
+						if system {
+							f.addSystem(d)
+						}
 						if global {
 							f.addGlobal(d)
 						} else {
@@ -823,20 +889,31 @@ type condFrame struct {
 	taken   bool // an earlier branch was taken
 	unknown bool // a condition could not be told: no branch from it on
 	parent  bool
+	// maybe: this branch is not known to be skipped (taken, or behind
+	// a condition that could not be told), nor is the parent's;
+	// parentMaybe is the parent's.
+	maybe, parentMaybe bool
 }
 
 func (s *condStack) active() bool {
 	return len(s.frames) == 0 || s.frames[len(s.frames)-1].active
 }
 
+// possible reports whether a build may take the current branch: no
+// enclosing condition is known to skip it.
+func (s *condStack) possible() bool {
+	return len(s.frames) == 0 || s.frames[len(s.frames)-1].maybe
+}
+
 func (s *condStack) push(c cond) {
 	if len(s.frames) >= maxCMakeDepth {
 		// Too deep to follow: nothing below counts.
-		s.frames = append(s.frames, condFrame{unknown: true})
+		s.frames = append(s.frames, condFrame{unknown: true, maybe: s.possible(), parentMaybe: s.possible()})
 		return
 	}
-	p := s.active()
-	s.frames = append(s.frames, condFrame{parent: p, active: p && c == condTrue, taken: c == condTrue, unknown: c == condUnknown})
+	p, pm := s.active(), s.possible()
+	s.frames = append(s.frames, condFrame{parent: p, active: p && c == condTrue, taken: c == condTrue, unknown: c == condUnknown,
+		maybe: pm && c != condFalse, parentMaybe: pm})
 }
 
 func (s *condStack) elseIf(c cond) {
@@ -844,7 +921,12 @@ func (s *condStack) elseIf(c cond) {
 		return
 	}
 	f := &s.frames[len(s.frames)-1]
-	if f.taken || f.unknown {
+	if f.taken {
+		f.active, f.maybe = false, false
+		return
+	}
+	f.maybe = f.parentMaybe && c != condFalse
+	if f.unknown {
 		f.active = false
 		return
 	}
@@ -857,6 +939,7 @@ func (s *condStack) elseBranch() {
 	}
 	f := &s.frames[len(s.frames)-1]
 	f.active = f.parent && !f.taken && !f.unknown
+	f.maybe = f.parentMaybe && !f.taken
 }
 
 func (s *condStack) pop() {

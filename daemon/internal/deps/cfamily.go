@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -184,6 +185,65 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		}
 		flags[b.dir] = append(flags[b.dir], fl)
 	}
+	// A CMake project's build enters the root's directory and those
+	// add_subdirectory names, from the directories it enters; a
+	// directory with a CMakeLists.txt no build can enter (fmt's
+	// test/fuzzing behind FMT_FUZZ, OFF; the test projects its tests
+	// configure on their own) adds neither flags nor sources, as in
+	// CMake's own database.
+	// When an add_subdirectory of an entered directory names one a
+	// static read cannot tell, every directory is kept.
+	if hasCMake["."] {
+		reached := map[string]bool{".": true}
+		queue := []string{"."}
+		unknown := false
+		for len(queue) > 0 {
+			d := queue[0]
+			queue = queue[1:]
+			for _, fl := range flags[d] {
+				unknown = unknown || fl.SubdirUnknown
+				for _, sub := range fl.Subdirs {
+					if hasCMake[sub] && !reached[sub] {
+						reached[sub] = true
+						queue = append(queue, sub)
+					}
+				}
+			}
+		}
+		if unknown {
+			for d := range hasCMake {
+				reached[d] = true
+			}
+		}
+		cmakeDir := func(dir string) string { // the nearest directory with a CMakeLists.txt
+			as := ancestors(dir)
+			for i := len(as) - 1; i >= 0; i-- {
+				if hasCMake[as[i]] {
+					return as[i]
+				}
+			}
+			return "."
+		}
+		for d := range flags {
+			if !reached[cmakeDir(d)] {
+				delete(flags, d)
+			}
+		}
+		kept := sources[:0]
+		for _, src := range sources {
+			if reached[cmakeDir(path.Dir(src))] {
+				kept = append(kept, src)
+			}
+		}
+		sources = kept
+		read := from[:0]
+		for _, rel := range from {
+			if path.Base(rel) != "CMakeLists.txt" || reached[path.Dir(rel)] {
+				read = append(read, rel)
+			}
+		}
+		from = read
+	}
 	// Where Makefile.am files list their sources, only those get an
 	// entry (as in the build's own database); a source under no listing
 	// directory keeps one.
@@ -215,18 +275,42 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		for _, fl := range fls {
 			for _, g := range fl.Global {
 				global.addInclude(g)
+				if slices.Contains(fl.System, g) {
+					global.addSystem(g)
+				}
 			}
 		}
 	}
 	sort.Strings(global.Includes)
+	// configure's unconditional definitions (cconfigure.go), on every
+	// compiler line as its DEFS are.
+	for _, name := range []string{"configure.ac", "configure.in"} {
+		data, err := readRegular(filepath.Join(ws.Root, name), maxBuildFileBytes)
+		if err != nil {
+			continue
+		}
+		from = append([]string{name}, from...)
+		ac := parseConfigureAC(data)
+		if !ac.Header {
+			global.Defines = ac.Defines
+		}
+		global.COpt, global.CxxOpt = ac.COpt, ac.CxxOpt
+		break
+	}
 	idx := cIndex{From: from, Sources: len(sources), Truncated: truncated}
 	setOf := map[string]int{}
 	for _, src := range sources {
 		var all cFlags
+		for _, x := range global.Defines {
+			all.addDefine(x)
+		}
 		for _, d := range ancestors(path.Dir(src)) {
 			for _, fl := range flags[d] {
 				for _, i := range fl.Includes {
 					all.addInclude(i)
+					if slices.Contains(fl.System, i) {
+						all.addSystem(i)
+					}
 				}
 				for _, x := range fl.Defines {
 					all.addDefine(x)
@@ -242,6 +326,10 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		for _, g := range global.Includes {
 			all.addInclude(g)
 		}
+		for _, g := range global.System {
+			all.addSystem(g)
+		}
+		all.COpt, all.CxxOpt = global.COpt, global.CxxOpt
 		key, _ := json.Marshal(all)
 		n, ok := setOf[string(key)]
 		if !ok {
@@ -352,12 +440,19 @@ func encodeCDB(out io.Writer, ws runtime.Workspace, idx cIndex, budget int64) (c
 		} else if !cxx && fl.CStd != "" {
 			args = append(args, "-std="+fl.CStd)
 		}
+		if cxx && fl.CxxOpt || !cxx && fl.COpt {
+			args = append(args, "-O2")
+		}
 		for _, x := range fl.Defines {
 			args = append(args, "-D"+x)
 		}
 		for _, inc := range fl.Includes {
 			if d, ok := inTree(".", inc); ok && len(d) <= maxCFlagLen {
-				args = append(args, "-I"+filepath.Join(ws.Root, filepath.FromSlash(d)))
+				if slices.Contains(fl.System, inc) {
+					args = append(args, "-isystem", filepath.Join(ws.Root, filepath.FromSlash(d)))
+				} else {
+					args = append(args, "-I"+filepath.Join(ws.Root, filepath.FromSlash(d)))
+				}
 			}
 		}
 		abs := filepath.Join(ws.Root, filepath.FromSlash(rel))
@@ -473,7 +568,7 @@ func CProblems(ws runtime.Workspace) []string {
 		from = strings.Join(clipList(idx.From, 4), ", ")
 	}
 	msg := "no compile_commands.json in the repository: compile flags were synthesized from " + from +
-		" (include directories, definitions and standard read statically; the build was not run, so generated headers and configure-time definitions are missing)"
+		" (include directories, definitions and standard read statically; neither configure nor the build was run, so generated headers and the definitions configure's checks make are missing)"
 	if idx.Truncated {
 		msg += "; the tree was larger than the walk's bound, so some sources have no entry"
 	}

@@ -22,9 +22,10 @@ func TestParseMakefile(t *testing.T) {
 		"if WIN32\nAM_CPPFLAGS += -Iwin\nelse\nAM_CPPFLAGS += -DNOT_TAKEN\nendif\n" +
 		"foo_CFLAGS := -I../../../etc -I/usr/include -Iok\n" +
 		"all:\n\tgcc -Irecipe x.c\n" +
-		"SRC = a.c b.h\nSRC += sub/c.cc\nfoo_SOURCES = ${SRC} $(srcdir)/d.c\nEXTRA_foo_SOURCES = e.c\n"
+		"SRC = a.c b.h\nSRC += sub/c.cc\nfoo_SOURCES = ${SRC} $(srcdir)/d.c gram.y scan.l sub/g.yy\nEXTRA_foo_SOURCES = e.c\n"
 	got := parseMakefile([]byte(src), "lib", ".", true)
-	if want := []string{"lib/a.c", "lib/sub/c.cc", "lib/d.c"}; !slices.Equal(got.Sources, want) {
+	// A grammar's and a scanner's outputs are what the build compiles.
+	if want := []string{"lib/a.c", "lib/sub/c.cc", "lib/d.c", "lib/gram.c", "lib/scan.c", "lib/sub/g.cc"}; !slices.Equal(got.Sources, want) {
 		t.Errorf("sources %v, want %v", got.Sources, want)
 	}
 	got.Sources = nil
@@ -123,7 +124,10 @@ func TestCBuildFilesReal(t *testing.T) {
 			// jq's Makefile.am: libjq's and jq's sources, not the other
 			// files of decNumber nor the fuzzers.
 			if !slices.Contains(fl.Sources, "src/builtin.c") || !slices.Contains(fl.Sources, "src/main.c") ||
-				!slices.Contains(fl.Sources, "vendor/decNumber/decNumber.c") || slices.Contains(fl.Sources, "vendor/decNumber/decBasic.c") {
+				!slices.Contains(fl.Sources, "vendor/decNumber/decNumber.c") || slices.Contains(fl.Sources, "vendor/decNumber/decBasic.c") ||
+				// src/parser.y and src/lexer.l are listed; the build
+				// compiles the parser.c and lexer.c jq commits.
+				!slices.Contains(fl.Sources, "src/parser.c") || !slices.Contains(fl.Sources, "src/lexer.c") {
 				t.Errorf("jq sources: %v", fl.Sources)
 			}
 			fl.Sources = nil
@@ -149,9 +153,22 @@ func TestSynthesizeC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("CMakeLists.txt", "project(p)\ninclude_directories(include)\nset(CMAKE_CXX_STANDARD 17)\nadd_subdirectory(test)\n")
+	write("CMakeLists.txt", "project(p)\ninclude_directories(include)\nset(CMAKE_CXX_STANDARD 17)\nadd_subdirectory(test)\n"+
+		"option(WITH_FUZZ \"f\" OFF)\nif (WITH_FUZZ)\n  add_subdirectory(fuzz)\nendif ()\n"+
+		"if (CMAKE_CXX_COMPILER_ID MATCHES \"GNU\")\n  add_subdirectory(gnu)\nendif ()\n"+
+		"add_subdirectory(lib)\nadd_subdirectory(../outside x)\n")
+	// Directories no build enters: behind an option that is OFF, or
+	// never named by add_subdirectory (a test project configured on
+	// its own). One behind a condition a static read cannot tell is
+	// kept.
+	write("fuzz/CMakeLists.txt", "include_directories(fuzzinc)\nadd_definitions(-DFUZZ)\n")
+	write("fuzz/f.cc", "int f;\n")
+	write("alone/CMakeLists.txt", "project(alone)\nadd_library(a a.c)\ntarget_include_directories(a PUBLIC pub)\n")
+	write("alone/a.c", "int a;\n")
+	write("gnu/CMakeLists.txt", "add_definitions(-DGNU)\n")
+	write("gnu/g.c", "int g;\n")
 	write("test/CMakeLists.txt", "include_directories(${PROJECT_SOURCE_DIR}/test/gtest)\nadd_definitions(-DTESTING)\n")
-	write("lib/CMakeLists.txt", "add_library(l x.c)\ntarget_include_directories(l PUBLIC pub PRIVATE priv)\n")
+	write("lib/CMakeLists.txt", "add_library(l x.c)\ntarget_include_directories(l PUBLIC pub PRIVATE priv)\ntarget_include_directories(l SYSTEM PUBLIC sys)\n")
 	write("src/a.cc", "int a;\n")
 	write("src/b.c", "int b;\n")
 	write("test/t.cpp", "int t;\n")
@@ -194,21 +211,41 @@ func TestSynthesizeC(t *testing.T) {
 		rel, _ := filepath.Rel(ws.Root, e.File)
 		got[rel] = strings.ReplaceAll(strings.Join(e.Arguments, " "), ws.Root, "R")
 	}
+	// A SYSTEM directory is -isystem (clang reports nothing from it).
 	want := map[string]string{
-		"src/a.cc":   "clang++ -std=gnu++17 -IR/include -IR/lib/pub -c R/src/a.cc",
-		"src/b.c":    "clang -IR/include -IR/lib/pub -c R/src/b.c",
-		"test/t.cpp": "clang++ -std=gnu++17 -DTESTING -IR/include -IR/test/gtest -IR/lib/pub -c R/test/t.cpp",
-		"lib/x.c":    "clang -IR/include -IR/lib/priv -IR/lib/pub -c R/lib/x.c",
+		"src/a.cc":   "clang++ -std=gnu++17 -IR/include -IR/lib/pub -isystem R/lib/sys -c R/src/a.cc",
+		"src/b.c":    "clang -IR/include -IR/lib/pub -isystem R/lib/sys -c R/src/b.c",
+		"test/t.cpp": "clang++ -std=gnu++17 -DTESTING -IR/include -IR/test/gtest -IR/lib/pub -isystem R/lib/sys -c R/test/t.cpp",
+		"lib/x.c":    "clang -IR/include -IR/lib/priv -IR/lib/pub -isystem R/lib/sys -c R/lib/x.c",
+		"gnu/g.c":    "clang -DGNU -IR/include -IR/lib/pub -isystem R/lib/sys -c R/gnu/g.c",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("entries:\n got %v\nwant %v", got, want)
 	}
-	if p := CProblems(ws); len(p) != 1 || !strings.Contains(p[0], "CMakeLists.txt, lib/CMakeLists.txt, test/CMakeLists.txt") {
+	if p := CProblems(ws); len(p) != 1 || !strings.Contains(p[0], "CMakeLists.txt, gnu/CMakeLists.txt, lib/CMakeLists.txt, test/CMakeLists.txt (") {
 		t.Errorf("problems: %q", p)
 	}
 	// Nothing was written into the tree.
 	if _, err := os.Stat(filepath.Join(ws.Root, "compile_commands.json")); err == nil {
 		t.Error("a database in the tree")
+	}
+
+	// An add_subdirectory a static read cannot follow (a function's
+	// argument): no directory is left out.
+	ws3 := runtime.Workspace{Root: filepath.Join(dir, "t3", "tree"), Home: filepath.Join(dir, "t3", "home")}
+	for rel, body := range map[string]string{
+		"CMakeLists.txt":      "project(p)\nfunction(add name)\n  add_subdirectory(${name})\nendfunction()\nadd(fuzz)\n",
+		"fuzz/CMakeLists.txt": "add_definitions(-DFUZZ)\n",
+		"fuzz/f.c":            "int f;\n",
+	} {
+		p := filepath.Join(ws3.Root, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(body), 0o644)
+	}
+	os.MkdirAll(ws3.Home, 0o755)
+	f.Fetch(t.Context(), ws3)
+	if idx, ok := readCIndex(ws3); !ok || len(idx.Files) != 1 || idx.Files[0].Path != "fuzz/f.c" || !slices.Equal(idx.Sets[0].Defines, []string{"FUZZ"}) {
+		t.Errorf("unknown add_subdirectory: %+v", idx)
 	}
 
 	// A committed database is clangd's own to find: nothing synthesized.
@@ -315,13 +352,13 @@ func checkCFlags(t *testing.T, fl cFlags) {
 	if len(fl.Includes) > maxCIncludes || len(fl.Defines) > maxCDefines {
 		t.Fatalf("over the bounds: %d includes, %d defines", len(fl.Includes), len(fl.Defines))
 	}
-	if len(fl.Global) > maxCIncludes {
-		t.Fatalf("%d global includes", len(fl.Global))
+	if len(fl.Global) > maxCIncludes || len(fl.System) > maxCIncludes || len(fl.Subdirs) > maxCBuildFiles {
+		t.Fatalf("%d global includes, %d system, %d subdirectories", len(fl.Global), len(fl.System), len(fl.Subdirs))
 	}
 	if len(fl.Sources) > maxCSources {
 		t.Fatalf("%d sources", len(fl.Sources))
 	}
-	for _, i := range append(append(fl.Includes, fl.Global...), fl.Sources...) {
+	for _, i := range slices.Concat(fl.Includes, fl.Global, fl.Sources, fl.System, fl.Subdirs) {
 		if _, ok := inTree(".", i); !ok || i != filepath.Clean(i) {
 			t.Fatalf("include outside the tree: %q", i)
 		}

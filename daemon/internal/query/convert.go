@@ -1,6 +1,7 @@
 package query
 
 import (
+	"regexp"
 	"sort"
 	"strings"
 
@@ -98,7 +99,7 @@ func (c *converter) hover(h *lsp.Hover) *daemonv1.Hover {
 	if h == nil {
 		return &daemonv1.Hover{}
 	}
-	out := &daemonv1.Hover{Present: true, Markdown: sanitize.Markdown(c.scrub.Replace(h.Markdown), maxMarkdown)}
+	out := &daemonv1.Hover{Present: true, Markdown: sanitize.Markdown(c.scrub.Replace(joinSplitPaths(h.Markdown, c.scrub)), maxMarkdown)}
 	if h.Range != nil {
 		out.Range = pbRange(*h.Range)
 	}
@@ -224,4 +225,38 @@ func page[T any](items []T, offset, limit uint32) ([]T, uint32, *uint32) {
 		next = &n
 	}
 	return items[offset:end], total, next
+}
+
+// splitLiterals are adjacent string literals on consecutive lines: a C
+// compiler concatenates them, and clang-format (which clangd runs on a
+// hover's macro expansion) splits a literal longer than its column limit
+// into them. RE2 matches in time linear in the text (bounded by the
+// client's read of the answer).
+var (
+	splitLiterals = regexp.MustCompile(`"[^"\\\n]*"(?:[ \t]*\n[ \t]*"[^"\\\n]*")+`)
+	literalPiece  = regexp.MustCompile(`"([^"\\\n]*)"`)
+)
+
+// joinSplitPaths joins the pieces of a literal clang-format split when
+// the whole names a host path the scrubber rewrites: __FILE__ in an
+// assert's expansion is the file's absolute path, longer than the column
+// limit under the daemon's root, and split it would reach the tenant with
+// the tree's host directory ($LSP_DAEMON_ROOT/trees/<tenant>/…) instead
+// of its repo-relative path. Other split literals stay as the server wrote
+// them.
+func joinSplitPaths(md string, scrub *strings.Replacer) string {
+	if scrub == nil || !strings.Contains(md, "\"\n") {
+		return md
+	}
+	return splitLiterals.ReplaceAllStringFunc(md, func(run string) string {
+		var b strings.Builder
+		for _, m := range literalPiece.FindAllStringSubmatch(run, -1) {
+			b.WriteString(m[1])
+		}
+		joined := b.String()
+		if scrub.Replace(joined) == joined {
+			return run
+		}
+		return `"` + joined + `"`
+	})
 }

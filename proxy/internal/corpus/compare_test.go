@@ -1,6 +1,7 @@
 package corpus
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/hanzoai/lsp/proxy/internal/devstack"
@@ -99,5 +100,26 @@ func TestFirstUseDiagnosticAnywhereInTheFile(t *testing.T) {
 	}
 	if diagLine(a, "error", "2322", "typescript", "Type 'number' is not assignable to type 'string'.") == diagLine(b, "error", "2322", "typescript", "Type 'number' is not assignable to type 'string'.") {
 		t.Fatal("an ordinary error at another place compares equal")
+	}
+}
+
+// A clangd macro expansion laid out for paths of different lengths (the
+// ground truth's checkout, the daemon's tree) compares equal once the
+// path is repo-relative; a different token or path does not.
+func TestExpansionLayout(t *testing.T) {
+	head := "### macro `assert`\n\n---\n```cpp\n#define assert(expr) x\n\n// Expands to\n"
+	truth := hoverLines(head+"__assert_fail(\"b\",\n              \"/ck/src/compile.c\", 187,\n              __PRETTY_FUNCTION__);\n```", "/ck")
+	service := hoverLines(head+"__assert_fail(\n    \"b\",\n    \"src/compile.c\",\n    187, __PRETTY_FUNCTION__);\n```", "")
+	if !slices.Equal(truth, service) {
+		t.Fatalf("layouts differ:\n%q\n%q", truth, service)
+	}
+	for _, other := range []string{
+		"__assert_fail(\n    \"b\",\n    \"src/other.c\",\n    187, __PRETTY_FUNCTION__);\n```",
+		"__assert_fail(\n    \"b\",\n    \"$LSP_DAEMON_ROOT/trees/\"\n    \"t/tree/src/compile.c\",\n    187, __PRETTY_FUNCTION__);\n```",
+		"__assert_fail(\n    \"b\",\n    \"src/compile.c\",\n    188, __PRETTY_FUNCTION__);\n```",
+	} {
+		if slices.Equal(truth, hoverLines(head+other, "")) {
+			t.Errorf("equal to %q", other)
+		}
 	}
 }

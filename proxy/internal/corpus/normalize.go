@@ -290,6 +290,7 @@ func hoverLines(md, checkout string, goroot ...string) []string {
 		}
 	}
 	md = stdLink.ReplaceAllString(md, "std/")
+	md = expansionLayout(md)
 	md = sortUnions(sortDocLinks(sanitizeMarkdown(md)))
 	if md == "" {
 		return nil
@@ -419,4 +420,29 @@ func unescapeModule(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// expansionLayout is a clangd hover's macro expansion ("// Expands to",
+// clang-format's layout of it) with its layout taken out: each run of
+// whitespace one space, none after "(" or before ")" and ",". clang-format
+// breaks lines by the length of what it lays out, and __FILE__ there is
+// the file's absolute path: the ground truth's checkout and the daemon's
+// tree are different directories of different lengths, so the same
+// expansion is laid out differently on the two sides (jq's assert, fmt's
+// FMT_ASSERT), as it would be in two developers' checkouts. The tokens and
+// the path itself (repo-relative on both sides) are still compared.
+func expansionLayout(md string) string {
+	const mark = "\n// Expands to\n"
+	i := strings.Index(md, mark)
+	if i < 0 {
+		return md
+	}
+	body := md[i+len(mark):]
+	end := strings.Index(body, "\n```")
+	if end < 0 {
+		end = len(body)
+	}
+	flat := strings.Join(strings.Fields(body[:end]), " ")
+	flat = strings.NewReplacer("( ", "(", " )", ")", " ,", ",").Replace(flat)
+	return md[:i+len(mark)] + flat + body[end:]
 }
