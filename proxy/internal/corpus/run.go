@@ -332,7 +332,7 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 		// As the ground truth waits for the server's work-done progress
 		// to end before its questions, the service's questions wait for
 		// its answers to stop saying the server is still indexing.
-		awaitIndexed(ctx, c, r.Name, t.cold, o.ColdWait)
+		awaitIndexed(ctx, c, r.Name, t.cold, idleWait)
 	}
 	pos, file := serviceAnswers(ctx, c, r.Name, t)
 	res.DirectRSS = t.rss
