@@ -120,7 +120,7 @@ func goplsEntry(gopls string) (map[string]any, error) {
 		"executable":         abs,
 		"arguments":          []string{"serve"},
 		"executable_sha256":  sum,
-		"request_timeout_ms": 30000,
+		"request_timeout_ms": 55000,
 		"reviewed_by":        "make run (development)",
 		"reviewed_at":        time.Now().UTC().Format(time.RFC3339),
 	}, nil
