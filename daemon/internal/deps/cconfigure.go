@@ -76,6 +76,22 @@ type acParser struct {
 	options map[string]string
 	calls   int
 	text    string // the whole file
+	first   map[string]int
+}
+
+// before reports whether the file has assign ending at or before i: the
+// first occurrence is found once per name, not once per macro call (a
+// file of AC_PROG_CC lines would otherwise rescan its prefix each time).
+func (p *acParser) before(assign string, i int) bool {
+	at, ok := p.first[assign]
+	if !ok {
+		at = strings.Index(p.text, assign)
+		if p.first == nil {
+			p.first = map[string]int{}
+		}
+		p.first[assign] = at
+	}
+	return at >= 0 && at+len(assign) <= i
 }
 
 // maxACDepth bounds the nested AS_IF branches read.
@@ -150,12 +166,12 @@ func (p *acParser) scan(s string, depth int) {
 						j = end
 					}
 					if depth == 0 {
-						// s is the whole file here: what comes before.
+						// s is the whole file here: is a flag assigned before?
 						switch word {
 						case "AC_PROG_CC":
-							c.COpt = !strings.Contains(s[:i], "CFLAGS=")
+							c.COpt = !p.before("CFLAGS=", i)
 						case "AC_PROG_CXX":
-							c.CxxOpt = !strings.Contains(s[:i], "CXXFLAGS=")
+							c.CxxOpt = !p.before("CXXFLAGS=", i)
 						}
 					}
 					if closed { // a call the file's end (or its bound) cuts is not read
