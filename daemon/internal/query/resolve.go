@@ -290,8 +290,7 @@ func (r *Runner) resolveInWorkspace(ctx context.Context, w *pool.Workspace, c *c
 		case s.failed != nil:
 			failure = cmp.Or(failure, s.failed)
 		case s.rpcErr != nil:
-			failure = cmp.Or(failure, fail(daemonv1.Status_STATUS_SYMBOL_NOT_FOUND,
-				fmt.Sprintf("the language server could not list symbols (code %d)", s.rpcErr.Code)))
+			failure = cmp.Or(failure, listFailure(ctx, s.rpcErr))
 		case s.offered:
 			matches = append(matches, matchSymbols(s.list.Items, query)...)
 			if why := notReady(w, s.spec, s.srv, s.client); why != "" {

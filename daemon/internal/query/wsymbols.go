@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,9 +31,6 @@ import (
 // maxWorkspaceSymbols bounds the merged list as lsp.Limits.MaxItems
 // bounds one server's.
 const maxWorkspaceSymbols = 10000
-
-// languageRE is an LSP languageId as a request may name one.
-var languageRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.+-]{0,63}$`)
 
 // symbolSource is one server's part of a workspace-symbol search.
 type symbolSource struct {
@@ -131,7 +127,7 @@ func (r *Runner) symbolSpecs(w *pool.Workspace, req *daemonv1.QueryRequest) ([]*
 	switch {
 	case lang != "" && rel != "":
 		return nil, fail(daemonv1.Status_STATUS_INVALID_REQUEST, "give path or language, not both: a path's file names its server")
-	case lang != "" && !languageRE.MatchString(lang):
+	case lang != "" && !daemonv1.ValidLanguageID(lang):
 		return nil, fail(daemonv1.Status_STATUS_INVALID_REQUEST, "language must be an LSP languageId such as go or python")
 	case lang != "":
 		specs := r.Pool.Specs()

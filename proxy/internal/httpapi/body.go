@@ -20,10 +20,6 @@ const MaxBody = 64 << 10
 
 var repoRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
-// languageRE is an LSP languageId ("go", "python", "typescriptreact"), as
-// the daemon accepts one.
-var languageRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.+-]{0,63}$`)
-
 // body is every field any operation route accepts. Each route declares which
 // of them it allows; a field outside that set, or any unknown field, is 400.
 type body struct {

@@ -238,7 +238,7 @@ func FuzzParseBody(f *testing.F) {
 		if rt.list != (req.Limit != 0) || req.Limit > 1000 {
 			t.Fatalf("limit %d on a route with list=%v", req.Limit, rt.list)
 		}
-		if req.Language != "" && (req.Op != daemonv1.Op_OP_WORKSPACE_SYMBOLS || !languageRE.MatchString(req.Language)) {
+		if req.Language != "" && (req.Op != daemonv1.Op_OP_WORKSPACE_SYMBOLS || !daemonv1.ValidLanguageID(req.Language)) {
 			t.Fatalf("language %q on %v", req.Language, req.Op)
 		}
 		if req.IncludeDeclaration && req.Op != daemonv1.Op_OP_REFERENCES {

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
 
 // toolNeeds maps an MCP tool to the daemon tools (what a language server
@@ -125,7 +127,7 @@ func toolSpec(name string, bound bool) *mcp.Tool {
 			add("query", map[string]any{"type": "string", "maxLength": 256, "description": "Workspace symbol query (instead of path)."})
 		}
 		if f["language"] {
-			add("language", map[string]any{"type": "string", "pattern": languageRE.String(),
+			add("language", map[string]any{"type": "string", "pattern": daemonv1.LanguageIDPattern,
 				"description": "With query: search only this language's server (an LSP language id: go, python, typescript, shellscript)."})
 		}
 		if f["direction"] {

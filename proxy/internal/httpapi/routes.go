@@ -84,7 +84,7 @@ var opRoutes = []opRoute{
 				return apierr.BadRequest("give path (document symbols) or query (workspace symbols), not both")
 			case b.Language != nil && b.Query == nil:
 				return apierr.BadRequest("language limits a workspace symbol query: give it with query")
-			case b.Language != nil && !languageRE.MatchString(*b.Language):
+			case b.Language != nil && !daemonv1.ValidLanguageID(*b.Language):
 				return apierr.BadRequest("language must be an LSP language id such as go or python")
 			case b.Path != nil:
 				p, err := checkPath(b.Path)

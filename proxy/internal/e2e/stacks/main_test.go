@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -192,6 +193,22 @@ func doAt(t *testing.T, base, method, route string, body any, hdr ...string) ans
 		t.Fatalf("%s %s: answer is not JSON: %q", method, route, raw)
 	}
 	return a
+}
+
+// prepared prepares repo, fails the test unless it answers 200, and
+// returns the answer and its languages, sorted.
+func prepared(t *testing.T, s *devstack.Stack, repo string, hdr ...string) (answer, []string) {
+	t.Helper()
+	prep := do(t, s, http.MethodPost, "/prepare", map[string]any{"repo": repo}, hdr...)
+	if prep.status != http.StatusOK {
+		t.Fatalf("prepare: %d %s", prep.status, prep.raw)
+	}
+	var langs []string
+	for _, l := range prep.body["languages"].([]any) {
+		langs = append(langs, l.(string))
+	}
+	slices.Sort(langs)
+	return prep, langs
 }
 
 // The hover position of greet.Hello in the sample's main.go.

@@ -35,15 +35,7 @@ func TestPolyglotRepository(t *testing.T) {
 		"node_modules/x/x.py": "ignored = 1\n",
 	}
 	hdr := newTenantWith(t, s, "poly", "mixed", files, 10).auth()
-	prep := do(t, s, http.MethodPost, "/prepare", map[string]any{"repo": "mixed"}, hdr...)
-	if prep.status != http.StatusOK {
-		t.Fatalf("prepare: %d %s", prep.status, prep.raw)
-	}
-	var langs []string
-	for _, l := range prep.body["languages"].([]any) {
-		langs = append(langs, l.(string))
-	}
-	slices.Sort(langs)
+	prep, langs := prepared(t, s, "mixed", hdr...)
 	if want := []string{"go", "json", "python", "shellscript", "yaml"}; !slices.Equal(langs, want) {
 		t.Fatalf("languages %v, want %v", langs, want)
 	}

@@ -60,15 +60,7 @@ func TestOperatorLanguageRecipe(t *testing.T) {
 		"lib/greet.rb": "greet() {\n  echo hello\n}\ngreet\n",
 	}
 	hdr := newTenantWith(t, s, "recipe", "mixed", files, 10).auth()
-	prep := do(t, s, http.MethodPost, "/prepare", map[string]any{"repo": "mixed"}, hdr...)
-	if prep.status != http.StatusOK {
-		t.Fatalf("prepare: %d %s", prep.status, prep.raw)
-	}
-	var langs []string
-	for _, l := range prep.body["languages"].([]any) {
-		langs = append(langs, l.(string))
-	}
-	slices.Sort(langs)
+	prep, langs := prepared(t, s, "mixed", hdr...)
 	if want := []string{"go", "ruby"}; !slices.Equal(langs, want) {
 		t.Fatalf("languages %v, want %v", langs, want)
 	}
