@@ -313,6 +313,7 @@ type serverConfig struct {
 			Module string `json:"module"`
 		} `json:"external_roots"`
 		RSSEstimateMB    int    `json:"rss_estimate_mb"`
+		LoadQuietMS      *int   `json:"load_quiet_ms"`
 		RequestTimeoutMS int    `json:"request_timeout_ms"`
 		ReviewedBy       string `json:"reviewed_by"`
 		ReviewedAt       string `json:"reviewed_at"`

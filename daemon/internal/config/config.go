@@ -160,7 +160,13 @@ type Server struct {
 	ExternalRoots []ExternalRoot `json:"external_roots,omitempty"`
 	// RSSEstimateMB is the pool's admission estimate for one server of
 	// the entry until one has been measured (0: none).
-	RSSEstimateMB    int       `json:"rss_estimate_mb,omitempty"`
+	RSSEstimateMB int `json:"rss_estimate_mb,omitempty"`
+	// LoadQuietMS is how long the server must stay quiet (no progress, no
+	// publication) before its first load counts as done at a prepare;
+	// absent: the pool's default (gopls's: its workspace diagnostics come
+	// ~2 s after its load ends). 0 for a server with no load to report
+	// after it starts, or whose load problems come later anyway.
+	LoadQuietMS      *int      `json:"load_quiet_ms,omitempty"`
 	RequestTimeoutMS int       `json:"request_timeout_ms"`
 	ReviewedBy       string    `json:"reviewed_by"`
 	ReviewedAt       time.Time `json:"reviewed_at"`
@@ -273,6 +279,9 @@ func Parse(raw []byte) (*File, error) {
 		}
 		if s.RSSEstimateMB < 0 || s.RSSEstimateMB > 1<<16 {
 			return nil, fmt.Errorf("%s: want 0 to 65536", field("rss_estimate_mb"))
+		}
+		if q := s.LoadQuietMS; q != nil && (*q < 0 || *q > 60_000) {
+			return nil, fmt.Errorf("%s: want 0 to 60000", field("load_quiet_ms"))
 		}
 		if len(s.ExternalRoots) > 16 {
 			return nil, fmt.Errorf("%s: at most 16", field("external_roots"))

@@ -111,6 +111,8 @@ func TestParseNamesTheField(t *testing.T) {
 		{"external root relative", server, set("external_roots", []any{map[string]any{"dir": "include", "module": "x@1"}}), "servers[0].external_roots"},
 		{"external root module", server, set("external_roots", []any{map[string]any{"dir": "/usr/include", "module": "no version"}}), "servers[0].external_roots"},
 		{"rss estimate negative", server, set("rss_estimate_mb", -1), "servers[0].rss_estimate_mb"},
+		{"load quiet negative", server, set("load_quiet_ms", -1), "servers[0].load_quiet_ms"},
+		{"load quiet too long", server, set("load_quiet_ms", 60_001), "servers[0].load_quiet_ms"},
 		{"executable unclean", server, set("executable", "/opt/../opt/gopls"), "servers[0].executable"},
 		{"sha256 short", server, set("executable_sha256", "abc"), "servers[0].executable_sha256"},
 		{"sha256 upper", server, set("executable_sha256", strings.Repeat("AB", 32)), "servers[0].executable_sha256"},

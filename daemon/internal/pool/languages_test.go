@@ -3,6 +3,7 @@ package pool
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 )
@@ -104,5 +105,18 @@ func TestWorkspaceSpecs(t *testing.T) {
 	}
 	if w.present = nil; !w.Needs(&p.specs[2]) {
 		t.Error("an adopted tree refuses a server it may need")
+	}
+}
+
+// The quiet AwaitLoad waits for: the reviewed entry's, the pool's default
+// when it has none, nothing when it says none.
+func TestSpecLoadQuiet(t *testing.T) {
+	for _, tc := range []struct {
+		spec, want time.Duration
+	}{{0, LoadQuiet}, {-1, 0}, {700 * time.Millisecond, 700 * time.Millisecond}} {
+		s := Spec{LoadQuiet: tc.spec}
+		if got := s.loadQuiet(); got != tc.want {
+			t.Errorf("LoadQuiet %v: waits %v, want %v", tc.spec, got, tc.want)
+		}
 	}
 }

@@ -41,6 +41,22 @@ type Spec struct {
 	// rss_estimate_mb, from the corpus's peaks): the first rust-analyzer
 	// (~960 MB) must not start unreserved into a full budget.
 	RSSEstimate int64
+	// LoadQuiet is the reviewed entry's load_quiet_ms: how long the server
+	// must stay quiet before its first load counts as done (AwaitLoad);
+	// zero: LoadQuiet; negative: no quiet at all (done when no foreground
+	// progress is in flight).
+	LoadQuiet time.Duration
+}
+
+// loadQuiet is the quiet AwaitLoad waits for from s's server.
+func (s *Spec) loadQuiet() time.Duration {
+	switch {
+	case s.LoadQuiet < 0:
+		return 0
+	case s.LoadQuiet == 0:
+		return LoadQuiet
+	}
+	return s.LoadQuiet
 }
 
 // LanguageID is the languageId of a repo-relative path served by s.
@@ -469,9 +485,10 @@ func (w *Workspace) languagesOf(s *Spec) []string {
 }
 
 // LoadQuiet is how long a server must stay quiet (no progress, no
-// publication) after it starts before its first load counts as done:
-// gopls publishes its workspace's diagnostics about two seconds after
-// its load ends. LoadWait bounds the whole wait.
+// publication) after it starts before its first load counts as done,
+// unless its reviewed entry says otherwise (Spec.LoadQuiet): gopls
+// publishes its workspace's diagnostics about two seconds after its load
+// ends. LoadWait bounds the whole wait.
 const (
 	LoadQuiet = 2500 * time.Millisecond
 	LoadWait  = 20 * time.Second
@@ -491,7 +508,7 @@ func (w *Workspace) AwaitLoad(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			if c, _, err := r.Server.Client(ctx); err == nil {
-				_ = c.WaitQuiet(ctx, LoadQuiet)
+				_ = c.WaitQuiet(ctx, r.Spec.loadQuiet())
 			}
 		}()
 	}

@@ -346,6 +346,17 @@ func TestSpecLanguageIDs(t *testing.T) {
 	if sp.Language != "typescript" || len(sp.Extensions) != 4 || sp.RequestTimeout != 1500*time.Millisecond || sp.Executable != "/bin/true" {
 		t.Fatalf("spec = %+v", sp)
 	}
+	// load_quiet_ms: absent is the pool's default (0), 0 is none
+	// (negative), a value is itself.
+	for _, tc := range []struct {
+		ms   *int
+		want time.Duration
+	}{{nil, 0}, {new(0), -1}, {new(700), 700 * time.Millisecond}} {
+		s.LoadQuietMS = tc.ms
+		if got := Spec(s, "/bin/true").LoadQuiet; got != tc.want {
+			t.Errorf("load_quiet_ms %v: LoadQuiet %v, want %v", tc.ms, got, tc.want)
+		}
+	}
 }
 
 func TestTypeScriptExternals(t *testing.T) {

@@ -45,6 +45,13 @@ func Spec(s config.Server, exe string) pool.Spec {
 			ids[x] = l.ID
 		}
 	}
+	var quiet time.Duration // the pool's default
+	if q := s.LoadQuietMS; q != nil {
+		quiet = time.Duration(*q) * time.Millisecond
+		if quiet == 0 {
+			quiet = -1 // none
+		}
+	}
 	return pool.Spec{
 		Spec: runtime.Spec{
 			ID: s.ID, Language: s.Languages[0].ID, Extensions: exts,
@@ -55,6 +62,7 @@ func Spec(s config.Server, exe string) pool.Spec {
 		Extensions:  exts,
 		LanguageIDs: ids,
 		RSSEstimate: int64(s.RSSEstimateMB) << 20,
+		LoadQuiet:   quiet,
 	}
 }
 
