@@ -82,20 +82,12 @@ func TestSynthesizeConfigure(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		ws := runtime.Workspace{Root: filepath.Join(dir, "tree"), Home: filepath.Join(dir, "home")}
-		for rel, body := range map[string]string{
+		writeTree(t, ws.Root, map[string]string{
 			"configure.ac":    tc.configure,
 			"Makefile.am":     "SUBDIRS = lib\n",
 			"lib/Makefile.am": "AM_CPPFLAGS = -DLOCAL\nlib_a_SOURCES = a.c\n",
 			"lib/a.c":         "int a;\n",
-		} {
-			p := filepath.Join(ws.Root, rel)
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		}, 0o644)
 		if err := os.MkdirAll(ws.Home, 0o755); err != nil {
 			t.Fatal(err)
 		}

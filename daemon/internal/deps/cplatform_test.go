@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -176,15 +175,7 @@ func TestConfigureACReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	for rel, body := range files {
-		f := filepath.Join(root, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, root, files, 0o644)
 	macros := configureMacros(root, []byte(files["configure.ac"]))
 	if len(macros) < 8 {
 		t.Fatalf("%d macro files read", len(macros))

@@ -65,17 +65,23 @@ func repo(t *testing.T, files map[string]string) runtime.Workspace {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = workspace.RemoveAll(filepath.Dir(root)) })
+	writeTree(t, root, files, 0o444)
+	t.Cleanup(func() { _ = workspace.RemoveAll(home) })
+	return runtime.Workspace{Root: root, Home: home}
+}
+
+// writeTree writes files (slash paths under root) with their directories.
+func writeTree(t *testing.T, root string, files map[string]string, perm os.FileMode) {
+	t.Helper()
 	for name, data := range files {
-		p := filepath.Join(root, name)
+		p := filepath.Join(root, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte(data), 0o444); err != nil {
+		if err := os.WriteFile(p, []byte(data), perm); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _ = workspace.RemoveAll(home) })
-	return runtime.Workspace{Root: root, Home: home}
 }
 
 func fetcher(cfg Config) *Fetcher {

@@ -88,15 +88,7 @@ func TestPythonWarnings(t *testing.T) {
 		".venv/requirements.txt":          "hidden\n",
 		"node_modules/x/requirements.txt": "hidden\n",
 	}
-	for name, text := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, root, files, 0o644)
 	w := pythonWarnings(root)
 	if len(w) != 3 {
 		t.Fatalf("warnings %q, want requests, pytest, sphinx", w)
