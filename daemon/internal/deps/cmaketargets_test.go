@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 )
@@ -328,4 +330,59 @@ func TestCMakeTargetsFmtAgainstCMake(t *testing.T) {
 	if len(seen) != len(got) {
 		t.Errorf("cmake %d files, ours %d", len(seen), len(got))
 	}
+}
+
+// Hostile CMake: recursion, nested loops and calls that copy large
+// scopes end at the bounds, quickly, and say so.
+func TestCMakeTargetsBounded(t *testing.T) {
+	var many strings.Builder
+	for i := 0; i < maxCMakeVars; i++ {
+		many.WriteString("set(V" + strconv.Itoa(i) + " x)\n")
+	}
+	for name, src := range map[string]string{
+		"recursion": "function(f)\n  f()\n  add_library(x a.c)\nendfunction()\nf()\n",
+		"loops":     "foreach(i RANGE 4000)\nforeach(j RANGE 4000)\nforeach(k RANGE 4000)\nset(x y)\nendforeach()\nendforeach()\nendforeach()\n",
+		"scopes":    many.String() + "function(f)\nendfunction()\nforeach(i RANGE 4000)\nforeach(j RANGE 4000)\nf()\nendforeach()\nendforeach()\n",
+	} {
+		start := time.Now()
+		cd, _ := readCMakeTargets([]byte(src), ".", nil, newCMakeProject())
+		if cd.Unknown == "" {
+			t.Errorf("%s: no bound reached", name)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("%s: %v", name, d)
+		}
+	}
+}
+
+func FuzzReadCMakeTargets(f *testing.F) {
+	f.Add([]byte("project(p)\nadd_library(l a.c ${X})\ntarget_link_libraries(l PUBLIC m)\nadd_library(m INTERFACE)\ntarget_compile_definitions(m INTERFACE A=1)\n"), ".")
+	f.Add([]byte("function(f n)\n cmake_parse_arguments(P \"O\" \"V\" \"M\" ${ARGN})\n add_executable(${n} ${n}.cc ${P_M})\nendfunction()\nforeach(i IN ITEMS a b)\nf(${i} O M x.c)\nendforeach()\n"), "sub")
+	f.Add([]byte("if (NOT (A AND (B OR C)))\nadd_library(x x.c)\nelseif(D)\nelse()\nendif()\nforeach(i RANGE 1 9 2)\nendforeach()\nwhile(x)\nadd_library(y y.c)\nendwhile()\n"), ".")
+	f.Add([]byte("macro(m)\nset(${ARGV0} ${ARGN} PARENT_SCOPE)\nm(m)\nendmacro()\nm(A B)\nadd_library(a ALIAS b)\ntarget_sources(a PRIVATE ../../x.c /abs.c $<TARGET_OBJECTS:z>)\n"), "d/e")
+	f.Fuzz(func(t *testing.T, data []byte, dir string) {
+		if _, ok := inTree(".", dir); !ok {
+			return
+		}
+		proj := newCMakeProject()
+		cd, vars := readCMakeTargets(data, dir, nil, proj)
+		if len(vars) > maxCMakeVars+16 {
+			t.Fatalf("%d variables", len(vars))
+		}
+		checkCFlags(t, cd.Flags)
+		if len(cd.Targets) > maxCMakeTargets {
+			t.Fatalf("%d targets", len(cd.Targets))
+		}
+		for _, tg := range cd.Targets {
+			if len(tg.Sources) > maxCSources {
+				t.Fatalf("%d sources", len(tg.Sources))
+			}
+			for _, s := range tg.Sources {
+				if _, ok := inTree(".", s); !ok || s != path.Clean(s) {
+					t.Fatalf("source outside the tree: %q", s)
+				}
+			}
+			checkCFlags(t, cmakeSourceFlags(tg, proj, map[string]*cmakeDir{dir: cd}))
+		}
+	})
 }
