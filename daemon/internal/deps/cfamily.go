@@ -218,6 +218,7 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 	var perTarget map[string]cFlags
 	var cmakeNote string
 	if hasCMake["."] {
+		walked := slices.Clone(sources)
 		reached := map[string]bool{".": true}
 		queue := []string{"."}
 		unknown := false
@@ -267,7 +268,14 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 			}
 		}
 		from = read
-		perTarget, cmakeNote = cmakeTargetSources(reached, unknown, cmakeDirs, proj, modules, ws.Root, sources)
+		perTarget, cmakeNote = cmakeTargetSources(reached, unknown, cmakeDirs, proj, modules, ws.Root, walked)
+		// A target may compile a source of a directory the build does
+		// not enter (add_library(x vendor/a.c)).
+		for _, src := range walked {
+			if _, ok := perTarget[src]; ok && !reached[cmakeDir(path.Dir(src))] {
+				sources = append(sources, src)
+			}
+		}
 	}
 	// Where Makefile.am files list their sources, only those get an
 	// entry (as in the build's own database); a source under no listing

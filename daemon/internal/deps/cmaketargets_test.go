@@ -76,7 +76,11 @@ if (NOT (MSVC AND BUILD_SHARED_LIBS))
   add_subdirectory(tests)
 endif ()
 try_compile(R ${CMAKE_CURRENT_BINARY_DIR} SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/probe.c)
+add_library(vend vendor/v.c ${CMAKE_CURRENT_BINARY_DIR}/generated.c)
 `,
+		// A directory the build never enters, one of whose sources a
+		// target compiles.
+		"vendor/CMakeLists.txt": "add_library(v v.c w.c)\n", "vendor/v.c": "", "vendor/w.c": "",
 		"tests/CMakeLists.txt": `set(COMMON util.c)
 function(add_test_exe name)
   cmake_parse_arguments(T "HEADER" "" "EXTRA" ${ARGN})
@@ -112,7 +116,7 @@ endif ()
 	})
 	// Only what a target compiles: not src/mod.cc (behind an option that
 	// is OFF), probe.c (try_compile), tests/unlisted.c nor tools/other.c.
-	want := []string{"src/core.c", "tests/a-test.c", "tests/b-test.c", "tests/extra.c", "tests/h-test.c", "tests/maybe.c", "tests/util.c"}
+	want := []string{"src/core.c", "tests/a-test.c", "tests/b-test.c", "tests/extra.c", "tests/h-test.c", "tests/maybe.c", "tests/util.c", "vendor/v.c"}
 	if k := keys(got); !slices.Equal(k, want) {
 		t.Fatalf("sources %v, want %v", k, want)
 	}
