@@ -71,10 +71,13 @@ type cmakeProject struct {
 	targets map[string]*cmakeTarget
 	aliases map[string]string
 	n       int
+	// funcs are the functions and macros defined so far: a directory's
+	// are its subdirectories' too (they are read after it).
+	funcs map[string]*cmakeFunc
 }
 
 func newCMakeProject() *cmakeProject {
-	return &cmakeProject{targets: map[string]*cmakeTarget{}, aliases: map[string]string{}}
+	return &cmakeProject{targets: map[string]*cmakeTarget{}, aliases: map[string]string{}, funcs: map[string]*cmakeFunc{}}
 }
 
 func (p *cmakeProject) target(name string) *cmakeTarget {
@@ -98,7 +101,6 @@ type cmakeReader struct {
 	dir   string
 	proj  *cmakeProject
 	out   *cmakeDir
-	funcs map[string]*cmakeFunc
 	steps int
 }
 
@@ -143,9 +145,9 @@ func readCMakeTargets(data []byte, dir string, inherited map[string]string, proj
 		vars["PROJECT_SOURCE_DIR"] = "@/" + dir
 	}
 	if s, ok := inherited["\x00std"]; ok { // the parent's standard
-		fmtStd(out, s)
+		restoreStd(out, s)
 	}
-	r := &cmakeReader{dir: dir, proj: proj, out: out, funcs: map[string]*cmakeFunc{}}
+	r := &cmakeReader{dir: dir, proj: proj, out: out}
 	r.exec(cmakeCommands(data), vars, nil, true, true, 0)
 	out.Flags.CStd, out.Flags.CxxStd = "", ""
 	if out.CStd > 0 && out.CStd < 100 {
@@ -164,8 +166,8 @@ func readCMakeTargets(data []byte, dir string, inherited map[string]string, proj
 	return out, res
 }
 
-// fmtStd restores a parent's standard recorded by readCMakeTargets.
-func fmtStd(out *cmakeDir, s string) {
+// restoreStd restores a parent's standard recorded by readCMakeTargets.
+func restoreStd(out *cmakeDir, s string) {
 	p := strings.Split(s, ",")
 	if len(p) != 4 {
 		return
@@ -236,8 +238,17 @@ func (r *cmakeReader) exec(cmds []cmakeCommand, vars, parent map[string]string, 
 		switch c.name {
 		case "function", "macro":
 			end := block(cmds, i, funcOpen, funcClose)
-			if len(c.args) > 0 && maybe() && len(r.funcs) < maxCMakeVars {
-				r.funcs[strings.ToLower(c.args[0])] = &cmakeFunc{params: c.args[1:], body: cmds[i+1 : min(end, len(cmds))], macro: c.name == "macro"}
+			if len(c.args) > 0 && maybe() {
+				name := strings.ToLower(c.args[0])
+				switch name {
+				case "add_library", "add_executable", "target_sources":
+					// The built-in is then _add_library…, called
+					// from a body this read would not follow.
+					r.fail("a function replaces " + name)
+				}
+				if _, ok := r.proj.funcs[name]; ok || len(r.proj.funcs) < maxCMakeVars {
+					r.proj.funcs[name] = &cmakeFunc{params: c.args[1:], body: cmds[i+1 : min(end, len(cmds))], macro: c.name == "macro"}
+				}
 			}
 			i = end
 			continue
@@ -315,7 +326,7 @@ func (r *cmakeReader) exec(cmds []cmakeCommand, vars, parent map[string]string, 
 		if !maybe() {
 			continue
 		}
-		if fn, ok := r.funcs[c.name]; ok {
+		if fn, ok := r.proj.funcs[c.name]; ok {
 			r.call(fn, c.args, vars, on(), depth)
 			continue
 		}

@@ -82,7 +82,7 @@ add_library(vend vendor/v.c ${CMAKE_CURRENT_BINARY_DIR}/generated.c)
 		// target compiles.
 		"vendor/CMakeLists.txt": "add_library(v v.c w.c)\n", "vendor/v.c": "", "vendor/w.c": "",
 		"tests/CMakeLists.txt": `set(COMMON util.c)
-function(add_test_exe name)
+function(add_test_exe_here name)
   cmake_parse_arguments(T "HEADER" "" "EXTRA" ${ARGN})
   set(srcs ${name}.c ${T_UNPARSED_ARGUMENTS})
   if (T_HEADER)
@@ -93,10 +93,11 @@ function(add_test_exe name)
   add_executable(${name} ${srcs} ${COMMON} ${T_EXTRA})
   target_link_libraries(${name} ${libs})
 endfunction()
+add_subdirectory(sub)
 foreach (n a b)
-  add_test_exe(${n}-test)
+  add_test_exe_here(${n}-test)
 endforeach ()
-add_test_exe(h-test HEADER EXTRA extra.c)
+add_test_exe_here(h-test HEADER EXTRA extra.c)
 find_package(Threads)
 if (Threads_FOUND)
   target_compile_definitions(a-test PRIVATE THREADS)
@@ -110,13 +111,15 @@ else ()
   target_link_libraries(maybe PRIVATE core)
 endif ()
 `,
+		// A function of a parent directory, called in a subdirectory.
+		"tests/sub/CMakeLists.txt": "add_test_exe_here(s-test)\n", "tests/sub/s-test.c": "", "tests/sub/util.c": "",
 		"common/c.h": "", "include/core.h": "", "src/core.c": "", "src/core.h": "", "src/mod.cc": "", "probe.c": "",
 		"tests/a-test.c": "", "tests/b-test.c": "", "tests/h-test.c": "", "tests/util.c": "", "tests/extra.c": "",
 		"tests/maybe.c": "", "tests/unlisted.c": "", "tools/other.c": "",
 	})
 	// Only what a target compiles: not src/mod.cc (behind an option that
 	// is OFF), probe.c (try_compile), tests/unlisted.c nor tools/other.c.
-	want := []string{"src/core.c", "tests/a-test.c", "tests/b-test.c", "tests/extra.c", "tests/h-test.c", "tests/maybe.c", "tests/util.c", "vendor/v.c"}
+	want := []string{"src/core.c", "tests/a-test.c", "tests/b-test.c", "tests/extra.c", "tests/h-test.c", "tests/maybe.c", "tests/sub/s-test.c", "tests/sub/util.c", "tests/util.c", "vendor/v.c"}
 	if k := keys(got); !slices.Equal(k, want) {
 		t.Fatalf("sources %v, want %v", k, want)
 	}
@@ -169,6 +172,10 @@ func TestCMakeTargetsFallback(t *testing.T) {
 			"cmake/Targets.cmake": "add_library(m src/b.c other/c.c)\n",
 			"src/a.c":             "", "src/b.c": "", "other/c.c": "",
 		}, "cmake/Targets.cmake makes targets"},
+		"override": {map[string]string{
+			"CMakeLists.txt": "project(p)\nfunction(add_library name)\n  _add_library(${name} ${ARGN} extra.c)\nendfunction()\nadd_library(l src/a.c)\n",
+			"src/a.c":        "", "src/b.c": "", "other/c.c": "",
+		}, "replaces add_library"},
 		"while": {map[string]string{
 			"CMakeLists.txt": "project(p)\nset(i 0)\nwhile(i LESS 2)\nadd_library(l${i} src/a.c)\nendwhile()\n",
 			"src/a.c":        "", "src/b.c": "", "other/c.c": "",
