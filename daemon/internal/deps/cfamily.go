@@ -168,10 +168,6 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 	})
 	flags := map[string][]cFlags{}
 	cmakeVars := map[string]map[string]string{}
-	// The same CMakeLists.txt files read per target (cmaketargets.go).
-	proj := newCMakeProject()
-	cmakeDirs := map[string]*cmakeDir{}
-	targetVars := map[string]map[string]string{}
 	var from []string
 	hasCMake := map[string]bool{}
 	for _, b := range builds {
@@ -197,8 +193,6 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 			var vars map[string]string
 			fl, vars = parseCMake(data, b.dir, inherited)
 			cmakeVars[b.dir] = vars
-			cd, tv := readCMakeTargets(data, b.dir, parentVars(targetVars, b.dir), proj)
-			cmakeDirs[b.dir], targetVars[b.dir] = cd, tv
 		} else {
 			fl = parseMakefile(data, b.dir, ".", b.name == "Makefile.am")
 		}
@@ -217,6 +211,7 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 	// the warning says of the reading.
 	var perTarget map[string]cFlags
 	var cmakeNote string
+	var cmakeDirs map[string]*cmakeDir
 	if hasCMake["."] {
 		walked := slices.Clone(sources)
 		reached := map[string]bool{".": true}
@@ -268,7 +263,7 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 			}
 		}
 		from = read
-		perTarget, cmakeNote = cmakeTargetSources(reached, unknown, cmakeDirs, proj, modules, ws.Root, walked)
+		perTarget, cmakeDirs, cmakeNote = cmakeTargetSources(reached, unknown, modules, ws.Root, walked)
 		// A target may compile a source of a directory the build does
 		// not enter (add_library(x vendor/a.c)).
 		for _, src := range walked {
@@ -420,22 +415,23 @@ func flagSet(idx *cIndex, setOf map[string]int, fl cFlags) int {
 	return n
 }
 
-// cmakeTargetSources is the flags of each source the reached
-// directories' targets compile (the first target naming a source gives
-// its flags, as the first of a file's entries in CMake's own database is
-// the one clangd reads), nil when the project's targets cannot be
-// followed; the note says which, for the warning.
-func cmakeTargetSources(reached map[string]bool, subdirUnknown bool, dirs map[string]*cmakeDir, proj *cmakeProject, modules []string, root string, sources []string) (map[string]cFlags, string) {
+// cmakeTargetSources reads the CMakeLists.txt files of the directories
+// the build enters per target (cmaketargets.go; parents first, a
+// directory's variables and functions flowing into its subdirectories)
+// and returns the flags of each source their targets compile (the first
+// target naming a source gives its flags, as the first of a file's
+// entries in CMake's own database is the one clangd reads) and the
+// directories read; nil when the project's targets cannot be followed.
+// The note says which, for the warning.
+func cmakeTargetSources(reached map[string]bool, subdirUnknown bool, modules []string, root string, sources []string) (map[string]cFlags, map[string]*cmakeDir, string) {
 	const fallback = "; CMake's targets were not followed ("
 	const rule = "), so every source below a CMakeLists.txt has an entry with its directory's flags"
 	if subdirUnknown {
-		return nil, fallback + "an add_subdirectory a static read cannot tell" + rule
+		return nil, nil, fallback + "an add_subdirectory a static read cannot tell" + rule
 	}
 	var order []string
 	for d := range reached {
-		if dirs[d] != nil {
-			order = append(order, d)
-		}
+		order = append(order, d)
 	}
 	// Parents first, as the build enters them.
 	sort.Slice(order, func(i, j int) bool {
@@ -444,25 +440,31 @@ func cmakeTargetSources(reached map[string]bool, subdirUnknown bool, dirs map[st
 		}
 		return order[i] < order[j]
 	})
-	reachedDirs := map[string]*cmakeDir{}
+	proj := newCMakeProject()
+	dirs := map[string]*cmakeDir{}
+	vars := map[string]map[string]string{}
 	any := false
 	for _, d := range order {
-		cd := dirs[d]
-		if cd.Unknown != "" {
-			return nil, fallback + cd.Unknown + rule
+		data, err := readRegular(filepath.Join(root, filepath.FromSlash(d), "CMakeLists.txt"), maxBuildFileBytes)
+		if err != nil {
+			continue
 		}
-		reachedDirs[d] = cd
+		cd, v := readCMakeTargets(data, d, parentVars(vars, d), proj)
+		if cd.Unknown != "" {
+			return nil, nil, fallback + cd.Unknown + rule
+		}
+		dirs[d], vars[d] = cd, v
 		for _, t := range cd.Targets {
 			any = any || len(t.Sources) > 0
 		}
 	}
 	if !any {
-		return nil, ""
+		return nil, nil, ""
 	}
 	for _, m := range modules {
 		data, err := readRegular(filepath.Join(root, filepath.FromSlash(m)), maxBuildFileBytes)
 		if err == nil && definesTargets(cmakeCommands(data)) {
-			return nil, fallback + m + " makes targets, which an include() may bring in" + rule
+			return nil, nil, fallback + m + " makes targets, which an include() may bring in" + rule
 		}
 	}
 	exists := map[string]bool{}
@@ -471,6 +473,9 @@ func cmakeTargetSources(reached map[string]bool, subdirUnknown bool, dirs map[st
 	}
 	out := map[string]cFlags{}
 	for _, d := range order {
+		if dirs[d] == nil {
+			continue
+		}
 		for _, t := range dirs[d].Targets {
 			var fl *cFlags
 			for _, src := range t.Sources {
@@ -478,14 +483,14 @@ func cmakeTargetSources(reached map[string]bool, subdirUnknown bool, dirs map[st
 					continue
 				}
 				if fl == nil {
-					f := cmakeSourceFlags(t, proj, reachedDirs)
+					f := cmakeSourceFlags(t, proj, dirs)
 					fl = &f
 				}
 				out[src] = *fl
 			}
 		}
 	}
-	return out, "; CMake read per target: the sources its targets compile, each with its target's flags and those of the targets it links"
+	return out, dirs, "; CMake read per target: the sources its targets compile, each with its target's flags and those of the targets it links"
 }
 
 // maxCDBBytes bounds the compilation database written into the home at

@@ -111,6 +111,9 @@ else ()
   target_link_libraries(maybe PRIVATE core)
 endif ()
 `,
+		// A stand-alone project no build enters: its target of the same
+		// name as one of the build's is not read.
+		"alone/CMakeLists.txt": "project(alone)\nadd_library(maybe alone.c)\n", "alone/alone.c": "",
 		// A function of a parent directory, called in a subdirectory.
 		"tests/sub/CMakeLists.txt": "add_test_exe_here(s-test)\n", "tests/sub/s-test.c": "", "tests/sub/util.c": "",
 		"common/c.h": "", "include/core.h": "", "src/core.c": "", "src/core.h": "", "src/mod.cc": "", "probe.c": "",
