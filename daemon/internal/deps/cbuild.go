@@ -48,7 +48,7 @@ const (
 	maxBuildFileBytes = 1 << 20
 	maxBuildTokens    = 200_000
 	maxCIncludes      = 128
-	maxCDefines       = 128
+	maxCDefines       = 512
 	maxCFlagLen       = 512
 	maxCMakeVars      = 512
 	maxCMakeDepth     = 64

@@ -323,15 +323,15 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		}
 	}
 	sort.Strings(global.Includes)
-	// configure's unconditional definitions (cconfigure.go), on every
-	// compiler line as its DEFS are.
+	// configure's definitions (cconfigure.go), on every compiler line as
+	// its DEFS are.
 	for _, name := range []string{"configure.ac", "configure.in"} {
 		data, err := readRegular(filepath.Join(ws.Root, name), maxBuildFileBytes)
 		if err != nil {
 			continue
 		}
 		from = append([]string{name}, from...)
-		ac := parseConfigureAC(data)
+		ac := parseConfigureAC(data, systemPlatform(), configureMacros(ws.Root, data)...)
 		if !ac.Header {
 			global.Defines = ac.Defines
 		}
@@ -494,7 +494,7 @@ func cmakeTargetSources(reached map[string]bool, subdirUnknown bool, modules []s
 }
 
 // maxCDBBytes bounds the compilation database written into the home at
-// each clangd (re)start: 20,000 sources with 128 long definitions each
+// each clangd (re)start: 20,000 sources with 512 long definitions each
 // would otherwise be gigabytes.
 const maxCDBBytes = 64 << 20
 
@@ -712,7 +712,7 @@ func CProblems(ws runtime.Workspace) []string {
 		from = strings.Join(clipList(idx.From, 4), ", ")
 	}
 	msg := "no compile_commands.json in the repository: compile flags were synthesized from " + from +
-		" (include directories, definitions and standard read statically; neither configure nor the build was run, so generated headers and the definitions configure's checks make are missing)"
+		" (include directories, definitions and standard read statically, configure's link and header checks answered against the platform; neither configure nor the build was run, so generated headers and the results of compile tests are missing)"
 	msg += idx.CMake
 	if idx.Truncated {
 		msg += "; the tree was larger than the walk's bound, so some sources have no entry"
