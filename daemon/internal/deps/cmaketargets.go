@@ -2,6 +2,8 @@ package deps
 
 import (
 	"path"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -24,6 +26,8 @@ import (
 // generator expression, file(GLOB), a target in a while() loop, a bound
 // reached), the read says why (cmakeDir.Unknown) and the tree keeps the
 // directory rule.
+
+var cmakeNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
 // Bounds of the per-target read, beside the build-file ones.
 const (
@@ -515,8 +519,9 @@ func (r *cmakeReader) command(c cmakeCommand, vars, parent map[string]string, ex
 	// (set(${result_var} … PARENT_SCOPE)).
 	args := make([]string, len(c.args))
 	copy(args, c.args)
-	switch c.name {
-	case "set", "option", "unset", "list", "cmake_parse_arguments", "find_package", "try_compile", "try_run", "file", "aux_source_directory", "execute_process":
+	switch {
+	case slices.Contains([]string{"set", "option", "unset", "list", "cmake_parse_arguments", "find_package", "try_compile", "try_run", "file", "aux_source_directory", "execute_process", "string", "math", "separate_arguments"}, c.name),
+		strings.HasPrefix(c.name, "get_"):
 		for i, a := range args {
 			if strings.Contains(a, "${") {
 				if v, ok := expand(a); ok && !strings.Contains(v, ";") {
@@ -658,6 +663,23 @@ func (r *cmakeReader) command(c cmakeCommand, vars, parent map[string]string, ex
 	case "target_include_directories", "target_compile_definitions", "target_compile_features", "target_compile_options":
 		if active {
 			r.usage(c.name, args, expand, resolve)
+		}
+	}
+	// What string(), math() and the get_* commands compute is not
+	// followed: their output variables become unknown (string()'s forms
+	// put it at different places: every bare name among its arguments).
+	switch {
+	case c.name == "string":
+		for _, a := range args[1:] {
+			if cmakeNameRE.MatchString(a) {
+				setVar(vars, a, cmakeUnknown)
+			}
+		}
+	case c.name == "math" && len(args) > 1:
+		setVar(vars, args[1], cmakeUnknown)
+	case strings.HasPrefix(c.name, "get_") || c.name == "separate_arguments":
+		if len(args) > 0 {
+			setVar(vars, args[0], cmakeUnknown)
 		}
 	}
 	if !active {

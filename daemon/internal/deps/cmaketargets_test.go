@@ -175,6 +175,10 @@ func TestCMakeTargetsFallback(t *testing.T) {
 			"cmake/Targets.cmake": "add_library(m src/b.c other/c.c)\n",
 			"src/a.c":             "", "src/b.c": "", "other/c.c": "",
 		}, "cmake/Targets.cmake makes targets"},
+		"string": {map[string]string{
+			"CMakeLists.txt": "project(p)\nset(SRCS src/a.c)\nstring(REPLACE \"a.c\" \"b.c\" SRCS \"${SRCS}\")\nadd_library(l ${SRCS})\n",
+			"src/a.c":        "", "src/b.c": "", "other/c.c": "",
+		}, "a source of l"},
 		"override": {map[string]string{
 			"CMakeLists.txt": "project(p)\nfunction(add_library name)\n  _add_library(${name} ${ARGN} extra.c)\nendfunction()\nadd_library(l src/a.c)\n",
 			"src/a.c":        "", "src/b.c": "", "other/c.c": "",
