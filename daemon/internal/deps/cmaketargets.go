@@ -458,9 +458,20 @@ func (r *cmakeReader) call(fn *cmakeFunc, args []string, vars map[string]string,
 			scope[k] = v
 		}
 	}
+	// A macro's arguments are replaced in its text, not variables of
+	// the caller: what it binds is restored after it.
+	type saved struct {
+		v   string
+		had bool
+	}
+	restore := map[string]saved{}
 	set := func(k, v string) {
 		if len(v) > maxCFlagLen {
 			v = cmakeUnknown
+		}
+		if _, ok := restore[k]; !ok && fn.macro {
+			old, had := scope[k]
+			restore[k] = saved{old, had}
 		}
 		scope[k] = v
 	}
@@ -493,6 +504,13 @@ func (r *cmakeReader) call(fn *cmakeFunc, args []string, vars map[string]string,
 		set("ARGN", "")
 	}
 	r.exec(fn.body, scope, vars, active, true, depth+1)
+	for k, o := range restore {
+		if o.had {
+			scope[k] = o.v
+		} else {
+			delete(scope, k)
+		}
+	}
 }
 
 // command runs one built-in command.

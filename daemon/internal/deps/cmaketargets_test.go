@@ -155,6 +155,15 @@ endif ()
 	}
 }
 
+// A macro's arguments do not replace its caller's (ARGN, parameters).
+func TestCMakeMacroArguments(t *testing.T) {
+	cd, _ := readCMakeTargets([]byte("macro(m name)\nset(x ${name})\nendmacro()\n"+
+		"function(f)\n  m(other.c)\n  add_library(l ${ARGN} ${x})\nendfunction()\nf(a.c)\n"), ".", nil, newCMakeProject())
+	if cd.Unknown != "" || len(cd.Targets) != 1 || !slices.Equal(cd.Targets[0].Sources, []string{"a.c", "other.c"}) {
+		t.Errorf("%+v %q", cd.Targets, cd.Unknown)
+	}
+}
+
 // A tree whose sources a static read cannot tell keeps the directory
 // rule, and the warning says why.
 func TestCMakeTargetsFallback(t *testing.T) {
