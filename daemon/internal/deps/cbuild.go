@@ -680,7 +680,7 @@ func cmakeExpand(w string, vars map[string]string) (string, bool) {
 				continue
 			}
 			v, ok := vars[name]
-			if !ok {
+			if !ok || v == cmakeUnknown {
 				return "", false
 			}
 			if b.Len()+len(v) > maxCFlagLen {
@@ -709,6 +709,11 @@ func cmakeExpand(w string, vars map[string]string) (string, bool) {
 	}
 	return w, true
 }
+
+// cmakeUnknown is the value of a variable a command set to what a static
+// read cannot tell (find_package's <Name>_FOUND, a check's result): a
+// condition on it is unknown and a word using it is left out.
+const cmakeUnknown = "\x00unknown"
 
 type cmakeCommand struct {
 	name string
@@ -743,7 +748,10 @@ func cmakeCommands(data []byte) []cmakeCommand {
 				i = j
 				continue
 			}
-			args, end := cmakeArgs(s, k+1, &tokens)
+			// A condition's nested parentheses group its terms: they
+			// are tokens of if(), elseif() and while() only.
+			parens := name == "if" || name == "elseif" || name == "while"
+			args, end := cmakeArgs(s, k+1, &tokens, parens)
 			out = append(out, cmakeCommand{name: name, args: args})
 			i = end
 		default:
@@ -790,8 +798,9 @@ func bracketLen(s string, i int) int {
 }
 
 // cmakeArgs reads arguments from s[i] to the closing parenthesis and
-// returns them and the index after it.
-func cmakeArgs(s string, i int, tokens *int) ([]string, int) {
+// returns them and the index after it; with parens, nested parentheses
+// are arguments "(" and ")" of their own.
+func cmakeArgs(s string, i int, tokens *int, parens bool) ([]string, int) {
 	var args []string
 	depth := 0
 	for i < len(s) {
@@ -807,12 +816,20 @@ func cmakeArgs(s string, i int, tokens *int) ([]string, int) {
 		case c == '(':
 			depth++
 			i++
+			if parens {
+				args = append(args, "(")
+				*tokens++
+			}
 		case c == ')':
 			if depth == 0 {
 				return args, i + 1
 			}
 			depth--
 			i++
+			if parens {
+				args = append(args, ")")
+				*tokens++
+			}
 		case c == '"':
 			j := i + 1
 			var b strings.Builder
@@ -948,45 +965,105 @@ func (s *condStack) pop() {
 	}
 }
 
-// cmakeCond evaluates an if() condition: terms joined by AND or OR (not
-// both), each a constant, a variable (true when set to a non-false
-// value; unset is false), NOT term, DEFINED var, or "x IN_LIST
+// cmakeCond evaluates an if() condition: terms grouped by parentheses
+// and joined by NOT, AND and OR (CMake's precedence: NOT, then AND, then
+// OR), each a constant, a variable (true when set to a non-false value;
+// unset is false), DEFINED var, or "x IN_LIST
 // CMAKE_<LANG>_COMPILE_FEATURES" (clang has every feature CMake names).
-// Anything else is unknown.
+// Anything else is unknown; AND with a false term is false and OR with a
+// true one true even when another term is unknown.
 func cmakeCond(args []string, vars map[string]string) cond {
-	if len(args) == 0 || len(args) > 16 {
+	if len(args) == 0 || len(args) > 64 {
 		return condUnknown
 	}
-	op := ""
-	var terms [][]string
-	cur := []string{}
-	for _, a := range args {
-		if a == "AND" || a == "OR" {
-			if op != "" && op != a {
-				return condUnknown
-			}
-			op = a
-			terms = append(terms, cur)
-			cur = []string{}
-			continue
-		}
-		cur = append(cur, a)
+	p := condParser{toks: args, vars: vars}
+	v := p.or(0)
+	if p.bad || p.i != len(args) {
+		return condUnknown
 	}
-	terms = append(terms, cur)
-	out := condUnknown
-	for i, t := range terms {
-		v := cmakeTerm(t, vars)
-		if v == condUnknown {
+	return v
+}
+
+// condParser is a recursive-descent reading of a condition's tokens,
+// nested at most maxCMakeDepth deep.
+type condParser struct {
+	toks []string
+	i    int
+	vars map[string]string
+	bad  bool
+}
+
+func (p *condParser) or(depth int) cond {
+	v := p.and(depth)
+	for !p.bad && p.i < len(p.toks) && p.toks[p.i] == "OR" {
+		p.i++
+		w := p.and(depth)
+		switch {
+		case v == condTrue || w == condTrue:
+			v = condTrue
+		case v == condUnknown || w == condUnknown:
+			v = condUnknown
+		}
+	}
+	return v
+}
+
+func (p *condParser) and(depth int) cond {
+	v := p.not(depth)
+	for !p.bad && p.i < len(p.toks) && p.toks[p.i] == "AND" {
+		p.i++
+		w := p.not(depth)
+		switch {
+		case v == condFalse || w == condFalse:
+			v = condFalse
+		case v == condUnknown || w == condUnknown:
+			v = condUnknown
+		}
+	}
+	return v
+}
+
+func (p *condParser) not(depth int) cond {
+	if depth > maxCMakeDepth {
+		p.bad = true
+		return condUnknown
+	}
+	if p.i < len(p.toks) && p.toks[p.i] == "NOT" {
+		p.i++
+		switch p.not(depth + 1) {
+		case condTrue:
+			return condFalse
+		case condFalse:
+			return condTrue
+		}
+		return condUnknown
+	}
+	if p.i < len(p.toks) && p.toks[p.i] == "(" {
+		p.i++
+		v := p.or(depth + 1)
+		if p.i >= len(p.toks) || p.toks[p.i] != ")" {
+			p.bad = true
 			return condUnknown
 		}
-		switch {
-		case i == 0:
-			out = v
-		case op == "AND" && v == condFalse, op == "OR" && v == condTrue:
-			out = v
-		}
+		p.i++
+		return v
 	}
-	return out
+	// A term: the tokens up to the next operator or parenthesis.
+	j := p.i
+	for j < len(p.toks) {
+		t := p.toks[j]
+		if t == "AND" || t == "OR" || t == "(" || t == ")" {
+			break
+		}
+		j++
+	}
+	if j == p.i {
+		p.bad = true
+		return condUnknown
+	}
+	t := p.toks[p.i:j]
+	p.i = j
+	return cmakeTerm(t, p.vars)
 }
 
 func cmakeTerm(t []string, vars map[string]string) cond {
@@ -1001,7 +1078,10 @@ func cmakeTerm(t []string, vars map[string]string) cond {
 	}
 	switch {
 	case len(t) == 2 && t[0] == "DEFINED":
-		if _, ok := vars[t[1]]; ok {
+		if v, ok := vars[t[1]]; ok {
+			if v == cmakeUnknown {
+				return condUnknown
+			}
 			return condTrue
 		}
 		return condFalse
@@ -1023,6 +1103,9 @@ func cmakeTerm(t []string, vars map[string]string) cond {
 	v, ok := vars[a]
 	if !ok {
 		return condFalse
+	}
+	if v == cmakeUnknown {
+		return condUnknown
 	}
 	if cmakeFalse(v) {
 		return condFalse

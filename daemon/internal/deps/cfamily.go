@@ -50,6 +50,9 @@ type cIndex struct {
 	Sources int      `json:"sources"`
 	// Truncated: a bound cut the walk short.
 	Truncated bool `json:"truncated,omitempty"`
+	// CMake is what the warning says of the CMake reading: per target,
+	// or why not.
+	CMake string `json:"cmake,omitempty"`
 	// Sets are the distinct flag sets (include directories relative to
 	// the tree), Files each source with its set: the database is written
 	// from them at each clangd start (CInit), with the published tree's
@@ -83,7 +86,7 @@ type buildFile struct {
 
 // scanC walks the tree once: its C/C++ sources, its build files and
 // whether it has a database of its own.
-func scanC(root string) (sources []string, builds []buildFile, own, truncated bool) {
+func scanC(root string) (sources []string, builds []buildFile, modules []string, own, truncated bool) {
 	seen := 0
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -120,6 +123,16 @@ func scanC(root string) (sources []string, builds []buildFile, own, truncated bo
 			} else {
 				truncated = true
 			}
+		default:
+			// CMake modules of the tree: one may make targets that a
+			// CMakeLists.txt's include() brings in.
+			if strings.HasSuffix(name, ".cmake") {
+				if len(modules) < maxCBuildFiles {
+					modules = append(modules, rel)
+				} else {
+					truncated = true
+				}
+			}
 		}
 		if _, ok := cSourceExts[path.Ext(name)]; ok {
 			if len(sources) < maxCSources {
@@ -130,14 +143,14 @@ func scanC(root string) (sources []string, builds []buildFile, own, truncated bo
 		}
 		return nil
 	})
-	return sources, builds, own, truncated
+	return sources, builds, modules, own, truncated
 }
 
 // synthesizeC writes the compilation database of a tree without one. It
 // returns nothing to warn about at prepare: the index beside the tree
 // carries the note every clangd answer gets (CProblems).
 func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
-	sources, builds, own, truncated := scanC(ws.Root)
+	sources, builds, modules, own, truncated := scanC(ws.Root)
 	if own || len(sources) == 0 {
 		return
 	}
@@ -193,7 +206,14 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 	// CMake's own database.
 	// When an add_subdirectory of an entered directory names one a
 	// static read cannot tell, every directory is kept.
+	// When the project's targets can be followed, they say which sources
+	// get an entry and with which flags (perTarget); cmakeNote is what
+	// the warning says of the reading.
+	var perTarget map[string]cFlags
+	var cmakeNote string
+	var cmakeDirs map[string]*cmakeDir
 	if hasCMake["."] {
+		walked := slices.Clone(sources)
 		reached := map[string]bool{".": true}
 		queue := []string{"."}
 		unknown := false
@@ -243,6 +263,14 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 			}
 		}
 		from = read
+		perTarget, cmakeDirs, cmakeNote = cmakeTargetSources(reached, unknown, modules, ws.Root, walked)
+		// A target may compile a source of a directory the build does
+		// not enter (add_library(x vendor/a.c)).
+		for _, src := range walked {
+			if _, ok := perTarget[src]; ok && !reached[cmakeDir(path.Dir(src))] {
+				sources = append(sources, src)
+			}
+		}
 	}
 	// Where Makefile.am files list their sources, only those get an
 	// entry (as in the build's own database); a source under no listing
@@ -254,6 +282,19 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 			for _, src := range fl.Sources {
 				listed[src] = true
 				listing[d] = true
+			}
+		}
+	}
+	if perTarget != nil {
+		// The targets' directories list their sources as a Makefile.am does.
+		for src := range perTarget {
+			listed[src] = true
+		}
+		for d, cd := range cmakeDirs {
+			for _, t := range cd.Targets {
+				if len(t.Sources) > 0 {
+					listing[d] = true
+				}
 			}
 		}
 	}
@@ -297,12 +338,30 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		global.COpt, global.CxxOpt = ac.COpt, ac.CxxOpt
 		break
 	}
-	idx := cIndex{From: from, Sources: len(sources), Truncated: truncated}
+	idx := cIndex{From: from, Sources: len(sources), Truncated: truncated, CMake: cmakeNote}
 	setOf := map[string]int{}
 	for _, src := range sources {
 		var all cFlags
 		for _, x := range global.Defines {
 			all.addDefine(x)
+		}
+		if tf, ok := perTarget[src]; ok {
+			for _, x := range tf.Defines {
+				all.addDefine(x)
+			}
+			for _, i := range tf.Includes {
+				all.addInclude(i)
+			}
+			// Not the global include directories: a target's PUBLIC
+			// ones reach the targets that link it only.
+			for _, i := range tf.System {
+				all.addSystem(i)
+			}
+			all.CStd, all.CxxStd = tf.CStd, tf.CxxStd
+			all.COpt, all.CxxOpt = global.COpt, global.CxxOpt
+			n := flagSet(&idx, setOf, all)
+			idx.Files = append(idx.Files, cFile{Path: src, Set: n})
+			continue
 		}
 		for _, d := range ancestors(path.Dir(src)) {
 			for _, fl := range flags[d] {
@@ -330,13 +389,7 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 			all.addSystem(g)
 		}
 		all.COpt, all.CxxOpt = global.COpt, global.CxxOpt
-		key, _ := json.Marshal(all)
-		n, ok := setOf[string(key)]
-		if !ok {
-			n = len(idx.Sets)
-			setOf[string(key)] = n
-			idx.Sets = append(idx.Sets, all)
-		}
+		n := flagSet(&idx, setOf, all)
 		idx.Files = append(idx.Files, cFile{Path: src, Set: n})
 	}
 	raw, err := json.Marshal(idx)
@@ -347,6 +400,97 @@ func (f *Fetcher) synthesizeC(ws runtime.Workspace, w *warnings) {
 		f.log.Error("deps: clangd index", "err", err)
 		w.add("the C/C++ compilation database could not be made; clangd reads files without include paths")
 	}
+}
+
+// flagSet is the index of fl among idx's distinct flag sets, added when
+// it is new.
+func flagSet(idx *cIndex, setOf map[string]int, fl cFlags) int {
+	key, _ := json.Marshal(fl)
+	n, ok := setOf[string(key)]
+	if !ok {
+		n = len(idx.Sets)
+		setOf[string(key)] = n
+		idx.Sets = append(idx.Sets, fl)
+	}
+	return n
+}
+
+// cmakeTargetSources reads the CMakeLists.txt files of the directories
+// the build enters per target (cmaketargets.go; parents first, a
+// directory's variables and functions flowing into its subdirectories)
+// and returns the flags of each source their targets compile (the first
+// target naming a source gives its flags, as the first of a file's
+// entries in CMake's own database is the one clangd reads) and the
+// directories read; nil when the project's targets cannot be followed.
+// The note says which, for the warning.
+func cmakeTargetSources(reached map[string]bool, subdirUnknown bool, modules []string, root string, sources []string) (map[string]cFlags, map[string]*cmakeDir, string) {
+	const fallback = "; CMake's targets were not followed ("
+	const rule = "), so every source below a CMakeLists.txt has an entry with its directory's flags"
+	if subdirUnknown {
+		return nil, nil, fallback + "an add_subdirectory a static read cannot tell" + rule
+	}
+	var order []string
+	for d := range reached {
+		order = append(order, d)
+	}
+	// Parents first, as the build enters them.
+	sort.Slice(order, func(i, j int) bool {
+		if di, dj := depthOf(order[i]), depthOf(order[j]); di != dj {
+			return di < dj
+		}
+		return order[i] < order[j]
+	})
+	proj := newCMakeProject()
+	dirs := map[string]*cmakeDir{}
+	vars := map[string]map[string]string{}
+	any := false
+	for _, d := range order {
+		data, err := readRegular(filepath.Join(root, filepath.FromSlash(d), "CMakeLists.txt"), maxBuildFileBytes)
+		if err != nil {
+			continue
+		}
+		cd, v := readCMakeTargets(data, d, parentVars(vars, d), proj)
+		if cd.Unknown != "" {
+			return nil, nil, fallback + cd.Unknown + rule
+		}
+		dirs[d], vars[d] = cd, v
+		for _, t := range cd.Targets {
+			any = any || len(t.Sources) > 0
+		}
+	}
+	if !any {
+		return nil, nil, ""
+	}
+	for _, m := range modules {
+		data, err := readRegular(filepath.Join(root, filepath.FromSlash(m)), maxBuildFileBytes)
+		if err == nil && definesTargets(cmakeCommands(data)) {
+			return nil, nil, fallback + m + " makes targets, which an include() may bring in" + rule
+		}
+	}
+	exists := map[string]bool{}
+	for _, s := range sources {
+		exists[s] = true
+	}
+	out := map[string]cFlags{}
+	for _, d := range order {
+		if dirs[d] == nil {
+			continue
+		}
+		for _, t := range dirs[d].Targets {
+			var fl *cFlags
+			for _, src := range t.Sources {
+				if _, done := out[src]; done || !exists[src] {
+					continue
+				}
+				if fl == nil {
+					f := cmakeSourceFlags(t, proj, dirs)
+					fl = &f
+				}
+				out[src] = *fl
+			}
+		}
+	}
+	return out, dirs, "; CMake read per target: the sources its targets compile, each with its target's flags and those of the targets it links"
 }
 
 // maxCDBBytes bounds the compilation database written into the home at
@@ -569,6 +713,7 @@ func CProblems(ws runtime.Workspace) []string {
 	}
 	msg := "no compile_commands.json in the repository: compile flags were synthesized from " + from +
 		" (include directories, definitions and standard read statically, configure's link and header checks answered against the platform; neither configure nor the build was run, so generated headers and the results of compile tests are missing)"
+	msg += idx.CMake
 	if idx.Truncated {
 		msg += "; the tree was larger than the walk's bound, so some sources have no entry"
 	}

@@ -216,7 +216,7 @@ func TestSynthesizeC(t *testing.T) {
 		"src/a.cc":   "clang++ -std=gnu++17 -IR/include -IR/lib/pub -isystem R/lib/sys -c R/src/a.cc",
 		"src/b.c":    "clang -IR/include -IR/lib/pub -isystem R/lib/sys -c R/src/b.c",
 		"test/t.cpp": "clang++ -std=gnu++17 -DTESTING -IR/include -IR/test/gtest -IR/lib/pub -isystem R/lib/sys -c R/test/t.cpp",
-		"lib/x.c":    "clang -IR/include -IR/lib/priv -IR/lib/pub -isystem R/lib/sys -c R/lib/x.c",
+		"lib/x.c":    "clang -IR/include -IR/lib/pub -IR/lib/priv -isystem R/lib/sys -c R/lib/x.c",
 		"gnu/g.c":    "clang -DGNU -IR/include -IR/lib/pub -isystem R/lib/sys -c R/gnu/g.c",
 	}
 	if !reflect.DeepEqual(got, want) {
