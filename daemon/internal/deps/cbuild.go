@@ -413,6 +413,9 @@ func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, m
 	var conds condStack
 	body := 0 // inside function() or macro(): only include directories count
 	for _, c := range cmakeCommands(data) {
+		if conds.apply(c, vars) {
+			continue
+		}
 		switch c.name {
 		case "function", "macro":
 			body++
@@ -421,18 +424,6 @@ func parseCMake(data []byte, dir string, inherited map[string]string) (cFlags, m
 			if body > 0 {
 				body--
 			}
-			continue
-		case "if":
-			conds.push(cmakeCond(c.args, vars))
-			continue
-		case "elseif":
-			conds.elseIf(cmakeCond(c.args, vars))
-			continue
-		case "else":
-			conds.elseBranch()
-			continue
-		case "endif":
-			conds.pop()
 			continue
 		}
 		if c.name == "add_subdirectory" && conds.possible() && len(c.args) > 0 {
@@ -957,6 +948,24 @@ func (s *condStack) elseBranch() {
 	f := &s.frames[len(s.frames)-1]
 	f.active = f.parent && !f.taken && !f.unknown
 	f.maybe = f.parentMaybe && !f.taken
+}
+
+// apply runs c when it is if, elseif, else or endif, and reports whether
+// it was.
+func (s *condStack) apply(c cmakeCommand, vars map[string]string) bool {
+	switch c.name {
+	case "if":
+		s.push(cmakeCond(c.args, vars))
+	case "elseif":
+		s.elseIf(cmakeCond(c.args, vars))
+	case "else":
+		s.elseBranch()
+	case "endif":
+		s.pop()
+	default:
+		return false
+	}
+	return true
 }
 
 func (s *condStack) pop() {

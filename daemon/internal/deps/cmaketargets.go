@@ -239,6 +239,9 @@ func (r *cmakeReader) exec(cmds []cmakeCommand, vars, parent map[string]string, 
 			return ctlReturn
 		}
 		c := cmds[i]
+		if conds.apply(c, vars) {
+			continue
+		}
 		switch c.name {
 		case "function", "macro":
 			end := block(cmds, i, funcOpen, funcClose)
@@ -298,18 +301,6 @@ func (r *cmakeReader) exec(cmds []cmakeCommand, vars, parent map[string]string, 
 				r.fail("a while() loop makes targets")
 			}
 			i = end
-			continue
-		case "if":
-			conds.push(cmakeCond(c.args, vars))
-			continue
-		case "elseif":
-			conds.elseIf(cmakeCond(c.args, vars))
-			continue
-		case "else":
-			conds.elseBranch()
-			continue
-		case "endif":
-			conds.pop()
 			continue
 		case "return":
 			if on() {
