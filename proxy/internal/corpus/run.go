@@ -56,6 +56,10 @@ type Stat struct {
 	// the ground truth's: neither agreement nor disagreement, and left
 	// out of the percentage; the table prints how many.
 	Capped int `json:"capped,omitempty"`
+	// Rerun counts the agreements (within Agree) the first ground truth
+	// did not give and a rerun of it on a fresh index did (Lang.Reruns);
+	// the table prints how many.
+	Rerun int `json:"rerun,omitempty"`
 }
 
 // Pct is the agreement in percent of the answers that were not capped
@@ -149,6 +153,9 @@ type Result struct {
 	// Capped are the answers Stat.Capped counts, with the two sides'
 	// item counts only.
 	Capped []Disagreement `json:"capped,omitempty"`
+	// Reruns are the answers Stat.Rerun counts: Truth is the first
+	// ground truth's answer, which a rerun's differed from.
+	Reruns []Disagreement `json:"reruns,omitempty"`
 	// Slowest are the slowest answer of each side (ground truth first),
 	// with the other side's time on the same question.
 	Slowest []Slow `json:"slowest,omitempty"`
@@ -307,7 +314,7 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 	if r.Install == "go" {
 		addMissingSums(ctx, o.CacheDir, checkout)
 	}
-	t, err := groundTruth(ctx, r, sv, checkout, filepath.Join(dir, "home"), o.CacheDir, o.PerRepo, o.Fixed[r.Name], o.Log)
+	t, err := groundTruth(ctx, r, sv, checkout, filepath.Join(dir, "home"), o.CacheDir, o.PerRepo, o.Fixed[r.Name], false, o.Log)
 	if err != nil {
 		return fail("ground truth", err)
 	}
@@ -348,7 +355,80 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 	}
 	defer dropWorkspace(context.WithoutCancel(ctx), c, r.Name)
 	compare(res, t, pos, file)
+	if l, _ := langOf(r.Language); l.Reruns > 0 {
+		rerunTruth(ctx, res, l, func() (*truth, error) {
+			for _, d := range l.IndexDirs {
+				if err := os.RemoveAll(filepath.Join(checkout, d)); err != nil {
+					return nil, err
+				}
+			}
+			return groundTruth(ctx, r, sv, checkout, filepath.Join(dir, "home"), o.CacheDir, o.PerRepo, o.Fixed[r.Name], true, o.Log)
+		}, o.Log)
+	}
 	return res
+}
+
+// rerunTruth asks the ground truth again, on a fresh index and patient
+// (groundTruth), while disagreements remain (at most l.Reruns times): a
+// disagreement whose service answer a rerun gives is the server's own
+// answer, one of those it gives on an ordinary checkout, and counts as
+// agreement (Stat.Rerun). clangd's background index is built in an order it shuffles, and the
+// index it ends with is not always the same: jq's src/jv.c was indexed
+// without any of its comments in 2 of 8 runs of the same clangd on the
+// same compilation database, unjailed, so a hover on jv_copy lacked its
+// documentation on whichever side drew that index.
+func rerunTruth(ctx context.Context, res *Result, l Lang, again func() (*truth, error), log func(string, ...any)) {
+	for i := 0; i < l.Reruns && len(res.Disagreements) > 0 && ctx.Err() == nil; i++ {
+		log("%s: %d disagreement(s): the ground truth again, on a fresh index (%d of %d)", res.Repo, len(res.Disagreements), i+1, l.Reruns)
+		t, err := again()
+		if err != nil {
+			log("%s: ground truth rerun: %v", res.Repo, err)
+			return
+		}
+		settleReruns(res, t)
+	}
+}
+
+// settleReruns moves the disagreements whose service answer t gives to
+// res.Reruns, counted as agreement.
+func settleReruns(res *Result, t *truth) {
+	at := map[Position]int{}
+	for i, p := range t.positions {
+		at[p] = i
+	}
+	file := map[string]int{}
+	for j, f := range t.chosen {
+		file[f] = j
+	}
+	keep := res.Disagreements[:0]
+	for _, d := range res.Disagreements {
+		var alt Answer
+		var ok bool
+		if d.Position != nil {
+			var i int
+			if i, ok = at[*d.Position]; ok && i < len(t.pos[d.Tool]) {
+				alt = t.pos[d.Tool][i]
+			}
+		} else {
+			var j int
+			if j, ok = file[d.Path]; ok && j < len(t.file[d.Tool]) {
+				alt = t.file[d.Tool][j]
+			}
+		}
+		if !ok || !alt.equal(d.Service) {
+			keep = append(keep, d)
+			continue
+		}
+		st := res.Tools[d.Tool]
+		st.Agree++
+		st.Rerun++
+		res.Tools[d.Tool] = st
+		if d.Service.empty() && d.Service.Err == "" && d.Service.State == "current" {
+			res.EmptyCurrent-- // the server, rerun, had nothing to say either
+		}
+		res.Reruns = append(res.Reruns, d)
+	}
+	res.Disagreements = keep
 }
 
 // compare fills the agreement figures and the disagreements.
@@ -431,10 +511,14 @@ func PrintTable(w io.Writer, results []*Result) {
 			if r.Tools[t].Total == 0 {
 				return "n/a" // nothing to compare: no position the ground truth answered
 			}
+			s := fmt.Sprintf("%.0f%%", r.Tools[t].Pct())
 			if c := r.Tools[t].Capped; c > 0 {
-				return fmt.Sprintf("%.0f%%+%dc", r.Tools[t].Pct(), c)
+				s += fmt.Sprintf("+%dc", c)
 			}
-			return fmt.Sprintf("%.0f%%", r.Tools[t].Pct())
+			if n := r.Tools[t].Rerun; n > 0 {
+				s += fmt.Sprintf("+%dr", n)
+			}
+			return s
 		}
 		prep := fmt.Sprintf("%.1fs", r.Prepare)
 		if r.NoUsefulAnswer {
@@ -456,6 +540,7 @@ func PrintTable(w io.Writer, results []*Result) {
 	fmt.Fprintln(w, "extern = definitions outside the repository the service matched / the ground truth gave; emty = empty answers marked current where the ground truth answered;")
 	fmt.Fprintln(w, "n/a = no position or file to compare (positions are identifier uses the direct server resolves a definition for).")
 	fmt.Fprintln(w, "+Nc = N answers capped: the service cut them at its bound and said so (partial), every item among the ground truth's; left out of the percentage, not agreement.")
+	fmt.Fprintln(w, "+Nr = N agreements with a rerun of the ground truth on a fresh index, not with its first run (a server whose index varies between runs: clangd); counted in the percentage.")
 	for _, r := range results {
 		if r.Err != "" && r.Positions > 0 {
 			fmt.Fprintf(w, "%s: error: %s\n", r.Repo, r.Err)

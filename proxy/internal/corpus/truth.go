@@ -69,7 +69,14 @@ func textPos(uri string, p Position) map[string]any {
 
 // groundTruth runs the direct server on the checkout, chooses positions
 // and records its answers.
-func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheDir string, perRepo int, fix []Fixed, log func(string, ...any)) (*truth, error) {
+//
+// A patient ground truth (a rerun's, rerunTruth) asks a file it opens
+// only once the server has published the file's diagnostics and been
+// quiet for a second, as a developer who waits for the editor to show
+// the file before hovering: clangd indexes an opened file's preamble on
+// its own thread, and a hover asked at once on a header's method lacked
+// the documentation that the index gives a moment later.
+func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheDir string, perRepo int, fix []Fixed, patient bool, log func(string, ...any)) (*truth, error) {
 	goroot := ""
 	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
 		goroot = strings.TrimSpace(string(out))
@@ -216,6 +223,11 @@ func groundTruth(ctx context.Context, r Repo, sv servers, checkout, home, cacheD
 				return nil, err
 			}
 			open[f] = true
+			if patient {
+				for wait := time.Now().Add(20 * time.Second); time.Now().Before(wait) && !settled(srv, []string{f}, nil, time.Second); {
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
 		}
 		raw, err := call("textDocument/documentSymbol", map[string]any{"textDocument": map[string]any{"uri": srv.URI(f)}})
 		a := Answer{Lines: truthSymbols(raw)}

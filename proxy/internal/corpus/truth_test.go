@@ -50,7 +50,7 @@ func TestTruthOpensAsTheServiceDoes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	fix := []Fixed{{Path: "a.js", Needle: "colorize('a')", Ident: "colorize"}, {Path: "b.js", Needle: "colorize('b')", Ident: "colorize"}}
-	tr, err := groundTruth(ctx, Repo{Name: "loose-js", Language: "typescript"}, servers{file: sf}, checkout, t.TempDir(), t.TempDir(), len(fix), fix, t.Logf)
+	tr, err := groundTruth(ctx, Repo{Name: "loose-js", Language: "typescript"}, servers{file: sf}, checkout, t.TempDir(), t.TempDir(), len(fix), fix, false, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
