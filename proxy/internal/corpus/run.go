@@ -372,11 +372,11 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 // (groundTruth), while disagreements remain (at most l.Reruns times): a
 // disagreement whose service answer a rerun gives is the server's own
 // answer, one of those it gives on an ordinary checkout, and counts as
-// agreement (Stat.Rerun). clangd's background index is built in an order it shuffles, and the
-// index it ends with is not always the same: jq's src/jv.c was indexed
-// without any of its comments in 2 of 8 runs of the same clangd on the
-// same compilation database, unjailed, so a hover on jv_copy lacked its
-// documentation on whichever side drew that index.
+// agreement (Stat.Rerun). clangd's background index is not the same from
+// one run to the next: jq's src/jv.c was indexed without any of its
+// comments in 3 of 6 runs of the same clangd on the same compilation
+// database, unjailed, so a hover on jv_copy lacked its documentation on
+// whichever side drew that index (HIP §5).
 func rerunTruth(ctx context.Context, res *Result, l Lang, again func() (*truth, error), log func(string, ...any)) {
 	for i := 0; i < l.Reruns && len(res.Disagreements) > 0 && ctx.Err() == nil; i++ {
 		log("%s: %d disagreement(s): the ground truth again, on a fresh index (%d of %d)", res.Repo, len(res.Disagreements), i+1, l.Reruns)
