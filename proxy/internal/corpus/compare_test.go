@@ -1,6 +1,7 @@
 package corpus
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -124,52 +125,68 @@ func TestExpansionLayout(t *testing.T) {
 	}
 }
 
-// TestSettleReruns: a disagreement whose service answer a rerun of the
-// ground truth gives is settled as agreement and counted as a rerun; one
-// the rerun answers otherwise, or a position the rerun did not ask, stays
-// a disagreement.
-func TestSettleReruns(t *testing.T) {
+// TestRerunTruth: a disagreement whose service answer a redraw of the
+// ground truth gives, or whose truth a redraw of the service gives, is
+// settled as agreement and counted as a rerun; one no redraw reconciles,
+// or a position a redraw did not ask, stays a disagreement.
+func TestRerunTruth(t *testing.T) {
 	p1 := Position{Path: "src/builtin.c", Line: 496, Character: 38, Ident: "jv_copy"}
 	p2 := Position{Path: "src/builtin.c", Line: 500, Character: 3, Ident: "jv_free"}
 	p3 := Position{Path: "src/jv.c", Line: 7, Character: 1, Ident: "jv"}
-	bare := Answer{Lines: []string{"function jv_copy"}, State: "partial"}
+	p4 := Position{Path: "src/jv.c", Line: 9, Character: 1, Ident: "jv_kind"}
+	refs := []string{"a.c:1:1", "b.c:2:2"}
+	first := &truth{positions: []Position{p1, p2, p3, p4}, chosen: []string{"src/builtin.c", "src/jv.c"}}
 	res := &Result{
-		Tools:        map[string]Stat{"hover": {Agree: 40, Total: 42}, "references": {Agree: 41, Total: 42}, "symbols": {Agree: 8, Total: 9}},
+		Repo:         "jq",
+		Tools:        map[string]Stat{"hover": {Agree: 39, Total: 42}, "references": {Agree: 41, Total: 42}, "symbols": {Agree: 8, Total: 9}},
 		EmptyCurrent: 1,
 		Disagreements: []Disagreement{
-			{Tool: "hover", Position: &p1, Path: p1.Path, Truth: Answer{Lines: []string{"function jv_copy", "Memory management"}}, Service: bare},
-			{Tool: "references", Position: &p2, Path: p2.Path, Truth: Answer{Lines: []string{"a.c:1:1", "b.c:2:2"}}, Service: Answer{Lines: []string{"a.c:1:1"}, State: "current"}},
+			{Tool: "hover", Position: &p1, Path: p1.Path, Truth: Answer{Lines: []string{"function jv_copy", "Memory management"}}, Service: Answer{Lines: []string{"function jv_copy"}, State: "partial"}},
+			{Tool: "references", Position: &p2, Path: p2.Path, Truth: Answer{Lines: refs}, Service: Answer{Lines: refs[:1], State: "partial"}},
 			{Tool: "hover", Position: &p3, Path: p3.Path, Truth: Answer{Lines: []string{"x"}}, Service: Answer{State: "current"}},
+			{Tool: "hover", Position: &p4, Path: p4.Path, Truth: Answer{Lines: []string{"enum jv_kind"}}, Service: Answer{Lines: []string{"enum"}, State: "partial"}},
 			{Tool: "symbols", Path: "src/jv.c", Truth: Answer{Lines: []string{"jv_copy", "jv_free"}}, Service: Answer{State: "current"}},
 		},
 	}
-	rerun := &truth{
-		positions: []Position{p1, p2},
-		chosen:    []string{"src/builtin.c", "src/jv.c"},
-		pos: map[string][]Answer{
-			"hover":      {{Lines: []string{"function jv_copy"}}, {}},
-			"references": {{}, {Lines: []string{"a.c:1:1", "b.c:2:2"}}},
-		},
-		file: map[string][]Answer{"symbols": {{Lines: []string{"x"}}, {}}},
+	// The ground truth redrawn: p1's bare hover, no symbols in jv.c, p4's
+	// hover "enum jv_kind (other)"; p3 is not among its positions.
+	truthAgain := func() (*truth, error) {
+		return &truth{
+			positions: []Position{p1, p2, p4},
+			chosen:    []string{"src/builtin.c", "src/jv.c"},
+			pos: map[string][]Answer{
+				"hover":      {{Lines: []string{"function jv_copy"}}, {}, {Lines: []string{"enum jv_kind (other)"}}},
+				"references": {{}, {Lines: refs}, {}},
+			},
+			file: map[string][]Answer{"symbols": {{Lines: []string{"x"}}, {}}},
+		}, nil
 	}
-	settleReruns(res, rerun)
+	// The service redrawn, on the first truth's positions: p2's references
+	// whole, p4's hover as the truth's redraw gave it.
+	serviceAgain := func() (pos, file map[string][]Answer, err error) {
+		return map[string][]Answer{
+			"hover":      {{}, {}, {}, {Lines: []string{"enum jv_kind (other)"}}},
+			"references": {{}, {Lines: refs}, {}, {}},
+		}, map[string][]Answer{}, nil
+	}
+	rerunTruth(context.Background(), res, Lang{Reruns: 1}, truthAgain, serviceAgain, first, t.Logf)
 	var left []string
 	for _, d := range res.Disagreements {
 		left = append(left, d.Tool+" "+d.Path)
 	}
-	if want := []string{"references src/builtin.c", "hover src/jv.c"}; !slices.Equal(left, want) {
-		t.Fatalf("left %q, want %q", left, want)
+	if want := []string{"hover src/jv.c"}; !slices.Equal(left, want) || res.Disagreements[0].Position.Ident != "jv" {
+		t.Fatalf("left %q, want only p3's hover", left)
 	}
-	if h := res.Tools["hover"]; h.Agree != 41 || h.Rerun != 1 {
-		t.Fatalf("hover %+v, want agree 41 with 1 rerun", h)
+	if h := res.Tools["hover"]; h.Agree != 41 || h.Rerun != 2 {
+		t.Fatalf("hover %+v, want agree 41 with 2 reruns (p1 by the truth's redraw, p4 by the service's)", h)
 	}
 	if s := res.Tools["symbols"]; s.Agree != 9 || s.Rerun != 1 || s.Pct() != 100 {
-		t.Fatalf("symbols %+v: the rerun had no symbols either", s)
+		t.Fatalf("symbols %+v: the truth's redraw had no symbols either", s)
 	}
-	if r := res.Tools["references"]; r.Agree != 41 || r.Rerun != 0 {
-		t.Fatalf("references %+v: the rerun agreed with the first truth, not the service", r)
+	if r := res.Tools["references"]; r.Agree != 42 || r.Rerun != 1 {
+		t.Fatalf("references %+v: the service's redraw gave the truth's", r)
 	}
-	if res.EmptyCurrent != 0 || len(res.Reruns) != 2 {
-		t.Fatalf("empty current %d, %d rerun(s) listed; want 0 and 2", res.EmptyCurrent, len(res.Reruns))
+	if res.EmptyCurrent != 0 || len(res.Reruns) != 4 {
+		t.Fatalf("empty current %d, %d rerun(s) listed; want 0 and 4", res.EmptyCurrent, len(res.Reruns))
 	}
 }

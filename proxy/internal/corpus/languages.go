@@ -60,18 +60,22 @@ type Lang struct {
 	// checks that file alone; under load zustand's files were taken with
 	// the syntax kind alone (none) after five quiet seconds.
 	Published func(call func(method string, params any) (json.RawMessage, error), uri string) (int, error)
-	// Reruns: a disagreement left after the comparison sends the ground
-	// truth again, at most this many times, with IndexDirs (relative to
-	// the checkout) removed first so that the server builds its index
-	// anew (rerunTruth): for a server whose index is not the same from
-	// one run to the next.
-	Reruns    int
-	IndexDirs []string
+	// Reruns: a disagreement left after the comparison draws each side
+	// again, at most this many times (rerunTruth), with the server's index
+	// removed first so that it builds it anew: IndexDirs relative to the
+	// ground truth's checkout, HomeIndexDirs (globs) relative to the
+	// daemon's home of the repository. For a server whose index is not
+	// the same from one run to the next.
+	Reruns        int
+	IndexDirs     []string
+	HomeIndexDirs []string
 }
 
 // clangdIndex is where the direct clangd keeps its background index, in
-// the checkout (jq's and fmt's both, though fmt's database is in build/).
-var clangdIndex = []string{".cache/clangd"}
+// the checkout (jq's and fmt's both, though fmt's database is in build/);
+// clangdHomeIndex where the daemon's does, beside the database it writes
+// into the home (clangd/<database hash>/).
+var clangdIndex, clangdHomeIndex = []string{".cache/clangd"}, []string{"clangd/*/.cache/clangd"}
 
 // Langs are the corpus's languages.
 var Langs = []Lang{
@@ -81,8 +85,8 @@ var Langs = []Lang{
 	{Name: "shellscript", Short: "sh", Server: "bash", Settle: true},
 	{Name: "yaml", Short: "yaml", Server: "yaml", FileTools: true},
 	{Name: "json", Short: "json", Server: "json", FileTools: true},
-	{Name: "c", Short: "c", Server: "clangd", AwaitIdle: true, Reruns: 4, IndexDirs: clangdIndex},
-	{Name: "cpp", Short: "cpp", Server: "clangd", AwaitIdle: true, Reruns: 4, IndexDirs: clangdIndex},
+	{Name: "c", Short: "c", Server: "clangd", AwaitIdle: true, Reruns: 4, IndexDirs: clangdIndex, HomeIndexDirs: clangdHomeIndex},
+	{Name: "cpp", Short: "cpp", Server: "clangd", AwaitIdle: true, Reruns: 4, IndexDirs: clangdIndex, HomeIndexDirs: clangdHomeIndex},
 	{Name: "rust", Short: "rs", Server: "rust-analyzer", Env: rustEnv, AwaitIdle: true},
 }
 
