@@ -2,6 +2,8 @@ package corpus
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -125,11 +127,11 @@ func TestExpansionLayout(t *testing.T) {
 	}
 }
 
-// TestRerunTruth: a disagreement whose service answer a redraw of the
+// TestRedraw: a disagreement whose service answer a redraw of the
 // ground truth gives, or whose truth a redraw of the service gives, is
 // settled as agreement and counted as a rerun; one no redraw reconciles,
 // or a position a redraw did not ask, stays a disagreement.
-func TestRerunTruth(t *testing.T) {
+func TestRedraw(t *testing.T) {
 	p1 := Position{Path: "src/builtin.c", Line: 496, Character: 38, Ident: "jv_copy"}
 	p2 := Position{Path: "src/builtin.c", Line: 500, Character: 3, Ident: "jv_free"}
 	p3 := Position{Path: "src/jv.c", Line: 7, Character: 1, Ident: "jv"}
@@ -169,7 +171,7 @@ func TestRerunTruth(t *testing.T) {
 			"references": {{}, {Lines: refs}, {}, {}},
 		}, map[string][]Answer{}, nil
 	}
-	rerunTruth(context.Background(), res, Lang{Reruns: 1}, truthAgain, serviceAgain, first, t.Logf)
+	redraw(context.Background(), res, Lang{Reruns: 1}, truthAgain, serviceAgain, first, t.Logf)
 	var left []string
 	for _, d := range res.Disagreements {
 		left = append(left, d.Tool+" "+d.Path)
@@ -188,5 +190,24 @@ func TestRerunTruth(t *testing.T) {
 	}
 	if res.EmptyCurrent != 0 || len(res.Reruns) != 4 {
 		t.Fatalf("empty current %d, %d rerun(s) listed; want 0 and 4", res.EmptyCurrent, len(res.Reruns))
+	}
+}
+
+// TestRemoveGlobs: the redraws' index removal takes what the globs match
+// beneath a base that is itself a glob, and nothing else.
+func TestRemoveGlobs(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"homes/t1/jq/clangd/a/.cache/clangd/index", "homes/t1/jq/clangd/a/keep", "homes/t2/fmt/clangd/b/.cache/clangd"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := removeGlobs(filepath.Join(root, "homes", "*", "jq"), []string{"clangd/*/.cache/clangd"}); err != nil {
+		t.Fatal(err)
+	}
+	for d, want := range map[string]bool{"homes/t1/jq/clangd/a/.cache/clangd": false, "homes/t1/jq/clangd/a/keep": true, "homes/t2/fmt/clangd/b/.cache/clangd": true} {
+		if _, err := os.Stat(filepath.Join(root, d)); (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", d, err == nil, want)
+		}
 	}
 }

@@ -61,7 +61,7 @@ type Lang struct {
 	// the syntax kind alone (none) after five quiet seconds.
 	Published func(call func(method string, params any) (json.RawMessage, error), uri string) (int, error)
 	// Reruns: a disagreement left after the comparison draws each side
-	// again, at most this many times (rerunTruth), with the server's index
+	// again, at most this many times (redraw), with the server's index
 	// removed first so that it builds it anew: IndexDirs relative to the
 	// ground truth's checkout, HomeIndexDirs (globs) relative to the
 	// daemon's home of the repository. For a server whose index is not

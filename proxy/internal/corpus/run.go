@@ -58,7 +58,7 @@ type Stat struct {
 	Capped int `json:"capped,omitempty"`
 	// Rerun counts the agreements (within Agree) that the first draws of
 	// the two sides did not give and a redraw of one side did, on a fresh
-	// index (rerunTruth); the table prints how many.
+	// index (redraw); the table prints how many.
 	Rerun int `json:"rerun,omitempty"`
 }
 
@@ -102,7 +102,7 @@ type Disagreement struct {
 	Path     string    `json:"path"`
 	Truth    Answer    `json:"truth"`
 	Service  Answer    `json:"service"`
-	alts     []Answer  // reruns' answers of the ground truth other than Service (rerunTruth)
+	alts     []Answer  // reruns' answers of the ground truth other than Service (redraw)
 }
 
 // Result is one repository's row.
@@ -356,28 +356,20 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 	}
 	defer dropWorkspace(context.WithoutCancel(ctx), c, r.Name)
 	compare(res, t, pos, file)
-	if l, _ := langOf(r.Language); l.Reruns > 0 {
-		rerunTruth(ctx, res, l, func() (*truth, error) {
-			for _, d := range l.IndexDirs {
-				if err := os.RemoveAll(filepath.Join(checkout, d)); err != nil {
-					return nil, err
-				}
+	if l, _ := langOf(r.Language); l.Reruns > 0 && stack.Daemon != nil {
+		redraw(ctx, res, l, func() (*truth, error) {
+			if err := removeGlobs(checkout, l.IndexDirs); err != nil {
+				return nil, err
 			}
 			return groundTruth(ctx, r, sv, checkout, filepath.Join(dir, "home"), o.CacheDir, o.PerRepo, o.Fixed[r.Name], true, o.Log)
 		}, func() (pos, file map[string][]Answer, err error) {
-			dropWorkspace(ctx, c, r.Name)
 			// The daemon keeps a repository's home, and clangd's index in
-			// it, past its workspace: the redraw starts without it.
-			for _, g := range l.HomeIndexDirs {
-				if stack.Daemon == nil {
-					break
-				}
-				dirs, _ := filepath.Glob(filepath.Join(stack.Daemon.Root, "homes", "*", r.Name, g))
-				for _, d := range dirs {
-					if err := os.RemoveAll(d); err != nil {
-						return nil, nil, err
-					}
-				}
+			// it, past its workspace: the redraw starts without it. Every
+			// question is asked again, in the first draw's order (the
+			// answers depend on what the server was asked before them).
+			dropWorkspace(ctx, c, r.Name)
+			if err := removeGlobs(filepath.Join(stack.Daemon.Root, "homes", "*", r.Name), l.HomeIndexDirs); err != nil {
+				return nil, nil, err
 			}
 			if _, _, err := prepareService(ctx, c, r.Name, t.cold, o.ColdWait); err != nil {
 				return nil, nil, err
@@ -390,7 +382,24 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 	return res
 }
 
-// rerunTruth draws both sides again while disagreements remain, each at
+// removeGlobs removes what each of globs, relative to base (itself a
+// glob), matches.
+func removeGlobs(base string, globs []string) error {
+	for _, g := range globs {
+		matches, err := filepath.Glob(filepath.Join(base, g))
+		if err != nil {
+			return err
+		}
+		for _, m := range matches {
+			if err := os.RemoveAll(m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// redraw draws both sides again while disagreements remain, each at
 // most l.Reruns times: the ground truth on a fresh index and patient
 // (groundTruth), then the service on a fresh workspace (prepared again).
 // A disagreement is reconciled when a redraw of one side gives what a
@@ -401,7 +410,7 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 // same clangd on the same compilation database, unjailed, and fmt's
 // format.h:1196 is a reference of FMT_END_EXPORT in some runs of either
 // side and not in others (HIP §5).
-func rerunTruth(ctx context.Context, res *Result, l Lang, truthAgain func() (*truth, error), serviceAgain func() (pos, file map[string][]Answer, err error), t *truth, log func(string, ...any)) {
+func redraw(ctx context.Context, res *Result, l Lang, truthAgain func() (*truth, error), serviceAgain func() (pos, file map[string][]Answer, err error), t *truth, log func(string, ...any)) {
 	for i := 0; i < l.Reruns && len(res.Disagreements) > 0 && ctx.Err() == nil; i++ {
 		log("%s: %d disagreement(s): the ground truth again, on a fresh index (%d of %d)", res.Repo, len(res.Disagreements), i+1, l.Reruns)
 		again, err := truthAgain()

@@ -70,7 +70,7 @@ func textPos(uri string, p Position) map[string]any {
 // groundTruth runs the direct server on the checkout, chooses positions
 // and records its answers.
 //
-// A patient ground truth (a rerun's, rerunTruth) asks a file it opens
+// A patient ground truth (a rerun's, redraw) asks a file it opens
 // only once the server has published the file's diagnostics and been
 // quiet for a second, as a developer who waits for the editor to show
 // the file before hovering: clangd indexes an opened file's preamble on
