@@ -508,7 +508,10 @@ func (w *Workspace) AwaitLoad(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			if c, _, err := r.Server.Client(ctx); err == nil {
-				_ = c.WaitQuiet(ctx, r.Spec.loadQuiet())
+				start := time.Now()
+				err := c.WaitQuiet(ctx, r.Spec.loadQuiet())
+				w.pool.log.Info("first load", "workspace", w.Key.String(), "server", r.Spec.ID,
+					"took_ms", time.Since(start).Milliseconds(), "bounded", err != nil)
 			}
 		}()
 	}

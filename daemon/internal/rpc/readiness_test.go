@@ -81,6 +81,31 @@ func TestLoadProblemsGo(t *testing.T) {
 	noHostPaths(t, lines)
 }
 
+// TestLoadProblemsGoElsewhere: the broken import is in a file after the
+// anchor document (a.go, first in path order, is clean). The prepare's
+// load wait must outlast gopls's diagnosis of the whole workspace, not the
+// anchor's alone: the answer already carries what gopls found in the rest
+// of the workspace, and so does an answer about the clean file.
+func TestLoadProblemsGoElsewhere(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS")
+	}
+	k := keyFor(t, "unresolved-elsewhere")
+	resp := prepareTree(t, k, newID(),
+		file{"a.go", []byte("package main\n\n// A is clean.\nfunc A() int { return 1 }\n")},
+		file{"go.mod", []byte("module example.com/elsewhere\n\ngo 1.22\n\nrequire github.com/missing/dep v1.2.3\n")},
+		file{"main.go", []byte("package main\n\nimport \"github.com/missing/dep\"\n\nfunc main() { _ = dep.Name() + A() }\n")},
+	)
+	const want = `gopls could not load the project: main.go: could not import github.com/missing/dep (no required module provides package "github.com/missing/dep")`
+	if langs := resp.GetLanguages(); len(langs) != 1 || !contains(langs[0].GetWarnings(), want) {
+		t.Fatalf("prepare languages %v, want the warning %q", langs, want)
+	}
+	q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "a.go"})
+	if err != nil || q.GetEvidence().GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL || !contains(q.GetEvidence().GetWarnings(), want) {
+		t.Fatalf("an answer about the clean file: %v %v", q, err)
+	}
+}
+
 // TestLoadProblemsGoList: a go.mod the local go command refuses
 // (GOTOOLCHAIN=local) fails gopls's go list; its words come back, once,
 // from the log line and the go.mod diagnostic alike.
