@@ -40,7 +40,13 @@ func main() {
 	profile := flag.String("profile", "", "directory for proxy and daemon profiles of the measured throughput phases")
 	baselineDaemon := flag.String("baseline-daemon-bin", "", "an earlier lsp-daemon build, priced beside the current one in the jail figure")
 	benchDaemon := flag.String("bench-daemon-bin", "", "an lsp-daemon built with -tags lspbench (make bench: .bin/lsp-daemon-bench), for the jail figure; empty leaves it out")
+	daemonEnv := flag.String("daemon-env", "", "comma-separated LSP_*=value settings for every daemon the bench starts, to price one (LSP_JAIL_MEMORY=12G); never the product's figures unless the product sets them")
 	flag.Parse()
+	extraEnv, err := parseDaemonEnv(*daemonEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lsp-bench:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dir, err := os.MkdirTemp("", "lsp-bench-")
@@ -72,8 +78,19 @@ func main() {
 			defer writeProfile(*profile, "proxy-block", "block")
 		}
 	}
+	if len(extraEnv) > 0 {
+		if o.DaemonEnv == nil {
+			o.DaemonEnv = map[string]string{}
+		}
+		for k, v := range extraEnv {
+			o.DaemonEnv[k] = v
+		}
+	}
 	if err == nil {
 		fmt.Printf("lsp-bench on %s\n", bench.Describe())
+		if len(extraEnv) > 0 {
+			fmt.Printf("daemon settings: %s\n", *daemonEnv)
+		}
 		if *unjailed {
 			fmt.Println("UNJAILED (LSP_UNJAILED=1): language servers run without the jail; these are not the product's figures")
 		}
@@ -228,4 +245,21 @@ func absOrEmpty(p string) string {
 		return p
 	}
 	return abs
+}
+
+// parseDaemonEnv reads -daemon-env: KEY=value pairs, comma-separated, each
+// key one of the daemon's own (LSP_*).
+func parseDaemonEnv(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, "LSP_") {
+			return nil, fmt.Errorf("-daemon-env: %q is not LSP_NAME=value", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
 }
