@@ -132,7 +132,11 @@ type Workspace struct {
 	Dir       string
 	Home      string
 	PrepareID string
-	pool      *Pool
+	// Warnings are what the push that published the tree found while
+	// preparing it (workspace.Store.Warnings), for every prepare answer
+	// about it.
+	Warnings []string
+	pool     *Pool
 
 	lastUsed atomic.Int64
 	busy     atomic.Int32
@@ -276,7 +280,11 @@ func (p *Pool) Acquire(k workspace.Key) (w *Workspace, release func(), ok bool) 
 		if err != nil {
 			return nil, nil, false
 		}
-		w = p.newWorkspace(k, id)
+		warnings, err := p.store.Warnings(k)
+		if err != nil {
+			p.log.Warn("workspace warnings unreadable", "workspace", k.String(), "err", err)
+		}
+		w = p.newWorkspace(k, id, warnings)
 		p.live[k] = w
 	}
 	w.busy.Add(1)
@@ -325,9 +333,9 @@ func (p *Pool) WaitInFlight(ctx context.Context, k workspace.Key) bool {
 	}
 }
 
-func (p *Pool) newWorkspace(k workspace.Key, prepareID string) *Workspace {
+func (p *Pool) newWorkspace(k workspace.Key, prepareID string, warnings []string) *Workspace {
 	return &Workspace{
-		Key: k, Dir: p.store.TreeDir(k), Home: p.store.HomeDir(k), PrepareID: prepareID,
+		Key: k, Dir: p.store.TreeDir(k), Home: p.store.HomeDir(k), PrepareID: prepareID, Warnings: warnings,
 		pool: p, servers: map[string]*slot{},
 	}
 }
@@ -338,8 +346,9 @@ func (p *Pool) newWorkspace(k workspace.Key, prepareID string) *Workspace {
 // tree; prepareID is the id the workspace holds afterwards. beforePublish
 // runs, when this push writes the tree, on the verified tree just before
 // it is published (see workspace.Store.Write): k answers "needs tree" and
-// other pushes of k wait until it returns.
-func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, files []*daemonv1.FileEntry, body io.Reader, beforePublish func(ws runtime.Workspace)) (prepared bool, heldID string, err error) {
+// other pushes of k wait until it returns. The warnings it returns are
+// kept with the tree (Workspace.Warnings).
+func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, files []*daemonv1.FileEntry, body io.Reader, beforePublish func(ws runtime.Workspace) []string) (prepared bool, heldID string, err error) {
 	if _, err := workspace.CheckManifestFor(files, p.store.Limits(), body); err != nil {
 		return false, "", err
 	}
@@ -369,16 +378,20 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			p.mu.Unlock()
 			// Room on disk for the tree before a byte of it is written.
 			p.enforceDisk(ctx, manifestBytes(files))
-			var hook func(tree, home string)
+			var hook func(tree, home string) []string
+			var warnings []string
 			if beforePublish != nil {
-				hook = func(tree, home string) { beforePublish(runtime.Workspace{Root: tree, Home: home}) }
+				hook = func(tree, home string) []string {
+					warnings = beforePublish(runtime.Workspace{Root: tree, Home: home})
+					return warnings
+				}
 			}
 			published, err := p.store.Write(k, prepareID, files, body, hook)
 			p.mu.Lock()
 			delete(p.preparing, k)
 			close(done)
 			if err == nil && published {
-				p.live[k] = p.newWorkspace(k, prepareID)
+				p.live[k] = p.newWorkspace(k, prepareID, warnings)
 			}
 			p.mu.Unlock()
 			if err != nil {

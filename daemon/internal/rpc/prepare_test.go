@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -620,5 +621,48 @@ func TestCapabilitiesSayInFlight(t *testing.T) {
 	caps, err := fx.client.Capabilities(ctxT(t), &daemonv1.CapabilitiesRequest{Workspace: k})
 	if err != nil || !caps.GetWarm() || caps.GetInFlight() || caps.GetPrepareId() != id {
 		t.Fatalf("after the push: %v, %v", caps, err)
+	}
+}
+
+// TestTreeWarningsKept: the proxy's tree warnings travel with the push
+// and every later Capabilities answer for the workspace names them (the
+// proxy's prepare answer for a revision already warm says what the push
+// that wrote it found); a header over their bounds is refused.
+func TestTreeWarningsKept(t *testing.T) {
+	entries, data := treeOf(textTree...)
+	header := func(k *daemonv1.WorkspaceKey, id string, w []string) *daemonv1.PrepareRequest {
+		return &daemonv1.PrepareRequest{Part: &daemonv1.PrepareRequest_Header{Header: &daemonv1.PrepareHeader{
+			Workspace: k, PrepareId: id, Files: entries, TreeWarnings: w}}}
+	}
+	k, id := keyFor(t, "tree-warnings"), newID()
+	want := []string{"dropped dangling symlink: dangling", "dropped symlink out of the tree: escape"}
+	if r := push(ctxT(t), append([]*daemonv1.PrepareRequest{header(k, id, want)}, dataMsgs(data, 7)...)...); r.err != nil || !r.resp.GetPrepared() {
+		t.Fatalf("push: %v, %v", r.resp, r.err)
+	}
+	caps, err := fx.client.Capabilities(ctxT(t), &daemonv1.CapabilitiesRequest{Workspace: k})
+	if err != nil || !caps.GetWarm() {
+		t.Fatalf("capabilities: %v, %v", caps, err)
+	}
+	for _, w := range want {
+		if !contains(caps.GetWarnings(), w) {
+			t.Fatalf("capabilities warnings %q lack %q", caps.GetWarnings(), w)
+		}
+	}
+	// A second push of the revision writes nothing and changes nothing.
+	if r := push(ctxT(t), append([]*daemonv1.PrepareRequest{header(k, newID(), nil)}, dataMsgs(data, 7)...)...); r.err != nil || r.resp.GetPrepared() {
+		t.Fatalf("second push: %v, %v", r.resp, r.err)
+	}
+	if again, err := fx.client.Capabilities(ctxT(t), &daemonv1.CapabilitiesRequest{Workspace: k}); err != nil || !slices.Equal(again.GetWarnings(), caps.GetWarnings()) {
+		t.Fatalf("after a second push: %q, want %q (%v)", again.GetWarnings(), caps.GetWarnings(), err)
+	}
+	for name, w := range map[string][]string{
+		"too many": slices.Repeat([]string{"dropped submodule: s"}, daemonv1.MaxTreeWarnings+1),
+		"too long": {strings.Repeat("x", daemonv1.MaxTreeWarningBytes+1)},
+	} {
+		bad := keyFor(t, "tree-warnings-bad")
+		r := push(ctxT(t), append([]*daemonv1.PrepareRequest{header(bad, newID(), w)}, dataMsgs(data, 7)...)...)
+		if status.Code(r.err) != codes.InvalidArgument {
+			t.Fatalf("%s: %v, %v; want InvalidArgument", name, r.resp, r.err)
+		}
 	}
 }

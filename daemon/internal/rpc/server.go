@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/deps"
@@ -120,6 +121,9 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	if !prepareIDRE.MatchString(hdr.GetPrepareId()) {
 		return status.Error(codes.InvalidArgument, "prepare: prepare_id is not a UUID")
 	}
+	if err := checkTreeWarnings(hdr.GetTreeWarnings()); err != nil {
+		return status.Error(codes.InvalidArgument, "prepare: "+err.Error())
+	}
 	ctx := stream.Context()
 	body := &streamReader{stream: stream, left: manifestBytes(hdr.GetFiles()), follow: hdr.GetDigestsFollow()}
 	// Messages are received ahead of the writes (a few chunks), so the
@@ -145,10 +149,13 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	// servers, their first load.
 	start := time.Now()
 	var received, depsDone, warmed time.Time
-	fetchDeps := func(ws runtime.Workspace) {
+	// What the tree's normalisation and the dependency phase found is
+	// kept with the tree, for every later prepare answer about it.
+	fetchDeps := func(ws runtime.Workspace) []string {
 		received = time.Now()
 		warnings = s.Deps.Fetch(context.WithoutCancel(ctx), ws)
 		depsDone = time.Now()
+		return append(slices.Clip(hdr.GetTreeWarnings()), warnings...)
 	}
 	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body, fetchDeps)
 	if err != nil {
@@ -209,7 +216,8 @@ func (s *Server) Capabilities(_ context.Context, req *daemonv1.CapabilitiesReque
 		// configuration, with what they reported here.
 		infos = w.KnownLoadWarnings(s.Pool.Configured())
 	}
-	return &daemonv1.CapabilitiesResponse{Warm: true, PrepareId: w.PrepareID, InFlight: inflight, Languages: languages(infos)}, nil
+	return &daemonv1.CapabilitiesResponse{Warm: true, PrepareId: w.PrepareID, InFlight: inflight, Languages: languages(infos),
+		Warnings: append(slices.Clip(w.Warnings), w.CgoWarnings()...)}, nil
 }
 
 // DeleteWorkspace removes a workspace now.
@@ -248,6 +256,21 @@ func prepareError(err error) error {
 		return status.Error(codes.ResourceExhausted, pool.ErrTreeOverBudget.Error())
 	}
 	return status.Error(codes.Internal, "prepare failed")
+}
+
+// checkTreeWarnings refuses tree warnings over their bounds
+// (daemonv1.MaxTreeWarnings): they are kept with the tree. (protobuf has
+// refused a string that is not UTF-8 already.)
+func checkTreeWarnings(w []string) error {
+	if len(w) > daemonv1.MaxTreeWarnings {
+		return fmt.Errorf("%d tree warnings, more than %d", len(w), daemonv1.MaxTreeWarnings)
+	}
+	for _, t := range w {
+		if len(t) > daemonv1.MaxTreeWarningBytes {
+			return fmt.Errorf("a tree warning over %d bytes", daemonv1.MaxTreeWarningBytes)
+		}
+	}
+	return nil
 }
 
 // manifestBytes is the number of data bytes the manifest announces. The

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
@@ -22,6 +24,8 @@ import (
 //	root/trees/<tenant>/<repo>/<commit>/   one published workspace:
 //	    tree/                               the files, read-only
 //	    prepare-id                          the push that wrote it
+//	    warnings                            what that push found while
+//	                                        preparing (JSON strings)
 //	    node_modules/                       npm packages the dependency phase
 //	                                        installed (runtime.NodeModules),
 //	                                        read-only; counted and deleted
@@ -69,6 +73,15 @@ func (s *Store) TreeDir(k Key) string { return filepath.Join(s.workspaceDir(k), 
 
 func (s *Store) prepareIDFile(k Key) string { return filepath.Join(s.workspaceDir(k), "prepare-id") }
 
+func (s *Store) warningsFile(k Key) string { return filepath.Join(s.workspaceDir(k), warningsName) }
+
+// warningsName is the file of a published workspace that keeps its
+// prepare's warnings; maxWarningsFile bounds what is read of it.
+const (
+	warningsName    = "warnings"
+	maxWarningsFile = 4 << 20
+)
+
 // HomeDir is the private writable directory of k's servers.
 func (s *Store) HomeDir(k Key) string {
 	return filepath.Join(s.root, "homes", k.TenantKey, k.Repo)
@@ -98,6 +111,31 @@ func (s *Store) PrepareID(k Key) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// Warnings are what the push that published k found while preparing it
+// (what its beforePublish returned); none for a tree published without.
+func (s *Store) Warnings(k Key) ([]string, error) {
+	f, err := os.OpenFile(s.warningsFile(k), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxWarningsFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxWarningsFile {
+		return nil, fmt.Errorf("%s: over %d bytes", warningsName, maxWarningsFile)
+	}
+	var w []string
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("%s: %w", warningsName, err)
+	}
+	return w, nil
+}
+
 // Write receives a tree's bytes from r (the concatenation of the manifest's
 // files in order), verifies each file's digest, and publishes the tree
 // atomically under k. It reports published=false, with no error, when
@@ -107,8 +145,9 @@ func (s *Store) PrepareID(k Key) (string, error) {
 // home just before the publishing rename: what it writes beside the tree
 // (the dependency phase's node_modules) is published with it in the same
 // rename, so a tree is never served, nor adopted after a crash, without
-// what was prepared for it.
-func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io.Reader, beforePublish func(tree, home string)) (published bool, err error) {
+// what was prepared for it. The warnings it returns are published with
+// the tree too (Warnings).
+func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io.Reader, beforePublish func(tree, home string) (warnings []string)) (published bool, err error) {
 	if _, err := CheckManifestFor(files, s.limits, r); err != nil {
 		return false, err
 	}
@@ -181,7 +220,9 @@ func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io
 		return false, fmt.Errorf("publish: %w", err)
 	}
 	if beforePublish != nil {
-		beforePublish(tree, s.HomeDir(k))
+		if err := writeWarnings(filepath.Join(stage, warningsName), beforePublish(tree, s.HomeDir(k))); err != nil {
+			return false, fmt.Errorf("stage: %w", err)
+		}
 	}
 	// rename(2) onto an existing non-empty directory fails: the first push
 	// to publish wins, and later ones are discarded.
@@ -193,6 +234,32 @@ func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io
 	}
 	stage = ""
 	return true, nil
+}
+
+// writeWarnings creates name with w, never through a link: O_EXCL fails on
+// anything already there (the dependency phase's processes write only
+// below the stage, in node_modules, yet nothing they might have left is
+// ever followed).
+func writeWarnings(name string, w []string) error {
+	if w == nil {
+		w = []string{}
+	}
+	b, err := json.Marshal(w)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxWarningsFile {
+		return fmt.Errorf("%s: over %d bytes", warningsName, maxWarningsFile)
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o444)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // Delete removes k's tree. The home (caches) stays for the next revision.

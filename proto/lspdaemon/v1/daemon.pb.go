@@ -2508,6 +2508,11 @@ type PrepareHeader struct {
 	// checks each file's bytes against the trailer before anything uses the
 	// tree and publishes nothing without a trailer that matches.
 	DigestsFollow bool `protobuf:"varint,4,opt,name=digests_follow,json=digestsFollow,proto3" json:"digests_follow,omitempty"`
+	// tree_warnings are the proxy's tree-normalisation warnings (one per
+	// dropped entry, at most MaxTreeWarnings): the daemon keeps them with
+	// the published tree, so a later prepare answer for the revision —
+	// after a lost reply, on another proxy — names them too.
+	TreeWarnings  []string `protobuf:"bytes,5,rep,name=tree_warnings,json=treeWarnings,proto3" json:"tree_warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2568,6 +2573,13 @@ func (x *PrepareHeader) GetDigestsFollow() bool {
 		return x.DigestsFollow
 	}
 	return false
+}
+
+func (x *PrepareHeader) GetTreeWarnings() []string {
+	if x != nil {
+		return x.TreeWarnings
+	}
+	return nil
 }
 
 // PrepareTrailer carries, when the header's digests_follow is set, the
@@ -2922,7 +2934,12 @@ type CapabilitiesResponse struct {
 	// when its stream to the proxy broke), or an eviction or deletion of it.
 	// A proxy releases a hold only when the key is neither warm with its
 	// prepare id nor in flight: a tree published later would be free.
-	InFlight      bool `protobuf:"varint,4,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	InFlight bool `protobuf:"varint,4,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// warnings are what the push that published the tree found while
+	// preparing it (its tree_warnings, the dependency phase's) and the
+	// workspace's build notes (cgo), for a warm workspace: what every
+	// prepare answer for the revision says, whichever push wrote it.
+	Warnings      []string `protobuf:"bytes,5,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2983,6 +3000,13 @@ func (x *CapabilitiesResponse) GetInFlight() bool {
 		return x.InFlight
 	}
 	return false
+}
+
+func (x *CapabilitiesResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 type DeleteWorkspaceRequest struct {
@@ -3263,13 +3287,14 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12\x1e\n" +
 	"\n" +
 	"executable\x18\x04 \x01(\bR\n" +
-	"executable\"\xc0\x01\n" +
+	"executable\"\xe5\x01\n" +
 	"\rPrepareHeader\x129\n" +
 	"\tworkspace\x18\x01 \x01(\v2\x1b.lsp.daemon.v1.WorkspaceKeyR\tworkspace\x12\x1d\n" +
 	"\n" +
 	"prepare_id\x18\x02 \x01(\tR\tprepareId\x12.\n" +
 	"\x05files\x18\x03 \x03(\v2\x18.lsp.daemon.v1.FileEntryR\x05files\x12%\n" +
-	"\x0edigests_follow\x18\x04 \x01(\bR\rdigestsFollow\"(\n" +
+	"\x0edigests_follow\x18\x04 \x01(\bR\rdigestsFollow\x12#\n" +
+	"\rtree_warnings\x18\x05 \x03(\tR\ftreeWarnings\"(\n" +
 	"\x0ePrepareTrailer\x12\x16\n" +
 	"\x06sha256\x18\x01 \x03(\tR\x06sha256\"\xa1\x01\n" +
 	"\x0ePrepareRequest\x126\n" +
@@ -3290,13 +3315,14 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\tlanguages\x18\x03 \x03(\v2\x1c.lsp.daemon.v1.LanguageToolsR\tlanguages\x12\x1a\n" +
 	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"P\n" +
 	"\x13CapabilitiesRequest\x129\n" +
-	"\tworkspace\x18\x01 \x01(\v2\x1b.lsp.daemon.v1.WorkspaceKeyR\tworkspace\"\xa2\x01\n" +
+	"\tworkspace\x18\x01 \x01(\v2\x1b.lsp.daemon.v1.WorkspaceKeyR\tworkspace\"\xbe\x01\n" +
 	"\x14CapabilitiesResponse\x12\x12\n" +
 	"\x04warm\x18\x01 \x01(\bR\x04warm\x12\x1d\n" +
 	"\n" +
 	"prepare_id\x18\x02 \x01(\tR\tprepareId\x12:\n" +
 	"\tlanguages\x18\x03 \x03(\v2\x1c.lsp.daemon.v1.LanguageToolsR\tlanguages\x12\x1b\n" +
-	"\tin_flight\x18\x04 \x01(\bR\binFlight\"S\n" +
+	"\tin_flight\x18\x04 \x01(\bR\binFlight\x12\x1a\n" +
+	"\bwarnings\x18\x05 \x03(\tR\bwarnings\"S\n" +
 	"\x16DeleteWorkspaceRequest\x129\n" +
 	"\tworkspace\x18\x01 \x01(\v2\x1b.lsp.daemon.v1.WorkspaceKeyR\tworkspace\"3\n" +
 	"\x17DeleteWorkspaceResponse\x12\x18\n" +

@@ -358,7 +358,7 @@ func (s *Shard) Push(ctx context.Context, k Key, prepareID string, files []File)
 	for i := range files {
 		files[i].Size = int64(len(files[i].Data))
 	}
-	return s.push(ctx, k, prepareID, files, false, func(_ context.Context, fn func(int, []byte) error) error {
+	return s.push(ctx, k, prepareID, files, nil, false, func(_ context.Context, fn func(int, []byte) error) error {
 		for i, f := range files {
 			if err := fn(i, f.Data); err != nil {
 				return err
@@ -383,12 +383,14 @@ func (e *SourceError) Unwrap() error { return e.Err }
 // carries them; the daemon checks every file against it before it uses or
 // publishes the tree. A source that fails, or hands over a file of another
 // size than its manifest entry, abandons the stream (the daemon then
-// discards what it received) and returns a *SourceError.
-func (s *Shard) PushStream(ctx context.Context, k Key, prepareID string, files []File, source func(ctx context.Context, fn func(i int, data []byte) error) error) (*daemonv1.PrepareResponse, error) {
-	return s.push(ctx, k, prepareID, files, true, source)
+// discards what it received) and returns a *SourceError. treeWarnings
+// (forge.Tree.Warnings) travel in the header: the daemon keeps them with
+// the tree it publishes.
+func (s *Shard) PushStream(ctx context.Context, k Key, prepareID string, files []File, treeWarnings []string, source func(ctx context.Context, fn func(i int, data []byte) error) error) (*daemonv1.PrepareResponse, error) {
+	return s.push(ctx, k, prepareID, files, treeWarnings, true, source)
 }
 
-func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File, follow bool, source func(ctx context.Context, fn func(i int, data []byte) error) error) (*daemonv1.PrepareResponse, error) {
+func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File, treeWarnings []string, follow bool, source func(ctx context.Context, fn func(i int, data []byte) error) error) (*daemonv1.PrepareResponse, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -400,7 +402,7 @@ func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File,
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", s.failed(err))
 	}
-	hdr := &daemonv1.PrepareHeader{Workspace: k.proto(), PrepareId: prepareID, Files: make([]*daemonv1.FileEntry, len(files)), DigestsFollow: follow}
+	hdr := &daemonv1.PrepareHeader{Workspace: k.proto(), PrepareId: prepareID, Files: make([]*daemonv1.FileEntry, len(files)), DigestsFollow: follow, TreeWarnings: treeWarnings}
 	for i, f := range files {
 		hdr.Files[i] = &daemonv1.FileEntry{Path: f.Path, Size: uint64(f.Size), Executable: f.Executable}
 		if !follow {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -479,6 +480,34 @@ func TestIdentityAndBodyChecks(t *testing.T) {
 
 // TestPrepareRoute: /prepare reports what the servers negotiated, charges
 // once, and a refused prepare still leaves its 0¢ row.
+// TestPrepareWarningsOnceWarm: the entries a tree dropped are named in
+// every prepare answer for the revision, also when another request
+// prepared it (a query here; a prepare whose answer was lost, or another
+// proxy's, alike).
+func TestPrepareWarningsOnceWarm(t *testing.T) {
+	tn := newTenant(t, "linkwarn", 2)
+	files := maps.Clone(devstack.SampleRepo)
+	files["dangling"] = devforge.SymlinkPrefix + "nowhere"
+	files["escape"] = devforge.SymlinkPrefix + "../../outside"
+	if _, err := devforge.CreateRepo(stack.ForgeRoot, tn.org, "links", files, "links"); err != nil {
+		t.Fatal(err)
+	}
+	if a := tn.post(t, "/hover", with(helloPos, "repo", "links")); a.status != http.StatusOK || a.body["prepared"] != true {
+		t.Fatalf("the hover that prepares: %d %s", a.status, a.raw)
+	}
+	a := tn.post(t, "/prepare", map[string]any{"repo": "links"})
+	if a.status != http.StatusOK || a.body["prepared"] != false {
+		t.Fatalf("prepare of the warm revision: %d %s", a.status, a.raw)
+	}
+	ws, _ := a.body["warnings"].([]any)
+	all := fmt.Sprint(ws...)
+	for _, name := range []string{"dangling", "escape"} {
+		if !strings.Contains(all, name) {
+			t.Fatalf("the warm prepare's warnings %q do not name %q", ws, name)
+		}
+	}
+}
+
 func TestPrepareRoute(t *testing.T) {
 	tn := newTenant(t, "prep", 2)
 	a := tn.post(t, "/prepare", map[string]any{"repo": tn.repo})

@@ -224,6 +224,18 @@ type treeReader struct {
 	count    int
 }
 
+// capWarnings keeps a tree's warnings within daemonv1.MaxTreeWarnings:
+// the first ones, then how many more entries were dropped. A tree of a
+// hundred thousand submodules is answered with a thousand lines, not a
+// hundred thousand.
+func capWarnings(w []string) []string {
+	if len(w) <= daemonv1.MaxTreeWarnings {
+		return w
+	}
+	keep := daemonv1.MaxTreeWarnings - 1
+	return append(w[:keep:keep], fmt.Sprintf("dropped %d more entries (not listed)", len(w)-keep))
+}
+
 func (tr *treeReader) warn(format string, args ...any) {
 	tr.warnings = append(tr.warnings, fmt.Sprintf(format, args...))
 }
@@ -544,7 +556,7 @@ func (tr *treeReader) normalise(cf blobSource) (*Tree, error) {
 		}
 	}
 	sort.Strings(tr.warnings)
-	t.Warnings = tr.warnings
+	t.Warnings = capWarnings(tr.warnings)
 	if t.Warnings == nil {
 		t.Warnings = []string{}
 	}

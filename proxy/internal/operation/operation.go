@@ -258,9 +258,12 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 		}
 	}
 	res.Prepare = &daemonv1.PrepareResponse{Prepared: res.Prepared, PrepareId: caps.GetPrepareId(), Languages: caps.GetLanguages()}
-	// A server that could not load the project says so in the prepare
-	// answer too, also when the revision was already warm.
-	res.Warnings = withLoadWarnings(res.Warnings, caps.GetLanguages())
+	// What the push that wrote the tree found (the entries it dropped,
+	// the dependency phase's refusals) and a server that could not load
+	// the project are in every prepare answer for the revision, also
+	// when it was already warm: a retry after a lost answer, or a prepare
+	// another request or proxy did, says what the first would have.
+	res.Warnings = withLoadWarnings(appendNew(res.Warnings, caps.GetWarnings()), caps.GetLanguages())
 	if opErr == nil {
 		c.report(Progress{Stage: StageReady})
 	}
@@ -274,20 +277,30 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 // withLoadWarnings appends each language's load problems to warnings,
 // once each.
 func withLoadWarnings(warnings []string, langs []*daemonv1.LanguageTools) []string {
-	warnings = slices.Clone(warnings) // a single flight's followers share the slice
-	seen := map[string]bool{}
-	for _, w := range warnings {
+	more := make([][]string, len(langs))
+	for i, l := range langs {
+		more[i] = l.GetWarnings()
+	}
+	return appendNew(warnings, more...)
+}
+
+// appendNew is warnings followed by those of more it does not hold yet,
+// once each, in a new slice (a single flight's followers share warnings).
+func appendNew(warnings []string, more ...[]string) []string {
+	out := slices.Clone(warnings)
+	seen := make(map[string]bool, len(out))
+	for _, w := range out {
 		seen[w] = true
 	}
-	for _, l := range langs {
-		for _, w := range l.GetWarnings() {
+	for _, m := range more {
+		for _, w := range m {
 			if !seen[w] {
 				seen[w] = true
-				warnings = append(warnings, w)
+				out = append(out, w)
 			}
 		}
 	}
-	return warnings
+	return out
 }
 
 func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemonv1.QueryRequest) (*daemonv1.QueryResponse, error) {
@@ -454,7 +467,7 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.PrepareTimeout)
 	defer cancel()
 	shard := s.daemons.Pick(key)
-	resp, err := shard.PushStream(pctx, key, prepareID, files, tree.Stream)
+	resp, err := shard.PushStream(pctx, key, prepareID, files, tree.Warnings, tree.Stream)
 	if err != nil {
 		// The daemon may have written the tree and lost the reply, or may
 		// still be writing it: a push whose stream broke keeps running on

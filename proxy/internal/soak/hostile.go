@@ -48,10 +48,6 @@ type hostileCase struct {
 	forge bool
 	// check inspects a matching answer further ("" when fine).
 	check func(answer) string
-	// fresh, when set, makes a new revision before a retry: the attempt a
-	// fault window answered may have prepared the tree, and a warning
-	// found while preparing comes only with the answer that prepared.
-	fresh func(attempt int)
 }
 
 const hostileOrg = "hostile"
@@ -78,12 +74,10 @@ func (r *run) runHostile(ctx context.Context) []HostileResult {
 				res.Note = "no answer: " + err.Error()
 			}
 			if hc.forge && (a.status == 502 || a.status == 503 || a.status == 504) {
-				wait := time.Second
-				if hc.fresh != nil {
-					hc.fresh(res.Attempts)
-					wait += 2 * time.Second // past LSP_FORGE_CACHE_TTL, so the new revision resolves
-				}
-				time.Sleep(wait)
+				// The attempt a fault window answered may have prepared
+				// the tree: the retry's prepare answer must still name
+				// what preparing it found (the daemon keeps it).
+				time.Sleep(time.Second)
 				continue
 			}
 			break
@@ -269,15 +263,8 @@ func (r *run) hostileCases(ctx context.Context) ([]hostileCase, error) {
 	// with a warning saying why the lockfile was refused; no request
 	// leaves (checked at the end: Report.OutsideRequests).
 	for _, name := range sortedKeys(locks) {
-		files := tsRepo(name, locks[name][0])
-		fresh := func(attempt int) {
-			files[fmt.Sprintf("src/retry%d.ts", attempt)] = "export const retry = 1;\n"
-			if _, err := devforge.CreateRepo(st.ForgeRoot, hostileOrg, name, files, "retry"); err != nil {
-				r.cfg.Log.Warn("soak: new revision", "err", err)
-			}
-		}
 		cases = append(cases, hostileCase{name: "package-lock.json " + name + ": prepared, with a warning", req: post("prepare", map[string]any{"repo": name}),
-			status: 200, rule: rowsOne, forge: true, check: warnsOf(locks[name][1]), fresh: fresh})
+			status: 200, rule: rowsOne, forge: true, check: warnsOf(locks[name][1])})
 	}
 	if r.cfg.TypeScript != "" {
 		cases = append(cases, hostileCase{name: "hover in that TypeScript repository (served)", req: post("hover", pos("lock-outside", "src/add.ts", 1, 17)),

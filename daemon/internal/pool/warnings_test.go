@@ -1,0 +1,73 @@
+package pool
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
+)
+
+// TestPrepareWarningsKept: what the push that published a tree found
+// while preparing it is the workspace's, from that push and from the tree
+// on disk after a restart (a later prepare answer for the revision names
+// it); a tree published with nothing to say has none, and a warnings file
+// that is a link is never followed.
+func TestPrepareWarningsKept(t *testing.T) {
+	root := t.TempDir()
+	store, err := workspace.NewStore(root, workspace.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	p := New(store, nil, runtime.Unjailed(log), log)
+	t.Cleanup(func() { p.Close(context.Background()) })
+	files, content := tinyTree()
+	want := []string{"dropped dangling symlink: a", "dropped submodule: b\nwith a newline"}
+	k, quiet := key("a", "r", 0), key("a", "r", 1)
+	if _, _, err := p.Prepare(context.Background(), k, genID(1), files, bytes.NewReader(content),
+		func(runtime.Workspace) []string { return slices.Clone(want) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.Prepare(context.Background(), quiet, genID(2), files, bytes.NewReader(content), nil); err != nil {
+		t.Fatal(err)
+	}
+	warnings := func(p *Pool, k workspace.Key) []string {
+		t.Helper()
+		w, release, ok := p.Acquire(k)
+		if !ok {
+			t.Fatalf("%s not held", k)
+		}
+		defer release()
+		return w.Warnings
+	}
+	if got := warnings(p, k); !slices.Equal(got, want) {
+		t.Fatalf("after the push: %q, want %q", got, want)
+	}
+	// A new daemon on the same root adopts the trees with their warnings.
+	again := New(store, nil, runtime.Unjailed(log), log)
+	t.Cleanup(func() { again.Close(context.Background()) })
+	if got := warnings(again, k); !slices.Equal(got, want) {
+		t.Fatalf("adopted: %q, want %q", got, want)
+	}
+	if got := warnings(again, quiet); got != nil {
+		t.Fatalf("a tree published without warnings: %q", got)
+	}
+	// A link in the file's place is refused, not read through.
+	secret := filepath.Join(root, "secret.json")
+	if err := os.WriteFile(secret, []byte(`["planted"]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(filepath.Dir(store.TreeDir(quiet)), "warnings")
+	if err := os.Symlink(secret, file); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := store.Warnings(quiet); err == nil || got != nil {
+		t.Fatalf("through a link: %q, %v", got, err)
+	}
+}
