@@ -507,16 +507,19 @@ const (
 	LoadWait  = 20 * time.Second
 )
 
-// AwaitLoad waits, at most LoadWait, until every running server of w has
-// finished its first load and published what it found (lsp WaitQuiet),
-// so that what follows — the prepare answer — knows whether the
-// project loaded. It never fails: what is not known by then is reported
-// by later answers.
-func (w *Workspace) AwaitLoad(ctx context.Context) {
+// AwaitLoad waits, at most LoadWait, until every running server of w
+// that only admits (all when only is nil) has finished its first load
+// and published what it found (lsp WaitQuiet), so that what follows —
+// the prepare answer — knows whether the project loaded. It never fails:
+// what is not known by then is reported by later answers.
+func (w *Workspace) AwaitLoad(ctx context.Context, only func(*Spec) bool) {
 	ctx, cancel := context.WithTimeout(ctx, LoadWait)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, r := range w.Running() {
+		if only != nil && !only(r.Spec) {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -45,14 +45,28 @@ func (r *Runner) anchorDocument(ctx context.Context, w *pool.Workspace, spec *po
 // server that builds projects only around open documents (tsserver) loads
 // now, and the prepare answer can say whether the project loaded. Failures
 // are left to the answers that follow.
-func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace) {
+//
+// With a focus (a repo-relative file the caller asks about first) it
+// waits only for the server of that file, when one runs: a question about
+// a shell script does not wait for gopls to load the module beside it.
+// The others still get their anchors and load on; notAwaited names them.
+func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace, focus string) (notAwaited []string) {
 	pol := uri.Policy{Root: w.Dir}
-	for _, run := range w.Running() {
+	running := w.Running()
+	var only func(*pool.Spec) bool
+	if fs, ok := r.Pool.SpecFor(focus); ok && focus != "" && slices.ContainsFunc(running, func(run pool.Running) bool { return run.Spec.ID == fs.ID }) {
+		only = func(s *pool.Spec) bool { return s.ID == fs.ID }
+	}
+	for _, run := range running {
 		if c, _, err := run.Server.Client(ctx); err == nil {
 			_ = r.anchorDocument(ctx, w, run.Spec, c, pol)
 		}
+		if only != nil && !only(run.Spec) {
+			notAwaited = append(notAwaited, run.Spec.ID)
+		}
 	}
-	w.AwaitLoad(ctx)
+	w.AwaitLoad(ctx, only)
+	return notAwaited
 }
 
 // findAnchor is the first file under root, in path order, whose extension

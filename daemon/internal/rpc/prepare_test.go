@@ -273,6 +273,10 @@ func TestPrepareRefused(t *testing.T) {
 			e, d := treeOf(file{"a.txt", []byte("x")}, file{"a.txt", []byte("x")})
 			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), e)}, dataMsgs(d, 1)...)
 		}},
+		{"focus path out of the tree", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			hdr := &daemonv1.PrepareHeader{Workspace: k, PrepareId: newID(), Files: entries, FocusPath: "../main.go"}
+			return append([]*daemonv1.PrepareRequest{{Part: &daemonv1.PrepareRequest_Header{Header: hdr}}}, dataMsgs(data, 5)...)
+		}},
 		{"malformed digest", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
 			e := withEntries(func(e []*daemonv1.FileEntry) []*daemonv1.FileEntry {
 				e[0].Sha256 = strings.ToUpper(e[0].Sha256)

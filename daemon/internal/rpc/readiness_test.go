@@ -464,3 +464,50 @@ func TestTypeScriptSuggestions(t *testing.T) {
 		t.Fatalf("the real server did not answer suggestionDiagnosticsSync through typescript.tsserverRequest: %s", daemonLog.String()[max(0, strings.Index(daemonLog.String(), "did not say how many")-200):][:600])
 	}
 }
+
+// TestPrepareFocus (real gopls and tsserver): a prepare with a focus
+// waits for the first load of that file's server only and names the
+// servers it did not wait for; the focus's server answers at once, with
+// nothing left to load. Without a focus, or with one no server serves,
+// it waits for every server and says nothing of the kind.
+func TestPrepareFocus(t *testing.T) {
+	if fx.gopls == "" || !fx.typescript {
+		t.Skip("needs gopls and the TypeScript server: set LSP_TEST_GOPLS and LSP_TEST_TYPESCRIPT")
+	}
+	tree := []file{
+		{"go.mod", []byte("module example.com/poly\n\ngo 1.22\n")},
+		{"main.go", []byte("package main\n\nfunc main() { _ = answer() }\n\nfunc answer() int { return 42 }\n")},
+		{"web/tsconfig.json", []byte(`{"compilerOptions":{"strict":true}}` + "\n")},
+		{"web/index.ts", []byte("export const answer: number = 42;\n")},
+		{"README.md", []byte("# poly\n")},
+	}
+	const notAwaited = "typescript-language-server's first load was not awaited (this prepare waited for the server of main.go only): its load problems, if any, come with its answers"
+	prepare := func(k *daemonv1.WorkspaceKey, focus string) *daemonv1.PrepareResponse {
+		t.Helper()
+		entries, data := treeOf(tree...)
+		hdr := &daemonv1.PrepareHeader{Workspace: k, PrepareId: newID(), Files: entries, FocusPath: focus}
+		r := push(ctxT(t), append([]*daemonv1.PrepareRequest{{Part: &daemonv1.PrepareRequest_Header{Header: hdr}}}, dataMsgs(data, 64)...)...)
+		if r.err != nil || !r.resp.GetPrepared() {
+			t.Fatalf("prepare (focus %q): %v, %v", focus, r.resp, r.err)
+		}
+		return r.resp
+	}
+	k := keyFor(t, "focus-go")
+	focused := prepare(k, "main.go")
+	if !contains(focused.GetWarnings(), notAwaited) {
+		t.Fatalf("focused prepare's warnings %q lack %q", focused.GetWarnings(), notAwaited)
+	}
+	q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "main.go",
+		Position: &daemonv1.Position{Line: 2, Character: 19}})
+	if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK || q.GetEvidence().GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT ||
+		!strings.Contains(q.GetHover().GetMarkdown(), "func answer() int") {
+		t.Fatalf("hover on the focus: %v, %v", q, err)
+	}
+	for tag, focus := range map[string]string{"focus-none": "", "focus-unserved": "README.md"} {
+		for _, w := range prepare(keyFor(t, tag), focus).GetWarnings() {
+			if strings.Contains(w, "not awaited") {
+				t.Fatalf("prepare with focus %q: %q", focus, w)
+			}
+		}
+	}
+}

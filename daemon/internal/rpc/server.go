@@ -124,6 +124,11 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	if err := checkTreeWarnings(hdr.GetTreeWarnings()); err != nil {
 		return status.Error(codes.InvalidArgument, "prepare: "+err.Error())
 	}
+	if f := hdr.GetFocusPath(); f != "" {
+		if err := daemonv1.CheckTreePath(f); err != nil {
+			return status.Error(codes.InvalidArgument, "prepare: focus_path: "+err.Error())
+		}
+	}
 	ctx := stream.Context()
 	body := &streamReader{stream: stream, left: manifestBytes(hdr.GetFiles()), follow: hdr.GetDigestsFollow()}
 	// Messages are received ahead of the writes (a few chunks), so the
@@ -175,9 +180,12 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 			resp.Warnings = append(resp.Warnings, warm...)
 			warmed = time.Now()
 			// The answer says whether each server could load the project,
-			// so it waits for their first load (bounded).
+			// so it waits for their first load (bounded) — with a focus,
+			// for its server's only, and says which it did not wait for.
 			if s.Runner != nil {
-				s.Runner.AwaitLoad(ctx, w)
+				for _, id := range s.Runner.AwaitLoad(ctx, w, hdr.GetFocusPath()) {
+					resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s's first load was not awaited (this prepare waited for the server of %s only): its load problems, if any, come with its answers", id, hdr.GetFocusPath()))
+				}
 			}
 		}
 		infos = w.Languages()

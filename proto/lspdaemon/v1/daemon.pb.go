@@ -2512,7 +2512,12 @@ type PrepareHeader struct {
 	// dropped entry, at most MaxTreeWarnings): the daemon keeps them with
 	// the published tree, so a later prepare answer for the revision —
 	// after a lost reply, on another proxy — names them too.
-	TreeWarnings  []string `protobuf:"bytes,5,rep,name=tree_warnings,json=treeWarnings,proto3" json:"tree_warnings,omitempty"`
+	TreeWarnings []string `protobuf:"bytes,5,rep,name=tree_warnings,json=treeWarnings,proto3" json:"tree_warnings,omitempty"`
+	// focus_path, when set, is the repo-relative file the caller asks about
+	// first: the answer waits for the first load of that file's server
+	// only, and says which servers it did not wait for (they load on).
+	// Empty: it waits for every server's.
+	FocusPath     string `protobuf:"bytes,6,opt,name=focus_path,json=focusPath,proto3" json:"focus_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2580,6 +2585,13 @@ func (x *PrepareHeader) GetTreeWarnings() []string {
 		return x.TreeWarnings
 	}
 	return nil
+}
+
+func (x *PrepareHeader) GetFocusPath() string {
+	if x != nil {
+		return x.FocusPath
+	}
+	return ""
 }
 
 // PrepareTrailer carries, when the header's digests_follow is set, the
@@ -3287,14 +3299,16 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12\x1e\n" +
 	"\n" +
 	"executable\x18\x04 \x01(\bR\n" +
-	"executable\"\xe5\x01\n" +
+	"executable\"\x84\x02\n" +
 	"\rPrepareHeader\x129\n" +
 	"\tworkspace\x18\x01 \x01(\v2\x1b.lsp.daemon.v1.WorkspaceKeyR\tworkspace\x12\x1d\n" +
 	"\n" +
 	"prepare_id\x18\x02 \x01(\tR\tprepareId\x12.\n" +
 	"\x05files\x18\x03 \x03(\v2\x18.lsp.daemon.v1.FileEntryR\x05files\x12%\n" +
 	"\x0edigests_follow\x18\x04 \x01(\bR\rdigestsFollow\x12#\n" +
-	"\rtree_warnings\x18\x05 \x03(\tR\ftreeWarnings\"(\n" +
+	"\rtree_warnings\x18\x05 \x03(\tR\ftreeWarnings\x12\x1d\n" +
+	"\n" +
+	"focus_path\x18\x06 \x01(\tR\tfocusPath\"(\n" +
 	"\x0ePrepareTrailer\x12\x16\n" +
 	"\x06sha256\x18\x01 \x03(\tR\x06sha256\"\xa1\x01\n" +
 	"\x0ePrepareRequest\x126\n" +

@@ -207,10 +207,13 @@ var errNoUsefulAnswer = errors.New("no useful answer")
 
 // prepareService prepares the repository and waits for the first useful
 // answer (a hover that says something at the ground truth's cold
-// position): the service's side of the cold-start figure.
+// position): the service's side of the cold-start figure. The prepare
+// names the cold position's file as its focus, as a caller about to ask
+// about it does: in a polyglot tree it waits for that file's server, not
+// every server (the ground truth starts only that one).
 func prepareService(ctx context.Context, c *client, repo string, cold Position, coldWait time.Duration) (took time.Duration, warnings []string, err error) {
 	start := time.Now()
-	a, _, err := c.do(ctx, http.MethodPost, "/prepare", map[string]any{"repo": repo})
+	a, _, err := c.do(ctx, http.MethodPost, "/prepare", map[string]any{"repo": repo, "path": cold.Path})
 	if err != nil {
 		return 0, nil, err
 	}

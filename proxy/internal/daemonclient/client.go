@@ -358,7 +358,7 @@ func (s *Shard) Push(ctx context.Context, k Key, prepareID string, files []File)
 	for i := range files {
 		files[i].Size = int64(len(files[i].Data))
 	}
-	return s.push(ctx, k, prepareID, files, nil, false, func(_ context.Context, fn func(int, []byte) error) error {
+	return s.push(ctx, k, prepareID, files, PushMeta{}, false, func(_ context.Context, fn func(int, []byte) error) error {
 		for i, f := range files {
 			if err := fn(i, f.Data); err != nil {
 				return err
@@ -383,14 +383,23 @@ func (e *SourceError) Unwrap() error { return e.Err }
 // carries them; the daemon checks every file against it before it uses or
 // publishes the tree. A source that fails, or hands over a file of another
 // size than its manifest entry, abandons the stream (the daemon then
-// discards what it received) and returns a *SourceError. treeWarnings
-// (forge.Tree.Warnings) travel in the header: the daemon keeps them with
-// the tree it publishes.
-func (s *Shard) PushStream(ctx context.Context, k Key, prepareID string, files []File, treeWarnings []string, source func(ctx context.Context, fn func(i int, data []byte) error) error) (*daemonv1.PrepareResponse, error) {
-	return s.push(ctx, k, prepareID, files, treeWarnings, true, source)
+// discards what it received) and returns a *SourceError. meta travels in
+// the header.
+func (s *Shard) PushStream(ctx context.Context, k Key, prepareID string, files []File, meta PushMeta, source func(ctx context.Context, fn func(i int, data []byte) error) error) (*daemonv1.PrepareResponse, error) {
+	return s.push(ctx, k, prepareID, files, meta, true, source)
 }
 
-func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File, treeWarnings []string, follow bool, source func(ctx context.Context, fn func(i int, data []byte) error) error) (*daemonv1.PrepareResponse, error) {
+// PushMeta is what a push's header says beside its manifest.
+type PushMeta struct {
+	// TreeWarnings (forge.Tree.Warnings): the daemon keeps them with the
+	// tree it publishes.
+	TreeWarnings []string
+	// Focus is the file the caller asks about first (PrepareHeader
+	// focus_path): the answer waits for its server's first load only.
+	Focus string
+}
+
+func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File, meta PushMeta, follow bool, source func(ctx context.Context, fn func(i int, data []byte) error) error) (*daemonv1.PrepareResponse, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -402,7 +411,8 @@ func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File,
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", s.failed(err))
 	}
-	hdr := &daemonv1.PrepareHeader{Workspace: k.proto(), PrepareId: prepareID, Files: make([]*daemonv1.FileEntry, len(files)), DigestsFollow: follow, TreeWarnings: treeWarnings}
+	hdr := &daemonv1.PrepareHeader{Workspace: k.proto(), PrepareId: prepareID, Files: make([]*daemonv1.FileEntry, len(files)), DigestsFollow: follow,
+		TreeWarnings: meta.TreeWarnings, FocusPath: meta.Focus}
 	for i, f := range files {
 		hdr.Files[i] = &daemonv1.FileEntry{Path: f.Path, Size: uint64(f.Size), Executable: f.Executable}
 		if !follow {

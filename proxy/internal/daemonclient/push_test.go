@@ -93,7 +93,7 @@ func TestPushStream(t *testing.T) {
 	k := Key{TenantKey: string(bytes.Repeat([]byte("a"), 64)), Repo: "r", Commit: string(bytes.Repeat([]byte("c"), 40))}
 
 	s, d := startPushDaemon(t)
-	resp, err := s.PushStream(context.Background(), k, "00000000-0000-4000-8000-000000000001", files, nil, source(-1, false))
+	resp, err := s.PushStream(context.Background(), k, "00000000-0000-4000-8000-000000000001", files, PushMeta{}, source(-1, false))
 	if err != nil || !resp.GetPrepared() {
 		t.Fatalf("PushStream: %v, %v", resp, err)
 	}
@@ -126,7 +126,7 @@ func TestPushStream(t *testing.T) {
 	}{{"source fails", 2, false}, {"source hands over a short file", -1, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			s, d := startPushDaemon(t)
-			_, err := s.PushStream(context.Background(), k, "00000000-0000-4000-8000-000000000002", files, nil, source(c.fail, c.lie))
+			_, err := s.PushStream(context.Background(), k, "00000000-0000-4000-8000-000000000002", files, PushMeta{}, source(c.fail, c.lie))
 			var se *SourceError
 			if !errors.As(err, &se) {
 				t.Fatalf("PushStream: %v, want a SourceError", err)

@@ -372,7 +372,7 @@ func (ms *mcpSession) handler(name string) mcp.ToolHandler {
 				report, stop := mcpProgress(ctx, req)
 				defer stop()
 				caller.Progress = report
-				out, res, err := s.runPrepare(ctx, caller, repo, rev, start)
+				out, res, err := s.runPrepare(ctx, caller, repo, rev, "", start)
 				if err == nil && ms.binding != nil && res.Commit == ms.binding.commit {
 					var tools []string
 					for _, l := range res.Prepare.GetLanguages() {

@@ -33,10 +33,10 @@ type docOperation struct {
 }
 
 // serverBodies is the body field set of every POST route the server
-// registers: the operation routes' own, and the common fields for
-// /prepare.
+// registers: the operation routes' own, and the common fields and path
+// for /prepare.
 func serverBodies() map[string]map[string]bool {
-	out := map[string]map[string]bool{"POST " + apiPrefix + "/prepare": fieldSet(commonFields...)}
+	out := map[string]map[string]bool{"POST " + apiPrefix + "/prepare": fields(commonFields, []string{"path"})}
 	for _, rt := range opRoutes {
 		out["POST "+apiPrefix+rt.path] = rt.fields
 	}
@@ -207,8 +207,10 @@ func TestOpenAPIDriftDetects(t *testing.T) {
 			bodies: func(b map[string]map[string]bool) {
 				b["POST /v1/lsp/hover"] = fields(positionFields, []string{"limit"})
 			}},
-		{name: "prepare field only in the server", want: `POST /v1/lsp/prepare: the server allows field "path"`,
-			bodies: func(b map[string]map[string]bool) { b["POST /v1/lsp/prepare"] = fieldSet("repo", "rev", "path") }},
+		{name: "prepare field only in the server", want: `POST /v1/lsp/prepare: the server allows field "line"`,
+			bodies: func(b map[string]map[string]bool) {
+				b["POST /v1/lsp/prepare"] = fieldSet("repo", "rev", "path", "line")
+			}},
 		{name: "field dropped from the document", want: `POST /v1/lsp/locate: the server allows field "include_declaration"`,
 			doc: func(d map[string]any) {
 				op := d["paths"].(map[string]any)[apiPrefix+"/locate"].(map[string]any)["post"].(map[string]any)

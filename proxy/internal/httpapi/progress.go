@@ -76,7 +76,7 @@ func (e *eventStream) close() {
 }
 
 // prepareStream is POST /prepare answered as an event stream.
-func (s *Server) prepareStream(c echo.Context, caller operation.Caller, repo string, rev forge.Rev, start time.Time) error {
+func (s *Server) prepareStream(c echo.Context, caller operation.Caller, repo string, rev forge.Rev, focus string, start time.Time) error {
 	resp := c.Response()
 	h := resp.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
@@ -89,7 +89,7 @@ func (s *Server) prepareStream(c echo.Context, caller operation.Caller, repo str
 	caller.Progress = func(p operation.Progress) {
 		es.send("progress", progressJSON{Stage: p.Stage, Files: p.Files, Bytes: p.Bytes})
 	}
-	out, _, err := s.runPrepare(c.Request().Context(), caller, repo, rev, start)
+	out, _, err := s.runPrepare(c.Request().Context(), caller, repo, rev, focus, start)
 	if err != nil {
 		_, body, _ := s.envelope(err, c.Get(ctxRequestID))
 		es.send("error", body)

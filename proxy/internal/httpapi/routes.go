@@ -330,10 +330,11 @@ func (s *Server) operation(rt opRoute) echo.HandlerFunc {
 	}
 }
 
-// prepare is POST /prepare.
+// prepare is POST /prepare. path (optional) is the file the caller asks
+// about first: a prepare waits for its server's first load only.
 func (s *Server) prepare(c echo.Context) error {
 	start := time.Now()
-	b, err := decodeBody(c, fieldSet(commonFields...))
+	b, err := decodeBody(c, fields(commonFields, []string{"path"}))
 	if err != nil {
 		return err
 	}
@@ -341,14 +342,20 @@ func (s *Server) prepare(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	var focus string
+	if b.Path != nil {
+		if focus, err = checkPath(b.Path); err != nil {
+			return err
+		}
+	}
 	caller, err := s.caller(c)
 	if err != nil {
 		return err
 	}
 	if wantsEventStream(c.Request()) {
-		return s.prepareStream(c, caller, repo, rev, start)
+		return s.prepareStream(c, caller, repo, rev, focus, start)
 	}
-	out, _, err := s.runPrepare(c.Request().Context(), caller, repo, rev, start)
+	out, _, err := s.runPrepare(c.Request().Context(), caller, repo, rev, focus, start)
 	if err != nil {
 		return err
 	}

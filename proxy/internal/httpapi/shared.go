@@ -75,9 +75,11 @@ func (s *Server) runOperation(ctx context.Context, rt opRoute, b *body, req oper
 }
 
 // runPrepare prepares a revision for caller and renders the answer: what
-// its servers negotiated. progress, when not nil, hears the steps.
-func (s *Server) runPrepare(ctx context.Context, caller operation.Caller, repo string, rev forge.Rev, start time.Time) (map[string]any, *operation.Result, error) {
-	res, err := s.d.Ops.Prepare(ctx, caller, repo, rev)
+// its servers negotiated. progress, when not nil, hears the steps. focus
+// (optional) is the file the caller asks about first
+// (operation.Service.Prepare).
+func (s *Server) runPrepare(ctx context.Context, caller operation.Caller, repo string, rev forge.Rev, focus string, start time.Time) (map[string]any, *operation.Result, error) {
+	res, err := s.d.Ops.Prepare(ctx, caller, repo, rev, focus)
 	s.metrics.observeOp("prepare", time.Since(start), res)
 	if err != nil {
 		return nil, res, &failure{err: err, res: res}

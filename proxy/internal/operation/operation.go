@@ -190,7 +190,7 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 	var perr error
 	for attempt := 0; qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && attempt < 2 && !res.Prepared && !req.WarmOnly; attempt++ {
 		var p *prepared
-		if p, perr = s.ensure(ctx, c, key); perr != nil {
+		if p, perr = s.ensure(ctx, c, key, req.Path); perr != nil {
 			break
 		}
 		if p.byUs {
@@ -224,8 +224,10 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 }
 
 // Prepare makes sure the revision is prepared and reports what its servers
-// negotiated. It writes one row like any operation request.
-func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.Rev) (*Result, error) {
+// negotiated. It writes one row like any operation request. focus, when
+// set, is the file the caller asks about first: a prepare this request
+// does waits for that file's server's first load only.
+func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.Rev, focus string) (*Result, error) {
 	ctx = daemonclient.WithRequestID(ctx, c.RequestID)
 	res := &Result{Repo: repo}
 	c.report(Progress{Stage: StageResolving})
@@ -242,7 +244,7 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 	}
 	var opErr error
 	if !caps.GetWarm() {
-		p, perr := s.ensure(ctx, c, key)
+		p, perr := s.ensure(ctx, c, key, focus)
 		switch {
 		case perr != nil:
 			opErr = perr // refused at the gate, or the fetch or push failed
@@ -368,8 +370,9 @@ type prepared struct {
 // leader of a (tenant, repo, commit) group holds funds, fetches and pushes;
 // followers wait and share its outcome (and are not charged). Across proxy
 // replicas the daemon's own single-flight makes the later push a no-op,
-// whose hold is released.
-func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key) (*prepared, error) {
+// whose hold is released. The leader's focus (the file its request is
+// about) is the push's.
+func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key, focus string) (*prepared, error) {
 	for {
 		f, leader := s.flights.join(key)
 		if !leader {
@@ -380,7 +383,7 @@ func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key) (*
 			s.run.inflight.Add(1)
 			go func() {
 				defer s.run.inflight.Done()
-				f.p, f.err = s.boundedPrepare(ctx, c, key)
+				f.p, f.err = s.boundedPrepare(ctx, c, key, focus)
 				s.flights.done(key, f)
 			}()
 		}
@@ -414,7 +417,7 @@ func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key) (*
 }
 
 // prepare is the leader's work: gate, fetch, push, capture or release.
-func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (*prepared, error) {
+func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key, focus string) (*prepared, error) {
 	prepareID := newPrepareID()
 	hold := ledger.HoldRequest{
 		PrepareID: prepareID, Org: c.Org, TenantKey: c.TenantKey, Subject: c.Subject,
@@ -467,7 +470,7 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key) (
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.PrepareTimeout)
 	defer cancel()
 	shard := s.daemons.Pick(key)
-	resp, err := shard.PushStream(pctx, key, prepareID, files, tree.Warnings, tree.Stream)
+	resp, err := shard.PushStream(pctx, key, prepareID, files, daemonclient.PushMeta{TreeWarnings: tree.Warnings, Focus: focus}, tree.Stream)
 	if err != nil {
 		// The daemon may have written the tree and lost the reply, or may
 		// still be writing it: a push whose stream broke keeps running on
