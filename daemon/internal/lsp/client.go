@@ -182,7 +182,45 @@ type LoadSigns struct {
 	// that come from the index wait for it (query). Otherwise
 	// (rust-analyzer's project loading) it is the load itself.
 	IndexInBackground bool
+	// Diagnosis, when set, says the server reports each diagnosis it runs
+	// as work-done progress once asked to at initialize, and that the
+	// report of its first diagnosis of the workspace carries what its load
+	// found: the first-load wait (WaitQuiet) then ends with that report,
+	// not after a quiet window. The reports are not work in flight for
+	// anything else (a diagnostics request, Busy).
+	Diagnosis *DiagnosisReports
 }
+
+// DiagnosisReports describe a server's work-done progress reports of its
+// own diagnoses (gopls's verboseWorkDoneProgress): each begins when a
+// diagnosis starts and ends once what it found has been published.
+type DiagnosisReports struct {
+	// InitializationOptions ask the server for the reports; the server's
+	// runtime merges them over the reviewed entry's.
+	InitializationOptions json.RawMessage
+	// Is says a progress title is one of the reports.
+	Is func(title string) bool
+	// Initial says a report is the diagnosis of the whole workspace after
+	// the server's first load. A document opened before it ends may cut
+	// it short (gopls diagnoses a snapshot the open replaced no further),
+	// so such a server gets no anchor document (Client.ReportsLoad).
+	Initial func(title string) bool
+}
+
+// InitializationOptions are what the signs need the server told at
+// initialize (DiagnosisReports.InitializationOptions), nil for none.
+func (s LoadSigns) InitializationOptions() json.RawMessage {
+	if s.Diagnosis == nil {
+		return nil
+	}
+	return s.Diagnosis.InitializationOptions
+}
+
+// diagnosisSettle is how long WaitQuiet still waits once the initial
+// diagnosis report has ended: the server writes its end from a goroutine
+// of its own after the publications, and a little margin costs nothing
+// beside the quiet window it replaces.
+const diagnosisSettle = 100 * time.Millisecond
 
 // ExpectedDiagnostics is a server's own word on how many diagnostics of
 // one kind it computed for a document: a workspace/executeCommand the
@@ -262,16 +300,22 @@ type Client struct {
 	progress      map[string]struct{}
 	indexing      map[string]string // tokens in flight whose title LoadSigns.Indexing accepts → title
 	progressEnd   time.Time         // when the last work-done progress ended
-	logs          []LogMessage
-	problems      []Problem
-	moreProblems  int
-	lastPub       time.Time // when anything was last published
-	connected     time.Time
-	diags         map[DocumentURI]*published
-	pubSeq        uint64
-	docs          map[DocumentURI]*document
-	useClock      uint64
-	changed       chan struct{} // closed and replaced whenever diagnostics or progress change
+	// LoadSigns.Diagnosis reports: in flight (token → title; one over
+	// MaxProgressTokens is not tracked, so its end ends nothing), when the
+	// last ended, and whether the initial one has.
+	diagnosing       map[string]string
+	diagnosisEnd     time.Time
+	initialDiagnosed bool
+	logs             []LogMessage
+	problems         []Problem
+	moreProblems     int
+	lastPub          time.Time // when anything was last published
+	connected        time.Time
+	diags            map[DocumentURI]*published
+	pubSeq           uint64
+	docs             map[DocumentURI]*document
+	useClock         uint64
+	changed          chan struct{} // closed and replaced whenever diagnostics or progress change
 }
 
 type published struct {
@@ -305,6 +349,7 @@ func Connect(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Client
 		registrations: map[string]string{},
 		progress:      map[string]struct{}{},
 		indexing:      map[string]string{},
+		diagnosing:    map[string]string{},
 		diags:         map[DocumentURI]*published{},
 		docs:          map[DocumentURI]*document{},
 		changed:       make(chan struct{}),
@@ -989,15 +1034,20 @@ func (c *Client) LoadProblems() ([]Problem, int) {
 // WaitQuiet waits until the server has had no work-done progress in flight
 // and has published nothing for quiet (counted from the connection, the
 // last publication and the last progress end): its first load is done and
-// its first diagnostics are out.
+// its first diagnostics are out. A server whose initial diagnosis report
+// (LoadSigns.Diagnosis) has ended needs only diagnosisSettle of that
+// quiet.
 func (c *Client) WaitQuiet(ctx context.Context, quiet time.Duration) error {
 	for {
 		c.mu.Lock()
 		since := c.connected
-		for _, t := range []time.Time{c.lastPub, c.progressEnd} {
+		for _, t := range []time.Time{c.lastPub, c.progressEnd, c.diagnosisEnd} {
 			if t.After(since) {
 				since = t
 			}
+		}
+		if c.diagnosedLocked() {
+			quiet = min(quiet, diagnosisSettle)
 		}
 		rest := quiet - time.Since(since)
 		if c.foregroundLocked() > 0 {
@@ -1021,6 +1071,23 @@ func (c *Client) WaitQuiet(ctx context.Context, quiet time.Duration) error {
 		}
 		t.Stop()
 	}
+}
+
+// ReportsLoad reports that the server's diagnosis reports say when its
+// first load is done (LoadSigns.Diagnosis): it needs no anchor document,
+// and one opened before that would cut the report short.
+func (c *Client) ReportsLoad() bool { return c.opts.LoadSigns.Diagnosis != nil }
+
+// Diagnosed reports that the server's initial diagnosis report has ended:
+// what ends WaitQuiet early.
+func (c *Client) Diagnosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.diagnosedLocked()
+}
+
+func (c *Client) diagnosedLocked() bool {
+	return c.opts.LoadSigns.Diagnosis != nil && c.initialDiagnosed
 }
 
 func (c *Client) onProgress(params json.RawMessage) {
@@ -1053,6 +1120,15 @@ func (c *Client) onProgress(params json.RawMessage) {
 				return
 			}
 		}
+		if d := c.opts.LoadSigns.Diagnosis; d != nil {
+			if title, _ := clipText(p.Value.Title, 256); d.Is(title) {
+				if len(c.diagnosing) >= c.lim.MaxProgressTokens {
+					return
+				}
+				c.diagnosing[key] = title
+				break
+			}
+		}
 		if len(c.progress) >= c.lim.MaxProgressTokens {
 			return
 		}
@@ -1063,6 +1139,14 @@ func (c *Client) onProgress(params json.RawMessage) {
 			}
 		}
 	case "end":
+		if title, ok := c.diagnosing[key]; ok {
+			delete(c.diagnosing, key)
+			c.diagnosisEnd = time.Now()
+			if c.opts.LoadSigns.Diagnosis.Initial(title) {
+				c.initialDiagnosed = true
+			}
+			break
+		}
 		_, indexing := c.indexing[key]
 		delete(c.progress, key)
 		delete(c.indexing, key)

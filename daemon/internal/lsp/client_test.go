@@ -528,6 +528,86 @@ func TestBackgroundIndexIsNotTheLoad(t *testing.T) {
 	}
 }
 
+// TestDiagnosisReportsEndTheLoad: with diagnosis reports (gopls's
+// verboseWorkDoneProgress), the first-load wait ends once the initial
+// diagnosis report has ended, however long the quiet it was given, and a
+// document's report in flight does not hold it; until then, and for a
+// server that never reports its initial diagnosis, the quiet decides.
+// The reports are not work in flight.
+func TestDiagnosisReportsEndTheLoad(t *testing.T) {
+	signs := LoadSigns{Diagnosis: &DiagnosisReports{
+		InitializationOptions: json.RawMessage(`{"verbose":true}`),
+		Is:                    func(title string) bool { return strings.HasPrefix(title, "diag ") },
+		Initial:               func(title string) bool { return title == "diag initial" },
+	}}
+	if got := string(signs.InitializationOptions()); got != `{"verbose":true}` {
+		t.Fatalf("initialization options %s", got)
+	}
+	c, p, err := connectPeer(t, basicInit, Options{LoadSigns: signs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.ReportsLoad() {
+		t.Fatal("ReportsLoad false with diagnosis reports")
+	}
+	ctx := context.Background()
+	progress := func(p *peer, token int, kind, title string) {
+		t.Helper()
+		if err := p.conn.Notify(ctx, "$/progress", json.RawMessage(fmt.Sprintf(`{"token":%d,"value":{"kind":%q,"title":%q}}`, token, kind, title))); err != nil {
+			t.Fatal(err)
+		}
+		p.sync(t)
+	}
+	// held reports whether a wait with an hour's quiet is still waiting
+	// after 200 ms.
+	held := func(c *Client) bool {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		err := c.WaitQuiet(wctx, time.Hour)
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		return err != nil
+	}
+
+	progress(p, 1, "begin", "loading")
+	progress(p, 2, "begin", "diag initial")
+	progress(p, 3, "begin", "diag opened")
+	if !c.Busy() || !held(c) {
+		t.Fatal("the load in flight did not hold the wait")
+	}
+	progress(p, 1, "end", "")
+	if c.Busy() || c.Diagnosed() || !held(c) {
+		t.Fatalf("the initial diagnosis in flight: busy %v, diagnosed %v", c.Busy(), c.Diagnosed())
+	}
+	progress(p, 2, "end", "")
+	if !c.Diagnosed() || held(c) {
+		t.Fatal("the initial diagnosis's end did not end the wait (a document's report still in flight)")
+	}
+	progress(p, 1, "begin", "loading again")
+	if !held(c) {
+		t.Fatal("the server's load in flight did not hold the wait after the initial diagnosis")
+	}
+
+	// No initial diagnosis reported: only the quiet ends the wait.
+	c2, p2, err := connectPeer(t, basicInit, Options{LoadSigns: signs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	progress(p2, 1, "begin", "diag opened")
+	progress(p2, 1, "end", "")
+	if c2.Diagnosed() || !held(c2) {
+		t.Fatal("without the initial diagnosis the reports ended the wait")
+	}
+	if err := c2.WaitQuiet(ctx, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if c3, _, err := connectPeer(t, basicInit, Options{}); err != nil || c3.ReportsLoad() {
+		t.Fatalf("ReportsLoad without diagnosis reports: %v", err)
+	}
+}
+
 // TestContentModifiedRetried: a server that answers ContentModified (its
 // state changed under the request: rust-analyzer reloading a workspace)
 // is asked again, as the LSP asks of clients, a bounded number of times.

@@ -527,7 +527,7 @@ func (w *Workspace) AwaitLoad(ctx context.Context, only func(*Spec) bool) {
 				start := time.Now()
 				err := c.WaitQuiet(ctx, r.Spec.loadQuiet())
 				w.pool.log.Info("first load", "workspace", w.Key.String(), "server", r.Spec.ID,
-					"took_ms", time.Since(start).Milliseconds(), "bounded", err != nil)
+					"took_ms", time.Since(start).Milliseconds(), "bounded", err != nil, "diagnosed", c.Diagnosed())
 			}
 		}()
 	}

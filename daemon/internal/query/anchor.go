@@ -43,8 +43,10 @@ func (r *Runner) anchorDocument(ctx context.Context, w *pool.Workspace, spec *po
 // AwaitLoad opens an anchor document on each running server of w and
 // waits until each has finished loading the project (pool.AwaitLoad): a
 // server that builds projects only around open documents (tsserver) loads
-// now, and the prepare answer can say whether the project loaded. Failures
-// are left to the answers that follow.
+// now, and the prepare answer can say whether the project loaded. A
+// server that reports its load's diagnosis itself (gopls: lsp.
+// DiagnosisReports) gets none: an open would cut that report short.
+// Failures are left to the answers that follow.
 //
 // With a focus (a repo-relative file the caller asks about first) it
 // waits only for the server of that file, when one runs: a question about
@@ -58,7 +60,7 @@ func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace, focus string)
 		only = func(s *pool.Spec) bool { return s.ID == fs.ID }
 	}
 	for _, run := range running {
-		if c, _, err := run.Server.Client(ctx); err == nil {
+		if c, _, err := run.Server.Client(ctx); err == nil && !c.ReportsLoad() {
 			_ = r.anchorDocument(ctx, w, run.Spec, c, pol)
 		}
 		if only != nil && !only(run.Spec) {

@@ -32,6 +32,7 @@ func TestLoadProblemsGo(t *testing.T) {
 		t.Fatalf("prepare languages %v, want the warning %q", langs, want)
 	}
 	noHostPaths(t, langs[0].GetWarnings())
+	goplsDiagnosed(t, k)
 
 	caps, err := fx.client.Capabilities(ctxT(t), &daemonv1.CapabilitiesRequest{Workspace: k})
 	if err != nil || len(caps.GetLanguages()) != 1 || !contains(caps.GetLanguages()[0].GetWarnings(), want) {
@@ -100,10 +101,38 @@ func TestLoadProblemsGoElsewhere(t *testing.T) {
 	if langs := resp.GetLanguages(); len(langs) != 1 || !contains(langs[0].GetWarnings(), want) {
 		t.Fatalf("prepare languages %v, want the warning %q", langs, want)
 	}
+	goplsDiagnosed(t, k)
 	q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "a.go"})
 	if err != nil || q.GetEvidence().GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL || !contains(q.GetEvidence().GetWarnings(), want) {
 		t.Fatalf("an answer about the clean file: %v %v", q, err)
 	}
+}
+
+// goplsDiagnosed fails unless the workspace's gopls said, through its
+// diagnosis reports, that it had diagnosed the workspace and its open
+// documents: what ended the prepare's load wait, rather than a quiet
+// window, so the warnings it carried came from finished diagnoses.
+func goplsDiagnosed(t *testing.T, k *daemonv1.WorkspaceKey) {
+	t.Helper()
+	w, release, ok := fx.pool.Acquire(parseKey(t, k))
+	if !ok {
+		t.Fatal("the workspace is not live")
+	}
+	defer release()
+	for _, r := range w.Running() {
+		if r.Spec.ID != "gopls" {
+			continue
+		}
+		c, _, err := r.Server.Client(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.Diagnosed() {
+			t.Fatal("gopls's diagnosis reports do not say its diagnoses are published")
+		}
+		return
+	}
+	t.Fatal("no gopls runs on the workspace")
 }
 
 // TestLoadProblemsGoList: a go.mod the local go command refuses

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -153,9 +154,16 @@ func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The reviewed entry's options, then what the language's dependency
+	// phase prepared, then what its load signs need the server to report.
+	signs := readiness.For(s.spec.Language)
 	initOpts := s.spec.InitializationOptions
+	var prepared json.RawMessage
 	if s.spec.Init != nil {
-		if initOpts, err = mergeSettings(initOpts, s.spec.Init(s.ws)); err != nil {
+		prepared = s.spec.Init(s.ws)
+	}
+	for _, patch := range []json.RawMessage{prepared, signs.InitializationOptions()} {
+		if initOpts, err = mergeSettings(initOpts, patch); err != nil {
 			_ = proc.Kill()
 			_ = proc.Wait()
 			return nil, fmt.Errorf("initialization options: %w", err)
@@ -169,7 +177,7 @@ func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 		Folders:               folders,
 		RequestTimeout:        s.spec.RequestTimeout,
 		Logger:                s.log,
-		LoadSigns:             readiness.For(s.spec.Language),
+		LoadSigns:             signs,
 	})
 	if err != nil {
 		_ = proc.Kill()
