@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanzoai/lsp/proxy/internal/devforge"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -216,6 +217,42 @@ func rawMCP(t *testing.T, hdr map[string]string, msg string) (int, http.Header, 
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, string(b)
+}
+
+// TestMCPPrepareFocus: the MCP prepare tool takes POST /prepare's
+// optional path. On a revision with Go and TypeScript, a cold prepare
+// about main.go waits for gopls alone and says it did not wait for the
+// TypeScript server; a path out of the tree is the REST route's refusal,
+// before anything is charged.
+func TestMCPPrepareFocus(t *testing.T) {
+	if typescript == "" {
+		t.Skip("no TypeScript server: set LSP_TEST_TYPESCRIPT")
+	}
+	tn := newTenant(t, "mcp-focus", 4)
+	commit, err := devforge.CreateRepo(stack.ForgeRoot, tn.org, "poly", map[string]string{
+		"go.mod":   "module example.com/poly\n\ngo 1.22\n",
+		"main.go":  "package main\n\nfunc main() {}\n",
+		"index.ts": "export const answer: number = 42;\n",
+	}, "poly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mcpConnect(t, "", tn.mcpHeaders())
+	out, isErr := c.call(t, "prepare", map[string]any{"repo": "poly", "path": "../main.go"})
+	if !isErr || errCode(out) != "invalid_request" {
+		t.Fatalf("a path out of the tree: error=%v %v", isErr, out)
+	}
+	out, isErr = c.call(t, "prepare", map[string]any{"repo": "poly", "path": "main.go"})
+	if isErr || out["prepared"] != true || out["commit"] != commit {
+		t.Fatalf("prepare: error=%v %v", isErr, out)
+	}
+	const want = "typescript's first load was not awaited (this prepare waited for the server of main.go only)"
+	if !strings.Contains(mustJSON(out["warnings"]), want) {
+		t.Fatalf("prepare warnings %v lack %q", out["warnings"], want)
+	}
+	if p := filter(rows(t, tn.org), "prepare"); len(p) != 1 || p[0].AmountCents != -2 {
+		t.Fatalf("prepare rows %+v; want one −2¢ row", p)
+	}
 }
 
 // TestMCPSessionOrg: a principal in two orgs opens a session for one;

@@ -334,7 +334,7 @@ func (ms *mcpSession) addTool(name string) {
 func (ms *mcpSession) handler(name string) mcp.ToolHandler {
 	s := ms.s
 	rt, isOp := routeByName(name)
-	allowed := fieldSet(commonFields...)
+	allowed := prepareFields
 	if isOp {
 		allowed = rt.fields
 	}
@@ -365,6 +365,12 @@ func (ms *mcpSession) handler(name string) mcp.ToolHandler {
 				if err != nil {
 					return nil, err
 				}
+				var focus string
+				if b.Path != nil {
+					if focus, err = checkPath(b.Path); err != nil {
+						return nil, err
+					}
+				}
 				caller, err := s.callerFrom(req.Extra.Header, p, reqID)
 				if err != nil {
 					return nil, err
@@ -372,7 +378,7 @@ func (ms *mcpSession) handler(name string) mcp.ToolHandler {
 				report, stop := mcpProgress(ctx, req)
 				defer stop()
 				caller.Progress = report
-				out, res, err := s.runPrepare(ctx, caller, repo, rev, "", start)
+				out, res, err := s.runPrepare(ctx, caller, repo, rev, focus, start)
 				if err == nil && ms.binding != nil && res.Commit == ms.binding.commit {
 					var tools []string
 					for _, l := range res.Prepare.GetLanguages() {

@@ -16,7 +16,7 @@ import (
 // a bound session), and every required field is a property.
 func TestToolSchemasMatchBodies(t *testing.T) {
 	for _, name := range append([]string{"prepare"}, routeNames()...) {
-		allowed := fieldSet(commonFields...)
+		allowed := prepareFields
 		if rt, ok := routeByName(name); ok {
 			allowed = rt.fields
 		}

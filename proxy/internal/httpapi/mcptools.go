@@ -147,6 +147,11 @@ func toolSpec(name string, bound bool) *mcp.Tool {
 				"description": "The next_cursor of a previous answer, to continue the listing (same other arguments)."})
 		}
 	}
+	if !isOp {
+		add("path", map[string]any{"type": "string", "minLength": 1, "maxLength": 1024,
+			"description": "The file you will ask about first (repository-relative, '/' separators). Optional: a cold prepare " +
+				"then waits only for the language server of that file to load, and names those it did not wait for."})
+	}
 	schema := map[string]any{
 		"type":                 "object",
 		"properties":           props,

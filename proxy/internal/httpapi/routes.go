@@ -24,7 +24,10 @@ type opRoute struct {
 }
 
 var (
-	commonFields   = []string{"repo", "rev"}
+	commonFields = []string{"repo", "rev"}
+	// prepareFields are POST /prepare's body (and the MCP prepare tool's):
+	// path, optional, is the file the caller will ask about first.
+	prepareFields  = fields(commonFields, []string{"path"})
 	positionFields = []string{"repo", "rev", "path", "line", "character", "symbol", "text"}
 	pageFields     = []string{"limit", "cursor"}
 	// codeFields belong to the routes whose answers are locations.
@@ -334,7 +337,7 @@ func (s *Server) operation(rt opRoute) echo.HandlerFunc {
 // about first: a prepare waits for its server's first load only.
 func (s *Server) prepare(c echo.Context) error {
 	start := time.Now()
-	b, err := decodeBody(c, fields(commonFields, []string{"path"}))
+	b, err := decodeBody(c, prepareFields)
 	if err != nil {
 		return err
 	}
