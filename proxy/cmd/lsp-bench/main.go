@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/bench"
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
 )
 
 func main() {
@@ -42,7 +43,7 @@ func main() {
 	benchDaemon := flag.String("bench-daemon-bin", "", "an lsp-daemon built with -tags lspbench (make bench: .bin/lsp-daemon-bench), for the jail figure; empty leaves it out")
 	daemonEnv := flag.String("daemon-env", "", "comma-separated LSP_*=value settings for every daemon the bench starts, to price one (LSP_JAIL_MEMORY=12G); never the product's figures unless the product sets them")
 	flag.Parse()
-	extraEnv, err := parseDaemonEnv(*daemonEnv)
+	extraEnv, err := devstack.ParseDaemonEnv(*daemonEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-bench:", err)
 		os.Exit(2)
@@ -245,21 +246,4 @@ func absOrEmpty(p string) string {
 		return p
 	}
 	return abs
-}
-
-// parseDaemonEnv reads -daemon-env: KEY=value pairs, comma-separated, each
-// key one of the daemon's own (LSP_*).
-func parseDaemonEnv(s string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, kv := range strings.Split(s, ",") {
-		if kv = strings.TrimSpace(kv); kv == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(k, "LSP_") {
-			return nil, fmt.Errorf("-daemon-env: %q is not LSP_NAME=value", kv)
-		}
-		out[k] = v
-	}
-	return out, nil
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/corpus"
+	"github.com/hanzoai/lsp/proxy/internal/devstack"
 )
 
 func main() {
@@ -33,10 +34,16 @@ func main() {
 	coldWait := flag.Duration("cold-wait", 2*time.Minute, "how long to wait for the service's first useful answer before querying anyway")
 	keep := flag.Bool("keep", false, "keep the scratch directory (checkouts, the stack's logs) and print where it is")
 	jsonOut := flag.String("json", "", "write every result with its disagreements per position to this file (- for stdout)")
+	daemonEnv := flag.String("daemon-env", "", "comma-separated LSP_*=value settings for the service's daemon (LSP_LOG_LEVEL=info to read its prepare's parts with -keep); never the product's figures unless the product sets them")
 	flag.Parse()
+	env, err := devstack.ParseDaemonEnv(*daemonEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lsp-corpus:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *servers, *daemonBin, *corpusDir, *cacheDir, *repos, *large, *positions, *jsonOut, *keep, *coldWait, *jailCC); err != nil {
+	if err := run(ctx, *servers, *daemonBin, *corpusDir, *cacheDir, *repos, *large, *positions, *jsonOut, *keep, *coldWait, *jailCC, env); err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-corpus:", err)
 		os.Exit(1)
 	}
@@ -50,7 +57,7 @@ func names() string {
 	return strings.Join(n, ", ")
 }
 
-func run(ctx context.Context, servers, daemonBin, corpusDir, cacheDir, repos string, large bool, positions int, jsonOut string, keep bool, coldWait time.Duration, jailCC string) error {
+func run(ctx context.Context, servers, daemonBin, corpusDir, cacheDir, repos string, large bool, positions int, jsonOut string, keep bool, coldWait time.Duration, jailCC string, daemonEnv map[string]string) error {
 	var sel []corpus.Repo
 	if repos == "" {
 		for _, r := range corpus.Repos {
@@ -111,7 +118,7 @@ func run(ctx context.Context, servers, daemonBin, corpusDir, cacheDir, repos str
 	}
 	results, err := corpus.Run(ctx, corpus.Options{
 		Dir: dir, CacheDir: cacheDir, CorpusDir: corpusDir, DaemonBin: daemonBin, Servers: servers,
-		Repos: sel, PerRepo: positions, Keep: keep, ColdWait: coldWait, JailCC: jailCC,
+		Repos: sel, PerRepo: positions, Keep: keep, ColdWait: coldWait, JailCC: jailCC, DaemonEnv: daemonEnv,
 		OnResult: func(r *corpus.Result) {
 			done = append(done, r)
 			if jsonOut != "-" {

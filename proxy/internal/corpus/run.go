@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -43,6 +44,9 @@ type Options struct {
 	// JailCC is the daemon's LSP_JAIL_CC ("" its default; "off" runs Go
 	// servers without a C compiler, CGO_ENABLED=0).
 	JailCC string
+	// DaemonEnv are more LSP_* variables for the daemon, over the
+	// corpus's own (lsp-corpus -daemon-env).
+	DaemonEnv map[string]string
 	// OnResult, when set, sees each repository's result as it is done.
 	OnResult func(*Result)
 }
@@ -236,6 +240,7 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	if o.JailCC != "" {
 		daemonEnv["LSP_JAIL_CC"] = o.JailCC
 	}
+	maps.Copy(daemonEnv, o.DaemonEnv)
 	stack, err := devstack.Start(ctx, devstack.Options{
 		Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, ServerFile: sf.Path,
 		DaemonEnv: daemonEnv,
