@@ -109,9 +109,9 @@ func TestLoadProblemsGoElsewhere(t *testing.T) {
 }
 
 // goplsDiagnosed fails unless the workspace's gopls said, through its
-// diagnosis reports, that it had diagnosed the workspace and its open
-// documents: what ended the prepare's load wait, rather than a quiet
-// window, so the warnings it carried came from finished diagnoses.
+// diagnosis reports, that its initial diagnosis of the workspace had
+// ended: what ended the prepare's load wait, rather than a quiet window,
+// so the warnings it carried came from a finished diagnosis.
 func goplsDiagnosed(t *testing.T, k *daemonv1.WorkspaceKey) {
 	t.Helper()
 	w, release, ok := fx.pool.Acquire(parseKey(t, k))
