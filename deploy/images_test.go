@@ -771,3 +771,41 @@ func jsonLeaves(t testing.TB, raw json.RawMessage) []string {
 	walk(v)
 	return out
 }
+
+// TestShellEntryLogsIndex: bash-language-server reports the end of its
+// background analysis only in an info-level log line, which the daemon
+// waits for before it answers from that analysis (readiness's
+// shellscript signs). An entry that logs at warning or error would leave
+// every answer waiting and partial.
+func TestShellEntryLogsIndex(t *testing.T) {
+	_, cfg := readConfigTemplate(t)
+	found := false
+	for _, s := range cfg.Servers {
+		if s.ID != "bash" {
+			continue
+		}
+		found = true
+		var opts struct {
+			LogLevel *string `json:"logLevel"`
+		}
+		var settings struct {
+			BashIde struct {
+				LogLevel *string `json:"logLevel"`
+			} `json:"bashIde"`
+		}
+		if err := json.Unmarshal(s.InitializationOptions, &opts); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(s.Settings, &settings); err != nil {
+			t.Fatal(err)
+		}
+		for where, l := range map[string]*string{"initialization_options": opts.LogLevel, "settings.bashIde": settings.BashIde.LogLevel} {
+			if l != nil && *l != "info" && *l != "debug" {
+				t.Errorf("bash's %s logLevel is %q; the daemon needs bash-language-server's info lines", where, *l)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no bash entry")
+	}
+}

@@ -189,7 +189,28 @@ type LoadSigns struct {
 	// not after a quiet window. The reports are not work in flight for
 	// anything else (a diagnostics request, Busy).
 	Diagnosis *DiagnosisReports
+	// IndexLog, when set, says the server indexes the workspace as soon
+	// as it is initialized and reports the end in its log alone
+	// (bash-language-server's background analysis). From the start until
+	// a log line IndexLog accepts, the server counts as working under
+	// IndexLog.Title exactly as if that were a work-done progress in
+	// flight whose title Indexing accepts.
+	IndexLog *IndexLog
 }
+
+// IndexLog describes an index whose end only the server's log reports.
+type IndexLog struct {
+	// Title names the work in answers given meanwhile.
+	Title string
+	// Done says a window/logMessage line reports the index finished
+	// (however it finished: a failure is for Log to report).
+	Done func(message string) bool
+}
+
+// logIndexKey is IndexLog's entry among the progress tokens: the keys of
+// real tokens are their JSON text (a quoted string or a number), which a
+// bare word can never be.
+const logIndexKey = "log-index"
 
 // DiagnosisReports describe a server's work-done progress reports of its
 // own diagnoses (gopls's verboseWorkDoneProgress): each begins when a
@@ -354,6 +375,10 @@ func Connect(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Client
 		docs:          map[DocumentURI]*document{},
 		changed:       make(chan struct{}),
 		connected:     time.Now(),
+	}
+	if il := opts.LoadSigns.IndexLog; il != nil {
+		c.progress[logIndexKey] = struct{}{}
+		c.indexing[logIndexKey] = il.Title
 	}
 	var err error
 	if c.settings, err = decodeSettings(opts.Settings); err != nil {
@@ -946,6 +971,12 @@ func (c *Client) logMessage(method string, params json.RawMessage) {
 	if problem, ok := c.logProblem(method, p.Type, msg); ok {
 		c.addProblemLocked(Problem{Message: problem})
 	}
+	if il := c.opts.LoadSigns.IndexLog; il != nil && method == "window/logMessage" {
+		if _, ok := c.indexing[logIndexKey]; ok && il.Done(msg) {
+			c.endProgressLocked(logIndexKey)
+			c.signal()
+		}
+	}
 }
 
 // logProblem says whether a window message reports a load problem: a
@@ -1050,26 +1081,35 @@ func (c *Client) WaitQuiet(ctx context.Context, quiet time.Duration) error {
 			quiet = min(quiet, diagnosisSettle)
 		}
 		rest := quiet - time.Since(since)
-		if c.foregroundLocked() > 0 {
-			rest = quiet
-		}
+		busy := c.foregroundLocked() > 0
 		ch := c.changed
 		c.mu.Unlock()
-		if rest <= 0 {
+		if rest <= 0 && !busy {
 			return nil
 		}
-		t := time.NewTimer(rest)
+		// While work is in flight only its end (a change) can end the
+		// wait, whatever the quiet.
+		var timeout <-chan time.Time
+		var t *time.Timer
+		if !busy {
+			t = time.NewTimer(rest)
+			timeout = t.C
+		}
+		var err error
 		select {
 		case <-ch:
-		case <-t.C:
+		case <-timeout:
 		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+			err = ctx.Err()
 		case <-c.conn.Done():
-			t.Stop()
-			return c.conn.Err()
+			err = c.conn.Err()
 		}
-		t.Stop()
+		if t != nil {
+			t.Stop()
+		}
+		if err != nil {
+			return err
+		}
 	}
 }
 
@@ -1147,16 +1187,21 @@ func (c *Client) onProgress(params json.RawMessage) {
 			}
 			break
 		}
-		_, indexing := c.indexing[key]
-		delete(c.progress, key)
-		delete(c.indexing, key)
-		if !indexing || !c.opts.LoadSigns.IndexInBackground {
-			c.progressEnd = time.Now()
-		}
+		c.endProgressLocked(key)
 	default:
 		return
 	}
 	c.signal()
+}
+
+// endProgressLocked ends the work-done progress of key; c.mu must be held.
+func (c *Client) endProgressLocked(key string) {
+	_, indexing := c.indexing[key]
+	delete(c.progress, key)
+	delete(c.indexing, key)
+	if !indexing || !c.opts.LoadSigns.IndexInBackground {
+		c.progressEnd = time.Now()
+	}
 }
 
 func (c *Client) onPublish(params json.RawMessage) {

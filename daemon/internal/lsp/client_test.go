@@ -498,11 +498,60 @@ func TestIndexing(t *testing.T) {
 	}
 }
 
+// TestIndexLog: a server whose index ends only in its log
+// (bash-language-server) counts as indexing, and as busy, from the start
+// until the log line that says so; the same words shown, or another line
+// logged, end nothing.
+func TestIndexLog(t *testing.T) {
+	signs := LoadSigns{IndexLog: &IndexLog{Title: "background analysis", Done: func(m string) bool { return strings.Contains(m, "Completed") }}}
+	c, p, err := connectPeer(t, basicInit, Options{LoadSigns: signs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if title, ok := c.Indexing(); !ok || title != "background analysis" || !c.Busy() {
+		t.Fatalf("at the start: indexing %q, %v; busy %v", title, ok, c.Busy())
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.WaitIndexed(ctx, time.Minute) }()
+	for _, m := range []struct{ method, params string }{
+		{"window/logMessage", `{"type":3,"message":"00:00:00.001 INFO BackgroundAnalysis: Glob resolved with 3 files"}`},
+		{"window/showMessage", `{"type":3,"message":"Completed"}`},
+	} {
+		if err := p.conn.Notify(ctx, m.method, json.RawMessage(m.params)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.sync(t)
+	if _, ok := c.Indexing(); !ok {
+		t.Fatal("indexing ended by a line that does not end it")
+	}
+	// The server's own progress tokens are apart from the log's entry.
+	if err := p.conn.Notify(ctx, "$/progress", json.RawMessage(`{"token":"log-index","value":{"kind":"end"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.conn.Notify(ctx, "window/logMessage", json.RawMessage(`{"type":3,"message":"00:00:00.300 INFO BackgroundAnalysis: Completed after 0.3 seconds."}`)); err != nil {
+		t.Fatal(err)
+	}
+	p.sync(t)
+	if _, ok := c.Indexing(); ok || c.Busy() {
+		t.Fatalf("still indexing (busy %v) after the line that ends it", c.Busy())
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("WaitIndexed after the end: %v", err)
+	}
+}
+
 // TestBackgroundIndexIsNotTheLoad: with IndexInBackground (clangd), a
 // load that has ended is quiet while the index is still being built; the
-// same progress without it (rust-analyzer's loading) holds the wait.
+// same progress without it (rust-analyzer's loading) holds the wait,
+// even one with no quiet at all (an entry's load_quiet_ms 0).
 func TestBackgroundIndexIsNotTheLoad(t *testing.T) {
-	for _, background := range []bool{true, false} {
+	for _, tc := range []struct {
+		background bool
+		quiet      time.Duration
+	}{{true, 100 * time.Millisecond}, {false, 100 * time.Millisecond}, {true, 0}, {false, 0}} {
+		background := tc.background
 		signs := LoadSigns{Indexing: func(title string) bool { return title == "indexing" }, IndexInBackground: background}
 		c, p, err := connectPeer(t, basicInit, Options{LoadSigns: signs})
 		if err != nil {
@@ -514,7 +563,7 @@ func TestBackgroundIndexIsNotTheLoad(t *testing.T) {
 		}
 		p.sync(t)
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err = c.WaitQuiet(wctx, 100*time.Millisecond)
+		err = c.WaitQuiet(wctx, tc.quiet)
 		cancel()
 		if background && err != nil {
 			t.Fatalf("a background index held the load's wait: %v", err)

@@ -38,15 +38,10 @@ var rustLoadFailures = []string{
 }
 
 func rustLog(typ int, msg string) (string, bool) {
-	if typ > 2 {
+	if typ > 2 || !containsAny(msg, rustLoadFailures) {
 		return "", false
 	}
-	for _, s := range rustLoadFailures {
-		if strings.Contains(msg, s) {
-			return rustMessage(msg), true
-		}
-	}
-	return "", false
+	return rustMessage(msg), true
 }
 
 // rustMessage keeps the cause: the first line, and cargo's error line

@@ -172,3 +172,42 @@ func FuzzTSCount(f *testing.F) {
 		}
 	})
 }
+
+// What bash-language-server 5.8.1 logged (the first three jailed, on
+// TestJailedBashBackgroundAnalysis's workspace; the warnings are its
+// source's words): only the end of the analysis ends the indexing, and
+// only giving up is a load problem.
+func TestShellSigns(t *testing.T) {
+	s := For("shellscript")
+	if s.IndexLog == nil || s.IndexLog.Title == "" {
+		t.Fatal("no log-reported index for shellscript")
+	}
+	for _, tc := range []struct {
+		typ     int
+		msg     string
+		done    bool
+		problem string
+	}{
+		{3, `00:56:12.611 INFO BackgroundAnalysis: resolving glob "**/*@(.sh|.inc|.bash|.command)" inside "file:///w/tree"...`, false, ""},
+		{3, "00:56:12.627 INFO BackgroundAnalysis: Glob resolved with 401 files after 0.016 seconds", false, ""},
+		{3, `00:56:12.700 INFO BackgroundAnalysis: Skipping file file:///w/tree/a.sh with dialect "{}"`, false, ""},
+		{3, "00:56:12.977 INFO BackgroundAnalysis: Completed after 0.366 seconds.", true, ""},
+		{3, "00:56:12.611 INFO BackgroundAnalysis: skipping as backgroundAnalysisMaxFiles was 0...", true, ""},
+		{2, "00:56:22.611 WARNING ⛔️ BackgroundAnalysis: stopped after 10000ms; workspace symbols may be incomplete. Exclude large folders with backgroundAnalysisIgnore or narrow globPattern.", true,
+			"BackgroundAnalysis: stopped after 10000ms; workspace symbols may be incomplete. Exclude large folders with backgroundAnalysisIgnore or narrow globPattern."},
+		{2, "00:56:13.000 WARNING ⛔️ BackgroundAnalysis: stopped discovery at the directories limit; workspace symbols may be incomplete.", false,
+			"BackgroundAnalysis: stopped discovery at the directories limit; workspace symbols may be incomplete."},
+		{2, `00:56:13.000 WARNING ⛔️ BackgroundAnalysis: failed resolving glob "**/*.sh". The experience across files will be degraded. Error: EACCES`, true,
+			`BackgroundAnalysis: failed resolving glob "**/*.sh". The experience across files will be degraded. Error: EACCES`},
+		{2, "00:56:13.000 WARNING ⛔️ BackgroundAnalysis: Failed analyzing file:///w/tree/b.sh. Error: x", false, ""},
+		{3, "00:56:12.606 INFO Shfmt formatting is disabled as \"shfmt.path\" was not set", false, ""},
+	} {
+		if got := s.IndexLog.Done(tc.msg); got != tc.done {
+			t.Errorf("%q: ends the analysis %v; want %v", tc.msg, got, tc.done)
+		}
+		got, ok := s.Log(tc.typ, tc.msg)
+		if ok != (tc.problem != "") || got != tc.problem {
+			t.Errorf("%q: problem %q, %v; want %q", tc.msg, got, ok, tc.problem)
+		}
+	}
+}
