@@ -16,3 +16,6 @@ func MigrateWithRole(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, 
 // RowsQuery and UsageDaysQuery are the dashboards' statements, for the EXPLAIN checks.
 func RowsQuery(f RowFilter) (string, []any)        { return rowsQuery(f) }
 func UsageDaysQuery(f UsageFilter) (string, []any) { return usageDaysQuery(f) }
+
+// RecordUsageRows writes rows in one statement, as one batch of the group commit does.
+func (l *Ledger) RecordUsageRows(ctx context.Context, rows []Row) error { return l.recordUsage(ctx, rows) }

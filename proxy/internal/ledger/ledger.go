@@ -32,9 +32,10 @@ var (
 
 // Ledger is a handle on the ledger database. It is safe for concurrent use.
 type Ledger struct {
-	pool  *pgxpool.Pool
-	log   *slog.Logger
-	batch *batcher // nil: one transaction per query row
+	pool     *pgxpool.Pool
+	log      *slog.Logger
+	batch    *batcher  // nil: one transaction per query row
+	captured *captured // holds known captured: their rows need no probe
 }
 
 // Options tune a Ledger; the zero value is what the proxy runs with.
@@ -77,7 +78,7 @@ func OpenWith(ctx context.Context, url string, log *slog.Logger, o Options) (*Le
 		pool.Close()
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
-	l := &Ledger{pool: pool, log: log}
+	l := &Ledger{pool: pool, log: log, captured: newCaptured()}
 	if !o.GroupCommit.Disabled {
 		l.batch = newBatcher(l, o.GroupCommit.withDefaults())
 	}

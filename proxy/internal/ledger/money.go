@@ -110,10 +110,9 @@ func (l *Ledger) Capture(ctx context.Context, row Row) (bool, error) {
 		return false, wrap("capture "+row.PrepareID, err)
 	}
 	switch status {
-	case "captured":
-		return true, nil
-	case "already":
-		return false, nil
+	case "captured", "already":
+		l.captured.add([]Row{row})
+		return status == "captured", nil
 	case "released":
 		return false, fmt.Errorf("capture %s: %w", row.PrepareID, ErrHoldReleased)
 	case "unknown":
