@@ -18,4 +18,6 @@ func RowsQuery(f RowFilter) (string, []any)        { return rowsQuery(f) }
 func UsageDaysQuery(f UsageFilter) (string, []any) { return usageDaysQuery(f) }
 
 // RecordUsageRows writes rows in one statement, as one batch of the group commit does.
-func (l *Ledger) RecordUsageRows(ctx context.Context, rows []Row) error { return l.recordUsage(ctx, rows) }
+func (l *Ledger) RecordUsageRows(ctx context.Context, rows []Row) error {
+	return l.recordUsage(ctx, rows)
+}
