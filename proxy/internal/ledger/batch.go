@@ -289,7 +289,7 @@ func (l *Ledger) recordUsage(ctx context.Context, rows []Row) error {
 		if n == 1 {
 			stmt = usageOne
 			for i, a := range args {
-				args[i] = reflectFirst(a)
+				args[i] = firstOf(a)
 			}
 		}
 	}
@@ -371,7 +371,8 @@ VALUES ($1, nullif($2, ''), nullif($3, ''), nullif($4, ''), nullif($5, ''), null
         nullif($9::integer, 0), nullif($8, ''), nullif($10, ''), $11)`
 )
 
-func reflectFirst(a any) any {
+// firstOf is the first element of one of recordUsage's arrays.
+func firstOf(a any) any {
 	switch v := a.(type) {
 	case []string:
 		return v[0]

@@ -50,8 +50,8 @@ func TestUsageStatementsWriteTheSameRow(t *testing.T) {
 	}
 	mustBalance(t, l, org, 6, 0)
 
-	rows, err := l.Pool().Query(ctx, `SELECT format('%s|%s|%s|%s|%s|%s|%s|%s|%s|%s', payer_org, tenant_key, subject, repo,
-	                                         commit, op, language, http_status, prepare_id, prepared)
+	rows, err := l.Pool().Query(ctx, `SELECT format('%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s', payer_org, tenant_key, subject, repo,
+	                                         commit, op, language, http_status, request_id, prepare_id, prepared)
 	                                    FROM usage_rows WHERE payer_org = $1 AND prepare_id = 'p1' ORDER BY id`, org)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestUsageStatementsWriteTheSameRow(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("%s|tk-%s||repo|c1|locate|||p1|f", org, org)
+	want := fmt.Sprintf("%s|tk-%s||repo|c1|locate|||q|p1|f", org, org)
 	if len(got) != 5 {
 		t.Fatalf("%d usage rows of p1, want 5: %q", len(got), got)
 	}
