@@ -1067,12 +1067,19 @@ func (c *Client) LoadProblems() ([]Problem, int) {
 // last publication and the last progress end): its first load is done and
 // its first diagnostics are out. A server whose initial diagnosis report
 // (LoadSigns.Diagnosis) has ended needs only diagnosisSettle of that
-// quiet.
+// quiet; while that report runs, what it publishes does not extend the
+// quiet, which then counts from the load's end alone: a large workspace's
+// diagnosis (seconds of type checking on aws-sdk-go) is not waited for
+// beyond quiet, and the caller can tell (Diagnosed).
 func (c *Client) WaitQuiet(ctx context.Context, quiet time.Duration) error {
 	for {
 		c.mu.Lock()
 		since := c.connected
-		for _, t := range []time.Time{c.lastPub, c.progressEnd, c.diagnosisEnd} {
+		marks := []time.Time{c.lastPub, c.progressEnd, c.diagnosisEnd}
+		if c.opts.LoadSigns.Diagnosis != nil && !c.initialDiagnosed && len(c.diagnosing) > 0 {
+			marks = marks[1:]
+		}
+		for _, t := range marks {
 			if t.After(since) {
 				since = t
 			}
@@ -1145,6 +1152,12 @@ func (c *Client) onProgress(params json.RawMessage) {
 	key := string(bytes.TrimSpace(p.Token))
 	if len(key) > 256 {
 		return
+	}
+	if p.Value.Kind == "begin" || p.Value.Kind == "end" {
+		// When each piece of the server's work began and ended, for reading
+		// where a prepare's first load went.
+		title, _ := clipText(p.Value.Title, 256)
+		c.log.Debug("work-done progress", "kind", p.Value.Kind, "token", key, "title", title)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -655,6 +655,43 @@ func TestDiagnosisReportsEndTheLoad(t *testing.T) {
 	if c3, _, err := connectPeer(t, basicInit, Options{}); err != nil || c3.ReportsLoad() {
 		t.Fatalf("ReportsLoad without diagnosis reports: %v", err)
 	}
+
+	// A long initial diagnosis that keeps publishing (gopls on aws-sdk-go)
+	// does not hold the wait past the quiet after the load's end; the
+	// caller learns it was not diagnosed.
+	c4, p4, err := connectPeer(t, basicInit, Options{LoadSigns: signs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	progress(p4, 1, "begin", "loading")
+	progress(p4, 2, "begin", "diag initial")
+	progress(p4, 1, "end", "")
+	stop := make(chan struct{})
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if err := p4.conn.Notify(ctx, "textDocument/publishDiagnostics", json.RawMessage(fmt.Sprintf(`{"uri":"file:///w/f%d.go","diagnostics":[]}`, i))); err != nil {
+				return
+			}
+		}
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = c4.WaitQuiet(wctx, 100*time.Millisecond)
+	cancel()
+	close(stop)
+	<-published
+	if err != nil {
+		t.Fatalf("the diagnosis's publications held the wait: %v", err)
+	}
+	if c4.Diagnosed() {
+		t.Fatal("Diagnosed before the initial diagnosis ended")
+	}
 }
 
 // TestContentModifiedRetried: a server that answers ContentModified (its

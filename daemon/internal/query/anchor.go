@@ -52,7 +52,10 @@ func (r *Runner) anchorDocument(ctx context.Context, w *pool.Workspace, spec *po
 // waits only for the server of that file, when one runs: a question about
 // a shell script does not wait for gopls to load the module beside it.
 // The others still get their anchors and load on; notAwaited names them.
-func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace, focus string) (notAwaited []string) {
+// undiagnosed names the awaited servers that report their load's
+// diagnosis (gopls) whose report had not ended when the wait did: what it
+// finds reaches the answers, not this prepare's.
+func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace, focus string) (notAwaited, undiagnosed []string) {
 	pol := uri.Policy{Root: w.Dir}
 	running := w.Running()
 	var only func(*pool.Spec) bool
@@ -68,7 +71,15 @@ func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace, focus string)
 		}
 	}
 	w.AwaitLoad(ctx, only)
-	return notAwaited
+	for _, run := range running {
+		if only != nil && !only(run.Spec) {
+			continue
+		}
+		if c, _, err := run.Server.Client(ctx); err == nil && c.ReportsLoad() && !c.Diagnosed() {
+			undiagnosed = append(undiagnosed, run.Spec.ID)
+		}
+	}
+	return notAwaited, undiagnosed
 }
 
 // findAnchor is the first file under root, in path order, whose extension

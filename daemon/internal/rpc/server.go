@@ -183,8 +183,12 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 			// so it waits for their first load (bounded) — with a focus,
 			// for its server's only, and says which it did not wait for.
 			if s.Runner != nil {
-				for _, id := range s.Runner.AwaitLoad(ctx, w, hdr.GetFocusPath()) {
+				notAwaited, undiagnosed := s.Runner.AwaitLoad(ctx, w, hdr.GetFocusPath())
+				for _, id := range notAwaited {
 					resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s's first load was not awaited (this prepare waited for the server of %s only): its load problems, if any, come with its answers", id, hdr.GetFocusPath()))
+				}
+				for _, id := range undiagnosed {
+					resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s had loaded the project but was still checking it when this prepare answered: the problems it finds, if any, come with its answers", id))
 				}
 			}
 		}
