@@ -1075,9 +1075,9 @@ func (c *Client) WaitQuiet(ctx context.Context, quiet time.Duration) error {
 	for {
 		c.mu.Lock()
 		since := c.connected
-		marks := []time.Time{c.lastPub, c.progressEnd, c.diagnosisEnd}
-		if c.opts.LoadSigns.Diagnosis != nil && !c.initialDiagnosed && len(c.diagnosing) > 0 {
-			marks = marks[1:]
+		marks := []time.Time{c.progressEnd, c.diagnosisEnd}
+		if diagnosing := c.opts.LoadSigns.Diagnosis != nil && !c.initialDiagnosed && len(c.diagnosing) > 0; !diagnosing {
+			marks = append(marks, c.lastPub)
 		}
 		for _, t := range marks {
 			if t.After(since) {
