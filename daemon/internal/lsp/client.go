@@ -1153,10 +1153,10 @@ func (c *Client) onProgress(params json.RawMessage) {
 	if len(key) > 256 {
 		return
 	}
+	title, _ := clipText(p.Value.Title, 256)
 	if p.Value.Kind == "begin" || p.Value.Kind == "end" {
 		// When each piece of the server's work began and ended, for reading
 		// where a prepare's first load went.
-		title, _ := clipText(p.Value.Title, 256)
 		c.log.Debug("work-done progress", "kind", p.Value.Kind, "token", key, "title", title)
 	}
 	c.mu.Lock()
@@ -1164,9 +1164,9 @@ func (c *Client) onProgress(params json.RawMessage) {
 	switch p.Value.Kind {
 	case "begin":
 		if sign := c.opts.LoadSigns.Progress; sign != nil {
-			title, _ := clipText(p.Value.Title, 1<<10)
+			long, _ := clipText(p.Value.Title, 1<<10)
 			msg, _ := clipText(p.Value.Message, 4<<10)
-			if problem, ok := sign(title, msg); ok {
+			if problem, ok := sign(long, msg); ok {
 				// A report that stays open to show a failure (gopls's
 				// "Error loading workspace") is no work in flight.
 				c.addProblemLocked(Problem{Message: problem})
@@ -1174,7 +1174,7 @@ func (c *Client) onProgress(params json.RawMessage) {
 			}
 		}
 		if d := c.opts.LoadSigns.Diagnosis; d != nil {
-			if title, _ := clipText(p.Value.Title, 256); d.Is(title) {
+			if d.Is(title) {
 				if len(c.diagnosing) >= c.lim.MaxProgressTokens {
 					return
 				}
@@ -1187,7 +1187,7 @@ func (c *Client) onProgress(params json.RawMessage) {
 		}
 		c.progress[key] = struct{}{}
 		if sign := c.opts.LoadSigns.Indexing; sign != nil {
-			if title, _ := clipText(p.Value.Title, 256); sign(title) {
+			if sign(title) {
 				c.indexing[key] = title
 			}
 		}
