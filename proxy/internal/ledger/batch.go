@@ -352,8 +352,9 @@ SELECT q.org, nullif(q.tenant_key, ''), nullif(q.subject, ''), nullif(q.repo, ''
 )
 
 // usageFast writes every row when none names a hold that is not captured (the function's own
-// probe), and none otherwise; usagePlain writes them without the probe, for rows whose holds are
-// known captured (Ledger.captured), about a sixth of a row's time less (BenchmarkUsageRowParts).
+// probe), and none otherwise. usagePlain writes them without the probe, for rows whose holds are
+// known captured (Ledger.captured), and usageOne a lone such row without arrays: a quarter of a
+// row's time less than usageFast, about 40 µs (BenchmarkUsageRowParts, HIP §5).
 const (
 	usageFast = usageRows + `, pending AS (
   SELECT 1 FROM holds x
