@@ -3,7 +3,9 @@ package query
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 )
 
 func TestFindAnchor(t *testing.T) {
@@ -33,5 +35,24 @@ func TestFindAnchor(t *testing.T) {
 				t.Fatalf("findAnchor = %q; want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestAwaitLoadNamesTheUndiagnosed: a server that reports its diagnoses
+// (a fake speaking as gopls, under gopls's signs) and has not ended its
+// initial diagnosis when the first-load wait ends is named, for the
+// prepare to say so; one whose report ended is not.
+func TestAwaitLoadNamesTheUndiagnosed(t *testing.T) {
+	for _, report := range []string{"runs", "ends"} {
+		s := fakeSpec(t, "go", "-diagnosis="+report)
+		s.LoadQuiet = 100 * time.Millisecond
+		r, w := fakeWorkspace(t, s)
+		notAwaited, undiagnosed := r.AwaitLoad(ctxFor(t, time.Minute), w, "")
+		if len(notAwaited) != 0 {
+			t.Errorf("%s: not awaited %q", report, notAwaited)
+		}
+		if want := report == "runs"; slices.Equal(undiagnosed, []string{"go-server"}) != want || len(undiagnosed) > 1 {
+			t.Errorf("diagnosis %s: undiagnosed %q", report, undiagnosed)
+		}
 	}
 }

@@ -18,7 +18,9 @@ import (
 // in -names' order (twice with -dup), and misbehaves by -mode: "hang"
 // never answers, "error" answers a JSON-RPC error. The query "crash"
 // makes it exit. -nows negotiates no workspace symbols; with -nofile the
-// test's tree has no file of its language.
+// test's tree has no file of its language. -diagnosis begins, once
+// initialized, gopls's report of its initial diagnosis ("diagnosing
+// initial workspace load"), and ends it when it is "ends".
 const fakeEnv = "LSP_QUERY_FAKE"
 
 func TestMain(m *testing.M) {
@@ -36,6 +38,7 @@ func fakeMain(args []string) int {
 	dup := fs.Bool("dup", false, "list every symbol twice")
 	nows := fs.Bool("nows", false, "negotiate no workspace symbols")
 	_ = fs.Bool("nofile", false, "fakeWorkspace: the tree has no file of this language")
+	diagnosis := fs.String("diagnosis", "", `"runs" or "ends": report an initial diagnosis`)
 	if fs.Parse(args) != nil {
 		return 2
 	}
@@ -91,6 +94,16 @@ func fakeMain(args []string) int {
 					}
 				}
 				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": syms})
+			}
+		case "initialized":
+			if *diagnosis != "" {
+				progress := func(v map[string]any) {
+					send(map[string]any{"jsonrpc": "2.0", "method": "$/progress", "params": map[string]any{"token": 1, "value": v}})
+				}
+				progress(map[string]any{"kind": "begin", "title": "diagnosing initial workspace load"})
+				if *diagnosis == "ends" {
+					progress(map[string]any{"kind": "end"})
+				}
 			}
 		case "shutdown":
 			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": nil})

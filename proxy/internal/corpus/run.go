@@ -228,7 +228,7 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		return nil, err
 	}
 	daemonEnv := map[string]string{
-		"LSP_DEPS_GO_PROXY":     goMirror(o.CacheDir),
+		"LSP_DEPS_GO_PROXY":     daemonGoProxies(o.CacheDir),
 		"LSP_DEPS_NPM_REGISTRY": "https://registry.npmjs.org/",
 		// gopls directly peaks at ~11 GiB on aws-sdk-go's references of
 		// context.Context (~37,000 results); in the default 4 GiB jail it

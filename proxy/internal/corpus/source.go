@@ -45,6 +45,27 @@ func goMirror(cacheDir string) string {
 	return "file://" + filepath.Join(modCache(cacheDir), "cache", "download")
 }
 
+// daemonGoProxies are the daemon's Go mirrors: the local one, then the
+// machine's module proxy. The local mirror is the go command's download
+// cache, which holds the checksum database's lookups but only the tiles
+// the go command read, for the tree it knew: a daemon verifying a go.sum
+// line the repository lacks (logrus-nosum's) asks for the tiles of the
+// lookup's own tree, which come from the proxy behind it, as they would
+// from an operator's mirror of both (deploy/README.md).
+func daemonGoProxies(cacheDir string) string {
+	out, err := exec.Command("go", "env", "GOPROXY").Output()
+	if err != nil {
+		return goMirror(cacheDir)
+	}
+	proxies := []string{goMirror(cacheDir)}
+	for _, p := range strings.FieldsFunc(strings.TrimSpace(string(out)), func(r rune) bool { return r == ',' || r == '|' }) {
+		if strings.HasPrefix(p, "https://") {
+			proxies = append(proxies, p)
+		}
+	}
+	return strings.Join(proxies, ",")
+}
+
 // downloadEnv is the machine's environment (its GOPROXY) with the module
 // cache moved into cacheDir and nothing of the checkout's workspace.
 func downloadEnv(cacheDir string) []string {
