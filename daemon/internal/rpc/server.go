@@ -188,7 +188,7 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 					resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s's first load was not awaited (this prepare waited for the server of %s only): its load problems, if any, come with its answers", id, hdr.GetFocusPath()))
 				}
 				for _, id := range undiagnosed {
-					resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s had loaded the project but was still checking it when this prepare answered: the problems it finds, if any, come with its answers", id))
+					resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s was still loading or checking the project when this prepare answered: the problems it finds, if any, come with its answers", id))
 				}
 			}
 		}
