@@ -1096,26 +1096,18 @@ func (c *Client) WaitQuiet(ctx context.Context, quiet time.Duration) error {
 		}
 		// While work is in flight only its end (a change) can end the
 		// wait, whatever the quiet.
+		// (A timer nobody references is collected, fired or not.)
 		var timeout <-chan time.Time
-		var t *time.Timer
 		if !busy {
-			t = time.NewTimer(rest)
-			timeout = t.C
+			timeout = time.After(rest)
 		}
-		var err error
 		select {
 		case <-ch:
 		case <-timeout:
 		case <-ctx.Done():
-			err = ctx.Err()
+			return ctx.Err()
 		case <-c.conn.Done():
-			err = c.conn.Err()
-		}
-		if t != nil {
-			t.Stop()
-		}
-		if err != nil {
-			return err
+			return c.conn.Err()
 		}
 	}
 }

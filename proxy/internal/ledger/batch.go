@@ -272,26 +272,16 @@ func (b *lane) commit(batch []*queued) {
 // makes them ahead did not run) makes the partitions and is written again.
 func (l *Ledger) recordUsage(ctx context.Context, rows []Row) error {
 	n := len(rows)
-	org, tk, subject, repo, commit := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	op, lang, reqID, prepareID := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	status := make([]int32, n)
-	prepared := make([]bool, n)
-	for i, r := range rows {
-		org[i], tk[i], subject[i], repo[i], commit[i] = r.Org, r.TenantKey, r.Subject, r.Repo, r.Commit
-		op[i], lang[i], reqID[i], prepareID[i] = r.Op, r.Language, r.RequestID, r.PrepareID
-		status[i] = int32(r.HTTPStatus)
-		prepared[i] = r.Prepared
-	}
-	args := []any{org, tk, subject, repo, commit, op, lang, reqID, status, prepareID, prepared}
-	stmt := usageFast
-	if l.captured.all(rows) {
-		stmt = usagePlain
-		if n == 1 {
-			stmt = usageOne
-			for i, a := range args {
-				args[i] = firstOf(a)
-			}
-		}
+	var stmt string
+	var args []any
+	switch known := l.captured.all(rows); {
+	case known && n == 1:
+		r := rows[0]
+		stmt, args = usageOne, []any{r.Org, r.TenantKey, r.Subject, r.Repo, r.Commit, r.Op, r.Language, r.RequestID, int32(r.HTTPStatus), r.PrepareID, r.Prepared}
+	case known:
+		stmt, args = usagePlain, usageArrays(rows)
+	default:
+		stmt, args = usageFast, usageArrays(rows)
 	}
 	tag, err := l.withPartitions(ctx, func() (pgconn.CommandTag, error) { return l.pool.Exec(ctx, stmt, args...) })
 	if err != nil {
@@ -301,6 +291,8 @@ func (l *Ledger) recordUsage(ctx context.Context, rows []Row) error {
 		l.captured.add(rows)
 		return nil
 	}
+	// Only the probing statement writes fewer rows than it was given.
+	args = usageArrays(rows)
 	var recovered []string
 	if _, err := l.withPartitions(ctx, func() (pgconn.CommandTag, error) {
 		recovered = recovered[:0]
@@ -372,17 +364,20 @@ VALUES ($1, nullif($2, ''), nullif($3, ''), nullif($4, ''), nullif($5, ''), null
         nullif($9::integer, 0), nullif($8, ''), nullif($10, ''), $11)`
 )
 
-// firstOf is the first element of one of recordUsage's arrays.
-func firstOf(a any) any {
-	switch v := a.(type) {
-	case []string:
-		return v[0]
-	case []int32:
-		return v[0]
-	case []bool:
-		return v[0]
+// usageArrays are the rows as lsp_record_usage's arrays, in its parameters' order ($1…$11).
+func usageArrays(rows []Row) []any {
+	n := len(rows)
+	org, tk, subject, repo, commit := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	op, lang, reqID, prepareID := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	status := make([]int32, n)
+	prepared := make([]bool, n)
+	for i, r := range rows {
+		org[i], tk[i], subject[i], repo[i], commit[i] = r.Org, r.TenantKey, r.Subject, r.Repo, r.Commit
+		op[i], lang[i], reqID[i], prepareID[i] = r.Op, r.Language, r.RequestID, r.PrepareID
+		status[i] = int32(r.HTTPStatus)
+		prepared[i] = r.Prepared
 	}
-	panic(a)
+	return []any{org, tk, subject, repo, commit, op, lang, reqID, status, prepareID, prepared}
 }
 
 // withPartitions runs a usage statement, and once more after making the partitions when a row's
