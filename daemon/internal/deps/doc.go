@@ -83,7 +83,11 @@
 // tree's files finds them, in the lockfile's nested layout; they appear by
 // one rename of a staging directory. Bundled packages come inside their
 // parent, optional packages for another platform are skipped, and dev
-// dependencies are installed (types live there). NPMExternals names each
+// dependencies are installed (types live there). Each package unpacked
+// from verified bytes is also kept in the repository's cache directory
+// (runtime.Workspace.Cache, the daemon's alone; pkgcache.go), whose files
+// the next revision's install links instead of downloading and unpacking
+// the package again. NPMExternals names each
 // installed package directory an external root, "name@version"; workspace
 // links are not roots: their files are the repository's.
 //

@@ -104,7 +104,7 @@ func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *at
 		w.add("%s is not read yet; npm packages were not installed", name)
 		return
 	}
-	f.install(ctx, runtime.NodeModules(ws), pkgs, left, w)
+	f.install(ctx, runtime.NodeModules(ws), ws.Cache, pkgs, left, w)
 }
 
 // chooseLockfile names the root lockfile the phase reads, "" for none,

@@ -171,7 +171,7 @@ func npmArch() string {
 // a byte of it is unpacked, and is extracted under a staging directory
 // that becomes dst by one rename: dst appears whole or not at all. No
 // package script runs.
-func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockPackage, left *atomic.Int64, w *warnings) {
+func (f *Fetcher) install(ctx context.Context, dst, cacheDir string, pkgs map[string]lockPackage, left *atomic.Int64, w *warnings) {
 	if _, err := os.Lstat(dst); err == nil {
 		return // an earlier prepare of this same tree installed them
 	}
@@ -225,6 +225,7 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 	if par <= 0 {
 		par = defaultParallel
 	}
+	cache := newPackageCache(npmCacheDir(cacheDir), f.log)
 	ok := make([]bool, len(jobs))
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
@@ -237,7 +238,7 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			err := f.fetchTarball(ctx, m, j, filepath.Join(work, strconv.Itoa(i)), unpacked)
+			err := f.fetchTarball(ctx, m, cache, j, filepath.Join(work, strconv.Itoa(i)), unpacked)
 			if err == nil {
 				ok[i] = true
 				return
@@ -250,6 +251,11 @@ func (f *Fetcher) install(ctx context.Context, dst string, pkgs map[string]lockP
 		}()
 	}
 	wg.Wait()
+	if ctx.Err() == nil {
+		cache.prune()
+	}
+	hits, kept := cache.counts()
+	f.log.Info("deps: npm packages", "packages", len(jobs), "from_cache", hits, "cached", kept)
 
 	// Assemble shallow first, so a nested package lands inside its
 	// installed parent; one whose parent is missing is left out.
@@ -358,45 +364,62 @@ func ensureDirs(dir, rel string) error {
 // integrity.
 var errIntegrity = errors.New("does not match its integrity")
 
-// fetchTarball downloads one package tarball, verifies it, and only then
-// unpacks it into dir.
-func (f *Fetcher) fetchTarball(ctx context.Context, m *mirror, j npmJob, dir string, unpacked *atomic.Int64) error {
-	rel, ok := registryRel(j.resolved, f.cfg.NPMRegistry)
-	if !ok {
-		return errNotServed // ValidateLockfile refused it already; belt and braces
+// fetchTarball puts one package in dir: linked from the cache, or else
+// downloaded, verified, and only then unpacked (and then kept in the
+// cache).
+func (f *Fetcher) fetchTarball(ctx context.Context, m *mirror, cache *packageCache, j npmJob, dir string, unpacked *atomic.Int64) error {
+	if cache.place(j.integrity, dir) {
+		return nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dir), ".tgz-*")
+	tgz, sum, err := f.download(ctx, m, j, filepath.Dir(dir))
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	h := integrityHasher(j.integrity)
-	if h == nil {
-		tmp.Close()
-		return errIntegrity // install left such packages out already
-	}
-	err = m.get(ctx, rel, f.cfg.MaxZip, io.MultiWriter(tmp, h))
-	if err != nil {
-		tmp.Close()
-		return err
-	}
-	if !integrityMatch(j.integrity, h.Sum(nil)) {
-		tmp.Close()
-		return errIntegrity
-	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		tmp.Close()
-		return err
-	}
-	defer tmp.Close()
+	defer os.Remove(tgz.Name())
+	defer tgz.Close()
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return err
 	}
-	if err := extractTarball(tmp, dir, tarLimits{maxBytes: f.cfg.MaxZip, left: unpacked}); err != nil {
+	if err := extractTarball(tgz, dir, tarLimits{maxBytes: f.cfg.MaxZip, left: unpacked}); err != nil {
 		workspace.RemoveAll(dir)
 		return err
 	}
+	cache.keep(dir, j.integrity, sum)
 	return nil
+}
+
+// download fetches j's tarball into a file in work, checks it against the
+// lockfile's integrity, and returns it positioned at its start with the
+// sum it hashed to; the caller removes it.
+func (f *Fetcher) download(ctx context.Context, m *mirror, j npmJob, work string) (*os.File, []byte, error) {
+	rel, ok := registryRel(j.resolved, f.cfg.NPMRegistry)
+	if !ok {
+		return nil, nil, errNotServed // ValidateLockfile refused it already; belt and braces
+	}
+	h := integrityHasher(j.integrity)
+	if h == nil {
+		return nil, nil, errIntegrity // install left such packages out already
+	}
+	tmp, err := os.CreateTemp(work, ".tgz-*")
+	if err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (*os.File, []byte, error) {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, nil, err
+	}
+	if err := m.get(ctx, rel, f.cfg.MaxZip, io.MultiWriter(tmp, h)); err != nil {
+		return fail(err)
+	}
+	sum := h.Sum(nil)
+	if !integrityMatch(j.integrity, sum) {
+		return fail(errIntegrity)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return fail(err)
+	}
+	return tmp, sum, nil
 }
 
 // registryRel is resolved's path below the registry, for mirror.get.

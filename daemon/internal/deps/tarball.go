@@ -204,7 +204,9 @@ func mkdirUnder(dir, rel string, made map[string]bool, charge func(int64) error)
 // file already there that this extraction did not write refuses the
 // tarball.
 func writeMember(p string, r io.Reader, size int64, buf []byte) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	// Made read-only at once (the descriptor still writes): no chmod
+	// after, one system call less on each of a large install's files.
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o444)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%w: a path appears twice", errTarball)
 	}
@@ -224,5 +226,5 @@ func writeMember(p string, r io.Reader, size int64, buf []byte) error {
 	if n != size {
 		return fmt.Errorf("%w: truncated", errTarball)
 	}
-	return os.Chmod(p, 0o444)
+	return nil
 }

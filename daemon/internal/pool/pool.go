@@ -382,7 +382,7 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			var warnings []string
 			if beforePublish != nil {
 				hook = func(tree, home string) []string {
-					warnings = beforePublish(runtime.Workspace{Root: tree, Home: home})
+					warnings = beforePublish(runtime.Workspace{Root: tree, Home: home, Cache: p.store.CacheDir(k)})
 					return warnings
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
@@ -69,5 +70,37 @@ func TestPrepareWarningsKept(t *testing.T) {
 	}
 	if got, err := store.Warnings(quiet); err == nil || got != nil {
 		t.Fatalf("through a link: %q, %v", got, err)
+	}
+}
+
+// TestPreparePhaseSeesTheCache: the dependency phase is given the
+// repository's cache directory, the daemon's own beside its home: every
+// revision of one repository the same, another repository's not.
+func TestPreparePhaseSeesTheCache(t *testing.T) {
+	store, err := workspace.NewStore(t.TempDir(), workspace.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	p := New(store, nil, runtime.Unjailed(log), log)
+	t.Cleanup(func() { p.Close(context.Background()) })
+	files, content := tinyTree()
+	seen := map[workspace.Key]runtime.Workspace{}
+	keys := []workspace.Key{key("a", "r", 0), key("a", "r", 1), key("a", "other", 0)}
+	for i, k := range keys {
+		if _, _, err := p.Prepare(context.Background(), k, genID(int64(i+1)), files, bytes.NewReader(content),
+			func(ws runtime.Workspace) []string { seen[k] = ws; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, next, other := seen[keys[0]], seen[keys[1]], seen[keys[2]]
+	if first.Cache == "" || first.Cache != store.CacheDir(keys[0]) || next.Cache != first.Cache {
+		t.Fatalf("revisions of one repository got caches %q and %q, want %q", first.Cache, next.Cache, store.CacheDir(keys[0]))
+	}
+	if other.Cache == first.Cache {
+		t.Fatal("two repositories share a cache")
+	}
+	if rel, err := filepath.Rel(first.Home, first.Cache); err != nil || !filepath.IsAbs(first.Cache) || rel == "." || !strings.HasPrefix(rel, "..") {
+		t.Fatalf("the cache %s is inside the home %s, which jails bind", first.Cache, first.Home)
 	}
 }

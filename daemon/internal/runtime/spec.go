@@ -105,6 +105,10 @@ type Workspace struct {
 	// Home is the server's private writable directory: HOME, caches, TMPDIR
 	// and the Go module cache live under it.
 	Home string
+	// Cache is the daemon's own directory for the repository, never
+	// bound into a jail: what the dependency phase keeps for the next
+	// revision (the npm packages it unpacked). Empty: nothing is kept.
+	Cache string
 }
 
 // ModCache is the Go module cache of a workspace, under its Home. The

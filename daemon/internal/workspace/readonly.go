@@ -31,6 +31,9 @@ func MakeReadOnly(root string) error {
 		if err != nil {
 			return err
 		}
+		if info.Mode().Perm()&0o222 == 0 {
+			return nil // read-only already (an npm package's files are made so)
+		}
 		return os.Chmod(p, info.Mode().Perm()&^0o222)
 	})
 	if err != nil {

@@ -31,6 +31,11 @@ import (
 //	                                        read-only; counted and deleted
 //	                                        with the tree
 //	root/homes/<tenant>/<repo>/             private HOME and caches of the servers
+//	root/caches/<tenant>/<repo>/            the daemon's own cache for the
+//	                                        repository (npm packages the
+//	                                        dependency phase unpacked), never
+//	                                        bound into a jail; counted and
+//	                                        deleted with the home
 //	root/staging/                           trees being written
 //
 // The home is per (tenant, repo) so that a new revision of the same
@@ -43,7 +48,7 @@ type Store struct {
 
 // NewStore creates the layout under root.
 func NewStore(root string, lim Limits) (*Store, error) {
-	for _, d := range []string{"trees", "homes", "staging"} {
+	for _, d := range []string{"trees", "homes", "caches", "staging"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
 			return nil, fmt.Errorf("workspace store: %w", err)
 		}
@@ -85,6 +90,12 @@ const (
 // HomeDir is the private writable directory of k's servers.
 func (s *Store) HomeDir(k Key) string {
 	return filepath.Join(s.root, "homes", k.TenantKey, k.Repo)
+}
+
+// CacheDir is the daemon's own directory for k's repository: what the
+// dependency phase keeps for its next revision. No server ever sees it.
+func (s *Store) CacheDir(k Key) string {
+	return s.cacheDir(Home{TenantKey: k.TenantKey, Repo: k.Repo})
 }
 
 // Published reports whether k's tree is on disk.

@@ -154,3 +154,40 @@ func TestMetadataLivesBesideTheTree(t *testing.T) {
 		t.Fatalf("the repository's own prepare-id = %q, %v", got, err)
 	}
 }
+
+// TestCacheCountsWithTheHome: the daemon's cache for a repository is
+// outside its home (no jail binds it), is counted with the home for the
+// disk budget, and is deleted with it.
+func TestCacheCountsWithTheHome(t *testing.T) {
+	s, err := NewStore(t.TempDir(), DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, body := manifest([2]string{"go.mod", "module x\n"})
+	if _, err := s.Write(testKey, "p1", es, body, nil); err != nil {
+		t.Fatal(err)
+	}
+	home, cache := s.HomeDir(testKey), s.CacheDir(testKey)
+	if rel, err := filepath.Rel(home, cache); err != nil || !strings.HasPrefix(rel, "..") {
+		t.Fatalf("cache %s is inside the home %s", cache, home)
+	}
+	h := Home{TenantKey: testKey.TenantKey, Repo: testKey.Repo}
+	before := s.HomeBytes(h)
+	if err := os.MkdirAll(filepath.Join(cache, "npm"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cache, "npm", "x.tgz"), make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.HomeBytes(h); got < before+1<<20 {
+		t.Fatalf("home bytes %d with a 1 MiB cache entry, %d without", got, before)
+	}
+	if err := s.DeleteHome(h); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{home, cache} {
+		if _, err := os.Lstat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s survived DeleteHome: %v", d, err)
+		}
+	}
+}

@@ -61,8 +61,11 @@ func (s *Store) Homes() ([]Home, error) {
 
 func (s *Store) homeDir(h Home) string { return filepath.Join(s.root, "homes", h.TenantKey, h.Repo) }
 
-// HomeBytes is the disk a home takes.
-func (s *Store) HomeBytes(h Home) int64 { return Usage(s.homeDir(h)) }
+func (s *Store) cacheDir(h Home) string { return filepath.Join(s.root, "caches", h.TenantKey, h.Repo) }
+
+// HomeBytes is the disk a home takes, with the daemon's cache for the
+// same repository (Store.CacheDir).
+func (s *Store) HomeBytes(h Home) int64 { return Usage(s.homeDir(h)) + Usage(s.cacheDir(h)) }
 
 // HomeModTime is when a home's directory last changed.
 func (s *Store) HomeModTime(h Home) time.Time {
@@ -73,16 +76,21 @@ func (s *Store) HomeModTime(h Home) time.Time {
 	return fi.ModTime()
 }
 
-// DeleteHome removes a home (its warm caches); the caller makes sure no
-// server uses it. It disappears atomically, like a tree.
+// DeleteHome removes a home (its warm caches) and the daemon's cache for
+// the same repository; the caller makes sure no server and no dependency
+// phase uses them. Each disappears atomically, like a tree.
 func (s *Store) DeleteHome(h Home) error {
-	dir := s.homeDir(h)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil
+	for _, dir := range []string{s.cacheDir(h), s.homeDir(h)} {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		grave := filepath.Join(s.root, "staging", "del-"+randomHex())
+		if err := os.Rename(dir, grave); err != nil {
+			return fmt.Errorf("delete home: %w", err)
+		}
+		if err := RemoveAll(grave); err != nil {
+			return err
+		}
 	}
-	grave := filepath.Join(s.root, "staging", "del-"+randomHex())
-	if err := os.Rename(dir, grave); err != nil {
-		return fmt.Errorf("delete home: %w", err)
-	}
-	return RemoveAll(grave)
+	return nil
 }

@@ -32,6 +32,7 @@ func main() {
 	positions := flag.Int("positions", 40, "positions per repository")
 	jailCC := flag.String("jail-cc", "", "the daemon's LSP_JAIL_CC (off: Go servers run without a C compiler, CGO_ENABLED=0; the answers in cgo packages must then say partial)")
 	coldWait := flag.Duration("cold-wait", 2*time.Minute, "how long to wait for the service's first useful answer before querying anyway")
+	next := flag.Bool("next", true, "also prepare each repository's next commit (the same tree, a new revision) and print its time")
 	keep := flag.Bool("keep", false, "keep the scratch directory (checkouts, the stack's logs) and print where it is")
 	jsonOut := flag.String("json", "", "write every result with its disagreements per position to this file (- for stdout)")
 	daemonEnv := flag.String("daemon-env", "", "comma-separated LSP_*=value settings for the service's daemon (LSP_LOG_LEVEL=info to read its prepare's parts with -keep); never the product's figures unless the product sets them")
@@ -43,7 +44,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *servers, *daemonBin, *corpusDir, *cacheDir, *repos, *large, *positions, *jsonOut, *keep, *coldWait, *jailCC, env); err != nil {
+	o := corpus.Options{
+		Servers: *servers, DaemonBin: *daemonBin, CorpusDir: *corpusDir, CacheDir: *cacheDir,
+		PerRepo: *positions, Keep: *keep, ColdWait: *coldWait, JailCC: *jailCC, DaemonEnv: env, NextCommit: *next,
+	}
+	if err := run(ctx, o, *repos, *large, *jsonOut); err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-corpus:", err)
 		os.Exit(1)
 	}
@@ -57,7 +62,9 @@ func names() string {
 	return strings.Join(n, ", ")
 }
 
-func run(ctx context.Context, servers, daemonBin, corpusDir, cacheDir, repos string, large bool, positions int, jsonOut string, keep bool, coldWait time.Duration, jailCC string, daemonEnv map[string]string) error {
+// run runs the repositories the -repo and -large flags select with o
+// (the other flags) and prints the table.
+func run(ctx context.Context, o corpus.Options, repos string, large bool, jsonOut string) error {
 	var sel []corpus.Repo
 	if repos == "" {
 		for _, r := range corpus.Repos {
@@ -75,19 +82,19 @@ func run(ctx context.Context, servers, daemonBin, corpusDir, cacheDir, repos str
 		}
 	}
 	var err error
-	if corpusDir == "" {
-		if corpusDir, err = findShared(); err != nil {
+	if o.CorpusDir == "" {
+		if o.CorpusDir, err = findShared(); err != nil {
 			return err
 		}
 	}
-	if cacheDir == "" {
+	if o.CacheDir == "" {
 		d, err := os.UserCacheDir()
 		if err != nil {
 			return err
 		}
-		cacheDir = filepath.Join(d, "lsp-corpus")
+		o.CacheDir = filepath.Join(d, "lsp-corpus")
 	}
-	for _, p := range []*string{&servers, &daemonBin, &corpusDir, &cacheDir} {
+	for _, p := range []*string{&o.Servers, &o.DaemonBin, &o.CorpusDir, &o.CacheDir} {
 		if *p != "" {
 			if *p, err = filepath.Abs(*p); err != nil {
 				return err
@@ -98,7 +105,7 @@ func run(ctx context.Context, servers, daemonBin, corpusDir, cacheDir, repos str
 	if err != nil {
 		return err
 	}
-	if keep {
+	if o.Keep {
 		fmt.Fprintln(os.Stderr, "scratch directory kept:", dir)
 	} else {
 		defer os.RemoveAll(dir)
@@ -116,19 +123,17 @@ func run(ctx context.Context, servers, daemonBin, corpusDir, cacheDir, repos str
 		}
 		return os.WriteFile(jsonOut, b, 0o644)
 	}
-	results, err := corpus.Run(ctx, corpus.Options{
-		Dir: dir, CacheDir: cacheDir, CorpusDir: corpusDir, DaemonBin: daemonBin, Servers: servers,
-		Repos: sel, PerRepo: positions, Keep: keep, ColdWait: coldWait, JailCC: jailCC, DaemonEnv: daemonEnv,
-		OnResult: func(r *corpus.Result) {
-			done = append(done, r)
-			if jsonOut != "-" {
-				_ = writeJSON() // a partial file survives an interrupted run
-			}
-		},
-		Log: func(f string, a ...any) {
-			fmt.Fprintf(os.Stderr, "%6.1fs "+f+"\n", append([]any{time.Since(start).Seconds()}, a...)...)
-		},
-	})
+	o.Dir, o.Repos = dir, sel
+	o.OnResult = func(r *corpus.Result) {
+		done = append(done, r)
+		if jsonOut != "-" {
+			_ = writeJSON() // a partial file survives an interrupted run
+		}
+	}
+	o.Log = func(f string, a ...any) {
+		fmt.Fprintf(os.Stderr, "%6.1fs "+f+"\n", append([]any{time.Since(start).Seconds()}, a...)...)
+	}
+	results, err := corpus.Run(ctx, o)
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,11 @@ type Options struct {
 	DaemonEnv map[string]string
 	// OnResult, when set, sees each repository's result as it is done.
 	OnResult func(*Result)
+	// NextCommit also prepares, once the answers are compared, the
+	// repository's next commit (an empty one on top: the same tree and
+	// lockfiles, a new revision), as an agent does after every push; its
+	// time is Result.Next.
+	NextCommit bool
 }
 
 // Stat is one tool's agreement on one repository.
@@ -128,6 +133,10 @@ type Result struct {
 	Clone   float64 `json:"clone_seconds"`
 	Install float64 `json:"install_seconds"`
 	Cold    float64 `json:"cold_start_seconds"`
+	// Next is the prepare of the next commit (Options.NextCommit), with
+	// the first revision's workspace dropped: what the daemon kept for
+	// the repository (its home, its dependency cache) is all it reuses.
+	Next float64 `json:"next_commit_prepare_seconds,omitempty"`
 	// ServiceRSS is the RSS of the language's server tree in the daemon
 	// (bwrap, init, the server and its children) with this repository's
 	// workspace warm and alone, after every query; DirectRSS the same
@@ -384,7 +393,33 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 			return pos, file, nil
 		}, t, o.Log)
 	}
+	if o.NextCommit {
+		dropWorkspace(ctx, c, r.Name)
+		if res.Next, err = prepareNext(ctx, c, src, stack.ForgeRoot, r.Name, t.cold, o.ColdWait); err != nil {
+			o.Log("%s: next commit: %v", r.Name, err)
+		}
+	}
 	return res
+}
+
+// prepareNext commits nothing new on top of src, pushes it to the forge,
+// and times the prepare of that commit through its first useful answer.
+func prepareNext(ctx context.Context, c *client, src, forgeRoot, name string, cold Position, coldWait time.Duration) (float64, error) {
+	env := gitEnv()
+	if _, err := run(ctx, src, env, "git", "commit", "--quiet", "--allow-empty", "--no-verify", "-m", "next"); err != nil {
+		return 0, err
+	}
+	out, err := run(ctx, src, env, "git", "rev-parse", "HEAD")
+	if err != nil {
+		return 0, err
+	}
+	if _, err := run(ctx, src, env, "git", "push", "--quiet", filepath.Join(forgeRoot, org, name+".git"), "main"); err != nil {
+		return 0, err
+	}
+	next := c.at(strings.TrimSpace(string(out)))
+	defer dropWorkspace(context.WithoutCancel(ctx), next, name)
+	took, _, err := prepareService(ctx, next, name, cold, coldWait)
+	return took.Seconds(), err
 }
 
 // removeGlobs removes what each of globs, relative to base (itself a
@@ -555,8 +590,8 @@ func compare(res *Result, t *truth, pos, file map[string][]Answer) {
 
 // PrintTable writes the table of a run.
 func PrintTable(w io.Writer, results []*Result) {
-	fmt.Fprintf(w, "%-27s %-4s %6s %4s %9s %20s %5s %6s %6s %6s %6s %6s %7s %5s %4s %11s\n",
-		"repository", "lang", "files", "pos", "prepare", "clone+inst+cold", "ratio", "hover", "def", "refs", "syms", "diags", "extern", "warn", "emty", "RSS svc/dir")
+	fmt.Fprintf(w, "%-27s %-4s %6s %4s %9s %20s %5s %6s %6s %6s %6s %6s %6s %7s %5s %4s %11s\n",
+		"repository", "lang", "files", "pos", "prepare", "clone+inst+cold", "ratio", "next", "hover", "def", "refs", "syms", "diags", "extern", "warn", "emty", "RSS svc/dir")
 	for _, r := range results {
 		lang := r.Language
 		if l, ok := langOf(r.Language); ok {
@@ -590,14 +625,19 @@ func PrintTable(w io.Writer, results []*Result) {
 		if base := r.Clone + r.Install + r.Cold; base > 0 && !r.NoUsefulAnswer {
 			ratio = fmt.Sprintf("%.2f", r.Prepare/base)
 		}
-		fmt.Fprintf(w, "%-27s %-4s %6d %4d %9s %5.1fs+%5.1fs+%5.1fs %5s %6s %6s %6s %6s %6s %3d/%-3d %5d %4d %5d/%-5d\n",
-			r.Repo, lang, r.Files, r.Positions, prep, r.Clone, r.Install, r.Cold, ratio,
+		next := "-"
+		if r.Next > 0 {
+			next = fmt.Sprintf("%.1fs", r.Next)
+		}
+		fmt.Fprintf(w, "%-27s %-4s %6d %4d %9s %5.1fs+%5.1fs+%5.1fs %5s %6s %6s %6s %6s %6s %6s %3d/%-3d %5d %4d %5d/%-5d\n",
+			r.Repo, lang, r.Files, r.Positions, prep, r.Clone, r.Install, r.Cold, ratio, next,
 			pct("hover"), pct("definition"), pct("references"), pct("symbols"), pct("diagnostics"),
 			r.Externals.Agree, r.Externals.Total, len(r.Warnings), r.EmptyCurrent, r.ServiceRSS>>20, r.DirectRSS>>20)
 	}
 	fmt.Fprintf(w, "\ntarget: ≥ %.0f%% per tool per repository. prepare = POST /prepare → first useful hover through the proxy (daemon jailed);\n", Target)
 	fmt.Fprintln(w, "clone+inst+cold = git clone --depth 1 from the same forge + the ground truth's dependency install (the service's prepare includes its own)")
 	fmt.Fprintln(w, "  + the pinned server's own cold start on the ground-truth checkout; ratio = prepare / (clone+inst+cold), target ≤ 1.2.")
+	fmt.Fprintln(w, "next = the prepare of the next commit (the same tree, a new revision), the first one's workspace dropped: what the daemon keeps per repository reused.")
 	fmt.Fprintln(w, "RSS svc/dir = MiB of the language's server tree, warm after every query: in the daemon (jailed) / the same server run directly.")
 	fmt.Fprintln(w, "extern = definitions outside the repository the service matched / the ground truth gave; emty = empty answers marked current where the ground truth answered;")
 	fmt.Fprintln(w, "n/a = no position or file to compare (positions are identifier uses the direct server resolves a definition for).")

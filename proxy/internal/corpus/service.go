@@ -17,6 +17,15 @@ import (
 type client struct {
 	url, jwt, forge string
 	http            *http.Client
+	// rev, when set, is the revision every request names (at).
+	rev string
+}
+
+// at is c asking about revision rev instead of the default branch's head.
+func (c *client) at(rev string) *client {
+	pinned := *c
+	pinned.rev = rev
+	return &pinned
 }
 
 // apiAnswer is the part of an operation's answer the corpus compares.
@@ -50,6 +59,9 @@ type serviceSymbol struct {
 
 func (c *client) do(ctx context.Context, method, route string, body any) (*apiAnswer, []byte, error) {
 	var rd io.Reader
+	if m, ok := body.(map[string]any); ok && c.rev != "" {
+		m["rev"] = c.rev
+	}
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
@@ -300,7 +312,11 @@ func awaitIndexed(ctx context.Context, c *client, repo string, cold Position, wa
 // dropWorkspace frees the revision's workspace once it is measured, so
 // its servers do not compete with the next repository's.
 func dropWorkspace(ctx context.Context, c *client, repo string) {
-	_, _, _ = c.do(ctx, http.MethodDelete, "/workspaces?repo="+url.QueryEscape(repo), nil)
+	q := url.Values{"repo": {repo}}
+	if c.rev != "" {
+		q.Set("rev", c.rev)
+	}
+	_, _, _ = c.do(ctx, http.MethodDelete, "/workspaces?"+q.Encode(), nil)
 }
 
 func contains(xs []string, x string) bool {
