@@ -2,6 +2,7 @@ package deps
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -193,4 +194,65 @@ func npmCacheDir(cache string) string {
 		return ""
 	}
 	return filepath.Join(cache, "npm")
+}
+
+// A Yarn Berry lockfile pins no tarball hash, so each install looked up
+// every package's version manifest on the registry (redux: 997 requests,
+// 5 s of a next revision's 5 s phase). What a manifest said of a version
+// (its tarball and integrity) does not change, so the repository's cache
+// keeps it too, beside the packages: distsFile, written whole for each
+// install with what that install used, and read only when it names the
+// registry configured now.
+const (
+	distsFile = "npm-dists.json"
+	maxDists  = 16 << 20
+)
+
+type distsDoc struct {
+	Registry string               `json:"registry"`
+	Dists    map[string][2]string `json:"dists"` // name@version → tarball, integrity
+}
+
+// loadDists are the version dists the repository's cache holds for reg;
+// none without a cache or for another registry.
+func loadDists(cache string, reg string) map[string]berryDist {
+	out := map[string]berryDist{}
+	if cache == "" {
+		return out
+	}
+	data, err := readRegular(filepath.Join(cache, distsFile), maxDists)
+	if err != nil {
+		return out
+	}
+	var doc distsDoc
+	if json.Unmarshal(data, &doc) != nil || doc.Registry != reg {
+		return out
+	}
+	for id, d := range doc.Dists {
+		if pinnedIntegrity(d[1]) {
+			out[id] = berryDist{resolved: d[0], integrity: d[1]}
+		}
+	}
+	return out
+}
+
+// saveDists replaces the repository's dists with got; a failure only
+// costs the next install its lookups.
+func saveDists(cache string, reg string, got map[string]berryDist, log *slog.Logger) {
+	if cache == "" {
+		return
+	}
+	doc := distsDoc{Registry: reg, Dists: make(map[string][2]string, len(got))}
+	for id, d := range got {
+		doc.Dists[id] = [2]string{d.resolved, d.integrity}
+	}
+	data, err := json.Marshal(doc)
+	if err == nil && len(data) <= maxDists {
+		if err = os.MkdirAll(cache, 0o700); err == nil {
+			err = writeAtomic(filepath.Join(cache, distsFile), data, 0o600)
+		}
+	}
+	if err != nil {
+		log.Debug("deps: npm dists cache", "err", err)
+	}
 }

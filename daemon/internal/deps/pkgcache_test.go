@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -129,5 +130,41 @@ func TestInstallFromCache(t *testing.T) {
 	// Without a cache directory nothing is kept anywhere.
 	if n := install(repo(t, map[string]string{"package-lock.json": lf})); n != 3 {
 		t.Fatalf("no cache: %d requests, want 3", n)
+	}
+}
+
+// TestInstallBerryFromCache: a Berry lockfile's next revision asks the
+// registry again only for what the last install could not look up: the
+// version manifests' dists are kept with the packages, and used only for
+// the registry they came from.
+func TestInstallBerryFromCache(t *testing.T) {
+	r, tree := berryFixture(t)
+	cache := t.TempDir()
+	f := fetcher(Config{NPMRegistry: r.url})
+	install := func(f *Fetcher, r *registry) int64 {
+		t.Helper()
+		ws := repo(t, tree)
+		ws.Cache = cache
+		before := r.n.Load()
+		if w := f.Fetch(context.Background(), ws); !slices.Equal(w, berryWarnings) {
+			t.Fatalf("warnings\n%q\nwant\n%q", w, berryWarnings)
+		}
+		if b, err := os.ReadFile(filepath.Join(runtime.NodeModules(ws), "greet/index.d.ts")); err != nil || string(b) != greetDTS {
+			t.Fatalf("greet: %q, %v", b, err)
+		}
+		return r.n.Load() - before
+	}
+	if n := install(f, r); n != 9 {
+		t.Fatalf("first revision: %d requests, want 9 (5 manifests, 4 tarballs)", n)
+	}
+	if n := install(f, r); n != 1 {
+		t.Fatalf("next revision: %d requests, want 1 (the manifest the registry did not serve)", n)
+	}
+	// Another registry serving the same: the dists the first one gave are
+	// not trusted for it; the packages are the same bytes, so linked.
+	mirror := newRegistry(t)
+	mirror.files = r.files
+	if n := install(fetcher(Config{NPMRegistry: mirror.url}), mirror); n != 5 {
+		t.Fatalf("another registry: %d requests, want the 5 manifests", n)
 	}
 }

@@ -320,7 +320,7 @@ func (f *Fetcher) yarnLockPackages(ctx context.Context, ws runtime.Workspace, da
 	var layout yarnLayout
 	var err error
 	if yarnBerry(data) {
-		layout, err = f.berryLayout(ctx, ws.Root, data, left, w)
+		layout, err = f.berryLayout(ctx, ws, data, left, w)
 	} else {
 		layout, err = yarnV1Layout(ws.Root, data, f.cfg.NPMRegistry, w)
 	}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
 )
 
 // maxManifest bounds one version manifest read from the registry.
@@ -362,7 +364,8 @@ func berryLinker(root string) string {
 // (the default) Yarn writes no node_modules at all, but the pinned
 // tsserver does not read .pnp.cjs, so a node_modules beside the tree is
 // the cheap way for it to resolve the same packages.
-func (f *Fetcher) berryLayout(ctx context.Context, root string, data []byte, left *atomic.Int64, w *warnings) (yarnLayout, error) {
+func (f *Fetcher) berryLayout(ctx context.Context, ws runtime.Workspace, data []byte, left *atomic.Int64, w *warnings) (yarnLayout, error) {
+	root := ws.Root
 	switch l := berryLinker(root); l {
 	case "node-modules", "pnpm", "pnp":
 	default:
@@ -384,7 +387,7 @@ func (f *Fetcher) berryLayout(ctx context.Context, root string, data []byte, lef
 	if err != nil {
 		return layout, err
 	}
-	f.resolveBerry(ctx, &layout, left)
+	f.resolveBerry(ctx, &layout, ws.Cache, left)
 	return layout, nil
 }
 
@@ -397,8 +400,9 @@ var errNoIntegrity = errors.New("the registry lists no sha512 integrity")
 // same bounded client as the tarballs. The tarball is the manifest's
 // dist.tarball when that is under the registry, else npm's conventional
 // path; either way it must hash to dist.integrity. A package whose
-// manifest fails is left out, and named.
-func (f *Fetcher) resolveBerry(ctx context.Context, l *yarnLayout, left *atomic.Int64) {
+// manifest fails is left out, and named. What the repository's cache
+// (cache, "" for none) kept from the last install is not asked again.
+func (f *Fetcher) resolveBerry(ctx context.Context, l *yarnLayout, cache string, left *atomic.Int64) {
 	reg := f.cfg.NPMRegistry
 	m := &mirror{bases: []*url.URL{reg}, client: f.npmClient, left: left}
 	ids := map[string][2]string{} // name@version -> name, version
@@ -416,7 +420,14 @@ func (f *Fetcher) resolveBerry(ctx context.Context, l *yarnLayout, left *atomic.
 		ids[name+"@"+p.Version] = [2]string{name, p.Version}
 	}
 	var mu sync.Mutex
-	got := map[string]berryDist{}
+	got, known := map[string]berryDist{}, loadDists(cache, reg.String())
+	defer func() { saveDists(cache, reg.String(), got, f.log) }()
+	for id := range ids {
+		if d, ok := known[id]; ok {
+			got[id] = d
+			delete(ids, id)
+		}
+	}
 	failed := map[string]string{}
 	par := f.cfg.Parallel
 	if par <= 0 {

@@ -148,12 +148,10 @@ func berryAdd(t *testing.T, r *registry, name, version string, data []byte) stri
 	return e["integrity"].(string)
 }
 
-// TestInstallBerry: a Berry lockfile installs from the registry with the
-// registry's integrity; the workspace is a link entry, Yarn's builtin
-// patch is the package it patches, the repository's own patch is named,
-// another platform's package is never asked for, and a package the
-// registry does not serve is named.
-func TestInstallBerry(t *testing.T) {
+// berryFixture is a registry serving berrySample's packages (not "gone")
+// and the tree over them; berryWarnings are what its install says.
+func berryFixture(t *testing.T) (*registry, map[string]string) {
+	t.Helper()
 	r := newRegistry(t)
 	berryAdd(t, r, "greet", "1.0.0", tgz(t,
 		tarEntry{name: "package/package.json", body: `{"name":"greet","version":"1.0.0","types":"index.d.ts"}`},
@@ -163,21 +161,32 @@ func TestInstallBerry(t *testing.T) {
 	berryAdd(t, r, "inner", "0.1.0", tgz(t, tarEntry{name: "package/index.d.ts", body: "export declare const inner: 1;\n"}))
 	berryAdd(t, r, "inner", "0.2.0", tgz(t, tarEntry{name: "package/index.d.ts", body: "export declare const inner: 2;\n"}))
 	berryAdd(t, r, "shout", "1.0.0", tgz(t, tarEntry{name: "package/index.js", body: "module.exports = 1;\n"}))
-	ws := repo(t, map[string]string{
+	return r, map[string]string{
 		"yarn.lock":                  berrySample,
 		".yarnrc.yml":                "enableGlobalCache: false\nnodeLinker: node-modules\n",
 		"package.json":               `{"name":"app","workspaces":["packages/*"]}`,
 		"packages/util/package.json": `{"name":"util"}`,
-	})
+	}
+}
+
+var berryWarnings = []string{
+	`dependencies: yarn.lock: 1 package not installed (nor what is nested in them), not served by the registry (no credential is ever used): "gone"`,
+	`dependencies: yarn.lock: 1 package the repository patches installed unpatched: "shout"`,
+	`dependencies: yarn.lock: workspaces see the root's version of 1 package they pin otherwise: "inner@0.2.0"`,
+}
+
+// TestInstallBerry: a Berry lockfile installs from the registry with the
+// registry's integrity; the workspace is a link entry, Yarn's builtin
+// patch is the package it patches, the repository's own patch is named,
+// another platform's package is never asked for, and a package the
+// registry does not serve is named.
+func TestInstallBerry(t *testing.T) {
+	r, tree := berryFixture(t)
+	ws := repo(t, tree)
 	f := fetcher(Config{NPMRegistry: r.url})
 	w := f.Fetch(context.Background(), ws)
-	want := []string{
-		`dependencies: yarn.lock: 1 package not installed (nor what is nested in them), not served by the registry (no credential is ever used): "gone"`,
-		`dependencies: yarn.lock: 1 package the repository patches installed unpatched: "shout"`,
-		`dependencies: yarn.lock: workspaces see the root's version of 1 package they pin otherwise: "inner@0.2.0"`,
-	}
-	if !reflect.DeepEqual(w, want) {
-		t.Fatalf("warnings\n%q\nwant\n%q", w, want)
+	if !reflect.DeepEqual(w, berryWarnings) {
+		t.Fatalf("warnings\n%q\nwant\n%q", w, berryWarnings)
 	}
 	// 5 manifests (gone's answers 404; fsevents is darwin's, inner@0.2.0
 	// is not placed) and 4 tarballs.
