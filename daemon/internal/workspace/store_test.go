@@ -157,7 +157,7 @@ func TestMetadataLivesBesideTheTree(t *testing.T) {
 
 // TestCacheCountsWithTheHome: the daemon's cache for a repository is
 // outside its home (no jail binds it), is counted with the home for the
-// disk budget, and is deleted with it.
+// disk budget (what it shares with a tree, once), and is deleted with it.
 func TestCacheCountsWithTheHome(t *testing.T) {
 	s, err := NewStore(t.TempDir(), DefaultLimits())
 	if err != nil {
@@ -181,6 +181,24 @@ func TestCacheCountsWithTheHome(t *testing.T) {
 	}
 	if got := s.HomeBytes(h); got < before+1<<20 {
 		t.Fatalf("home bytes %d with a 1 MiB cache entry, %d without", got, before)
+	}
+	// Linked into a tree's node_modules, the entry is the tree's to count:
+	// counted once, not twice.
+	nm := filepath.Join(filepath.Dir(s.TreeDir(testKey)), "node_modules")
+	if err := os.Mkdir(nm, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(cache, "npm", "x.tgz"), filepath.Join(nm, "x.tgz")); err != nil {
+		t.Fatal(err)
+	}
+	if got, tree := s.HomeBytes(h), s.TreeBytes(testKey); got >= before+1<<20 || tree < 1<<20 {
+		t.Fatalf("a shared 1 MiB file: home bytes %d (%d without it), tree bytes %d", got, before, tree)
+	}
+	if err := os.Remove(filepath.Join(nm, "x.tgz")); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.HomeBytes(h); got < before+1<<20 {
+		t.Fatalf("no tree links it any more: home bytes %d, %d without it", got, before)
 	}
 	if err := s.DeleteHome(h); err != nil {
 		t.Fatal(err)

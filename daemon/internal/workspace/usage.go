@@ -18,7 +18,12 @@ type Home struct {
 
 // Usage is the disk a directory takes: allocated bytes (st_blocks × 512,
 // what the filesystem really spends) of every entry under it.
-func Usage(dir string) int64 {
+func Usage(dir string) int64 { return usage(dir, false) }
+
+// usage is Usage; with unshared, a regular file with more than one link
+// is left out: the daemon's cache shares its files with the node_modules
+// of the trees it was linked into (deps.packageCache), which count them.
+func usage(dir string, unshared bool) int64 {
 	var n int64
 	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -28,10 +33,13 @@ func Usage(dir string) int64 {
 		if err != nil {
 			return nil
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			n += st.Blocks * 512
-		} else {
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case !ok:
 			n += fi.Size()
+		case unshared && fi.Mode().IsRegular() && st.Nlink > 1:
+		default:
+			n += st.Blocks * 512
 		}
 		return nil
 	})
@@ -64,8 +72,13 @@ func (s *Store) homeDir(h Home) string { return filepath.Join(s.root, "homes", h
 func (s *Store) cacheDir(h Home) string { return filepath.Join(s.root, "caches", h.TenantKey, h.Repo) }
 
 // HomeBytes is the disk a home takes, with the daemon's cache for the
-// same repository (Store.CacheDir).
-func (s *Store) HomeBytes(h Home) int64 { return Usage(s.homeDir(h)) + Usage(s.cacheDir(h)) }
+// same repository (Store.CacheDir). Of the cache, only the files no tree
+// links too: a file the cache shares is counted with a tree (its trees
+// are measured whole), once the last such tree is gone with the cache.
+// Nothing is missed; two revisions sharing a file count it twice.
+func (s *Store) HomeBytes(h Home) int64 {
+	return Usage(s.homeDir(h)) + usage(s.cacheDir(h), true)
+}
 
 // HomeModTime is when a home's directory last changed.
 func (s *Store) HomeModTime(h Home) time.Time {
