@@ -77,7 +77,7 @@ type jailRun struct {
 type live struct {
 	run   *jailRun
 	d     *devstack.Daemon
-	pool  *daemonclient.Pool
+	close func() // the daemon client
 	shard *daemonclient.Shard
 	q     *daemonv1.QueryRequest
 	// direct: the baseline gopls, no daemon
@@ -94,17 +94,11 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 	if o.BenchDaemonBin == "" {
 		return nil, fmt.Errorf("the jail figure needs a daemon built with -tags lspbench (--bench-daemon-bin)")
 	}
-	var files []daemonclient.File
-	for p, content := range devstack.SampleRepo {
-		sum := sha256.Sum256([]byte(content))
-		files = append(files, daemonclient.File{Path: p, Data: []byte(content), SHA256: hex.EncodeToString(sum[:])})
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	var ls []*live
 	defer func() {
 		for _, l := range ls {
-			if l.pool != nil {
-				l.pool.Close()
+			if l.close != nil {
+				l.close()
 			}
 			if l.d != nil {
 				l.d.Stop()
@@ -159,17 +153,8 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 		}
 		l := &live{run: &jailRun{v: v}, d: d}
 		ls = append(ls, l)
-		if l.pool, err = daemonclient.Dial([]string{"unix://" + filepath.Join(dir, "daemon.sock")}, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-			return nil, err
-		}
-		k := daemonclient.Key{TenantKey: randomHex(32), Repo: "hello", Commit: randomHex(20)}
-		l.shard = l.pool.Pick(k)
-		if _, err := l.shard.Push(ctx, k, newPrepareID(), files); err != nil {
+		if l.shard, l.q, l.close, err = sampleDefinition(ctx, filepath.Join(dir, "daemon.sock")); err != nil {
 			return nil, fmt.Errorf("%s: push: %w", v.name, err)
-		}
-		l.q = &daemonv1.QueryRequest{
-			Workspace: &daemonv1.WorkspaceKey{TenantKey: k.TenantKey, Repo: k.Repo, Commit: k.Commit},
-			Op:        daemonv1.Op_OP_DEFINITION, Path: "main.go", Position: &daemonv1.Position{Line: 10, Character: 20},
 		}
 	}
 	ask := func(l *live) (time.Duration, error) {
@@ -369,4 +354,36 @@ func printJail(w io.Writer, runs []*jailRun) {
 			float64(r.daemonCPU)/float64(r.requests)/1e3, ms(pct(r.lat, .5)), ms(pct(r.lat, .99)), r.rss>>20, st, same)
 	}
 	tw.Flush()
+}
+
+// sampleFiles is devstack.SampleRepo as a push's files, in path order.
+func sampleFiles() []daemonclient.File {
+	var files []daemonclient.File
+	for p, content := range devstack.SampleRepo {
+		sum := sha256.Sum256([]byte(content))
+		files = append(files, daemonclient.File{Path: p, Data: []byte(content), SHA256: hex.EncodeToString(sum[:])})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files
+}
+
+// sampleDefinition pushes the sample repository to the daemon at sock
+// under a workspace of its own and returns a definition query on it, as
+// the proxy would send it (the jail section's question).
+func sampleDefinition(ctx context.Context, sock string) (*daemonclient.Shard, *daemonv1.QueryRequest, func(), error) {
+	pool, err := daemonclient.Dial([]string{"unix://" + sock}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	k := daemonclient.Key{TenantKey: randomHex(32), Repo: "hello", Commit: randomHex(20)}
+	shard := pool.Pick(k)
+	if _, err := shard.Push(ctx, k, newPrepareID(), sampleFiles()); err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	q := &daemonv1.QueryRequest{
+		Workspace: &daemonv1.WorkspaceKey{TenantKey: k.TenantKey, Repo: k.Repo, Commit: k.Commit},
+		Op:        daemonv1.Op_OP_DEFINITION, Path: "main.go", Position: &daemonv1.Position{Line: 10, Character: 20},
+	}
+	return shard, q, func() { pool.Close() }, nil
 }
