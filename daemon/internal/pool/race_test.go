@@ -6,14 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/hanzoai/lsp/daemon/internal/runtime"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
@@ -34,13 +32,7 @@ func tinyTree() ([]*daemonv1.FileEntry, []byte) {
 // request holds it, and a publication whose Delete has returned must never
 // be served again. Run with -race.
 func TestAcquireDeleteSweepRace(t *testing.T) {
-	store, err := workspace.NewStore(t.TempDir(), workspace.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	p := New(store, nil, runtime.Unjailed(log), log)
-	t.Cleanup(func() { p.Close(context.Background()) })
+	p, store := serverless(t)
 
 	keys := []workspace.Key{key("a", "r", 0), key("a", "r", 1), key("b", "r", 0)}
 	var gen atomic.Int64
@@ -148,13 +140,7 @@ func TestAcquireDeleteSweepRace(t *testing.T) {
 // holds takes it out of service at once (no new request gets it), keeps its
 // tree until the request releases it, and deletes the tree then.
 func TestDeleteWaitsForRequest(t *testing.T) {
-	store, err := workspace.NewStore(t.TempDir(), workspace.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	p := New(store, nil, runtime.Unjailed(log), log)
-	t.Cleanup(func() { p.Close(context.Background()) })
+	p, store := serverless(t)
 	k := key("a", "r", 0)
 	files, content := tinyTree()
 	if _, _, err := p.Prepare(context.Background(), k, genID(1), files, bytes.NewReader(content), nil); err != nil {

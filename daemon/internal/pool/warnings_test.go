@@ -20,14 +20,8 @@ import (
 // it); a tree published with nothing to say has none, and a warnings file
 // that is a link is never followed.
 func TestPrepareWarningsKept(t *testing.T) {
-	root := t.TempDir()
-	store, err := workspace.NewStore(root, workspace.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	p := New(store, nil, runtime.Unjailed(log), log)
-	t.Cleanup(func() { p.Close(context.Background()) })
+	p, store := serverless(t)
+	root, log := store.Root(), slog.New(slog.DiscardHandler)
 	files, content := tinyTree()
 	want := []string{"dropped dangling symlink: a", "dropped submodule: b\nwith a newline"}
 	k, quiet := key("a", "r", 0), key("a", "r", 1)
@@ -77,13 +71,7 @@ func TestPrepareWarningsKept(t *testing.T) {
 // repository's cache directory, the daemon's own beside its home: every
 // revision of one repository the same, another repository's not.
 func TestPreparePhaseSeesTheCache(t *testing.T) {
-	store, err := workspace.NewStore(t.TempDir(), workspace.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	p := New(store, nil, runtime.Unjailed(log), log)
-	t.Cleanup(func() { p.Close(context.Background()) })
+	p, store := serverless(t)
 	files, content := tinyTree()
 	seen := map[workspace.Key]runtime.Workspace{}
 	keys := []workspace.Key{key("a", "r", 0), key("a", "r", 1), key("a", "other", 0)}
@@ -103,4 +91,18 @@ func TestPreparePhaseSeesTheCache(t *testing.T) {
 	if rel, err := filepath.Rel(first.Home, first.Cache); err != nil || !filepath.IsAbs(first.Cache) || rel == "." || !strings.HasPrefix(rel, "..") {
 		t.Fatalf("the cache %s is inside the home %s, which jails bind", first.Cache, first.Home)
 	}
+}
+
+// serverless is a pool configured with no server over a fresh store,
+// closed with the test.
+func serverless(t *testing.T) (*Pool, *workspace.Store) {
+	t.Helper()
+	store, err := workspace.NewStore(t.TempDir(), workspace.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	p := New(store, nil, runtime.Unjailed(log), log)
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return p, store
 }

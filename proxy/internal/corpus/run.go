@@ -402,7 +402,7 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 	return res
 }
 
-// prepareNext commits nothing new on top of src, pushes it to the forge,
+// prepareNext makes an empty commit on top of src, pushes it to the forge,
 // and times the prepare of that commit through its first useful answer.
 func prepareNext(ctx context.Context, c *client, src, forgeRoot, name string, cold Position, coldWait time.Duration) (float64, error) {
 	env := gitEnv()
