@@ -34,8 +34,9 @@ import (
 //	root/caches/<tenant>/<repo>/            the daemon's own cache for the
 //	                                        repository (npm packages the
 //	                                        dependency phase unpacked), never
-//	                                        bound into a jail; counted and
-//	                                        deleted with the home
+//	                                        bound into a jail; deleted with
+//	                                        the home, counted with it but for
+//	                                        the files a tree links too
 //	root/staging/                           trees being written
 //
 // The home is per (tenant, repo) so that a new revision of the same
