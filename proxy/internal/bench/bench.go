@@ -242,6 +242,7 @@ func runLatency(ctx context.Context, o Options, s *devstack.Stack, client *proxy
 		if _, _, err := interleave(ctx, o.Warmup, 0, f.direct, viaProxy, nil); err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
+		settle(ctx, f.name)
 		before := scrapeStages(client)
 		d, p, err := interleave(ctx, o.N, 0, f.direct, viaProxy, fs.sample)
 		if err != nil {
@@ -309,15 +310,18 @@ func runThroughput(ctx context.Context, o Options, s *devstack.Stack, client *pr
 	if err := defDaemon(ctx); err != nil {
 		return fmt.Errorf("throughput: the daemon alone: %w", err)
 	}
+	settle(ctx, "throughput, direct")
 	stop := o.measured("throughput-direct", 3*time.Second)
 	dq := throughput(ctx, clients, 3*time.Second, defDirect)
 	stop()
+	settle(ctx, "throughput, proxy")
 	stop = o.measured("throughput", 3*time.Second)
 	pq := throughput(ctx, clients, 3*time.Second, func(ctx context.Context) error {
 		_, err := client.do(ctx, defRoute, defBody)
 		return err
 	})
 	stop()
+	settle(ctx, "throughput, the daemon alone")
 	aq := throughput(ctx, clients, 3*time.Second, defDaemon)
 	verdict := "met"
 	if pq < 0.6*dq {

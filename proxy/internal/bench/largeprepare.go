@@ -135,6 +135,7 @@ func runLargePrepare(ctx context.Context, o Options) (*largeFigures, error) {
 		}
 		cloneURL := s.ForgeURL + "/" + org + "/" + name + ".git"
 		body := map[string]any{"repo": name, "path": t.File, "line": line, "character": char}
+		settle(ctx, "large prepare, ours")
 		before, logOff := scrapeStages(client), fileSize(s.Daemon.LogFile)
 		start, prepared := time.Now(), false
 		for {
@@ -181,6 +182,7 @@ func runLargePrepare(ctx context.Context, o Options) (*largeFigures, error) {
 		}
 
 		// The baseline: a shallow clone and gopls's own cold start.
+		settle(ctx, "large prepare, direct")
 		d, parts, retries, err := directCold(ctx, filepath.Join(o.Dir, fmt.Sprintf("large-direct-%d", i)), cloneURL, token, o.Gopls, src.Mirror, t, line, char)
 		if err != nil {
 			return nil, fmt.Errorf("large baseline: %w", err)
