@@ -182,6 +182,12 @@ type LoadSigns struct {
 	// that come from the index wait for it (query). Otherwise
 	// (rust-analyzer's project loading) it is the load itself.
 	IndexInBackground bool
+	// Background says a work-done progress of this title is work after
+	// the load that changes no answer (rust-analyzer's cache priming,
+	// titled "Indexing": what it primes it computes on demand): it is
+	// no work in flight for anything (the first-load wait, the
+	// diagnostics window, Busy), and its end restarts no quiet.
+	Background func(title string) bool
 	// Diagnosis, when set, says the server reports each diagnosis it runs
 	// as work-done progress once asked to at initialize, and that the
 	// report of its first diagnosis of the workspace carries what its load
@@ -319,8 +325,9 @@ type Client struct {
 	fingerprint   string            // CapabilityFingerprint, cached; "" after a change
 	tools         []string          // toolsLocked, cached (every query asks); nil after a change
 	progress      map[string]struct{}
-	indexing      map[string]string // tokens in flight whose title LoadSigns.Indexing accepts → title
-	progressEnd   time.Time         // when the last work-done progress ended
+	indexing      map[string]string   // tokens in flight whose title LoadSigns.Indexing accepts → title
+	progressEnd   time.Time           // when the last work-done progress ended
+	background    map[string]struct{} // tokens in flight whose title LoadSigns.Background accepts
 	// LoadSigns.Diagnosis reports: in flight (token → title; one over
 	// MaxProgressTokens is not tracked, so its end ends nothing), when the
 	// last ended, and whether the initial one has.
@@ -370,6 +377,7 @@ func Connect(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Client
 		registrations: map[string]string{},
 		progress:      map[string]struct{}{},
 		indexing:      map[string]string{},
+		background:    map[string]struct{}{},
 		diagnosing:    map[string]string{},
 		diags:         map[DocumentURI]*published{},
 		docs:          map[DocumentURI]*document{},
@@ -1174,6 +1182,12 @@ func (c *Client) onProgress(params json.RawMessage) {
 				break
 			}
 		}
+		if bg := c.opts.LoadSigns.Background; bg != nil && bg(title) {
+			if len(c.background) < c.lim.MaxProgressTokens {
+				c.background[key] = struct{}{}
+			}
+			return
+		}
 		if len(c.progress) >= c.lim.MaxProgressTokens {
 			return
 		}
@@ -1191,6 +1205,10 @@ func (c *Client) onProgress(params json.RawMessage) {
 				c.initialDiagnosed = true
 			}
 			break
+		}
+		if _, ok := c.background[key]; ok {
+			delete(c.background, key)
+			return
 		}
 		c.endProgressLocked(key)
 	default:

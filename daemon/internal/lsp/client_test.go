@@ -577,6 +577,50 @@ func TestBackgroundIndexIsNotTheLoad(t *testing.T) {
 	}
 }
 
+// TestBackgroundWorkIsNoWork: a progress LoadSigns.Background accepts
+// (rust-analyzer's cache priming) neither holds the first-load wait nor
+// makes the server busy, and its end restarts no quiet; the load's own
+// progress beside it still holds the wait.
+func TestBackgroundWorkIsNoWork(t *testing.T) {
+	signs := LoadSigns{Background: func(title string) bool { return title == "Indexing" }}
+	c, p, err := connectPeer(t, basicInit, Options{LoadSigns: signs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	progress := func(token, kind, title string) {
+		t.Helper()
+		if err := p.conn.Notify(ctx, "$/progress", json.RawMessage(fmt.Sprintf(`{"token":%q,"value":{"kind":%q,"title":%q}}`, token, kind, title))); err != nil {
+			t.Fatal(err)
+		}
+		p.sync(t)
+	}
+	wait := func(quiet time.Duration) error {
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		return c.WaitQuiet(wctx, quiet)
+	}
+	progress("load", "begin", "Fetching")
+	progress("priming", "begin", "Indexing")
+	if !c.Busy() || wait(0) == nil {
+		t.Fatal("the load's progress did not hold the wait")
+	}
+	progress("load", "end", "")
+	if c.Busy() {
+		t.Fatal("cache priming made the server busy")
+	}
+	if err := wait(50 * time.Millisecond); err != nil {
+		t.Fatalf("cache priming held the wait: %v", err)
+	}
+	// Its end is not the end of work: a quiet already passed stays passed.
+	time.Sleep(100 * time.Millisecond)
+	progress("priming", "end", "")
+	start := time.Now()
+	if err := wait(100 * time.Millisecond); err != nil || time.Since(start) > 50*time.Millisecond {
+		t.Fatalf("the priming's end restarted the quiet: %v after %s", err, time.Since(start))
+	}
+}
+
 // TestDiagnosisReportsEndTheLoad: with diagnosis reports (gopls's
 // verboseWorkDoneProgress), the first-load wait ends once the initial
 // diagnosis report has ended, however long the quiet it was given, and a

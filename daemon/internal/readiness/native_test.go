@@ -42,5 +42,11 @@ func TestNativeIndexing(t *testing.T) {
 		if r.Indexing(title) != want {
 			t.Errorf("rust-analyzer %q: indexing %v, want %v", title, !want, want)
 		}
+		if r.Background(title) == want {
+			t.Errorf("rust-analyzer %q: background %v", title, !want)
+		}
+	}
+	if For("cpp").Background != nil {
+		t.Error("clangd's index is no background work: references wait for it")
 	}
 }
