@@ -188,6 +188,14 @@ type LoadSigns struct {
 	// no work in flight for anything (the first-load wait, the
 	// diagnostics window, Busy), and its end restarts no quiet.
 	Background func(title string) bool
+	// AnchorPublishes says the server publishes an open document's
+	// diagnostics once it has parsed it, whatever it found (clangd: an
+	// empty list for a clean file, once per open), and that what its load
+	// found is on that publication (clangd's load problems are the
+	// anchor's, pp_file_not_found): the first-load wait ends
+	// diagnosisSettle after the anchor's (MarkAnchor) first publication,
+	// not after a quiet window.
+	AnchorPublishes bool
 	// Diagnosis, when set, says the server reports each diagnosis it runs
 	// as work-done progress once asked to at initialize, and that the
 	// report of its first diagnosis of the workspace carries what its load
@@ -328,6 +336,7 @@ type Client struct {
 	indexing      map[string]string   // tokens in flight whose title LoadSigns.Indexing accepts → title
 	progressEnd   time.Time           // when the last work-done progress ended
 	background    map[string]struct{} // tokens in flight whose title LoadSigns.Background accepts
+	anchor        DocumentURI         // the document the first-load wait watches (MarkAnchor)
 	// LoadSigns.Diagnosis reports: in flight (token → title; one over
 	// MaxProgressTokens is not tracked, so its end ends nothing), when the
 	// last ended, and whether the initial one has.
@@ -1120,13 +1129,36 @@ func (c *Client) WaitQuiet(ctx context.Context, quiet time.Duration) error {
 	}
 }
 
+// MarkAnchor names the document opened for the first load (query's
+// anchor): with LoadSigns.AnchorPublishes, its first publication ends the
+// first-load wait.
+func (c *Client) MarkAnchor(uri DocumentURI) {
+	c.mu.Lock()
+	c.anchor = canonicalURI(uri)
+	c.mu.Unlock()
+	c.signal()
+}
+
+// anchorPublishedLocked: the server publishes its anchor's diagnostics
+// once parsed (LoadSigns.AnchorPublishes) and has, for the anchor as
+// open; c.mu must be held.
+func (c *Client) anchorPublishedLocked() bool {
+	if !c.opts.LoadSigns.AnchorPublishes || c.anchor == "" {
+		return false
+	}
+	p, doc := c.diags[c.anchor], c.docs[c.anchor]
+	return p != nil && doc != nil && publishedForLocked(p, doc)
+}
+
 // ReportsLoad reports that the server's diagnosis reports say when its
 // first load is done (LoadSigns.Diagnosis): it needs no anchor document,
 // and one opened before that would cut the report short.
 func (c *Client) ReportsLoad() bool { return c.opts.LoadSigns.Diagnosis != nil }
 
-// Diagnosed reports that the server's initial diagnosis report has ended:
-// what ends WaitQuiet early.
+// Diagnosed reports that the server has published what its first load
+// found: its initial diagnosis report has ended (LoadSigns.Diagnosis) or
+// its anchor has been published (LoadSigns.AnchorPublishes). It is what
+// ends WaitQuiet early.
 func (c *Client) Diagnosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1134,7 +1166,7 @@ func (c *Client) Diagnosed() bool {
 }
 
 func (c *Client) diagnosedLocked() bool {
-	return c.opts.LoadSigns.Diagnosis != nil && c.initialDiagnosed
+	return (c.opts.LoadSigns.Diagnosis != nil && c.initialDiagnosed) || c.anchorPublishedLocked()
 }
 
 func (c *Client) onProgress(params json.RawMessage) {

@@ -621,6 +621,48 @@ func TestBackgroundWorkIsNoWork(t *testing.T) {
 	}
 }
 
+// TestAnchorPublicationEndsTheLoad: with AnchorPublishes (clangd), the
+// first-load wait ends once the anchor has been published for as open,
+// however long its quiet; a publication of another document, or one of
+// the anchor from before its open, does not end it; without the sign
+// only the quiet does.
+func TestAnchorPublicationEndsTheLoad(t *testing.T) {
+	ctx := context.Background()
+	for _, publishes := range []bool{true, false} {
+		c, p, err := connectPeer(t, basicInit, Options{LoadSigns: LoadSigns{AnchorPublishes: publishes}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish := func(uri string) {
+			t.Helper()
+			if err := p.conn.Notify(ctx, "textDocument/publishDiagnostics", json.RawMessage(fmt.Sprintf(`{"uri":%q,"diagnostics":[]}`, uri))); err != nil {
+				t.Fatal(err)
+			}
+			p.sync(t)
+		}
+		held := func() bool {
+			t.Helper()
+			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			return c.WaitQuiet(wctx, time.Hour) != nil
+		}
+		const anchor = "file:///w/a.cc"
+		publish(anchor) // before the open: not the anchor as open
+		c.MarkAnchor(anchor)
+		if err := c.DidOpen(ctx, anchor, "cpp", "int x;"); err != nil {
+			t.Fatal(err)
+		}
+		publish("file:///w/b.cc")
+		if !held() {
+			t.Fatalf("publishes %v: the wait ended before the anchor's publication", publishes)
+		}
+		publish(anchor)
+		if held() == publishes {
+			t.Fatalf("publishes %v: the anchor's publication: wait held %v", publishes, publishes)
+		}
+	}
+}
+
 // TestDiagnosisReportsEndTheLoad: with diagnosis reports (gopls's
 // verboseWorkDoneProgress), the first-load wait ends once the initial
 // diagnosis report has ended, however long the quiet it was given, and a

@@ -487,6 +487,12 @@ func decodePullReport(raw json.RawMessage, lim Limits) (DiagnosticsResult, error
 	return DiagnosticsResult{Items: list.Items, Truncated: list.Truncated, Dropped: list.Dropped, Mode: DiagnosticsPull, Settled: true}, nil
 }
 
+// publishedForLocked: p is a publication for doc as open, by version, or
+// any after the open when the server sends no version.
+func publishedForLocked(p *published, doc *document) bool {
+	return (p.version != nil && *p.version >= doc.version) || (p.version == nil && p.seq > doc.openSeq)
+}
+
 func (c *Client) awaitPublished(ctx context.Context, key DocumentURI, expected int, spent time.Duration) (DiagnosticsResult, error) {
 	wait := c.lim.DiagnosticsWait
 	if c.opts.RequestTimeout > 0 {
@@ -503,9 +509,7 @@ func (c *Client) awaitPublished(ctx context.Context, key DocumentURI, expected i
 		doc := c.docs[key]
 		// A publication for the document as open (by version, or any
 		// after the open when the server sends no version) ...
-		current := p != nil && (doc == nil ||
-			(p.version != nil && *p.version >= doc.version) ||
-			(p.version == nil && p.seq > doc.openSeq))
+		current := p != nil && (doc == nil || publishedForLocked(p, doc))
 		// ... that is the server's last word: no progress in flight, and
 		// quiet on the document since its last publication and since the
 		// last progress ended. After a flush the publications count, not

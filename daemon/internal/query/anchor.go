@@ -30,6 +30,7 @@ func (r *Runner) anchorDocument(ctx context.Context, w *pool.Workspace, spec *po
 		return nil
 	}
 	u := lsp.DocumentURI(pol.FileURI(rel))
+	client.MarkAnchor(u)
 	if client.IsOpen(u) {
 		return nil
 	}

@@ -69,6 +69,7 @@ type fixture struct {
 	gopls  string // "" when no gopls is available
 	// typescript is set when the reviewed TypeScript server runs too.
 	typescript bool
+	clangd     bool // the pinned clangd runs too (make deps installs it)
 	served     chan error
 }
 
@@ -143,6 +144,18 @@ func startFixture(root string) (*fixture, error) {
 		})
 		f.typescript = true
 	}
+	if _, err := os.Stat(pinnedClangd); err == nil {
+		// As the reviewed entry runs it (deploy/images/servers.json.in).
+		specs = append(specs, pool.Spec{
+			Spec: runtime.Spec{
+				ID: "clangd", Language: "c", Extensions: []string{".c", ".h"},
+				Executable: pinnedClangd, Args: []string{"--background-index", "--enable-config=0", "--log=error", "--header-insertion=never", "--pch-storage=memory", "-j=2"},
+				RequestTimeout: 60 * time.Second,
+			},
+			Extensions: []string{".c", ".h"},
+		})
+		f.clangd = true
+	}
 	f.pool = pool.New(store, specs, runtime.Unjailed(log), log)
 	goroot := strings.TrimSpace(goEnv("GOROOT"))
 	runner := &query.Runner{
@@ -203,6 +216,9 @@ func findTypeScript() string {
 }
 
 // findGopls prefers $LSP_TEST_GOPLS, then the pinned install.
+// pinnedClangd is the reviewed entry's clangd (Debian clangd-19).
+const pinnedClangd = "/usr/lib/llvm-19/bin/clangd"
+
 func findGopls() string {
 	for _, p := range []string{os.Getenv("LSP_TEST_GOPLS"), "/root/go/bin/gopls"} {
 		if p == "" {

@@ -240,6 +240,49 @@ func TestLoadProblemsTypeScript(t *testing.T) {
 	}
 }
 
+// TestLoadProblemsClangd: clangd's load problems are its anchor's
+// diagnostics (an include it cannot resolve). The real clangd publishes
+// the anchor once parsed, that publication ends the first-load wait (the
+// client says so: Diagnosed), and the missing header is in the prepare
+// answer.
+func TestLoadProblemsClangd(t *testing.T) {
+	if !fx.clangd {
+		t.Skip("no clangd at " + pinnedClangd)
+	}
+	k := keyFor(t, "c-missing")
+	resp := prepareTree(t, k, newID(),
+		file{"main.c", []byte("#include \"config.h\"\n\nint main(void) { return CONFIGURED; }\n")},
+		file{"util.c", []byte("int twice(int x) { return 2 * x; }\n")},
+	)
+	const want = "clangd could not load the project: main.c: 'config.h' file not found"
+	var warnings []string
+	for _, l := range resp.GetLanguages() {
+		warnings = append(warnings, l.GetWarnings()...)
+	}
+	if !contains(warnings, want) {
+		t.Fatalf("prepare warnings %q, want %q", warnings, want)
+	}
+	w, release, ok := fx.pool.Acquire(parseKey(t, k))
+	if !ok {
+		t.Fatal("the workspace is not live")
+	}
+	defer release()
+	for _, r := range w.Running() {
+		if r.Spec.ID != "clangd" {
+			continue
+		}
+		c, _, err := r.Server.Client(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.Diagnosed() {
+			t.Fatal("clangd's anchor publication did not end its first load")
+		}
+		return
+	}
+	t.Fatal("no clangd runs on the workspace")
+}
+
 // TestDiagnosticsScrubbed: go list's "found packages a (a.go) and b (b.go)
 // in DIR" names the package's host directory; it comes back repo-relative,
 // in the diagnostic and in the load warning alike.
