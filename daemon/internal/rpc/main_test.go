@@ -215,10 +215,10 @@ func findTypeScript() string {
 	return abs
 }
 
-// findGopls prefers $LSP_TEST_GOPLS, then the pinned install.
 // pinnedClangd is the reviewed entry's clangd (Debian clangd-19).
 const pinnedClangd = "/usr/lib/llvm-19/bin/clangd"
 
+// findGopls prefers $LSP_TEST_GOPLS, then the pinned install.
 func findGopls() string {
 	for _, p := range []string{os.Getenv("LSP_TEST_GOPLS"), "/root/go/bin/gopls"} {
 		if p == "" {

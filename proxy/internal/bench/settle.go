@@ -55,15 +55,20 @@ func settle(ctx context.Context, phase string) {
 // Linux architecture Go supports).
 const clockTicks = 100
 
-// busyTicks is the machine's CPU time so far, all CPUs, from /proc/stat:
-// user, nice, system, irq, softirq and steal (a VM's stolen time is time
-// the bench did not get either).
+// busyTicks is the machine's CPU time so far, all CPUs, from /proc/stat.
 func busyTicks() (int64, bool) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0, false
 	}
 	line, _, _ := bytes.Cut(b, []byte("\n"))
+	return busyOf(line)
+}
+
+// busyOf sums /proc/stat's first line's user, nice, system, irq, softirq
+// and steal (a VM's stolen time is time the bench did not get either);
+// idle and iowait are not busy.
+func busyOf(line []byte) (int64, bool) {
 	f := bytes.Fields(line)
 	if len(f) < 9 || string(f[0]) != "cpu" {
 		return 0, false
