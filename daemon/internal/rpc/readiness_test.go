@@ -114,13 +114,20 @@ func TestLoadProblemsGoElsewhere(t *testing.T) {
 // so the warnings it carried came from a finished diagnosis.
 func goplsDiagnosed(t *testing.T, k *daemonv1.WorkspaceKey) {
 	t.Helper()
+	serverDiagnosed(t, k, "gopls", "gopls's diagnosis reports do not say its diagnoses are published")
+}
+
+// serverDiagnosed fails with msg unless the workspace's server id says it
+// has published what its first load found (lsp.Client.Diagnosed).
+func serverDiagnosed(t *testing.T, k *daemonv1.WorkspaceKey, id, msg string) {
+	t.Helper()
 	w, release, ok := fx.pool.Acquire(parseKey(t, k))
 	if !ok {
 		t.Fatal("the workspace is not live")
 	}
 	defer release()
 	for _, r := range w.Running() {
-		if r.Spec.ID != "gopls" {
+		if r.Spec.ID != id {
 			continue
 		}
 		c, _, err := r.Server.Client(ctxT(t))
@@ -128,11 +135,11 @@ func goplsDiagnosed(t *testing.T, k *daemonv1.WorkspaceKey) {
 			t.Fatal(err)
 		}
 		if !c.Diagnosed() {
-			t.Fatal("gopls's diagnosis reports do not say its diagnoses are published")
+			t.Fatal(msg)
 		}
 		return
 	}
-	t.Fatal("no gopls runs on the workspace")
+	t.Fatalf("no %s runs on the workspace", id)
 }
 
 // TestLoadProblemsGoList: a go.mod the local go command refuses
@@ -262,25 +269,7 @@ func TestLoadProblemsClangd(t *testing.T) {
 	if !contains(warnings, want) {
 		t.Fatalf("prepare warnings %q, want %q", warnings, want)
 	}
-	w, release, ok := fx.pool.Acquire(parseKey(t, k))
-	if !ok {
-		t.Fatal("the workspace is not live")
-	}
-	defer release()
-	for _, r := range w.Running() {
-		if r.Spec.ID != "clangd" {
-			continue
-		}
-		c, _, err := r.Server.Client(ctxT(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !c.Diagnosed() {
-			t.Fatal("clangd's anchor publication did not end its first load")
-		}
-		return
-	}
-	t.Fatal("no clangd runs on the workspace")
+	serverDiagnosed(t, k, "clangd", "clangd's anchor publication did not end its first load")
 }
 
 // TestDiagnosticsScrubbed: go list's "found packages a (a.go) and b (b.go)
