@@ -20,13 +20,26 @@ const (
 	quietCores  = 0.15                   // busy below this many cores counts as quiet
 	quietWindow = 500 * time.Millisecond // over this long
 	maxSettle   = 30 * time.Second       // then measure anyway, and say so
+	// busySettle bounds every wait after one that gave up: on a machine
+	// busy with other work, thirty seconds before each of the bench's
+	// windows would buy nothing.
+	busySettle = 3 * time.Second
 )
 
+// gaveUp is set once a settle has reached its bound (the bench's phases
+// run one after another, never side by side).
+var gaveUp bool
+
 // settle waits until the machine's CPUs have been quiet for one window, at
-// most maxSettle. It reports what it saw when the machine never got
-// there, so that a figure measured on a busy machine says so.
+// most maxSettle (busySettle once one has given up). It reports what it
+// saw when the machine never got there, so that a figure measured on a
+// busy machine says so.
 func settle(ctx context.Context, phase string) {
-	deadline := time.Now().Add(maxSettle)
+	bound := maxSettle
+	if gaveUp {
+		bound = busySettle
+	}
+	deadline := time.Now().Add(bound)
 	prev, ok := busyTicks()
 	if !ok {
 		return
@@ -48,7 +61,8 @@ func settle(ctx context.Context, phase string) {
 		}
 		prev = cur
 	}
-	fmt.Fprintf(os.Stderr, "bench: the machine was not quiet before %s: %.2f cores busy after %s\n", phase, cores, maxSettle)
+	gaveUp = true
+	fmt.Fprintf(os.Stderr, "bench: the machine was not quiet before %s: %.2f cores busy after %s\n", phase, cores, bound)
 }
 
 // clockTicks is USER_HZ, the unit of /proc/stat's counters (100 on every
