@@ -1215,6 +1215,8 @@ func (c *Client) onProgress(params json.RawMessage) {
 			}
 		}
 		if bg := c.opts.LoadSigns.Background; bg != nil && bg(title) {
+			// One over the bound is not tracked: its end then counts as
+			// the end of other work (a quiet restarted, nothing more).
 			if len(c.background) < c.lim.MaxProgressTokens {
 				c.background[key] = struct{}{}
 			}
