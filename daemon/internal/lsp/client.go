@@ -235,11 +235,16 @@ type DiagnosisReports struct {
 	InitializationOptions json.RawMessage
 	// Is says a progress title is one of the reports.
 	Is func(title string) bool
-	// Initial says a report is the diagnosis of the whole workspace after
-	// the server's first load. A document opened before it ends may cut
-	// it short (gopls diagnoses a snapshot the open replaced no further),
-	// so such a server gets no anchor document (Client.ReportsLoad).
-	Initial func(title string) bool
+	// Workspace says a report diagnoses the whole workspace: the first
+	// load's, and each change's (gopls: an open's, which checks the
+	// changed files first, then every package). One that ends while no
+	// other is in flight has published what the workspace holds. One that
+	// another began before it ended was cut short: gopls begins a change's
+	// report before it replaces the snapshot, which cancels the diagnosis
+	// of the old one. A document opened before the first load's report
+	// ends therefore cuts it short, so such a server gets no anchor
+	// document (Client.ReportsLoad).
+	Workspace func(title string) bool
 }
 
 // InitializationOptions are what the signs need the server told at
@@ -339,20 +344,21 @@ type Client struct {
 	anchor        DocumentURI         // the document the first-load wait watches (MarkAnchor)
 	// LoadSigns.Diagnosis reports: in flight (token → title; one over
 	// MaxProgressTokens is not tracked, so its end ends nothing), when the
-	// last ended, and whether the initial one has.
-	diagnosing       map[string]string
-	diagnosisEnd     time.Time
-	initialDiagnosed bool
-	logs             []LogMessage
-	problems         []Problem
-	moreProblems     int
-	lastPub          time.Time // when anything was last published
-	connected        time.Time
-	diags            map[DocumentURI]*published
-	pubSeq           uint64
-	docs             map[DocumentURI]*document
-	useClock         uint64
-	changed          chan struct{} // closed and replaced whenever diagnostics or progress change
+	// last ended, and whether one of the whole workspace has run to its
+	// end (checked: the tree never changes, so once is for good).
+	diagnosing   map[string]string
+	diagnosisEnd time.Time
+	checked      bool
+	logs         []LogMessage
+	problems     []Problem
+	moreProblems int
+	lastPub      time.Time // when anything was last published
+	connected    time.Time
+	diags        map[DocumentURI]*published
+	pubSeq       uint64
+	docs         map[DocumentURI]*document
+	useClock     uint64
+	changed      chan struct{} // closed and replaced whenever diagnostics or progress change
 }
 
 type published struct {
@@ -1082,18 +1088,33 @@ func (c *Client) LoadProblems() ([]Problem, int) {
 // WaitQuiet waits until the server has had no work-done progress in flight
 // and has published nothing for quiet (counted from the connection, the
 // last publication and the last progress end): its first load is done and
-// its first diagnostics are out. A server whose initial diagnosis report
-// (LoadSigns.Diagnosis) has ended needs only diagnosisSettle of that
-// quiet; while that report runs, what it publishes does not extend the
-// quiet, which then counts from the load's end alone: a large workspace's
-// diagnosis (seconds of type checking on aws-sdk-go) is not waited for
-// beyond quiet, and the caller can tell (Diagnosed).
+// its first diagnostics are out. A server whose diagnosis of the whole
+// workspace (LoadSigns.Diagnosis) has run to its end needs only
+// diagnosisSettle of that quiet; until then, what a diagnosis publishes
+// does not extend the quiet, which counts from the load's end alone: a
+// large workspace's diagnosis (seconds of type checking on aws-sdk-go) is
+// not waited for beyond quiet, and the caller can tell (Diagnosed).
 func (c *Client) WaitQuiet(ctx context.Context, quiet time.Duration) error {
+	return c.waitQuiet(ctx, quiet, false)
+}
+
+// WaitLoaded is WaitQuiet for a caller whose question follows at once (an
+// implicit prepare): a server whose diagnosis reports follow its load
+// (LoadSigns.Diagnosis) is done once its load's work-done progress has
+// ended with nothing else in flight, without the diagnosis of the whole
+// workspace after it — which the question's own open cuts short anyway,
+// and whose absence its answer states (Diagnosed). Any other server is
+// waited for as WaitQuiet waits.
+func (c *Client) WaitLoaded(ctx context.Context, quiet time.Duration) error {
+	return c.waitQuiet(ctx, quiet, c.opts.LoadSigns.Diagnosis != nil)
+}
+
+func (c *Client) waitQuiet(ctx context.Context, quiet time.Duration, loadOnly bool) error {
 	for {
 		c.mu.Lock()
 		since := c.connected
 		marks := []time.Time{c.progressEnd, c.diagnosisEnd}
-		if diagnosing := c.opts.LoadSigns.Diagnosis != nil && !c.initialDiagnosed && len(c.diagnosing) > 0; !diagnosing {
+		if diagnosing := c.opts.LoadSigns.Diagnosis != nil && !c.checked && len(c.diagnosing) > 0; !diagnosing {
 			marks = append(marks, c.lastPub)
 		}
 		for _, t := range marks {
@@ -1106,9 +1127,10 @@ func (c *Client) WaitQuiet(ctx context.Context, quiet time.Duration) error {
 		}
 		rest := quiet - time.Since(since)
 		busy := c.foregroundLocked() > 0
+		loaded := loadOnly && !c.progressEnd.IsZero()
 		ch := c.changed
 		c.mu.Unlock()
-		if rest <= 0 && !busy {
+		if (rest <= 0 || loaded) && !busy {
 			return nil
 		}
 		// While work is in flight only its end (a change) can end the
@@ -1156,9 +1178,9 @@ func (c *Client) anchorPublishedLocked() bool {
 func (c *Client) ReportsLoad() bool { return c.opts.LoadSigns.Diagnosis != nil }
 
 // Diagnosed reports that the server has published what its first load
-// found: its initial diagnosis report has ended (LoadSigns.Diagnosis) or
-// its anchor has been published (LoadSigns.AnchorPublishes). It is what
-// ends WaitQuiet early.
+// found: a diagnosis of the whole workspace has run to its end
+// (LoadSigns.Diagnosis.Workspace) or its anchor has been published
+// (LoadSigns.AnchorPublishes). It is what ends WaitQuiet early.
 func (c *Client) Diagnosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1166,7 +1188,18 @@ func (c *Client) Diagnosed() bool {
 }
 
 func (c *Client) diagnosedLocked() bool {
-	return (c.opts.LoadSigns.Diagnosis != nil && c.initialDiagnosed) || c.anchorPublishedLocked()
+	return (c.opts.LoadSigns.Diagnosis != nil && c.checked) || c.anchorPublishedLocked()
+}
+
+// diagnosingWorkspaceLocked: a report of the whole workspace is in
+// flight (LoadSigns.Diagnosis.Workspace); c.mu must be held.
+func (c *Client) diagnosingWorkspaceLocked() bool {
+	for _, title := range c.diagnosing {
+		if c.opts.LoadSigns.Diagnosis.Workspace(title) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Client) onProgress(params json.RawMessage) {
@@ -1235,8 +1268,8 @@ func (c *Client) onProgress(params json.RawMessage) {
 		if title, ok := c.diagnosing[key]; ok {
 			delete(c.diagnosing, key)
 			c.diagnosisEnd = time.Now()
-			if c.opts.LoadSigns.Diagnosis.Initial(title) {
-				c.initialDiagnosed = true
+			if ws := c.opts.LoadSigns.Diagnosis.Workspace; ws(title) && !c.diagnosingWorkspaceLocked() {
+				c.checked = true
 			}
 			break
 		}

@@ -664,16 +664,19 @@ func TestAnchorPublicationEndsTheLoad(t *testing.T) {
 }
 
 // TestDiagnosisReportsEndTheLoad: with diagnosis reports (gopls's
-// verboseWorkDoneProgress), the first-load wait ends once the initial
-// diagnosis report has ended, however long the quiet it was given, and a
-// document's report in flight does not hold it; until then, and for a
-// server that never reports its initial diagnosis, the quiet decides.
-// The reports are not work in flight.
+// verboseWorkDoneProgress), the first-load wait ends once a diagnosis of
+// the whole workspace has run to its end, however long the quiet it was
+// given. One that ends while another is in flight was cut short (gopls
+// begins an open's report before it cancels the diagnosis the open made
+// stale) and ends nothing; the one in flight then decides. A report of
+// something else (a command's) never does, and for a server that never
+// reports a diagnosis of the workspace the quiet decides. The reports
+// are not work in flight. WaitLoaded needs the load's end alone.
 func TestDiagnosisReportsEndTheLoad(t *testing.T) {
 	signs := LoadSigns{Diagnosis: &DiagnosisReports{
 		InitializationOptions: json.RawMessage(`{"verbose":true}`),
-		Is:                    func(title string) bool { return strings.HasPrefix(title, "diag ") },
-		Initial:               func(title string) bool { return title == "diag initial" },
+		Is:                    func(title string) bool { return strings.HasPrefix(title, "diag ") || strings.HasPrefix(title, "cmd ") },
+		Workspace:             func(title string) bool { return strings.HasPrefix(title, "diag ") },
 	}}
 	if got := string(signs.InitializationOptions()); got != `{"verbose":true}` {
 		t.Fatalf("initialization options %s", got)
@@ -693,53 +696,73 @@ func TestDiagnosisReportsEndTheLoad(t *testing.T) {
 		}
 		p.sync(t)
 	}
-	// held reports whether a wait with an hour's quiet is still waiting
+	// holds reports whether a wait with an hour's quiet is still waiting
 	// after 200 ms.
-	held := func(c *Client) bool {
+	holds := func(wait func(context.Context, time.Duration) error) bool {
 		t.Helper()
 		wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
-		err := c.WaitQuiet(wctx, time.Hour)
+		err := wait(wctx, time.Hour)
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatal(err)
 		}
 		return err != nil
 	}
+	held := func(c *Client) bool { t.Helper(); return holds(c.WaitQuiet) }
 
 	progress(p, 1, "begin", "loading")
 	progress(p, 2, "begin", "diag initial")
-	progress(p, 3, "begin", "diag opened")
-	if !c.Busy() || !held(c) {
-		t.Fatal("the load in flight did not hold the wait")
+	progress(p, 4, "begin", "cmd run")
+	if !c.Busy() || !held(c) || !holds(c.WaitLoaded) {
+		t.Fatal("the load in flight did not hold the waits")
 	}
 	progress(p, 1, "end", "")
 	if c.Busy() || c.Diagnosed() || !held(c) {
 		t.Fatalf("the initial diagnosis in flight: busy %v, diagnosed %v", c.Busy(), c.Diagnosed())
 	}
+	if holds(c.WaitLoaded) {
+		t.Fatal("WaitLoaded held after the load's end")
+	}
+	progress(p, 3, "begin", "diag opened")
 	progress(p, 2, "end", "")
+	if c.Diagnosed() || !held(c) {
+		t.Fatal("a diagnosis cut short by another ended the wait")
+	}
+	progress(p, 3, "end", "")
 	if !c.Diagnosed() || held(c) {
-		t.Fatal("the initial diagnosis's end did not end the wait (a document's report still in flight)")
+		t.Fatal("the end of the diagnosis in flight did not end the wait (a command's report still in flight)")
+	}
+	progress(p, 5, "begin", "diag opened again")
+	if !c.Diagnosed() {
+		t.Fatal("a later diagnosis undid the checked workspace")
 	}
 	progress(p, 1, "begin", "loading again")
 	if !held(c) {
-		t.Fatal("the server's load in flight did not hold the wait after the initial diagnosis")
+		t.Fatal("the server's load in flight did not hold the wait after the diagnosis")
 	}
 
-	// No initial diagnosis reported: only the quiet ends the wait.
+	// No diagnosis of the workspace reported: only the quiet ends the
+	// wait; WaitLoaded needs a load that ended.
 	c2, p2, err := connectPeer(t, basicInit, Options{LoadSigns: signs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	progress(p2, 1, "begin", "diag opened")
+	progress(p2, 1, "begin", "cmd run")
 	progress(p2, 1, "end", "")
-	if c2.Diagnosed() || !held(c2) {
-		t.Fatal("without the initial diagnosis the reports ended the wait")
+	if c2.Diagnosed() || !held(c2) || !holds(c2.WaitLoaded) {
+		t.Fatal("without a diagnosis of the workspace the reports ended a wait")
 	}
 	if err := c2.WaitQuiet(ctx, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if c3, _, err := connectPeer(t, basicInit, Options{}); err != nil || c3.ReportsLoad() {
+	c3, p3, err := connectPeer(t, basicInit, Options{})
+	if err != nil || c3.ReportsLoad() {
 		t.Fatalf("ReportsLoad without diagnosis reports: %v", err)
+	}
+	progress(p3, 1, "begin", "loading")
+	progress(p3, 1, "end", "")
+	if !holds(c3.WaitLoaded) {
+		t.Fatal("WaitLoaded did not wait for the quiet of a server without diagnosis reports")
 	}
 
 	// A long initial diagnosis that keeps publishing (gopls on aws-sdk-go)

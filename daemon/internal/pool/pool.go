@@ -511,8 +511,11 @@ const (
 // that only admits (all when only is nil) has finished its first load
 // and published what it found (lsp WaitQuiet), so that what follows —
 // the prepare answer — knows whether the project loaded. It never fails:
-// what is not known by then is reported by later answers.
-func (w *Workspace) AwaitLoad(ctx context.Context, only func(*Spec) bool) {
+// what is not known by then is reported by later answers. When a question
+// follows at once (queryFollows: an implicit prepare), a server whose
+// diagnosis reports follow its load is waited for until the load alone
+// (lsp WaitLoaded): the answer says what the diagnosis had not yet found.
+func (w *Workspace) AwaitLoad(ctx context.Context, only func(*Spec) bool, queryFollows bool) {
 	ctx, cancel := context.WithTimeout(ctx, LoadWait)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -525,7 +528,11 @@ func (w *Workspace) AwaitLoad(ctx context.Context, only func(*Spec) bool) {
 			defer wg.Done()
 			if c, _, err := r.Server.Client(ctx); err == nil {
 				start := time.Now()
-				err := c.WaitQuiet(ctx, r.Spec.loadQuiet())
+				wait := c.WaitQuiet
+				if queryFollows {
+					wait = c.WaitLoaded
+				}
+				err := wait(ctx, r.Spec.loadQuiet())
 				w.pool.log.Info("first load", "workspace", w.Key.String(), "server", r.Spec.ID,
 					"took_ms", time.Since(start).Milliseconds(), "bounded", err != nil, "diagnosed", c.Diagnosed())
 			}

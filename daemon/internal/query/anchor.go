@@ -55,8 +55,10 @@ func (r *Runner) anchorDocument(ctx context.Context, w *pool.Workspace, spec *po
 // The others still get their anchors and load on; notAwaited names them.
 // undiagnosed names the awaited servers that report their load's
 // diagnosis (gopls) whose report had not ended when the wait did: what it
-// finds reaches the answers, not this prepare's.
-func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace, focus string) (notAwaited, undiagnosed []string) {
+// finds reaches the answers, not this prepare's. queryFollows (an
+// implicit prepare) waits for such a server's load alone, not for that
+// diagnosis (pool.Workspace.AwaitLoad).
+func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace, focus string, queryFollows bool) (notAwaited, undiagnosed []string) {
 	pol := uri.Policy{Root: w.Dir}
 	running := w.Running()
 	var only func(*pool.Spec) bool
@@ -71,7 +73,7 @@ func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace, focus string)
 			notAwaited = append(notAwaited, run.Spec.ID)
 		}
 	}
-	w.AwaitLoad(ctx, only)
+	w.AwaitLoad(ctx, only, queryFollows)
 	for _, run := range running {
 		if only != nil && !only(run.Spec) {
 			continue

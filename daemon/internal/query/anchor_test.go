@@ -1,11 +1,15 @@
 package query
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
 
 func TestFindAnchor(t *testing.T) {
@@ -47,12 +51,43 @@ func TestAwaitLoadNamesTheUndiagnosed(t *testing.T) {
 		s := fakeSpec(t, "go", "-diagnosis="+report)
 		s.LoadQuiet = 100 * time.Millisecond
 		r, w := fakeWorkspace(t, s)
-		notAwaited, undiagnosed := r.AwaitLoad(ctxFor(t, time.Minute), w, "")
+		notAwaited, undiagnosed := r.AwaitLoad(ctxFor(t, time.Minute), w, "", false)
 		if len(notAwaited) != 0 {
 			t.Errorf("%s: not awaited %q", report, notAwaited)
 		}
 		if want := report == "runs"; slices.Equal(undiagnosed, []string{"go-server"}) != want || len(undiagnosed) > 1 {
 			t.Errorf("diagnosis %s: undiagnosed %q", report, undiagnosed)
+		}
+	}
+}
+
+// TestAwaitLoadBeforeAQuestion: when a question follows the prepare, a
+// server that reports its diagnoses (a fake speaking as gopls) is waited
+// for until its load has ended, not for the diagnosis of the project
+// after it, however long the quiet it was given; the question's answer
+// says the project was not yet checked, and stays current. Once a
+// diagnosis of the whole project has run to its end, answers say nothing.
+func TestAwaitLoadBeforeAQuestion(t *testing.T) {
+	for _, diagnosis := range []string{"loads", "ends"} {
+		s := fakeSpec(t, "go", "-names=Foo", "-diagnosis="+diagnosis)
+		s.LoadQuiet = time.Hour
+		r, w := fakeWorkspace(t, s)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, undiagnosed := r.AwaitLoad(ctx, w, "", true)
+		waited := ctx.Err()
+		cancel()
+		if waited != nil {
+			t.Fatalf("diagnosis %s: the wait for the load ran to the deadline: %v", diagnosis, waited)
+		}
+		if want := diagnosis == "loads"; slices.Equal(undiagnosed, []string{"go-server"}) != want || len(undiagnosed) > 1 {
+			t.Errorf("diagnosis %s: undiagnosed %q", diagnosis, undiagnosed)
+		}
+		resp := symbolsQuery(ctxFor(t, time.Minute), t, r, w, &daemonv1.QueryRequest{Query: "foo"})
+		ev := resp.GetEvidence()
+		said := slices.ContainsFunc(ev.GetWarnings(), func(m string) bool { return strings.Contains(m, "had not finished checking the whole project") })
+		if resp.GetStatus() != daemonv1.Status_STATUS_OK || !slices.Equal(names(resp), []string{"go:Foo"}) ||
+			ev.GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT || said != (diagnosis == "loads") {
+			t.Errorf("diagnosis %s: answer %v %v, evidence %v", diagnosis, resp.GetStatus(), names(resp), ev)
 		}
 	}
 }

@@ -20,7 +20,9 @@ import (
 // makes it exit. -nows negotiates no workspace symbols; with -nofile the
 // test's tree has no file of its language. -diagnosis begins, once
 // initialized, gopls's report of its initial diagnosis ("diagnosing
-// initial workspace load"), and ends it when it is "ends".
+// initial workspace load"), and ends it when it is "ends"; "loads" begins
+// it beside gopls's load ("Setting up workspace"), ends the load and
+// leaves the diagnosis running.
 const fakeEnv = "LSP_QUERY_FAKE"
 
 func TestMain(m *testing.M) {
@@ -38,7 +40,7 @@ func fakeMain(args []string) int {
 	dup := fs.Bool("dup", false, "list every symbol twice")
 	nows := fs.Bool("nows", false, "negotiate no workspace symbols")
 	_ = fs.Bool("nofile", false, "fakeWorkspace: the tree has no file of this language")
-	diagnosis := fs.String("diagnosis", "", `"runs" or "ends": report an initial diagnosis`)
+	diagnosis := fs.String("diagnosis", "", `"runs", "ends" or "loads": report an initial diagnosis`)
 	if fs.Parse(args) != nil {
 		return 2
 	}
@@ -97,12 +99,16 @@ func fakeMain(args []string) int {
 			}
 		case "initialized":
 			if *diagnosis != "" {
-				progress := func(v map[string]any) {
-					send(map[string]any{"jsonrpc": "2.0", "method": "$/progress", "params": map[string]any{"token": 1, "value": v}})
+				progress := func(token int, v map[string]any) {
+					send(map[string]any{"jsonrpc": "2.0", "method": "$/progress", "params": map[string]any{"token": token, "value": v}})
 				}
-				progress(map[string]any{"kind": "begin", "title": "diagnosing initial workspace load"})
-				if *diagnosis == "ends" {
-					progress(map[string]any{"kind": "end"})
+				progress(1, map[string]any{"kind": "begin", "title": "diagnosing initial workspace load"})
+				switch *diagnosis {
+				case "ends":
+					progress(1, map[string]any{"kind": "end"})
+				case "loads":
+					progress(2, map[string]any{"kind": "begin", "title": "Setting up workspace"})
+					progress(2, map[string]any{"kind": "end"})
 				}
 			}
 		case "shutdown":

@@ -296,6 +296,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		c.warnings = append(c.warnings, fmt.Sprintf("%s was still working on the project (%q) when it answered; results may be incomplete", spec.ID, sanitize.Line(title, 128)))
 		c.incomplete = true
 	}
+	c.warnings = append(c.warnings, unchecked(spec, client)...)
 	if req.ContextLines != nil || req.GetIncludeBody() {
 		cd := r.newCoder(w, req.GetContextLines())
 		attachCode(cd, c, resp, req.GetIncludeBody(), req.GetOp() == daemonv1.Op_OP_INCOMING_CALLS)
@@ -311,6 +312,19 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	c.empty = emptyAnswer(resp)
 	resp.Evidence = evidence(srv.Info(), srv.CapabilityFingerprint(), gen, doc, req, c)
 	return resp
+}
+
+// unchecked is the warning of an answer from a server that reports its
+// diagnoses (gopls: lsp.DiagnosisReports) given before it has checked the
+// whole project once. The answer itself is the server's whole answer (it
+// type-checks what the question needs) and stays current, but the load
+// problems listed beside it may lack what that check is still finding:
+// a broken import in another package.
+func unchecked(spec *pool.Spec, client *lsp.Client) []string {
+	if !client.ReportsLoad() || client.Diagnosed() {
+		return nil
+	}
+	return []string{spec.ID + " had not finished checking the whole project when it answered: the problems it finds elsewhere, if any, come with later answers"}
 }
 
 // fromIndex are the ops whose answers a background index feeds (clangd:

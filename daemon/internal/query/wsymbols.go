@@ -201,6 +201,7 @@ func (r *Runner) searchSymbols(ctx context.Context, w *pool.Workspace, req *daem
 			sc.warnings = append(sc.warnings, fmt.Sprintf("%s was still working on the project (%q) when it answered; results may be incomplete", s.spec.ID, sanitize.Line(title, 128)))
 			sc.incomplete = true
 		}
+		sc.warnings = append(sc.warnings, unchecked(s.spec, s.client)...)
 		for _, m := range sc.warnings {
 			c.warnings = append(c.warnings, label(s, m))
 		}

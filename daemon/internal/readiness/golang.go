@@ -60,6 +60,14 @@ func init() {
 // analyzers: 3.7 s after the load on the same uuid. So gopls gets no
 // anchor document; the first question opens its own.
 //
+// A question's open cuts the initial diagnosis short the same way: on
+// aws-sdk-go (2026-12-04, jailed) the initial report ended 8 ms after the
+// first question's "diagnosing opened files" began, half a minute before
+// that one's own check of the workspace ended. gopls begins a change's
+// report before the change replaces the snapshot, so a report that ends
+// while another is in flight was cut short, and only one that ends alone
+// says the workspace has been checked (lsp.DiagnosisReports.Workspace).
+//
 // Without the reports the first-load wait needs 2.5 s of silence after
 // gopls's last word (pool.LoadQuiet), most of what a small module's cold
 // prepare cost beyond gopls's own start.
@@ -68,7 +76,9 @@ var goDiagnosis = &lsp.DiagnosisReports{
 	Is: func(title string) bool {
 		return strings.HasPrefix(title, "diagnosing ") || strings.HasPrefix(title, "gopls.") || title == "Checking telemetry prompt"
 	},
-	Initial: func(title string) bool { return title == "diagnosing initial workspace load" },
+	// "diagnosing initial workspace load", then one per change ("diagnosing
+	// opened files"): each checks the changed files, then every package.
+	Workspace: func(title string) bool { return strings.HasPrefix(title, "diagnosing ") },
 }
 
 // gopls v0.21.1 publishes a file whose build constraints exclude the

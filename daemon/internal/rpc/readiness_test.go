@@ -3,6 +3,7 @@ package rpc
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -108,6 +109,69 @@ func TestLoadProblemsGoElsewhere(t *testing.T) {
 	}
 }
 
+// TestLoadProblemsGoBeforeAQuestion: an implicit prepare (query_follows)
+// does not wait for gopls's check of the workspace, so the question that
+// follows may come before gopls has found the broken import in the file
+// beside it. Every answer must then say one or the other: the problem
+// (partial), or that the project was not yet checked (current). Once
+// gopls has checked it, the answer names the problem. The prepare answer
+// leaves the saying to the answers.
+func TestLoadProblemsGoBeforeAQuestion(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS")
+	}
+	k := keyFor(t, "unresolved-asked")
+	entries, data := treeOf(
+		file{"a.go", []byte("package main\n\n// A is clean.\nfunc A() int { return 1 }\n")},
+		file{"go.mod", []byte("module example.com/asked\n\ngo 1.22\n\nrequire github.com/missing/dep v1.2.3\n")},
+		file{"main.go", []byte("package main\n\nimport \"github.com/missing/dep\"\n\nfunc main() { _ = dep.Name() + A() }\n")},
+	)
+	hdr := headerMsg(k, newID(), entries)
+	hdr.GetHeader().QueryFollows = true
+	hdr.GetHeader().FocusPath = "a.go"
+	r := push(ctxT(t), append([]*daemonv1.PrepareRequest{hdr}, dataMsgs(data, 7)...)...)
+	if r.err != nil || !r.resp.GetPrepared() {
+		t.Fatalf("prepare: %v %v", r.resp, r.err)
+	}
+	for _, w := range r.resp.GetWarnings() {
+		if strings.Contains(w, "still loading or checking") {
+			t.Fatalf("the prepare answer said what its question's answer says: %q", w)
+		}
+	}
+	const want = `gopls could not load the project: main.go: could not import github.com/missing/dep (no required module provides package "github.com/missing/dep")`
+	unchecked := func(ws []string) bool {
+		return slices.ContainsFunc(ws, func(w string) bool { return strings.HasPrefix(w, "gopls had not finished checking the whole project") })
+	}
+	ask := func() (daemonv1.EvidenceState, []string) {
+		t.Helper()
+		q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DOCUMENT_SYMBOLS, Path: "a.go"})
+		if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK || len(q.GetSymbols().GetItems()) != 1 {
+			t.Fatalf("document symbols of a.go: %v %v", q, err)
+		}
+		e := q.GetEvidence()
+		switch {
+		case contains(e.GetWarnings(), want) && e.GetState() == daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL:
+		case unchecked(e.GetWarnings()) && e.GetState() == daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT:
+		default:
+			t.Fatalf("an answer neither names the broken import nor says the project was not yet checked: %v", e)
+		}
+		return e.GetState(), e.GetWarnings()
+	}
+	first, _ := ask()
+	t.Logf("the first answer: %v", first)
+	ctx := ctxT(t)
+	for !diagnosedNow(t, k, "gopls") {
+		select {
+		case <-ctx.Done():
+			t.Fatal("gopls never said it had checked the workspace")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if state, ws := ask(); state != daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL || unchecked(ws) {
+		t.Fatalf("once checked: %v %q", state, ws)
+	}
+}
+
 // goplsDiagnosed fails unless the workspace's gopls said, through its
 // diagnosis reports, that its initial diagnosis of the workspace had
 // ended: what ended the prepare's load wait, rather than a quiet window,
@@ -118,8 +182,18 @@ func goplsDiagnosed(t *testing.T, k *daemonv1.WorkspaceKey) {
 }
 
 // serverDiagnosed fails with msg unless the workspace's server id says it
-// has published what its first load found (lsp.Client.Diagnosed).
+// has published what its first load found.
 func serverDiagnosed(t *testing.T, k *daemonv1.WorkspaceKey, id, msg string) {
+	t.Helper()
+	if !diagnosedNow(t, k, id) {
+		t.Fatal(msg)
+	}
+}
+
+// diagnosedNow reports whether the workspace's server id has published
+// what its first load found (lsp.Client.Diagnosed: for gopls, checked the
+// whole workspace).
+func diagnosedNow(t *testing.T, k *daemonv1.WorkspaceKey, id string) bool {
 	t.Helper()
 	w, release, ok := fx.pool.Acquire(parseKey(t, k))
 	if !ok {
@@ -134,12 +208,10 @@ func serverDiagnosed(t *testing.T, k *daemonv1.WorkspaceKey, id, msg string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !c.Diagnosed() {
-			t.Fatal(msg)
-		}
-		return
+		return c.Diagnosed()
 	}
 	t.Fatalf("no %s runs on the workspace", id)
+	return false
 }
 
 // TestLoadProblemsGoList: a go.mod the local go command refuses

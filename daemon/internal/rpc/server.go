@@ -182,8 +182,13 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 			// The answer says whether each server could load the project,
 			// so it waits for their first load (bounded) — with a focus,
 			// for its server's only, and says which it did not wait for.
+			// A question that follows says itself whether the server had
+			// checked the project by then (query's unchecked).
 			if s.Runner != nil {
-				notAwaited, undiagnosed := s.Runner.AwaitLoad(ctx, w, hdr.GetFocusPath())
+				notAwaited, undiagnosed := s.Runner.AwaitLoad(ctx, w, hdr.GetFocusPath(), hdr.GetQueryFollows())
+				if hdr.GetQueryFollows() {
+					undiagnosed = nil
+				}
 				for _, id := range notAwaited {
 					resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s's first load was not awaited (this prepare waited for the server of %s only): its load problems, if any, come with its answers", id, hdr.GetFocusPath()))
 				}

@@ -2517,7 +2517,13 @@ type PrepareHeader struct {
 	// first: the answer waits for the first load of that file's server
 	// only, and says which servers it did not wait for (they load on).
 	// Empty: it waits for every server's.
-	FocusPath     string `protobuf:"bytes,6,opt,name=focus_path,json=focusPath,proto3" json:"focus_path,omitempty"`
+	FocusPath string `protobuf:"bytes,6,opt,name=focus_path,json=focusPath,proto3" json:"focus_path,omitempty"`
+	// query_follows: the caller asks its question at once (an implicit
+	// prepare). A server whose diagnosis follows its load (gopls) is waited
+	// for until its load only: the question's answer says whether the
+	// server had checked the whole project by then, so this answer does not
+	// say it again.
+	QueryFollows  bool `protobuf:"varint,7,opt,name=query_follows,json=queryFollows,proto3" json:"query_follows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2592,6 +2598,13 @@ func (x *PrepareHeader) GetFocusPath() string {
 		return x.FocusPath
 	}
 	return ""
+}
+
+func (x *PrepareHeader) GetQueryFollows() bool {
+	if x != nil {
+		return x.QueryFollows
+	}
+	return false
 }
 
 // PrepareTrailer carries, when the header's digests_follow is set, the
@@ -3299,7 +3312,7 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12\x1e\n" +
 	"\n" +
 	"executable\x18\x04 \x01(\bR\n" +
-	"executable\"\x84\x02\n" +
+	"executable\"\xa9\x02\n" +
 	"\rPrepareHeader\x129\n" +
 	"\tworkspace\x18\x01 \x01(\v2\x1b.lsp.daemon.v1.WorkspaceKeyR\tworkspace\x12\x1d\n" +
 	"\n" +
@@ -3308,7 +3321,8 @@ const file_lspdaemon_v1_daemon_proto_rawDesc = "" +
 	"\x0edigests_follow\x18\x04 \x01(\bR\rdigestsFollow\x12#\n" +
 	"\rtree_warnings\x18\x05 \x03(\tR\ftreeWarnings\x12\x1d\n" +
 	"\n" +
-	"focus_path\x18\x06 \x01(\tR\tfocusPath\"(\n" +
+	"focus_path\x18\x06 \x01(\tR\tfocusPath\x12#\n" +
+	"\rquery_follows\x18\a \x01(\bR\fqueryFollows\"(\n" +
 	"\x0ePrepareTrailer\x12\x16\n" +
 	"\x06sha256\x18\x01 \x03(\tR\x06sha256\"\xa1\x01\n" +
 	"\x0ePrepareRequest\x126\n" +

@@ -397,6 +397,9 @@ type PushMeta struct {
 	// Focus is the file the caller asks about first (PrepareHeader
 	// focus_path): the answer waits for its server's first load only.
 	Focus string
+	// QueryFollows: the caller's question follows at once (an implicit
+	// prepare; PrepareHeader query_follows).
+	QueryFollows bool
 }
 
 func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File, meta PushMeta, follow bool, source func(ctx context.Context, fn func(i int, data []byte) error) error) (*daemonv1.PrepareResponse, error) {
@@ -412,7 +415,7 @@ func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File,
 		return nil, fmt.Errorf("prepare: %w", s.failed(err))
 	}
 	hdr := &daemonv1.PrepareHeader{Workspace: k.proto(), PrepareId: prepareID, Files: make([]*daemonv1.FileEntry, len(files)), DigestsFollow: follow,
-		TreeWarnings: meta.TreeWarnings, FocusPath: meta.Focus}
+		TreeWarnings: meta.TreeWarnings, FocusPath: meta.Focus, QueryFollows: meta.QueryFollows}
 	for i, f := range files {
 		hdr.Files[i] = &daemonv1.FileEntry{Path: f.Path, Size: uint64(f.Size), Executable: f.Executable}
 		if !follow {
