@@ -196,6 +196,15 @@ type LoadSigns struct {
 	// diagnosisSettle after the anchor's (MarkAnchor) first publication,
 	// not after a quiet window.
 	AnchorPublishes bool
+	// AnchorCounts, when set, ask the server how many diagnostics it has
+	// for the anchor document once it is open, one kind each (for
+	// typescript-language-server, tsserver's syntactic, semantic and
+	// suggestion diagnostics, each computed synchronously): the server
+	// republishes the union of its passes, so the anchor's first
+	// publication carrying all of them is its last, and ends the
+	// first-load wait diagnosisSettle later, not after a quiet window.
+	// A count the server does not give leaves the quiet to decide.
+	AnchorCounts []*ExpectedDiagnostics
 	// Diagnosis, when set, says the server reports each diagnosis it runs
 	// as work-done progress once asked to at initialize, and that the
 	// report of its first diagnosis of the workspace carries what its load
@@ -342,6 +351,7 @@ type Client struct {
 	progressEnd   time.Time           // when the last work-done progress ended
 	background    map[string]struct{} // tokens in flight whose title LoadSigns.Background accepts
 	anchor        DocumentURI         // the document the first-load wait watches (MarkAnchor)
+	anchorWant    int                 // the anchor's diagnostics the server counted (CountAnchor); -1 unknown
 	// LoadSigns.Diagnosis reports: in flight (token → title; one over
 	// MaxProgressTokens is not tracked, so its end ends nothing), when the
 	// last ended, and whether one of the whole workspace has run to its
@@ -1156,20 +1166,63 @@ func (c *Client) waitQuiet(ctx context.Context, quiet time.Duration, loadOnly bo
 // first-load wait.
 func (c *Client) MarkAnchor(uri DocumentURI) {
 	c.mu.Lock()
-	c.anchor = canonicalURI(uri)
+	if u := canonicalURI(uri); u != c.anchor {
+		c.anchor, c.anchorWant = u, -1
+	}
 	c.mu.Unlock()
 	c.signal()
 }
 
+// CountAnchor asks the server, in the background, how many diagnostics
+// it has for the anchor it has just been given open
+// (LoadSigns.AnchorCounts); what it says is what the first-load wait
+// waits to see published. The questions are bounded by the diagnostics
+// wait, and the server answers them once it has loaded the project.
+func (c *Client) CountAnchor(uri DocumentURI) {
+	counts := c.opts.LoadSigns.AnchorCounts
+	if len(counts) == 0 {
+		return
+	}
+	u := canonicalURI(uri)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.lim.DiagnosticsWait)
+		defer cancel()
+		total := 0
+		for _, e := range counts {
+			if !c.offersCommand(e.Command) {
+				return
+			}
+			raw, err := c.request(ctx, "", "workspace/executeCommand", map[string]any{"command": e.Command, "arguments": e.Arguments(u)})
+			n, ok := e.Count(raw)
+			if err != nil || !ok || n < 0 {
+				c.log.Debug("lsp: the server did not count the anchor's diagnostics; the quiet window decides", "command", e.Command, "err", err)
+				return
+			}
+			total += n
+		}
+		c.mu.Lock()
+		if c.anchor == u {
+			c.anchorWant = total
+		}
+		c.mu.Unlock()
+		c.signal()
+	}()
+}
+
 // anchorPublishedLocked: the server publishes its anchor's diagnostics
 // once parsed (LoadSigns.AnchorPublishes) and has, for the anchor as
-// open; c.mu must be held.
+// open, or has published for it as many as it counted (CountAnchor);
+// c.mu must be held.
 func (c *Client) anchorPublishedLocked() bool {
-	if !c.opts.LoadSigns.AnchorPublishes || c.anchor == "" {
+	signs := c.opts.LoadSigns
+	if c.anchor == "" || !signs.AnchorPublishes && (len(signs.AnchorCounts) == 0 || c.anchorWant < 0) {
 		return false
 	}
 	p, doc := c.diags[c.anchor], c.docs[c.anchor]
-	return p != nil && doc != nil && publishedForLocked(p, doc)
+	if p == nil || doc == nil || !publishedForLocked(p, doc) {
+		return false
+	}
+	return signs.AnchorPublishes || p.diags.Truncated || len(p.diags.Items) >= c.anchorWant
 }
 
 // ReportsLoad reports that the server's diagnosis reports say when its

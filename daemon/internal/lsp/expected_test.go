@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,5 +144,78 @@ func TestFlushedDiagnostics(t *testing.T) {
 	// Asked again, nothing new published: the same answer.
 	if d, err = c.Diagnostics(ctx, u); err != nil || !d.Settled || len(d.Items) != 1 {
 		t.Fatalf("again: %+v, %v", d, err)
+	}
+}
+
+// TestAnchorCountsEndTheLoad: a server that counts the anchor's
+// diagnostics of each kind (typescript-language-server through tsserver's
+// synchronous requests) ends the first-load wait with the anchor's first
+// publication that carries them all — not an earlier pass's, however
+// quiet; a server that cannot count leaves the quiet to decide.
+func TestAnchorCountsEndTheLoad(t *testing.T) {
+	for _, offers := range []bool{true, false} {
+		a, b := net.Pipe()
+		commands := `[]`
+		if offers {
+			commands = `["count.it"]`
+		}
+		init := `{"capabilities":{"executeCommandProvider":{"commands":` + commands + `}},"serverInfo":{"name":"peer","version":"0.1"}}`
+		peer := jsonrpc.NewConn(b, jsonrpc.Options{Handler: func(_ context.Context, req *jsonrpc.Request) (any, error) {
+			switch req.Method {
+			case "initialize":
+				return json.RawMessage(init), nil
+			case "workspace/executeCommand":
+				return json.RawMessage(`{"n":1}`), nil // one of each kind
+			}
+			return nil, nil
+		}})
+		t.Cleanup(func() { _ = peer.Close() })
+		kind := &ExpectedDiagnostics{
+			Command:   "count.it",
+			Arguments: func(u DocumentURI) []any { return []any{string(u)} },
+			Count: func(raw json.RawMessage) (int, bool) {
+				var r struct{ N int }
+				return r.N, json.Unmarshal(raw, &r) == nil
+			},
+		}
+		c, err := Connect(context.Background(), a, Options{Root: "/work/space", LoadSigns: LoadSigns{AnchorCounts: []*ExpectedDiagnostics{kind, kind}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		ctx := context.Background()
+		held := func() bool {
+			t.Helper()
+			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			return c.WaitQuiet(wctx, time.Hour) != nil
+		}
+		const u = "file:///work/space/a.ts"
+		diag := func(line int) string {
+			return fmt.Sprintf(`{"range":{"start":{"line":%d,"character":0},"end":{"line":%d,"character":1}},"severity":1,"message":"m%d"}`, line, line, line)
+		}
+		publish := func(items ...string) {
+			t.Helper()
+			list := "[" + strings.Join(items, ",") + "]"
+			if err := peer.Notify(ctx, "textDocument/publishDiagnostics", json.RawMessage(`{"uri":"`+u+`","diagnostics":`+list+`}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.MarkAnchor(u)
+		if err := c.DidOpen(ctx, u, "typescript", "x\ny\n"); err != nil {
+			t.Fatal(err)
+		}
+		c.CountAnchor(u)
+		publish(diag(0)) // the first pass: one of the two
+		if !held() {
+			t.Fatalf("offers %v: the wait ended on a publication that lacks a kind", offers)
+		}
+		publish(diag(0), diag(1))
+		if held() == offers {
+			t.Fatalf("offers %v: the publication carrying every kind: wait held %v", offers, !offers)
+		}
+		if c.Diagnosed() != offers {
+			t.Fatalf("offers %v: Diagnosed %v", offers, c.Diagnosed())
+		}
 	}
 }

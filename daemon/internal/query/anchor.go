@@ -38,7 +38,11 @@ func (r *Runner) anchorDocument(ctx context.Context, w *pool.Workspace, spec *po
 	if err != nil {
 		return nil // an unreadable anchor is no anchor
 	}
-	return client.DidOpen(ctx, u, spec.LanguageID(rel), string(doc.Text))
+	if err := client.DidOpen(ctx, u, spec.LanguageID(rel), string(doc.Text)); err != nil {
+		return err
+	}
+	client.CountAnchor(u)
+	return nil
 }
 
 // AwaitLoad opens an anchor document on each running server of w and
