@@ -1193,8 +1193,11 @@ func (c *Client) CountAnchor(uri DocumentURI) {
 				return
 			}
 			raw, err := c.request(ctx, "", "workspace/executeCommand", map[string]any{"command": e.Command, "arguments": e.Arguments(u)})
-			n, ok := e.Count(raw)
-			if err != nil || !ok || n < 0 {
+			n, ok := 0, false
+			if err == nil {
+				n, ok = e.Count(raw)
+			}
+			if !ok || n < 0 {
 				c.log.Debug("lsp: the server did not count the anchor's diagnostics; the quiet window decides", "command", e.Command, "err", err)
 				return
 			}
@@ -1232,8 +1235,9 @@ func (c *Client) ReportsLoad() bool { return c.opts.LoadSigns.Diagnosis != nil }
 
 // Diagnosed reports that the server has published what its first load
 // found: a diagnosis of the whole workspace has run to its end
-// (LoadSigns.Diagnosis.Workspace) or its anchor has been published
-// (LoadSigns.AnchorPublishes). It is what ends WaitQuiet early.
+// (LoadSigns.Diagnosis.Workspace), or its anchor has been published
+// (LoadSigns.AnchorPublishes) with every diagnostic the server counted
+// for it (LoadSigns.AnchorCounts). It is what ends WaitQuiet early.
 func (c *Client) Diagnosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
