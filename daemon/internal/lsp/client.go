@@ -1169,8 +1169,8 @@ func (c *Client) MarkAnchor(uri DocumentURI) {
 	if u := canonicalURI(uri); u != c.anchor {
 		c.anchor, c.anchorWant = u, -1
 	}
-	c.mu.Unlock()
 	c.signal()
+	c.mu.Unlock()
 }
 
 // CountAnchor asks the server, in the background, how many diagnostics
@@ -1207,8 +1207,8 @@ func (c *Client) CountAnchor(uri DocumentURI) {
 		if c.anchor == u {
 			c.anchorWant = total
 		}
-		c.mu.Unlock()
 		c.signal()
+		c.mu.Unlock()
 	}()
 }
 
