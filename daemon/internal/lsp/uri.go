@@ -7,6 +7,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	liburi "github.com/hanzoai/lsp/daemon/internal/uri"
 )
 
 // ErrBadURI is returned for URIs that are not plain local file URIs.
@@ -23,6 +25,12 @@ func FileURI(p string) DocumentURI {
 // and paths that are not absolute or not clean (".." segments); deciding
 // whether the path lies inside a workspace is the caller's job.
 func URIPath(uri DocumentURI) (string, error) {
+	if p, ok := liburi.PlainFilePath(string(uri)); ok {
+		if path.Clean(p) != p {
+			return "", fmt.Errorf("%w: path is not clean", ErrBadURI)
+		}
+		return filepath.FromSlash(p), nil
+	}
 	u, err := url.Parse(string(uri))
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrBadURI, err)
@@ -49,6 +57,9 @@ func URIPath(uri DocumentURI) (string, error) {
 // canonicalURI gives one spelling per file so that the URI a server
 // publishes under and the URI we asked about compare equal.
 func canonicalURI(uri DocumentURI) DocumentURI {
+	if p, ok := liburi.PlainFilePath(string(uri)); ok && path.Clean(p) == p {
+		return uri // FileURI(p) spells a plain path as it is
+	}
 	if p, err := URIPath(uri); err == nil {
 		return FileURI(p)
 	}

@@ -2,6 +2,7 @@ package uri
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -90,4 +91,28 @@ func TestScrubber(t *testing.T) {
 			t.Errorf("Scrub(%q) = %q; want %q", tc.in, got, tc.want)
 		}
 	}
+}
+
+// FuzzPlainFilePath: what PlainFilePath accepts, url.Parse reads as the
+// same local file path with nothing else, and a file URI of that path is
+// spelled exactly so — the fast path is a subset of the slow one.
+func FuzzPlainFilePath(f *testing.F) {
+	for _, s := range []string{"file:///srv/ws/a.go", "file:///srv/mod/example.com/dep@v1.0.0/x_test.go", "file:///a+b/~c", "file://host/a",
+		"file:///a%2fb", "file:///a?b", "file:///a#b", "file:////a", "FILE:///a", "file:///a b", "file:///a!b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		p, ok := PlainFilePath(raw)
+		if !ok {
+			return
+		}
+		u, err := url.Parse(raw)
+		if err != nil || u.Scheme != "file" || u.Host != "" || u.User != nil || u.Opaque != "" || u.RawQuery != "" || u.Fragment != "" ||
+			u.RawPath != "" || u.Path != p {
+			t.Fatalf("PlainFilePath(%q) = %q, but url.Parse says %#v, %v", raw, p, u, err)
+		}
+		if back := (&url.URL{Scheme: "file", Path: p}).String(); back != raw {
+			t.Fatalf("PlainFilePath(%q) = %q, but its file URI is %q", raw, p, back)
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -208,4 +209,26 @@ func TestCacheCountsWithTheHome(t *testing.T) {
 			t.Errorf("%s survived DeleteHome: %v", d, err)
 		}
 	}
+}
+
+// FuzzKeyPatterns holds the key's and the manifest's hand-written checks
+// to the regular expressions they replace.
+func FuzzKeyPatterns(f *testing.F) {
+	for _, s := range []string{testKey.TenantKey, testKey.Commit, "demo", "a.b_c-d", ".x", "AB", "", strings.Repeat("a", 100), strings.Repeat("a", 101), strings.Repeat("f", 40), "é"} {
+		f.Add(s)
+	}
+	tenant := regexp.MustCompile(`^[0-9a-f]{64}$`)
+	repo := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+	commit := regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if isTenantKey(s) != tenant.MatchString(s) || isSHA256(s) != tenant.MatchString(s) {
+			t.Fatalf("%q: tenant key/sha256 %v, the expression %v", s, isTenantKey(s), tenant.MatchString(s))
+		}
+		if isRepoSlug(s) != repo.MatchString(s) {
+			t.Fatalf("%q: repo %v, the expression %v", s, isRepoSlug(s), repo.MatchString(s))
+		}
+		if isCommit(s) != commit.MatchString(s) {
+			t.Fatalf("%q: commit %v, the expression %v", s, isCommit(s), commit.MatchString(s))
+		}
+	})
 }
