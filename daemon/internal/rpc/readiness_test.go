@@ -287,8 +287,9 @@ func noHostPaths(t *testing.T, texts []string) {
 // TestLoadProblemsTypeScript: a project whose declared dependency is not
 // installed. The real tsserver cannot resolve the import, and the prepare
 // answer and the answers say so; a signature keeps its "data: unknown".
-// The first-load wait was ended by the anchor's publication carrying
-// every diagnostic tsserver counted for it (lsp.LoadSigns.AnchorCounts).
+// By the time the prepare answered, the anchor had been published with
+// every diagnostic tsserver counted for it (lsp.LoadSigns.AnchorCounts,
+// what ends the first-load wait before the quiet window).
 func TestLoadProblemsTypeScript(t *testing.T) {
 	if !fx.typescript {
 		t.Skip("no TypeScript server: set LSP_TEST_TYPESCRIPT")
@@ -309,7 +310,7 @@ func TestLoadProblemsTypeScript(t *testing.T) {
 		t.Fatalf("prepare languages %v, want the warning %q", resp.GetLanguages(), want)
 	}
 	noHostPaths(t, warnings)
-	serverDiagnosed(t, k, "typescript-language-server", "tsserver's count of the anchor's diagnostics did not end its first load")
+	serverDiagnosed(t, k, "typescript-language-server", "the anchor was not published with every diagnostic tsserver counted for it by the prepare's answer")
 	q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "src/index.ts", Position: &daemonv1.Position{Line: 2, Character: 18}})
 	if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
 		t.Fatalf("hover: %v %v", q, err)

@@ -50,7 +50,7 @@ func newPrepareRuns(max int, reg prometheus.Registerer) *prepareRuns {
 // taken it answers 503 capacity_exhausted at once, before any hold is
 // taken: a proxy holding many trees in memory must shed load rather than
 // queue it.
-func (s *Service) boundedPrepare(ctx context.Context, c Caller, key daemonclient.Key, why purpose) (*prepared, error) {
+func (s *Service) boundedPrepare(ctx context.Context, c Caller, key daemonclient.Key, meta daemonclient.PushMeta) (*prepared, error) {
 	r := s.run
 	if r.slots != nil {
 		select {
@@ -63,7 +63,7 @@ func (s *Service) boundedPrepare(ctx context.Context, c Caller, key daemonclient
 			return nil, e
 		}
 	}
-	p, err := s.prepare(ctx, c, key, why)
+	p, err := s.prepare(ctx, c, key, meta)
 	r.count(p, err)
 	return p, err
 }

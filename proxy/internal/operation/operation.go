@@ -190,7 +190,7 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 	var perr error
 	for attempt := 0; qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && attempt < 2 && !res.Prepared && !req.WarmOnly; attempt++ {
 		var p *prepared
-		if p, perr = s.ensure(ctx, c, key, purpose{focus: req.Path, queryFollows: true}); perr != nil {
+		if p, perr = s.ensure(ctx, c, key, daemonclient.PushMeta{Focus: req.Path, QueryFollows: true}); perr != nil {
 			break
 		}
 		if p.byUs {
@@ -244,7 +244,7 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 	}
 	var opErr error
 	if !caps.GetWarm() {
-		p, perr := s.ensure(ctx, c, key, purpose{focus: focus})
+		p, perr := s.ensure(ctx, c, key, daemonclient.PushMeta{Focus: focus})
 		switch {
 		case perr != nil:
 			opErr = perr // refused at the gate, or the fetch or push failed
@@ -359,15 +359,6 @@ func (s *Service) record(ctx context.Context, c Caller, req Request, res *Result
 	return nil
 }
 
-// purpose is what a request's prepare is for, carried to its push: the
-// file the request asks about first (PushMeta.Focus) and whether its
-// question follows at once (PushMeta.QueryFollows: an operation that
-// prepares on its way, not POST /prepare, whose answer is the load's).
-type purpose struct {
-	focus        string
-	queryFollows bool
-}
-
 // prepared is the shared outcome of one single-flight prepare.
 type prepared struct {
 	prepareID string
@@ -379,8 +370,11 @@ type prepared struct {
 // leader of a (tenant, repo, commit) group holds funds, fetches and pushes;
 // followers wait and share its outcome (and are not charged). Across proxy
 // replicas the daemon's own single-flight makes the later push a no-op,
-// whose hold is released. The leader's purpose is the push's.
-func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key, why purpose) (*prepared, error) {
+// whose hold is released. The leader's meta is the push's: the file its
+// request asks about first, and whether its question follows at once (an
+// operation that prepares on its way; not POST /prepare, whose answer is
+// the load's). The prepare adds the tree's warnings.
+func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key, meta daemonclient.PushMeta) (*prepared, error) {
 	for {
 		f, leader := s.flights.join(key)
 		if !leader {
@@ -391,7 +385,7 @@ func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key, wh
 			s.run.inflight.Add(1)
 			go func() {
 				defer s.run.inflight.Done()
-				f.p, f.err = s.boundedPrepare(ctx, c, key, why)
+				f.p, f.err = s.boundedPrepare(ctx, c, key, meta)
 				s.flights.done(key, f)
 			}()
 		}
@@ -425,7 +419,7 @@ func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key, wh
 }
 
 // prepare is the leader's work: gate, fetch, push, capture or release.
-func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key, why purpose) (*prepared, error) {
+func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key, meta daemonclient.PushMeta) (*prepared, error) {
 	prepareID := newPrepareID()
 	hold := ledger.HoldRequest{
 		PrepareID: prepareID, Org: c.Org, TenantKey: c.TenantKey, Subject: c.Subject,
@@ -478,7 +472,8 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key, w
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.PrepareTimeout)
 	defer cancel()
 	shard := s.daemons.Pick(key)
-	resp, err := shard.PushStream(pctx, key, prepareID, files, daemonclient.PushMeta{TreeWarnings: tree.Warnings, Focus: why.focus, QueryFollows: why.queryFollows}, tree.Stream)
+	meta.TreeWarnings = tree.Warnings
+	resp, err := shard.PushStream(pctx, key, prepareID, files, meta, tree.Stream)
 	if err != nil {
 		// The daemon may have written the tree and lost the reply, or may
 		// still be writing it: a push whose stream broke keeps running on
