@@ -90,6 +90,11 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 		return err
 	}
 	defer closeSpawner()
+	// New Go homes start with the standard library's build cache, made
+	// now in the background with the Go servers' own environment.
+	if seed := startBuildSeed(ctx, env.Root, specs, spawner, log); seed != nil {
+		fetcher.SetBuildSeed(seed)
+	}
 	p := pool.New(store, specs, spawner, log)
 	p.SetBudget(pool.Budget{MaxServers: env.PoolMaxServers, MaxRSS: env.PoolMaxRSS, MaxDisk: env.PoolMaxDisk})
 	defer func() {
@@ -149,6 +154,27 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	case <-stopped:
 	case <-time.After(env.ShutdownGrace):
 		g.Stop()
+	}
+	return nil
+}
+
+// startBuildSeed starts the standard library's build cache
+// (deps.BuildSeed) for the first server of specs that serves Go, in the
+// environment sp gives it; nil when none does.
+func startBuildSeed(ctx context.Context, root string, specs []pool.Spec, sp runtime.Spawner, log *slog.Logger) *deps.BuildSeed {
+	for _, s := range specs {
+		if s.Language != "go" {
+			continue
+		}
+		dir := filepath.Join(root, "gobuild-seed")
+		ws := runtime.Workspace{Root: dir, Home: dir}
+		env := runtime.Environment(s.Spec, ws)
+		if se, ok := sp.(interface {
+			ServerEnv(runtime.Spec, runtime.Workspace) []string
+		}); ok {
+			env = se.ServerEnv(s.Spec, ws)
+		}
+		return deps.NewBuildSeed(ctx, dir, env, log)
 	}
 	return nil
 }

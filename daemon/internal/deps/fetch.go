@@ -28,9 +28,33 @@ type Fetcher struct {
 	npmClient *http.Client
 	// sumdb verifies what go.sum lacks; nil when off.
 	sumdb *checksumDB
+	// seed is the standard library's build cache new Go homes start
+	// with (gobuildseed.go); nil: none.
+	seed *BuildSeed
 
 	mu    sync.Mutex
 	homes map[string]*homeLock
+}
+
+// SetBuildSeed gives the phase the standard library's build cache to put
+// in new Go homes (NewBuildSeed); a prepare before it is made goes without.
+func (f *Fetcher) SetBuildSeed(s *BuildSeed) { f.seed = s }
+
+// seedGo gives ws's home the build seed when the tree has a Go module and
+// the home no build cache of its own yet.
+func (f *Fetcher) seedGo(ws runtime.Workspace) {
+	seed, ok := f.seed.ready()
+	if !ok {
+		return
+	}
+	if dirs, _ := findModules(ws.Root); len(dirs) == 0 {
+		return
+	}
+	if seeded, err := seedBuildCache(ws, seed); err != nil {
+		f.log.Warn("deps: go build cache seed not copied", "err", err)
+	} else if seeded {
+		f.log.Debug("deps: go build cache seeded", "home", ws.Home)
+	}
 }
 
 type homeLock struct {
@@ -79,6 +103,14 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	defer cancel()
 
 	w := &warnings{}
+	// A Go tree's new home starts with the standard library's build
+	// cache, side by side with the rest of the phase.
+	seeding := make(chan struct{})
+	go func() {
+		defer close(seeding)
+		f.seedGo(ws)
+	}()
+	defer func() { <-seeding }()
 	// What needs no mirror: C/C++ compile flags read from the build files
 	// (cfamily.go), the crates a Cargo.lock pins (cargo.go), Python's
 	// manifests (there is no PyPI mirror: each declared dependency is a

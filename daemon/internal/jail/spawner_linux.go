@@ -464,6 +464,17 @@ func anyUnder(ms []mount, dir string) bool {
 // (LSP_JAIL_CC; runtime.CgoSpawner).
 func (s *Spawner) Cgo() bool { return s.cc.cc != "" }
 
+// ServerEnv is the environment spec's server gets in a jail over ws: the
+// C compiler's variables replace the minimal environment's CGO_ENABLED=0,
+// and Go programs get a soft memory limit below the jail's; the server's
+// own Env still has the last word.
+func (s *Spawner) ServerEnv(spec runtime.Spec, ws runtime.Workspace) []string {
+	base := spec
+	base.Env = nil
+	env := append(s.cc.withCC(runtime.Environment(base, ws)), goMemLimit(s.opts.Memory))
+	return append(env, spec.Env...)
+}
+
 // Spawn starts spec's server in a new jail over ws.
 func (s *Spawner) Spawn(ctx context.Context, spec runtime.Spec, ws runtime.Workspace) (runtime.Process, error) {
 	if !filepath.IsAbs(spec.Executable) {
@@ -475,15 +486,8 @@ func (s *Spawner) Spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 	if n := len(treeCargoConfigs(ws.Root)); n > maxCargoConfigs {
 		return nil, fmt.Errorf("spawn %s: the tree has more than %d .cargo config files; the jail masks at most that many", spec.ID, maxCargoConfigs)
 	}
-	// The C compiler's variables replace the minimal environment's
-	// CGO_ENABLED=0, and Go programs get a soft memory limit below the
-	// jail's; the server's own Env still has the last word.
-	base := spec
-	base.Env = nil
-	env := append(s.cc.withCC(runtime.Environment(base, ws)), goMemLimit(s.opts.Memory))
-	env = append(env, spec.Env...)
 	return s.spawn(ctx, spec, ws, jailSpec{
-		exe: spec.Executable, args: spec.Args, env: env,
+		exe: spec.Executable, args: spec.Args, env: s.ServerEnv(spec, ws),
 		ownBinds: true, pids: s.opts.Pids,
 	})
 }
