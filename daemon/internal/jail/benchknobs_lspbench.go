@@ -15,11 +15,12 @@ import (
 // memory (no memory cgroup), jail-memory (jails share the pool's memory
 // cgroup instead of one each; cgroup v1 only). On cgroup v2, where one
 // directory holds both controllers, pids or memory leaves the jail without
-// its cgroup altogether. Only a daemon built with -tags lspbench
-// reads it; the product's builds have no such variable (benchknobs.go).
+// its cgroup altogether. Pieces are separated by commas or by "+" (the
+// bench's -daemon-env already splits on commas). Only a daemon built with
+// -tags lspbench reads it; the product's builds have no such variable (benchknobs.go).
 func benchHoles(log *slog.Logger) holes {
 	var h holes
-	for _, k := range strings.Split(os.Getenv("LSP_BENCH_JAIL_OFF"), ",") {
+	for _, k := range strings.FieldsFunc(os.Getenv("LSP_BENCH_JAIL_OFF"), func(r rune) bool { return r == ',' || r == '+' }) {
 		switch strings.TrimSpace(k) {
 		case "":
 		case "seccomp":

@@ -42,6 +42,7 @@ func main() {
 	baselineDaemon := flag.String("baseline-daemon-bin", "", "an earlier lsp-daemon build, priced beside the current one in the jail figure")
 	benchDaemon := flag.String("bench-daemon-bin", "", "an lsp-daemon built with -tags lspbench (make bench: .bin/lsp-daemon-bench), for the jail figure; empty leaves it out")
 	daemonEnv := flag.String("daemon-env", "", "comma-separated LSP_*=value settings for every daemon the bench starts, to price one (LSP_JAIL_MEMORY=12G); never the product's figures unless the product sets them")
+	goplsEnv := flag.String("gopls-env", "", "comma-separated NAME=value settings added to gopls's reviewed entry in the stack's daemon (GOMAXPROCS=1), to price one; never the product's figures unless the entry sets them")
 	flag.Parse()
 	extraEnv, err := devstack.ParseDaemonEnv(*daemonEnv)
 	if err != nil {
@@ -79,6 +80,9 @@ func main() {
 			defer writeProfile(*profile, "proxy-block", "block")
 		}
 	}
+	if *goplsEnv != "" {
+		o.GoplsEnv = strings.Split(*goplsEnv, ",")
+	}
 	if len(extraEnv) > 0 {
 		if o.DaemonEnv == nil {
 			o.DaemonEnv = map[string]string{}
@@ -91,6 +95,9 @@ func main() {
 		fmt.Printf("lsp-bench on %s\n", bench.Describe())
 		if len(extraEnv) > 0 {
 			fmt.Printf("daemon settings: %s\n", *daemonEnv)
+		}
+		if *goplsEnv != "" {
+			fmt.Printf("gopls settings: %s\n", *goplsEnv)
 		}
 		if *unjailed {
 			fmt.Println("UNJAILED (LSP_UNJAILED=1): language servers run without the jail; these are not the product's figures")

@@ -44,6 +44,10 @@ type Options struct {
 	// DaemonEnv adds LSP_* variables to the daemon (LSP_DAEMON_DEBUG_LISTEN
 	// to profile it while the bench runs).
 	DaemonEnv map[string]string
+	// GoplsEnv adds variables to gopls's reviewed entry (its env), to
+	// price a setting of the server itself; never the product's figures
+	// unless the reviewed entry sets them.
+	GoplsEnv []string
 	// Unjailed runs the language servers without the jail (LSP_UNJAILED=1),
 	// to measure what the jail costs; the table says so.
 	Unjailed bool
@@ -108,7 +112,7 @@ func Run(ctx context.Context, o Options) error {
 		// The one figure with a stack of its own: skip the shared one.
 		return runLargeSection(ctx, o)
 	}
-	s, err := devstack.Start(ctx, devstack.Options{Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, Gopls: o.Gopls, TypeScript: o.TypeScript, DaemonEnv: o.DaemonEnv, Unjailed: o.Unjailed, ProxyEnv: noRateLimit})
+	s, err := devstack.Start(ctx, devstack.Options{Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, Gopls: o.Gopls, GoplsEnv: o.GoplsEnv, TypeScript: o.TypeScript, DaemonEnv: o.DaemonEnv, Unjailed: o.Unjailed, ProxyEnv: noRateLimit})
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,30 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/lspdirect"
 )
 
+// defaultJailCC is the daemon's C compiler when LSP_JAIL_CC is unset and it
+// exists (daemon/internal/jail.DefaultCC; the proxy cannot import it).
+const defaultJailCC = "/usr/bin/gcc"
+
+// baselineCgo is the direct side's cgo setting: the one the service's jail
+// gives gopls for the daemon's LSP_JAIL_CC (jailCC; "" its default), so that
+// both sides load the same files. With a C compiler, gopls's first load runs
+// cgo for the standard library's cgo packages (net, os/user, runtime/cgo) on
+// an empty build cache: 2–3 s of go list's time on aws-sdk-go here, which
+// the service paid and a baseline with CGO_ENABLED=0 did not.
+func baselineCgo(jailCC string) []string {
+	cc := jailCC
+	switch jailCC {
+	case "off":
+		return []string{"CGO_ENABLED=0"}
+	case "":
+		if _, err := os.Stat(defaultJailCC); err != nil {
+			return []string{"CGO_ENABLED=0"}
+		}
+		cc = defaultJailCC
+	}
+	return []string{"CGO_ENABLED=1", "CC=" + cc}
+}
+
 // LargeTarget is a module the large-prepare figure imports, and the call
 // site the first hover asks about.
 type LargeTarget struct {
@@ -91,7 +115,7 @@ func runLargePrepare(ctx context.Context, o Options) (*largeFigures, error) {
 	daemonEnv["LSP_DEPS_GO_PROXY"], daemonEnv["LSP_LOG_LEVEL"] = src.Mirror, "info"
 	dir := filepath.Join(o.Dir, "large")
 	s, err := devstack.Start(ctx, devstack.Options{
-		Dir: dir, DaemonBin: o.DaemonBin, Gopls: o.Gopls,
+		Dir: dir, DaemonBin: o.DaemonBin, Gopls: o.Gopls, GoplsEnv: o.GoplsEnv,
 		DaemonEnv: daemonEnv, Unjailed: o.Unjailed,
 		// A cold prepare of a large tree takes longer than the default
 		// request deadline allows on a loaded machine.
@@ -183,7 +207,7 @@ func runLargePrepare(ctx context.Context, o Options) (*largeFigures, error) {
 
 		// The baseline: a shallow clone and gopls's own cold start.
 		settle(ctx, "large prepare, direct")
-		d, parts, retries, err := directCold(ctx, filepath.Join(o.Dir, fmt.Sprintf("large-direct-%d", i)), cloneURL, token, o.Gopls, src.Mirror, t, line, char)
+		d, parts, retries, err := directCold(ctx, filepath.Join(o.Dir, fmt.Sprintf("large-direct-%d", i)), cloneURL, token, o.Gopls, src.Mirror, o.DaemonEnv["LSP_JAIL_CC"], t, line, char)
 		if err != nil {
 			return nil, fmt.Errorf("large baseline: %w", err)
 		}
@@ -197,7 +221,7 @@ func runLargePrepare(ctx context.Context, o Options) (*largeFigures, error) {
 // directCold clones the repository at depth 1 into dir, starts gopls there
 // with empty caches, opens the file and hovers until the answer names the
 // symbol. It returns the whole time and where it went.
-func directCold(ctx context.Context, dir, cloneURL, token, gopls, mirror string, t LargeTarget, line, char int) (time.Duration, string, int, error) {
+func directCold(ctx context.Context, dir, cloneURL, token, gopls, mirror, jailCC string, t LargeTarget, line, char int) (time.Duration, string, int, error) {
 	root, home := filepath.Join(dir, "clone"), filepath.Join(dir, "home")
 	defer removeTree(dir)
 	if err := os.MkdirAll(filepath.Join(home, ".config", "go", "telemetry"), 0o755); err != nil {
@@ -216,8 +240,9 @@ func directCold(ctx context.Context, dir, cloneURL, token, gopls, mirror string,
 		"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
 		"GOCACHE=" + filepath.Join(home, ".cache", "go-build"), "GOPATH=" + filepath.Join(home, "go"),
 		"GOMODCACHE=" + filepath.Join(home, "go", "pkg", "mod"), "GOPROXY=" + mirror, "GOSUMDB=off",
-		"GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "CGO_ENABLED=0", "GOTELEMETRY=off", "GOWORK=off", "LANG=C.UTF-8",
+		"GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOTELEMETRY=off", "GOWORK=off", "LANG=C.UTF-8",
 	}
+	env = append(env, baselineCgo(jailCC)...)
 
 	start := time.Now()
 	if _, err := runIn(ctx, dir, nil, "git", "-c", "http.extraHeader=Authorization: Bearer "+token, "clone", "--quiet", "--depth=1", cloneURL, root); err != nil {
@@ -407,8 +432,11 @@ func printLargePrepare(w io.Writer, f *largeFigures) {
 	for _, x := range f.warnings {
 		fmt.Fprintf(w, "  warning in our answers: %s\n", x)
 	}
-	fmt.Fprintln(w, "  note: every run on both sides starts with empty module, build and gopls caches; both fetch the")
-	fmt.Fprintln(w, "  dependencies from the same local file:// GOPROXY mirror (filled once from the machine's GOPROXY,")
-	fmt.Fprintln(w, "  kept in $XDG_CACHE_HOME/lsp-bench); ours is a fresh forge repository per run, nothing prepared before it,")
+	fmt.Fprintln(w, "  note: every run on both sides starts with empty module and gopls caches and no build cache of the")
+	fmt.Fprintln(w, "  repository's; ours has the daemon's standard-library build seed, which every new Go workspace gets")
+	fmt.Fprintln(w, "  (made when the daemon starts, before the window), the direct side an empty build cache; both load")
+	fmt.Fprintln(w, "  cgo files with the same C compiler (the daemon's LSP_JAIL_CC). Both fetch the dependencies from the")
+	fmt.Fprintln(w, "  same local file:// GOPROXY mirror (filled once from the machine's GOPROXY, kept in")
+	fmt.Fprintln(w, "  $XDG_CACHE_HOME/lsp-bench); ours is a fresh forge repository per run, nothing prepared before it,")
 	fmt.Fprintln(w, "  and the daemon restarts after it so its gopls does not compete with the next measurement")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -199,4 +200,22 @@ func FuzzModulePrefix(f *testing.F) {
 			t.Fatalf("modulePrefix(%q) = %q: empty path or version", name, p)
 		}
 	})
+}
+
+// The direct side loads what the service's jail loads: cgo as LSP_JAIL_CC
+// gives it, so that neither side is timed on work the other skips.
+func TestBaselineCgo(t *testing.T) {
+	if got := baselineCgo("off"); !slices.Equal(got, []string{"CGO_ENABLED=0"}) {
+		t.Errorf("off: %q", got)
+	}
+	if got := baselineCgo("/opt/cc/bin/gcc-12"); !slices.Equal(got, []string{"CGO_ENABLED=1", "CC=/opt/cc/bin/gcc-12"}) {
+		t.Errorf("a named compiler: %q", got)
+	}
+	want := []string{"CGO_ENABLED=0"}
+	if _, err := os.Stat(defaultJailCC); err == nil {
+		want = []string{"CGO_ENABLED=1", "CC=" + defaultJailCC}
+	}
+	if got := baselineCgo(""); !slices.Equal(got, want) {
+		t.Errorf("the default: %q, want %q", got, want)
+	}
 }
