@@ -57,6 +57,10 @@ const MaxIdempotentAnswer = 1 << 20
 const IdempotentMaxLimit = 100
 
 // replayedHeaders are the answer headers a replay repeats besides the body.
+// idempotencyBookkeeping bounds storing an attempt's answer (or giving its key back) after the
+// attempt; a variable so a test can make an attempt outlast it.
+var idempotencyBookkeeping = 10 * time.Second
+
 var replayedHeaders = []string{echo.HeaderContentType, "Retry-After"}
 
 // idempotency is the middleware of the POST operation routes.
@@ -134,9 +138,6 @@ func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 // runIdempotent runs the claimed attempt with its answer buffered, stores the answer (or gives the
 // key back) and only then sends it, so a retry that arrives after the answer always finds it.
 func (s *Server) runIdempotent(c echo.Context, next echo.HandlerFunc, org, key, attempt string) (err error) {
-	// The bookkeeping must happen even when the client went away.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 10*time.Second)
-	defer cancel()
 	resp := c.Response()
 	orig := resp.Writer
 	rec := &answerRecorder{header: orig.Header()}
@@ -160,6 +161,10 @@ func (s *Server) runIdempotent(c echo.Context, next echo.HandlerFunc, org, key, 
 		s.handleError(herr, c)
 	}
 	done = true
+	// The bookkeeping must happen even when the client went away, and gets its own time: a cold
+	// attempt may have taken longer than the bound itself.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), idempotencyBookkeeping)
+	defer cancel()
 	giveBack := func() error {
 		if err := s.d.Money.ReleaseIdempotencyKey(ctx, org, key, attempt); err != nil {
 			s.d.Log.Warn("release idempotency key", "request_id", c.Get(ctxRequestID), "err", err)

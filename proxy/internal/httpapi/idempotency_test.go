@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
@@ -64,6 +65,8 @@ func (a *moneyAPI) withFakeOp(t *testing.T) *fakeOp {
 			return &failure{err: apierr.New(http.StatusGatewayTimeout, apierr.Timeout, "timed out"), res: &operation.Result{Repo: "r", Commit: "c", Prepared: true, PrepareID: "p2"}}
 		case "not-found-at-the-daemon": // a final 4xx the daemon answered
 			return &failure{err: apierr.New(http.StatusUnprocessableEntity, apierr.PositionOutOfRange, "past the end"), res: &operation.Result{Repo: "r", Commit: "c", Answer: &daemonv1.QueryResponse{}}}
+		case "slow": // outlasts the bookkeeping bound, as a cold prepare may
+			time.Sleep(3 * idempotencyBookkeeping)
 		case "huge":
 			return c.JSON(http.StatusOK, map[string]any{"run": n, "pad": strings.Repeat("x", MaxIdempotentAnswer)})
 		case "daemon-down-after-prepare":
@@ -194,6 +197,27 @@ func TestIdempotencyInProgress(t *testing.T) {
 	after := a.post(t, fakeRoute, body, a.member, "k", "")
 	if after.Code != 200 || after.Header().Get("Idempotent-Replayed") != "true" || after.Body.String() != first.Body.String() {
 		t.Fatalf("after: %d %v %s", after.Code, after.Header(), after.Body)
+	}
+	if n := op.runs.Load(); n != 1 {
+		t.Fatalf("the operation ran %d times", n)
+	}
+}
+
+// An attempt that takes longer than the bookkeeping bound still has its answer stored: the bound is
+// the bookkeeping's own, not the attempt's, so a slow cold request's retry is replayed, not 409.
+func TestIdempotencySlowAttempt(t *testing.T) {
+	defer func(d time.Duration) { idempotencyBookkeeping = d }(idempotencyBookkeeping)
+	idempotencyBookkeeping = 500 * time.Millisecond
+	a := newMoneyAPI(t)
+	op := a.withFakeOp(t)
+	const body = `{"mode":"slow"}`
+	first := a.post(t, fakeRoute, body, a.member, "slow-1", "")
+	if first.Code != 200 {
+		t.Fatalf("first: %d %s", first.Code, first.Body)
+	}
+	again := a.post(t, fakeRoute, body, a.member, "slow-1", "")
+	if again.Code != 200 || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != first.Body.String() {
+		t.Fatalf("retry after a slow attempt: %d %v %s", again.Code, again.Header(), again.Body)
 	}
 	if n := op.runs.Load(); n != 1 {
 		t.Fatalf("the operation ran %d times", n)
