@@ -116,8 +116,15 @@ func (r *run) hostileCases(ctx context.Context) ([]hostileCase, error) {
 		}
 	}
 	st.Forge.Grant(forgeToken, hostileOrg+"/*")
-	if err := st.Ledger.Credit(ctx, hostileOrg, 1000, "soak"); err != nil {
-		return nil, err
+	// The faults run beside this: a Postgres restart may be under way, so the credit is tried
+	// again until the ledger is back (the restart's own bound is far below this one).
+	credit := st.Ledger.Credit(ctx, hostileOrg, 1000, "soak")
+	for wait := time.Now().Add(time.Minute); credit != nil && time.Now().Before(wait) && ctx.Err() == nil; {
+		time.Sleep(500 * time.Millisecond)
+		credit = st.Ledger.Credit(ctx, hostileOrg, 1000, "soak")
+	}
+	if credit != nil {
+		return nil, credit
 	}
 	valid, err := st.Token("mallory@"+hostileOrg, hostileOrg, nil, nil)
 	if err != nil {
