@@ -45,11 +45,17 @@ func TestFindAnchor(t *testing.T) {
 // TestAwaitLoadNamesTheUndiagnosed: a server that reports its diagnoses
 // (a fake speaking as gopls, under gopls's signs) and has not ended its
 // initial diagnosis when the first-load wait ends is named, for the
-// prepare to say so; one whose report ended is not.
+// prepare to say so; one whose report ended is not. The quiet is short
+// where the diagnosis never ends and unbounded where it does, so only the
+// report's end can end that wait: a loaded machine that delays the fake's
+// report past a short quiet does not decide the outcome.
 func TestAwaitLoadNamesTheUndiagnosed(t *testing.T) {
 	for _, report := range []string{"runs", "ends"} {
 		s := fakeSpec(t, "go", "-diagnosis="+report)
 		s.LoadQuiet = 100 * time.Millisecond
+		if report == "ends" {
+			s.LoadQuiet = time.Hour
+		}
 		r, w := fakeWorkspace(t, s)
 		notAwaited, undiagnosed := r.AwaitLoad(ctxFor(t, time.Minute), w, "", false)
 		if len(notAwaited) != 0 {
