@@ -117,6 +117,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer s.Stop()
+	awaitSeed(ctx, o, s.Daemon, "the stack")
 	const org = "bench"
 	if _, err := devforge.CreateRepo(s.ForgeRoot, org, "hello", devstack.SampleRepo, "bench"); err != nil {
 		return err

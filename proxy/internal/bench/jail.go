@@ -184,6 +184,11 @@ func runJail(ctx context.Context, o Options) ([]*jailRun, error) {
 		}
 		return took, err
 	}
+	for _, l := range ls {
+		if l.d != nil {
+			awaitSeed(ctx, o, l.d, l.run.v.name)
+		}
+	}
 	// Warm every server (the first definition waits for gopls's load).
 	for _, l := range ls {
 		for i := 0; i < 50; i++ {

@@ -127,6 +127,7 @@ func runLargePrepare(ctx context.Context, o Options) (*largeFigures, error) {
 		return nil, err
 	}
 	defer s.Stop()
+	awaitSeed(ctx, o, s.Daemon, "large prepare")
 	const org, repo, token = "large", "large", "large-forge"
 	bare, files, err := importCached(ctx, cache, src)
 	if err != nil {

@@ -39,6 +39,7 @@ func runPool(ctx context.Context, o Options) (*poolFigures, error) {
 		return nil, err
 	}
 	defer s.Stop()
+	awaitSeed(ctx, o, s.Daemon, "pool")
 	const org = "pool"
 	s.Forge.Grant("pool-forge", org+"/*")
 	if err := s.Ledger.Credit(ctx, org, 1000, "bench"); err != nil {

@@ -158,6 +158,36 @@ func (d *Daemon) Stop() {
 	<-done
 }
 
+// AwaitBuildSeed waits until the daemon's standard-library build seed
+// (daemon/internal/deps.BuildSeed) is made — its stamp is written last,
+// under the root's gobuild-seed (app.startBuildSeed) — or has failed (the
+// daemon warns, at the default log level), at most max. A measurement
+// waits for it so that the seed's go command and compilers, which run
+// under the daemon at niceness 10 for several seconds after it starts, do
+// not compete with the figure or count in its process tree, and so that
+// every workspace measured gets the seed as on a daemon that has been up a
+// while. Only for a daemon that serves Go: one that does not makes no seed.
+func (d *Daemon) AwaitBuildSeed(ctx context.Context, max time.Duration) error {
+	stamp := filepath.Join(d.Root, "gobuild-seed", "stamp")
+	deadline := time.Now().Add(max)
+	for {
+		if _, err := os.Stat(stamp); err == nil {
+			return nil
+		}
+		if log := d.Log(); strings.Contains(log, "go build cache seed not made") {
+			return fmt.Errorf("the daemon made no build seed: %s", logTail(d.LogFile))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the daemon's build seed was not made within %v", max)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // Log is what the daemon has logged so far.
 func (d *Daemon) Log() string {
 	b, _ := os.ReadFile(d.LogFile)
