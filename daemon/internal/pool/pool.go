@@ -564,11 +564,19 @@ func (w *Workspace) Running() []Running {
 // Scrubber replaces the daemon's host paths in a server's text: the tree
 // becomes repo-relative, its npm packages "node_modules", the home
 // "$HOME" and anything else under the daemon's root "$LSP_DAEMON_ROOT".
-// extra roots (GOROOT, a module cache) are named by module first.
+// extra roots (GOROOT, a module cache) are named by module first — except
+// the npm packages among them: in text, a package's files read as on a
+// checkout, "node_modules/.pnpm/…/x.d.ts" where tsserver prints a path
+// (hover's import("…") types), not "name@version/x.d.ts" as a location
+// names them.
 func (w *Workspace) Scrubber(extra []uri.External) *strings.Replacer {
+	nm := runtime.NodeModules(runtime.Workspace{Root: w.Dir, Home: w.Home})
+	extra = slices.DeleteFunc(slices.Clone(extra), func(x uri.External) bool {
+		return x.Dir == nm || strings.HasPrefix(x.Dir, nm+string(filepath.Separator))
+	})
 	pol := uri.Policy{Root: w.Dir, Externals: extra}
 	return pol.Scrubber(
-		uri.Host{Dir: runtime.NodeModules(runtime.Workspace{Root: w.Dir, Home: w.Home}), Name: "node_modules"},
+		uri.Host{Dir: nm, Name: "node_modules"},
 		uri.Host{Dir: w.Home, Name: "$HOME"},
 		uri.Host{Dir: w.pool.store.Root(), Name: "$LSP_DAEMON_ROOT"},
 	)
