@@ -29,8 +29,8 @@ func TestScrubberNPMPackagesReadAsOnACheckout(t *testing.T) {
 	scrub := w.Scrubber(extra)
 	for in, want := range map[string]string{
 		`typeof import("` + pkg + `/types/queries")`: `typeof import("node_modules/.pnpm/@testing-library+dom@10.4.0/node_modules/@testing-library/dom/types/queries")`,
-		"/usr/local/go/src/fmt/print.go":            "std@go1.25/fmt/print.go",
-		w.Dir + "/tests/basic.test.tsx":             "tests/basic.test.tsx",
+		"/usr/local/go/src/fmt/print.go":             "std@go1.25/fmt/print.go",
+		w.Dir + "/tests/basic.test.tsx":              "tests/basic.test.tsx",
 	} {
 		if got := scrub.Replace(in); got != want {
 			t.Errorf("%s\n got %s\nwant %s", in, got, want)
