@@ -100,17 +100,13 @@ func busyOf(line []byte) (int64, bool) {
 	return busy, true
 }
 
-// seedWait bounds the wait for a daemon's build seed: the daemon's own
-// bound on making it (deps.seedTimeout, 3 min) and some.
-const seedWait = 4 * time.Minute
-
 // awaitSeed waits until d's standard-library build seed is made, before
 // anything is measured on it (devstack.Daemon.AwaitBuildSeed): the seed's
 // compilers would compete with the figures, and the first workspaces
 // would miss it. A daemon that made none is measured as it is, and the
 // output says so.
 func awaitSeed(ctx context.Context, o Options, d *devstack.Daemon, what string) {
-	if err := d.AwaitBuildSeed(ctx, seedWait); err != nil {
+	if err := d.AwaitBuildSeed(ctx, devstack.BuildSeedWait); err != nil {
 		fmt.Fprintf(o.Out, "note (%s): %v\n", what, err)
 	}
 }

@@ -267,7 +267,7 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	// that has been up a while: with the standard library's build seed,
 	// and without its making beside them.
 	if sv.has("go") {
-		if err := stack.Daemon.AwaitBuildSeed(ctx, 4*time.Minute); err != nil {
+		if err := stack.Daemon.AwaitBuildSeed(ctx, devstack.BuildSeedWait); err != nil {
 			o.Log("note: %v", err)
 		}
 	}

@@ -158,6 +158,10 @@ func (d *Daemon) Stop() {
 	<-done
 }
 
+// BuildSeedWait bounds AwaitBuildSeed for a measurement: the daemon's own
+// bound on making the seed (deps.seedTimeout, 3 min) and some.
+const BuildSeedWait = 4 * time.Minute
+
 // AwaitBuildSeed waits until the daemon's standard-library build seed
 // (daemon/internal/deps.BuildSeed) is made — its stamp is written last,
 // under the root's gobuild-seed (app.startBuildSeed) — or has failed (the
