@@ -145,6 +145,9 @@ type Workspace struct {
 	mu      sync.Mutex
 	servers map[string]*slot
 	closed  bool
+	// deferred are the servers a focused Warm left for StartDeferred,
+	// until their start ends: listed by Languages meanwhile.
+	deferred map[string]bool
 
 	// present are the languageIds of the files the last prepare pushed
 	// (nil for a tree adopted from disk).
@@ -414,8 +417,14 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 
 // Warm starts the servers for the languages present in files, so that the
 // first query finds them initialized, and reports what they negotiated.
-// Failures become warnings: the tree is prepared either way.
-func (w *Workspace) Warm(ctx context.Context, files []*daemonv1.FileEntry) ([]LanguageInfo, []string) {
+// Failures become warnings: the tree is prepared either way. With a focus
+// (the file the caller asks about first) whose server is among them, only
+// that server starts now: the others are returned as deferred, for
+// StartDeferred once the focus's first load has been awaited. Until then
+// they are listed without tools (Languages). On two cores, every server
+// of a polyglot tree starting at once made the focus's start wait for
+// all of theirs (yaml, json and bash beside nearly every repository).
+func (w *Workspace) Warm(ctx context.Context, files []*daemonv1.FileEntry, focus string) (infos []LanguageInfo, warnings []string, deferred []*Spec) {
 	seen := map[string]bool{}
 	var specs []*Spec
 	for _, f := range files {
@@ -436,9 +445,38 @@ func (w *Workspace) Warm(ctx context.Context, files []*daemonv1.FileEntry) ([]La
 	w.presentMu.Lock()
 	w.present = present
 	w.presentMu.Unlock()
-	// Every language's server starts at once: one slow to initialize
-	// does not hold the others back (the pool's budgets still apply to
-	// each start).
+	if fs, ok := w.pool.SpecFor(focus); ok && focus != "" && seen[fs.ID] && len(specs) > 1 {
+		deferred = slices.DeleteFunc(specs, func(s *Spec) bool { return s == fs })
+		specs = []*Spec{fs}
+		w.mu.Lock()
+		if w.deferred == nil {
+			w.deferred = map[string]bool{}
+		}
+		for _, s := range deferred {
+			w.deferred[s.ID] = true
+		}
+		w.mu.Unlock()
+	}
+	infos, warnings = w.start(ctx, specs)
+	return infos, warnings, deferred
+}
+
+// StartDeferred starts the servers a focused Warm deferred and reports
+// what they negotiated, failures as warnings.
+func (w *Workspace) StartDeferred(ctx context.Context, specs []*Spec) ([]LanguageInfo, []string) {
+	defer func() {
+		w.mu.Lock()
+		for _, s := range specs {
+			delete(w.deferred, s.ID)
+		}
+		w.mu.Unlock()
+	}()
+	return w.start(ctx, specs)
+}
+
+// start starts specs' servers at once: one slow to initialize does not
+// hold the others back (the pool's budgets still apply to each start).
+func (w *Workspace) start(ctx context.Context, specs []*Spec) ([]LanguageInfo, []string) {
 	type started struct {
 		srv *runtime.Server
 		err error
@@ -708,21 +746,32 @@ func (w *Workspace) Needs(s *Spec) bool {
 	return !known || slices.Contains(w.Specs(), s)
 }
 
-// Languages reports the servers running for w.
+// Languages reports the servers running for w, and those a focused Warm
+// deferred that have not started yet: by language and server id only, no
+// version or tools, as a cold workspace's configuration lists them.
 func (w *Workspace) Languages() []LanguageInfo {
 	w.mu.Lock()
 	var out []LanguageInfo
-	var srvs []*runtime.Server
+	var srvs []*runtime.Server // nil: deferred
 	var specs []*Spec
 	for i := range w.pool.specs {
 		s := &w.pool.specs[i]
 		if sl, ok := w.servers[s.ID]; ok && isDone(sl.ready) && sl.err == nil {
 			srvs = append(srvs, sl.srv)
 			specs = append(specs, s)
+		} else if w.deferred[s.ID] {
+			srvs = append(srvs, nil)
+			specs = append(specs, s)
 		}
 	}
 	w.mu.Unlock()
 	for i, s := range specs {
+		if srvs[i] == nil {
+			for _, id := range w.languagesOf(s) {
+				out = append(out, LanguageInfo{Language: id, Server: runtime.Info{ID: s.ID}})
+			}
+			continue
+		}
 		warnings := w.LoadWarnings(s, srvs[i])
 		for _, l := range w.infos(s, srvs[i]) {
 			l.Warnings = slices.Clone(warnings)

@@ -63,16 +63,13 @@ func (r *Runner) anchorDocument(ctx context.Context, w *pool.Workspace, spec *po
 // implicit prepare) waits for such a server's load alone, not for that
 // diagnosis (pool.Workspace.AwaitLoad).
 func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace, focus string, queryFollows bool) (notAwaited, undiagnosed []string) {
-	pol := uri.Policy{Root: w.Dir}
 	running := w.Running()
 	var only func(*pool.Spec) bool
 	if fs, ok := r.Pool.SpecFor(focus); ok && focus != "" && slices.ContainsFunc(running, func(run pool.Running) bool { return run.Spec.ID == fs.ID }) {
 		only = func(s *pool.Spec) bool { return s.ID == fs.ID }
 	}
+	r.anchor(ctx, w, running)
 	for _, run := range running {
-		if c, _, err := run.Server.Client(ctx); err == nil && !c.ReportsLoad() {
-			_ = r.anchorDocument(ctx, w, run.Spec, c, pol)
-		}
 		if only != nil && !only(run.Spec) {
 			notAwaited = append(notAwaited, run.Spec.ID)
 		}
@@ -87,6 +84,31 @@ func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace, focus string,
 		}
 	}
 	return notAwaited, undiagnosed
+}
+
+// anchor opens an anchor document on each of running that does not
+// report its load itself.
+func (r *Runner) anchor(ctx context.Context, w *pool.Workspace, running []pool.Running) {
+	pol := uri.Policy{Root: w.Dir}
+	for _, run := range running {
+		if c, _, err := run.Server.Client(ctx); err == nil && !c.ReportsLoad() {
+			_ = r.anchorDocument(ctx, w, run.Spec, c, pol)
+		}
+	}
+}
+
+// StartDeferred starts the servers a focused prepare deferred
+// (pool.Workspace.Warm) and gives each its anchor, as AwaitLoad gave the
+// others: they load on while the caller asks about the focus.
+func (r *Runner) StartDeferred(ctx context.Context, w *pool.Workspace, specs []*pool.Spec) {
+	w.StartDeferred(ctx, specs)
+	var started []pool.Running
+	for _, run := range w.Running() {
+		if slices.Contains(specs, run.Spec) {
+			started = append(started, run)
+		}
+	}
+	r.anchor(ctx, w, started)
 }
 
 // findAnchor is the first file under root, in path order, whose extension

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanzoai/lsp/daemon/internal/lsp"
+	"github.com/hanzoai/lsp/daemon/internal/pool"
+	"github.com/hanzoai/lsp/daemon/internal/uri"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
 
@@ -95,5 +98,57 @@ func TestAwaitLoadBeforeAQuestion(t *testing.T) {
 			ev.GetState() != daemonv1.EvidenceState_EVIDENCE_STATE_CURRENT || said != (diagnosis == "loads") {
 			t.Errorf("diagnosis %s: answer %v %v, evidence %v", diagnosis, resp.GetStatus(), names(resp), ev)
 		}
+	}
+}
+
+// TestFocusedWarmDefersTheOthers: a prepare with a focus starts only the
+// focus's server before its first-load wait; the others are listed by
+// language and server id, without tools, until StartDeferred starts them
+// and gives each its anchor. Without a focus every server starts at once.
+func TestFocusedWarmDefersTheOthers(t *testing.T) {
+	running := func(w *pool.Workspace) []string {
+		var ids []string
+		for _, r := range w.Running() {
+			ids = append(ids, r.Spec.ID)
+		}
+		return ids
+	}
+	listed := func(w *pool.Workspace) map[string]int {
+		tools := map[string]int{}
+		for _, l := range w.Languages() {
+			tools[l.Server.ID] = len(l.Tools)
+		}
+		return tools
+	}
+	r, w, deferred := focusedWorkspace(t, "alpha/x.alpha", fakeSpec(t, "alpha"), fakeSpec(t, "beta"))
+	if got := running(w); !slices.Equal(got, []string{"alpha-server"}) {
+		t.Fatalf("running after a focused warm: %q; want the focus's server only", got)
+	}
+	if len(deferred) != 1 || deferred[0].ID != "beta-server" {
+		t.Fatalf("deferred %v; want beta-server", deferred)
+	}
+	if l := listed(w); len(l) != 2 || l["alpha-server"] == 0 || l["beta-server"] != 0 {
+		t.Fatalf("languages before the deferred start (server → tools): %v; want both, beta without tools", l)
+	}
+	r.StartDeferred(ctxFor(t, time.Minute), w, deferred)
+	if got := running(w); !slices.Equal(got, []string{"alpha-server", "beta-server"}) {
+		t.Fatalf("running after StartDeferred: %q", got)
+	}
+	if l := listed(w); len(l) != 2 || l["beta-server"] == 0 {
+		t.Fatalf("languages after the deferred start: %v; want beta with its tools", l)
+	}
+	for _, run := range w.Running() {
+		c, _, err := run.Server.Client(ctxFor(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := lsp.DocumentURI(uri.Policy{Root: w.Dir}.FileURI("beta/x.beta")); run.Spec.ID == "beta-server" && !c.IsOpen(u) {
+			t.Fatalf("the deferred server got no anchor (%s not open)", u)
+		}
+	}
+
+	_, w, deferred = focusedWorkspace(t, "", fakeSpec(t, "alpha"), fakeSpec(t, "beta"))
+	if got := running(w); len(deferred) != 0 || !slices.Equal(got, []string{"alpha-server", "beta-server"}) {
+		t.Fatalf("without a focus: running %q, deferred %v; want both running", got, deferred)
 	}
 }

@@ -44,6 +44,14 @@ func fakeSpec(t *testing.T, lang string, args ...string) pool.Spec {
 // servers started as a prepare starts them (Warm), and a runner over it.
 func fakeWorkspace(t *testing.T, specs ...pool.Spec) (*Runner, *pool.Workspace) {
 	t.Helper()
+	r, w, _ := focusedWorkspace(t, "", specs...)
+	return r, w
+}
+
+// focusedWorkspace is fakeWorkspace prepared with a focus: it also
+// returns the servers Warm deferred.
+func focusedWorkspace(t *testing.T, focus string, specs ...pool.Spec) (*Runner, *pool.Workspace, []*pool.Spec) {
+	t.Helper()
 	store, err := workspace.NewStore(t.TempDir(), workspace.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
@@ -72,8 +80,8 @@ func fakeWorkspace(t *testing.T, specs ...pool.Spec) (*Runner, *pool.Workspace) 
 		t.Fatal("the workspace was not acquired")
 	}
 	t.Cleanup(release)
-	w.Warm(context.Background(), entries)
-	return &Runner{Pool: p, Externals: func(*pool.Workspace) []uri.External { return nil }, MaxDocument: 1 << 20}, w
+	_, _, deferred := w.Warm(context.Background(), entries, focus)
+	return &Runner{Pool: p, Externals: func(*pool.Workspace) []uri.External { return nil }, MaxDocument: 1 << 20}, w, deferred
 }
 
 func symbolsQuery(ctx context.Context, t *testing.T, r *Runner, w *pool.Workspace, req *daemonv1.QueryRequest) *daemonv1.QueryResponse {

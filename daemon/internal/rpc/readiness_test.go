@@ -640,6 +640,16 @@ func TestPrepareFocus(t *testing.T) {
 		!strings.Contains(q.GetHover().GetMarkdown(), "func answer() int") {
 		t.Fatalf("hover on the focus: %v, %v", q, err)
 	}
+	// The other server started after the focus's load, not before the
+	// answer: the answer lists its language all the same, and it serves.
+	if !slices.ContainsFunc(focused.GetLanguages(), func(l *daemonv1.LanguageTools) bool { return l.GetLanguage() == "typescript" }) {
+		t.Fatalf("focused prepare's languages %v lack typescript", focused.GetLanguages())
+	}
+	q, err = fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "web/index.ts",
+		Position: &daemonv1.Position{Line: 0, Character: 14}})
+	if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK || !strings.Contains(q.GetHover().GetMarkdown(), "answer: number") {
+		t.Fatalf("hover on the deferred server's file: %v, %v", q, err)
+	}
 	for tag, focus := range map[string]string{"focus-none": "", "focus-unserved": "README.md"} {
 		for _, w := range prepare(keyFor(t, tag), focus).GetWarnings() {
 			if strings.Contains(w, "not awaited") {

@@ -176,9 +176,14 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		var infos []pool.LanguageInfo
 		if prepared {
 			resp.Warnings = append(warnings, w.CgoWarnings()...)
-			_, warm := w.Warm(ctx, hdr.GetFiles())
+			_, warm, deferred := w.Warm(ctx, hdr.GetFiles(), hdr.GetFocusPath())
 			resp.Warnings = append(resp.Warnings, warm...)
 			warmed = time.Now()
+			if len(deferred) > 0 {
+				// After the focus's first load (the answer's wait), not
+				// beside it: the caller's next question is about the focus.
+				defer s.startDeferred(k, deferred)
+			}
 			// The answer says whether each server could load the project,
 			// so it waits for their first load (bounded) — with a focus,
 			// for its server's only, and says which it did not wait for.
@@ -188,6 +193,9 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 				notAwaited, undiagnosed := s.Runner.AwaitLoad(ctx, w, hdr.GetFocusPath(), hdr.GetQueryFollows())
 				if hdr.GetQueryFollows() {
 					undiagnosed = nil
+				}
+				for _, d := range deferred {
+					notAwaited = append(notAwaited, d.ID)
 				}
 				for _, id := range notAwaited {
 					resp.Warnings = append(resp.Warnings, fmt.Sprintf("%s's first load was not awaited (this prepare waited for the server of %s only): its load problems, if any, come with its answers", id, hdr.GetFocusPath()))
@@ -207,6 +215,26 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	}
 	s.Log.Info("prepare", attrs...)
 	return stream.SendAndClose(resp)
+}
+
+// startDeferred starts, in the background, the servers a focused prepare
+// of k deferred, on k's workspace if it is still live: bounded like any
+// server start, detached from the push that ends now.
+func (s *Server) startDeferred(k workspace.Key, specs []*pool.Spec) {
+	w, release, ok := s.Pool.Acquire(k)
+	if !ok {
+		return
+	}
+	go func() {
+		defer release()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if s.Runner != nil {
+			s.Runner.StartDeferred(ctx, w, specs)
+		} else {
+			w.StartDeferred(ctx, specs)
+		}
+	}()
 }
 
 // Capabilities reports whether a workspace is warm and what its servers
