@@ -496,7 +496,9 @@ func (w *Workspace) start(ctx context.Context, specs []*Spec) ([]LanguageInfo, [
 	for i, s := range specs {
 		if err := out[i].err; err != nil {
 			warnings = append(warnings, fmt.Sprintf("language server %s did not start", s.ID))
-			w.pool.log.Warn("warm server", "server", s.ID, "workspace", w.Key.String(), "err", err)
+			if !errors.Is(err, ErrClosed) { // a deferred start after a Delete: nothing went wrong
+				w.pool.log.Warn("warm server", "server", s.ID, "workspace", w.Key.String(), "err", err)
+			}
 			continue
 		}
 		infos = append(infos, w.infos(s, out[i].srv)...)
