@@ -175,7 +175,7 @@ func FuzzParsePNPMLock(f *testing.F) {
 			return
 		}
 		for k, p := range out {
-			if !installPath(k) || p.LinkTo != "" && (!lockPath(k) || !strings.HasPrefix(p.LinkTo, pnpmHidden) || out[p.LinkTo].LinkTo != "") {
+			if !installPath(k) || p.LinkTo != "" && (pnpmLevel(strings.TrimPrefix(p.LinkTo, "node_modules/")) == 0 || out[p.LinkTo].LinkTo != "") {
 				t.Fatalf("laid out at %q (linked to %q)", k, p.LinkTo)
 			}
 			if p.Link {

@@ -323,12 +323,16 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 }
 
 // installPath: a lockPath, or one below pnpm's hidden level
-// (node_modules/.pnpm/node_modules/a …, hoistPNPM), the package paths an
-// install may write. Package names are checked with lockPath alone, so no
-// name can reach the hidden level.
+// (node_modules/.pnpm/node_modules/a …) or a directory of its virtual
+// store (node_modules/.pnpm/a@1.0.0/node_modules/a …, hoistPNPM), the
+// package paths an install may write. Package names are checked with
+// lockPath alone, so no name can reach either (a name never starts with
+// a dot).
 func installPath(k string) bool {
-	if rest, ok := strings.CutPrefix(k, pnpmHidden); ok {
-		return lockPath("node_modules/" + rest)
+	if rel, ok := strings.CutPrefix(k, "node_modules/"); ok {
+		if n := pnpmLevel(rel); n > 0 {
+			return lockPath("node_modules/" + rel[n:])
+		}
 	}
 	return lockPath(k)
 }

@@ -318,12 +318,10 @@ func clearLeftovers(parent string) {
 }
 
 // ancestorsPlaced: every package rel is nested in was installed (pnpm's
-// hidden level, .pnpm/node_modules/, is no package).
+// hidden level, .pnpm/node_modules/, and its store directories,
+// .pnpm/<dir>/node_modules/, are no packages).
 func ancestorsPlaced(rel string, placed map[string]bool) bool {
-	i := 0
-	if strings.HasPrefix(rel, pnpmHiddenRel) {
-		i = len(pnpmHiddenRel)
-	}
+	i := pnpmLevel(rel)
 	for {
 		k := strings.Index(rel[i:], "/node_modules/")
 		if k < 0 {

@@ -143,11 +143,12 @@ func npmLinks(pkgs map[string]lockPackage) []npmLink {
 }
 
 // innerLinks lists the links from one package path of node_modules to
-// another (LinkTo: the pnpm layout's top), shallow first.
+// another (LinkTo: the pnpm layout's top and hidden level, to the store),
+// shallow first.
 func innerLinks(pkgs map[string]lockPackage) []npmLink {
 	var links []npmLink
 	for k, p := range pkgs {
-		if p.LinkTo != "" && !p.Link && lockPath(k) && installPath(p.LinkTo) {
+		if p.LinkTo != "" && !p.Link && installPath(k) && installPath(p.LinkTo) {
 			links = append(links, npmLink{rel: strings.TrimPrefix(k, "node_modules/"), target: strings.TrimPrefix(p.LinkTo, "node_modules/")})
 		}
 	}
@@ -169,7 +170,7 @@ func placeInnerLinks(stage string, links []npmLink, placed map[string]bool, w *w
 		}
 		parentRel, _ := splitLast(l.rel)
 		target, err := filepath.Rel(filepath.FromSlash(parentRel), filepath.FromSlash(l.target))
-		if err != nil || !strings.HasPrefix(l.target, pnpmHiddenRel) {
+		if err != nil || pnpmLevel(l.target) == 0 {
 			continue
 		}
 		if err := withWritable(stage, parentRel, func(dir string) error {

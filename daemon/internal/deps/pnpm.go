@@ -94,6 +94,7 @@ type pnpmSnapshot struct {
 
 // pnpmNode is one package of the graph, by its snapshot key.
 type pnpmNode struct {
+	key           string // its snapshot key: name@version(peers…), "/"-prefixed before v7
 	name, version string
 	pkg           lockPackage
 	// deps: dependency name (as its dependent imports it) → node key.
@@ -196,7 +197,7 @@ func buildPNPM(lf *pnpmLock, major int, registry *url.URL) (*pnpmGraph, []string
 		if n, ok := g.nodes[key]; ok {
 			return n
 		}
-		n := &pnpmNode{deps: map[string]string{}}
+		n := &pnpmNode{key: key, deps: map[string]string{}}
 		g.nodes[key] = n
 		base, _, _ := strings.Cut(key, "(") // the peers do not change the tarball
 		name, version, ok := splitNameVersion(strings.TrimPrefix(base, "/"))

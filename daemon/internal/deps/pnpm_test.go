@@ -32,12 +32,18 @@ func checkLayout(t *testing.T, g *pnpmGraph, out map[string]lockPackage) {
 				t.Fatalf("link %q to %q", k, p.Resolved)
 			}
 		case p.LinkTo != "":
+			// From the top or the hidden level, to the package's real
+			// directory: in the store, or at the hidden level (an alias).
 			to, ok := out[p.LinkTo]
-			if !top || !ok || to.LinkTo != "" || to.Link || p.LinkTo != pnpmHidden+strings.TrimPrefix(k, "node_modules/") ||
+			name := strings.TrimPrefix(strings.TrimPrefix(k, pnpmHidden), "node_modules/")
+			hidden := strings.HasPrefix(k, pnpmHidden) && !strings.Contains(name, "/node_modules/")
+			inStore := !strings.HasPrefix(p.LinkTo, pnpmHidden) && strings.HasSuffix(p.LinkTo, "/node_modules/"+name) &&
+				pnpmLevel(strings.TrimPrefix(p.LinkTo, "node_modules/")) == len(strings.TrimPrefix(p.LinkTo, "node_modules/"))-len(name)
+			if !top && !hidden || !ok || to.LinkTo != "" || to.Link || !inStore && (!top || p.LinkTo != pnpmHidden+name) ||
 				to.Name != p.Name || to.Version != p.Version {
 				t.Fatalf("%q links to %q (%+v)", k, p.LinkTo, to)
 			}
-		case !strings.HasPrefix(k, pnpmHidden):
+		case pnpmLevel(strings.TrimPrefix(k, "node_modules/")) == 0:
 			t.Fatalf("%q: a package's directory at the top of node_modules", k)
 		}
 	}
@@ -278,22 +284,27 @@ func TestParsePNPMV9(t *testing.T) {
 	if len(warn) != 5 {
 		t.Errorf("%d warnings: %q", len(warn), warn)
 	}
+	const store = "node_modules/" + pnpmStoreRel
 	want := map[string]string{
 		// The top: the importers' own dependencies, each a link to its
-		// directory at pnpm's hidden level.
-		"node_modules/a":        "a@1.0.0 → " + pnpmHidden + "a",
-		"node_modules/p":        "p@2.0.0 → " + pnpmHidden + "p",
-		"node_modules/alias":    "real@3.0.0 → " + pnpmHidden + "alias",
-		"node_modules/only-lib": "only-lib@1.0.0 → " + pnpmHidden + "only-lib", // packages/lib's, hoisted
-		"node_modules/@ws/lib":  "link:packages/lib",
-		pnpmHidden + "a":        "a@1.0.0",
-		pnpmHidden + "p":        "p@2.0.0",
-		pnpmHidden + "alias":    "real@3.0.0",
-		pnpmHidden + "only-lib": "only-lib@1.0.0",
+		// directory in pnpm's store (an alias's at the hidden level).
+		"node_modules/a":                               "a@1.0.0 → " + store + "a@1.0.0_p@2.0.0/node_modules/a",
+		"node_modules/p":                               "p@2.0.0 → " + store + "p@2.0.0/node_modules/p",
+		"node_modules/alias":                           "real@3.0.0 → " + pnpmHidden + "alias",
+		"node_modules/only-lib":                        "only-lib@1.0.0 → " + store + "only-lib@1.0.0/node_modules/only-lib", // packages/lib's, hoisted
+		"node_modules/@ws/lib":                         "link:packages/lib",
+		pnpmHidden + "a":                               "a@1.0.0 → " + store + "a@1.0.0_p@2.0.0/node_modules/a",
+		pnpmHidden + "p":                               "p@2.0.0 → " + store + "p@2.0.0/node_modules/p",
+		pnpmHidden + "alias":                           "real@3.0.0",
+		pnpmHidden + "only-lib":                        "only-lib@1.0.0 → " + store + "only-lib@1.0.0/node_modules/only-lib",
+		store + "a@1.0.0_p@2.0.0/node_modules/a":       "a@1.0.0",
+		store + "p@2.0.0/node_modules/p":               "p@2.0.0",
+		store + "only-lib@1.0.0/node_modules/only-lib": "only-lib@1.0.0",
 		// a's own b, at the hidden level, which the top does not show;
 		// b's p@1.0.0 below b, since the hidden level holds p@2.0.0.
-		pnpmHidden + "b":                "b@1.0.0",
-		pnpmHidden + "b/node_modules/p": "p@1.0.0",
+		pnpmHidden + "b":                                "b@1.0.0 → " + store + "b@1.0.0/node_modules/b",
+		store + "b@1.0.0/node_modules/b":                "b@1.0.0",
+		store + "b@1.0.0/node_modules/b/node_modules/p": "p@1.0.0",
 	}
 	if len(out) != len(want) {
 		t.Errorf("%d packages laid out: %v", len(out), out)
@@ -311,7 +322,7 @@ func TestParsePNPMV9(t *testing.T) {
 			t.Errorf("%s: %q, want %q", k, got, w)
 		}
 	}
-	if r := out[pnpmHidden+"a"].Resolved; r != "https://npm.example/registry/a/-/a-1.0.0.tgz" {
+	if r := out[store+"a@1.0.0_p@2.0.0/node_modules/a"].Resolved; r != "https://npm.example/registry/a/-/a-1.0.0.tgz" {
 		t.Errorf("a resolves to %s", r)
 	}
 	checkLayout(t, g, out)
@@ -388,10 +399,21 @@ packages:
 			t.Errorf("%s: %+v, want %s", k, p, w)
 		}
 	}
-	if len(out) != 7 {
+	// Each at the hidden level links to its directory in pnpm's store,
+	// named as pnpm 6 to 12 name it (peers after "_").
+	for k, w := range map[string]string{
+		pnpmHidden + "@scope/a":     "@scope+a@1.0.0_react@18.2.0/node_modules/@scope/a",
+		pnpmHidden + "react":        "react@18.2.0/node_modules/react",
+		pnpmHidden + "loose-envify": "loose-envify@1.4.0/node_modules/loose-envify",
+	} {
+		if to := out[k].LinkTo; to != "node_modules/"+pnpmStoreRel+w || out[to].Name == "" {
+			t.Errorf("%s links to %q, want its store directory %s", k, to, w)
+		}
+	}
+	if len(out) != 10 {
 		t.Errorf("%d packages: %v (fsevents is no importer's)", len(out), out)
 	}
-	if r := out[pnpmHidden+"@scope/a"].Resolved; r != "https://registry.npmjs.org/@scope/a/-/a-1.0.0.tgz" {
+	if r := out[realPackage(out, pnpmHidden+"@scope/a")].Resolved; r != "https://registry.npmjs.org/@scope/a/-/a-1.0.0.tgz" {
 		t.Errorf("@scope/a resolves to %s", r)
 	}
 	checkLayout(t, g, out)
@@ -480,7 +502,7 @@ func TestInstallPNPM(t *testing.T) {
 	nm := runtime.NodeModules(ws)
 	for p, want := range map[string]string{
 		"a/package.json": "1.0.0",
-		".pnpm/node_modules/b/node_modules/p/package.json": "1.0.0",
+		".pnpm/node_modules/b/node_modules/p/package.json": "1.0.0", // through b's link into the store
 		"p/package.json":        "2.0.0",
 		"alias/package.json":    `"real"`,
 		"only-lib/package.json": "only-lib",
@@ -493,9 +515,13 @@ func TestInstallPNPM(t *testing.T) {
 	if got, _ := os.Readlink(filepath.Join(nm, "@ws/lib")); got != "../../tree/packages/lib" {
 		t.Errorf("@ws/lib links to %q", got)
 	}
-	// The top's packages link to their directories at pnpm's hidden
+	// The top's packages link to their directories in pnpm's store (an
+	// alias to its own at the hidden level), as do those at the hidden
 	// level; b, a's own, is there alone.
-	for l, want := range map[string]string{"a": ".pnpm/node_modules/a", "p": ".pnpm/node_modules/p", "alias": ".pnpm/node_modules/alias"} {
+	for l, want := range map[string]string{
+		"a": ".pnpm/a@1.0.0_p@2.0.0/node_modules/a", "p": ".pnpm/p@2.0.0/node_modules/p", "alias": ".pnpm/node_modules/alias",
+		".pnpm/node_modules/b": "../b@1.0.0/node_modules/b",
+	} {
 		if got, err := os.Readlink(filepath.Join(nm, l)); got != want {
 			t.Errorf("%s links to %q (%v), want %q", l, got, err, want)
 		}
@@ -507,8 +533,8 @@ func TestInstallPNPM(t *testing.T) {
 		t.Errorf("b: %q, %v", b, err)
 	}
 	for _, e := range NPMExternals(ws) {
-		if !strings.HasPrefix(e.Dir, filepath.Join(nm, ".pnpm", "node_modules")+"/") {
-			t.Errorf("external root %s (%s) is not a real directory at the hidden level", e.Dir, e.Module)
+		if fi, err := os.Lstat(e.Dir); err != nil || !fi.IsDir() || !strings.HasPrefix(e.Dir, filepath.Join(nm, ".pnpm")+"/") {
+			t.Errorf("external root %s (%s) is not a real directory in pnpm's store or at its hidden level", e.Dir, e.Module)
 		}
 	}
 	mods := map[string]bool{}
@@ -677,4 +703,30 @@ func TestPNPMHiddenHoist(t *testing.T) {
 		t.Error("u is visible to the repository's files")
 	}
 	checkLayout(t, g, out)
+}
+
+// TestPNPMStoreDir: snapshot keys name the directories pnpm 12 made for
+// them in the ground truth's checkout of zustand (node_modules/.pnpm/),
+// a long one cut and hashed as pnpm cuts it; a name that is no safe
+// directory is refused.
+func TestPNPMStoreDir(t *testing.T) {
+	for key, want := range map[string]string{
+		"@testing-library/dom@10.4.0":                                    "@testing-library+dom@10.4.0",
+		"@babel/helper-module-transforms@7.29.7(@babel/core@7.29.7)":     "@babel+helper-module-transforms@7.29.7_@babel+core@7.29.7",
+		"@csstools/css-syntax-patches-for-csstree@1.1.7(css-tree@3.2.1)": "@csstools+css-syntax-patches-for-csstree@1.1.7_css-tree@3.2.1",
+		"@csstools/css-calc@3.3.0(@csstools/css-parser-algorithms@4.0.0(@csstools/css-tokenizer@4.0.0))(@csstools/css-tokenizer@4.0.0)": "@csstools+css-calc@3.3.0_@csstools+css-parser-algorithms@4.0.0_@csstools+css-tokenizer@_4dbc5b05e8dbfe1f32044d24572a798f",
+		"/@scope/a@1.0.0(react@18.2.0)": "@scope+a@1.0.0_react@18.2.0", // v6
+	} {
+		if got, ok := pnpmStoreDir(key); !ok || got != want {
+			t.Errorf("%s: %q %v, want %q", key, got, ok, want)
+		}
+	}
+	if got, ok := pnpmStoreDir("a@1.0.0-Beta"); !ok || !strings.HasPrefix(got, "a@1.0.0-Beta_") || len(got) != len("a@1.0.0-Beta_")+32 {
+		t.Errorf("a capital letter: %q %v, want the name and a hash", got, ok)
+	}
+	for _, key := range []string{"..", ".hidden@1.0.0", "node_modules", "a@1.0.0 x", ""} {
+		if got, ok := pnpmStoreDir(key); ok {
+			t.Errorf("%q: %q accepted", key, got)
+		}
+	}
 }

@@ -1,6 +1,8 @@
 package deps
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 )
@@ -16,6 +18,71 @@ const pnpmHidden = "node_modules/" + pnpmHiddenRel
 // pnpmHiddenRel is pnpmHidden below node_modules.
 const pnpmHiddenRel = ".pnpm/node_modules/"
 
+// pnpmStoreRel is pnpm's virtual store below node_modules: each package's
+// real directory is .pnpm/<its snapshot key as a file name>/node_modules/<name>.
+const pnpmStoreRel = ".pnpm/"
+
+// maxStoreDir is pnpm's virtual-store-dir-max-length: a longer directory
+// name is cut and ends in a hash.
+const maxStoreDir = 120
+
+// pnpmStoreDir is the directory pnpm names a package's snapshot key by in
+// its virtual store (as pnpm 9 to 12 write it, checked against the
+// ground truth's checkout of zustand: 479 of its 481 directories, the
+// other two platform packages it skips): "/" becomes "+", the peers'
+// parentheses "_", and a name over maxStoreDir, or with a capital
+// letter, is cut and ends in "_" and the first 32 hex digits of its
+// SHA-256. ok is false for a name that is not a safe directory name.
+func pnpmStoreDir(key string) (string, bool) {
+	f := strings.TrimPrefix(key, "/")
+	f = strings.Map(func(r rune) rune {
+		if strings.ContainsRune(`\/:*?"<>|`, r) {
+			return '+'
+		}
+		return r
+	}, f)
+	if strings.Contains(f, "(") {
+		f = strings.NewReplacer(")(", "_", "(", "_", ")", "_").Replace(strings.TrimSuffix(f, ")"))
+	}
+	if len(f) > maxStoreDir || f != strings.ToLower(f) {
+		sum := sha256.Sum256([]byte(f))
+		f = f[:min(len(f), maxStoreDir-33)] + "_" + hex.EncodeToString(sum[:16])
+	}
+	return f, storeDirName(f)
+}
+
+// storeDirName: a directory name of pnpm's virtual store, as
+// pnpmStoreDir makes them — never "node_modules", a dot name or a path.
+func storeDirName(s string) bool {
+	if s == "" || len(s) > maxStoreDir || s == "node_modules" || s[0] == '.' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-._~!*'@+", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// pnpmLevel is the length of rel's pnpm prefix — the hidden level,
+// .pnpm/node_modules/, or a store directory's, .pnpm/<dir>/node_modules/
+// — neither of which is a package; 0 when rel has none.
+func pnpmLevel(rel string) int {
+	if strings.HasPrefix(rel, pnpmHiddenRel) {
+		return len(pnpmHiddenRel)
+	}
+	rest, ok := strings.CutPrefix(rel, pnpmStoreRel)
+	if !ok {
+		return 0
+	}
+	dir, _, ok := strings.Cut(rest, "/node_modules/")
+	if !ok || !storeDirName(dir) {
+		return 0
+	}
+	return len(pnpmStoreRel) + len(dir) + len("/node_modules/")
+}
+
 // hoistPNPM lays a pnpm graph out so that each package resolves what it
 // resolves in pnpm's own layout, without pnpm's store. Every package's
 // directory is below the hidden level: the root importer's direct
@@ -27,7 +94,9 @@ const pnpmHiddenRel = ".pnpm/node_modules/"
 // it is visible and where it hides no other version from a package
 // already resolved through that level, else nested below its dependent. A
 // dependency a visible place already holds in the same version is shared.
-// The top of node_modules holds the importers' direct dependencies only,
+// Then each package at the hidden level moves to its directory in pnpm's
+// virtual store (toVirtualStore), where its entry at the hidden level
+// links. The top of node_modules holds the importers' direct dependencies only,
 // each a relative symbolic link to its directory at the hidden level
 // (LinkTo), and their link: workspace packages: code of the repository
 // that imports what it does not declare resolves nothing, as on a
@@ -88,7 +157,59 @@ func hoistWithin(g *pnpmGraph, budget int) (map[string]lockPackage, []string) {
 			h.resolve(p, dn, d)
 		}
 	}
+	h.toVirtualStore()
 	return h.out, h.warn
+}
+
+// toVirtualStore moves each package the layout put at the hidden level,
+// with what is nested below it, to its real directory in pnpm's virtual
+// store, node_modules/.pnpm/<pnpmStoreDir>/node_modules/<name>, and makes
+// its hidden entry, and the top's link to it, links to that directory.
+// Module resolution from there walks the same levels as before (the
+// package's own node_modules, the store directory's, which holds it
+// alone, the hidden level, the top), and a server that prints a package
+// file's real path prints the one a pnpm checkout has: tsserver's hover
+// on zustand's tests named node_modules/.pnpm/node_modules/@testing-library/dom/…
+// where the checkout has node_modules/.pnpm/@testing-library+dom@10.4.0/node_modules/@testing-library/dom/….
+// An alias (installed under another name than its own) stays where it
+// is, as does a package whose store directory would not be a safe name.
+func (h *hoister) toVirtualStore() {
+	moved := map[string]string{} // hidden-level package path → store path
+	for k, p := range h.out {
+		name, ok := strings.CutPrefix(k, pnpmHidden)
+		if !ok || strings.Contains(name, "/node_modules/") || p.Link || p.LinkTo != "" {
+			continue
+		}
+		n := h.at[k]
+		if n == nil || n.name != name {
+			continue
+		}
+		if dir, ok := pnpmStoreDir(n.key); ok {
+			moved[k] = "node_modules/" + pnpmStoreRel + dir + "/node_modules/" + name
+		}
+	}
+	if len(moved) == 0 {
+		return
+	}
+	out := make(map[string]lockPackage, len(h.out)+len(moved))
+	for k, p := range h.out {
+		if to, ok := moved[p.LinkTo]; ok {
+			p.LinkTo = to
+		}
+		if rest, ok := strings.CutPrefix(k, pnpmHidden); ok {
+			name, _, _ := strings.Cut(rest, "/node_modules/")
+			if to, ok := moved[pnpmHidden+name]; ok {
+				k = to + rest[len(name):]
+			}
+		}
+		out[k] = p
+	}
+	for k, to := range moved {
+		link := h.out[k]
+		link.LinkTo = to
+		out[k] = link
+	}
+	h.out = out
 }
 
 type hoister struct {
@@ -131,7 +252,9 @@ func (h *hoister) place(k string, n *pnpmNode) {
 }
 
 // levels are the node_modules directories module resolution tries from
-// package path p, deepest first: p/node_modules/, …, node_modules/.
+// package path p, deepest first: p/node_modules/, …, node_modules/ —
+// from a store directory, .pnpm/<dir>/node_modules/ and then the hidden
+// level (its parent .pnpm's node_modules).
 func levels(p string) []string {
 	out := []string{p + "/node_modules/"}
 	for i := len(p); ; {
@@ -140,6 +263,9 @@ func levels(p string) []string {
 			break
 		}
 		out = append(out, p[:j]+"/node_modules/")
+		if l := "node_modules/" + pnpmStoreRel; strings.HasPrefix(p[:j], l) && !strings.Contains(p[len(l):j], "/") {
+			out = append(out, pnpmHidden)
+		}
 		i = j
 	}
 	return append(out, "node_modules/")
