@@ -119,8 +119,9 @@ type pnpmLinkDep struct{ importer, name, dir string }
 
 // ParsePNPMLock reads a pnpm-lock.yaml (lockfile version 6 to 9) and lays
 // its packages out as hoistPNPM does, in package-lock.json's shape:
-// node_modules/… keys (the top's LinkTo entries linking to
-// node_modules/.pnpm/node_modules/… ones) with registry tarball URLs (the resolution's
+// node_modules/… keys (packages in pnpm's virtual store,
+// node_modules/.pnpm/<dir>/node_modules/…, linked from the hidden level and
+// the top by LinkTo entries) with registry tarball URLs (the resolution's
 // tarball, or <registry>/<name>/-/<unscoped name>-<version>.tgz) and
 // sha512 integrities, and workspace packages depended on by link: as
 // link entries to their directory in the repository. Packages that do not

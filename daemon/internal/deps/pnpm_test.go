@@ -284,7 +284,7 @@ func TestParsePNPMV9(t *testing.T) {
 	if len(warn) != 5 {
 		t.Errorf("%d warnings: %q", len(warn), warn)
 	}
-	const store = "node_modules/" + pnpmStoreRel
+	const store = pnpmStore
 	want := map[string]string{
 		// The top: the importers' own dependencies, each a link to its
 		// directory in pnpm's store (an alias's at the hidden level).
@@ -406,7 +406,7 @@ packages:
 		pnpmHidden + "react":        "react@18.2.0/node_modules/react",
 		pnpmHidden + "loose-envify": "loose-envify@1.4.0/node_modules/loose-envify",
 	} {
-		if to := out[k].LinkTo; to != "node_modules/"+pnpmStoreRel+w || out[to].Name == "" {
+		if to := out[k].LinkTo; to != pnpmStore+w || out[to].Name == "" {
 			t.Errorf("%s links to %q, want its store directory %s", k, to, w)
 		}
 	}

@@ -18,8 +18,11 @@ const pnpmHidden = "node_modules/" + pnpmHiddenRel
 // pnpmHiddenRel is pnpmHidden below node_modules.
 const pnpmHiddenRel = ".pnpm/node_modules/"
 
-// pnpmStoreRel is pnpm's virtual store below node_modules: each package's
-// real directory is .pnpm/<its snapshot key as a file name>/node_modules/<name>.
+// pnpmStore is pnpm's virtual store: each package's real directory is
+// node_modules/.pnpm/<its snapshot key as a file name>/node_modules/<name>.
+const pnpmStore = "node_modules/" + pnpmStoreRel
+
+// pnpmStoreRel is pnpmStore below node_modules.
 const pnpmStoreRel = ".pnpm/"
 
 // maxStoreDir is pnpm's virtual-store-dir-max-length: a longer directory
@@ -84,8 +87,8 @@ func pnpmLevel(rel string) int {
 }
 
 // hoistPNPM lays a pnpm graph out so that each package resolves what it
-// resolves in pnpm's own layout, without pnpm's store. Every package's
-// directory is below the hidden level: the root importer's direct
+// resolves in pnpm's own layout. Every package is first placed below the
+// hidden level: the root importer's direct
 // dependencies (and the other importers', which their directories in the
 // immutable tree reach by walking up to the top, when no other version
 // holds the place, else a warning) at the hidden level itself, then,
@@ -96,9 +99,9 @@ func pnpmLevel(rel string) int {
 // dependency a visible place already holds in the same version is shared.
 // Then each package at the hidden level moves to its directory in pnpm's
 // virtual store (toVirtualStore), where its entry at the hidden level
-// links. The top of node_modules holds the importers' direct dependencies only,
-// each a relative symbolic link to its directory at the hidden level
-// (LinkTo), and their link: workspace packages: code of the repository
+// links. The top of node_modules holds the importers' direct dependencies
+// only, each a relative symbolic link to its real directory (LinkTo), and
+// their link: workspace packages: code of the repository
 // that imports what it does not declare resolves nothing, as on a
 // checkout (with npm's hoisting, zustand's examples/starter saw vitest's
 // vite and its vite/client types, and a diagnostic the checkout has was
@@ -185,7 +188,7 @@ func (h *hoister) toVirtualStore() {
 			continue
 		}
 		if dir, ok := pnpmStoreDir(n.key); ok {
-			moved[k] = "node_modules/" + pnpmStoreRel + dir + "/node_modules/" + name
+			moved[k] = pnpmStore + dir + "/node_modules/" + name
 		}
 	}
 	if len(moved) == 0 {
@@ -215,7 +218,8 @@ func (h *hoister) toVirtualStore() {
 type hoister struct {
 	g   *pnpmGraph
 	out map[string]lockPackage
-	// at is the node installed at each package path.
+	// at is the node installed at each package path (as placed, before
+	// toVirtualStore moves the hidden level's into the store).
 	at map[string]*pnpmNode
 	// users: dependency name → the package paths that resolved it.
 	users map[string][]string
@@ -263,7 +267,7 @@ func levels(p string) []string {
 			break
 		}
 		out = append(out, p[:j]+"/node_modules/")
-		if l := "node_modules/" + pnpmStoreRel; strings.HasPrefix(p[:j], l) && !strings.Contains(p[len(l):j], "/") {
+		if strings.HasPrefix(p[:j], pnpmStore) && !strings.Contains(p[len(pnpmStore):j], "/") {
 			out = append(out, pnpmHidden)
 		}
 		i = j

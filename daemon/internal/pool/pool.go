@@ -461,17 +461,15 @@ func (w *Workspace) Warm(ctx context.Context, files []*daemonv1.FileEntry, focus
 	return infos, warnings, deferred
 }
 
-// StartDeferred starts the servers a focused Warm deferred and reports
-// what they negotiated, failures as warnings.
-func (w *Workspace) StartDeferred(ctx context.Context, specs []*Spec) ([]LanguageInfo, []string) {
-	defer func() {
-		w.mu.Lock()
-		for _, s := range specs {
-			delete(w.deferred, s.ID)
-		}
-		w.mu.Unlock()
-	}()
-	return w.start(ctx, specs)
+// StartDeferred starts the servers a focused Warm deferred; a start that
+// fails is logged, and the next question for its language tries again.
+func (w *Workspace) StartDeferred(ctx context.Context, specs []*Spec) {
+	w.start(ctx, specs)
+	w.mu.Lock()
+	for _, s := range specs {
+		delete(w.deferred, s.ID)
+	}
+	w.mu.Unlock()
 }
 
 // start starts specs' servers at once: one slow to initialize does not
