@@ -148,6 +148,10 @@ type Workspace struct {
 	// deferred are the servers a focused Warm left for StartDeferred,
 	// until their start ends: listed by Languages meanwhile.
 	deferred map[string]bool
+	// answered is closed once a query on w has been answered
+	// (MarkAnswered): the deferred servers wait for it.
+	answered     chan struct{}
+	answeredOnce sync.Once
 
 	// present are the languageIds of the files the last prepare pushed
 	// (nil for a tree adopted from disk).
@@ -339,9 +343,15 @@ func (p *Pool) WaitInFlight(ctx context.Context, k workspace.Key) bool {
 func (p *Pool) newWorkspace(k workspace.Key, prepareID string, warnings []string) *Workspace {
 	return &Workspace{
 		Key: k, Dir: p.store.TreeDir(k), Home: p.store.HomeDir(k), PrepareID: prepareID, Warnings: warnings,
-		pool: p, servers: map[string]*slot{},
+		pool: p, servers: map[string]*slot{}, answered: make(chan struct{}),
 	}
 }
+
+// MarkAnswered records that a query on w has been answered.
+func (w *Workspace) MarkAnswered() { w.answeredOnce.Do(func() { close(w.answered) }) }
+
+// Answered is closed once a query on w has been answered.
+func (w *Workspace) Answered() <-chan struct{} { return w.answered }
 
 // Prepare receives a pushed tree. Only one push per key writes; a push that
 // arrives while another is in flight waits for it, and one that arrives
@@ -420,8 +430,9 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 // Failures become warnings: the tree is prepared either way. With a focus
 // (the file the caller asks about first) whose server is among them, only
 // that server starts now: the others are returned as deferred, for
-// StartDeferred once the focus's first load has been awaited. Until then
-// they are listed without tools (Languages). On two cores, every server
+// StartDeferred once the workspace has answered its first question
+// (rpc.Server.startDeferred). Until then they are listed without tools
+// (Languages). On two cores, every server
 // of a polyglot tree starting at once made the focus's start wait for
 // all of theirs (yaml, json and bash beside nearly every repository).
 func (w *Workspace) Warm(ctx context.Context, files []*daemonv1.FileEntry, focus string) (infos []LanguageInfo, warnings []string, deferred []*Spec) {

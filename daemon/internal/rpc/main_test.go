@@ -63,6 +63,7 @@ type fixture struct {
 	root   string
 	store  *workspace.Store
 	pool   *pool.Pool
+	runner *query.Runner
 	grpc   *grpc.Server
 	conn   *grpc.ClientConn
 	client daemonv1.DaemonClient
@@ -175,7 +176,10 @@ func startFixture(root string) (*fixture, error) {
 		return nil, err
 	}
 	f.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(4 << 20))
-	(&Server{Pool: f.pool, Runner: runner, Log: log}).Register(f.grpc)
+	f.runner = runner
+	// Long enough that a test sees the deferred servers wait for the
+	// first answer, not for the grace (TestPrepareFocus).
+	(&Server{Pool: f.pool, Runner: runner, Log: log, DeferGrace: time.Minute}).Register(f.grpc)
 	go func() { f.served <- f.grpc.Serve(ln) }()
 	f.conn, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanzoai/lsp/daemon/internal/pool"
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
 
@@ -629,10 +633,47 @@ func TestPrepareFocus(t *testing.T) {
 		}
 		return r.resp
 	}
+	// running says whether k's workspace runs the TypeScript server.
+	running := func(k *daemonv1.WorkspaceKey) bool {
+		t.Helper()
+		wk, err := workspace.ParseKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, release, ok := fx.pool.Acquire(wk)
+		if !ok {
+			t.Fatalf("workspace %s is not live", wk)
+		}
+		defer release()
+		return slices.ContainsFunc(w.Running(), func(r pool.Running) bool { return r.Spec.ID == "typescript-language-server" })
+	}
+	// awaitRunning waits for it to, for less than the fixture's grace: a
+	// start that waited out the grace instead fails.
+	awaitRunning := func(k *daemonv1.WorkspaceKey, why string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for !running(k) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the deferred server did not start %s", why)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 	k := keyFor(t, "focus-go")
 	focused := prepare(k, "main.go")
 	if !contains(focused.GetWarnings(), notAwaited) {
 		t.Fatalf("focused prepare's warnings %q lack %q", focused.GetWarnings(), notAwaited)
+	}
+	// The other server waits for the workspace's first answer (this
+	// fixture's grace is a minute): it does not share the cores with the
+	// question about the focus. Started at once, it runs within a second
+	// or two; the window only bounds how long this test looks.
+	for until := time.Now().Add(3 * time.Second); time.Now().Before(until); time.Sleep(50 * time.Millisecond) {
+		if running(k) {
+			t.Fatal("the deferred server started before the workspace's first answer")
+		}
 	}
 	q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "main.go",
 		Position: &daemonv1.Position{Line: 2, Character: 19}})
@@ -640,8 +681,8 @@ func TestPrepareFocus(t *testing.T) {
 		!strings.Contains(q.GetHover().GetMarkdown(), "func answer() int") {
 		t.Fatalf("hover on the focus: %v, %v", q, err)
 	}
-	// The other server started after the focus's load, not before the
-	// answer: the answer lists its language all the same, and it serves.
+	awaitRunning(k, "after the first answer")
+	// The answer lists the deferred language all the same, and it serves.
 	if !slices.ContainsFunc(focused.GetLanguages(), func(l *daemonv1.LanguageTools) bool { return l.GetLanguage() == "typescript" }) {
 		t.Fatalf("focused prepare's languages %v lack typescript", focused.GetLanguages())
 	}
@@ -649,6 +690,28 @@ func TestPrepareFocus(t *testing.T) {
 		Position: &daemonv1.Position{Line: 0, Character: 14}})
 	if err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK || !strings.Contains(q.GetHover().GetMarkdown(), "answer: number") {
 		t.Fatalf("hover on the deferred server's file: %v, %v", q, err)
+	}
+	// Without any question, the deferred servers start after the grace
+	// (a server of its own here, with a short one, over the same pool).
+	k = keyFor(t, "focus-unasked")
+	prepare(k, "main.go")
+	if running(k) {
+		t.Fatal("the deferred server started before the workspace's first answer")
+	}
+	wk, err := workspace.ParseKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, ok := fx.pool.SpecFor("web/index.ts")
+	if !ok {
+		t.Fatal("no server for web/index.ts")
+	}
+	(&Server{Pool: fx.pool, Runner: fx.runner, Log: slog.New(slog.DiscardHandler), DeferGrace: 50 * time.Millisecond}).startDeferred(wk, []*pool.Spec{ts})
+	awaitRunning(k, "after the grace")
+	// An answer ends the fixture's own wait (a minute) on this workspace.
+	if q, err := fx.client.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "main.go",
+		Position: &daemonv1.Position{Line: 2, Character: 19}}); err != nil || q.GetStatus() != daemonv1.Status_STATUS_OK {
+		t.Fatalf("hover on the focus: %v, %v", q, err)
 	}
 	for tag, focus := range map[string]string{"focus-none": "", "focus-unserved": "README.md"} {
 		for _, w := range prepare(keyFor(t, tag), focus).GetWarnings() {

@@ -39,7 +39,16 @@ type Server struct {
 	// Deps runs the dependency phase after a push prepared a tree and
 	// before its servers start; nil skips it.
 	Deps *deps.Fetcher
+	// DeferGrace bounds how long the servers a focused prepare deferred
+	// wait for the first answer from the workspace before they start
+	// anyway (0: defaultDeferGrace).
+	DeferGrace time.Duration
 }
+
+// defaultDeferGrace is DeferGrace's default: a caller that prepared with
+// a focus asks about it at once, and one that does not ask gets the
+// other servers started a moment later.
+const defaultDeferGrace = 2 * time.Second
 
 var prepareIDRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
@@ -77,6 +86,7 @@ func (s *Server) Query(ctx context.Context, req *daemonv1.QueryRequest) (*daemon
 	defer release()
 	var times jsonrpc.WireTimes
 	resp := s.Runner.Run(jsonrpc.WithWireTimer(ctx, &times), w, req)
+	w.MarkAnswered()
 	resp.Timing = &daemonv1.QueryTiming{HandlerNanos: uint64(time.Since(start)), ServerNanos: uint64(times.Wire.Load()), WakeupNanos: uint64(times.Wakeup.Load())}
 	return resp, nil
 }
@@ -180,7 +190,7 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 			resp.Warnings = append(resp.Warnings, warm...)
 			warmed = time.Now()
 			if len(deferred) > 0 {
-				// After the focus's first load (the answer's wait), not
+				// After the focus's first answer (startDeferred), not
 				// beside it: the caller's next question is about the focus.
 				defer s.startDeferred(k, deferred)
 			}
@@ -219,14 +229,30 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 
 // startDeferred starts, in the background, the servers a focused prepare
 // of k deferred, on k's workspace if it is still live: bounded like any
-// server start, detached from the push that ends now.
+// server start, detached from the push that ends now. They start once the
+// workspace has answered its first query (the caller's question about the
+// focus, which would otherwise share two cores with their start: a
+// focus's server with no load to await, basedpyright or bash, answered
+// its first hover twice as slowly beside three starting node servers), or
+// after DeferGrace without one. A question for one of their languages
+// meanwhile starts its server itself (pool.Workspace.Server).
 func (s *Server) startDeferred(k workspace.Key, specs []*pool.Spec) {
 	w, release, ok := s.Pool.Acquire(k)
 	if !ok {
 		return
 	}
+	grace := s.DeferGrace
+	if grace <= 0 {
+		grace = defaultDeferGrace
+	}
 	go func() {
 		defer release()
+		t := time.NewTimer(grace)
+		select {
+		case <-w.Answered():
+		case <-t.C:
+		}
+		t.Stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if s.Runner != nil {
