@@ -150,10 +150,12 @@ func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	begun := time.Now()
 	proc, err := s.sp.Spawn(ctx, s.spec, s.ws)
 	if err != nil {
 		return nil, err
 	}
+	spawned := time.Now()
 	// The reviewed entry's options, then what the language's dependency
 	// phase prepared, then what its load signs need the server to report.
 	signs := readiness.For(s.spec.Language)
@@ -189,7 +191,10 @@ func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 	}
 	inst := &instance{gen: gen, proc: proc, client: client, started: time.Now(), dead: make(chan struct{})}
 	info := client.Info()
-	s.log.Info("language server ready", "generation", gen, "pid", proc.Pid(), "name", info.Name, "version", info.Version, "tools", client.Tools())
+	// Where a start's time goes: the jail's setup and the exec
+	// (spawn), then the server's own start up to its initialize answer.
+	s.log.Info("language server ready", "generation", gen, "pid", proc.Pid(), "name", info.Name, "version", info.Version, "tools", client.Tools(),
+		"spawn_ms", spawned.Sub(begun).Milliseconds(), "initialize_ms", inst.started.Sub(spawned).Milliseconds())
 	s.wg.Add(1)
 	go s.monitor(inst)
 	return inst, nil
