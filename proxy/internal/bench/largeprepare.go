@@ -208,7 +208,12 @@ func runLargePrepare(ctx context.Context, o Options) (*largeFigures, error) {
 
 		// The baseline: a shallow clone and gopls's own cold start.
 		settle(ctx, "large prepare, direct")
-		d, parts, retries, err := directCold(ctx, filepath.Join(o.Dir, fmt.Sprintf("large-direct-%d", i)), cloneURL, token, o.Gopls, src.Mirror, o.DaemonEnv["LSP_JAIL_CC"], t, line, char)
+		// Removed when the figure ends, as our side's workspaces are:
+		// deleting a clone with its module and build caches (over a GiB)
+		// just before our next window put that cleanup in our side only.
+		directDir := filepath.Join(o.Dir, fmt.Sprintf("large-direct-%d", i))
+		defer removeTree(directDir)
+		d, parts, retries, err := directCold(ctx, directDir, cloneURL, token, o.Gopls, src.Mirror, o.DaemonEnv["LSP_JAIL_CC"], t, line, char)
 		if err != nil {
 			return nil, fmt.Errorf("large baseline: %w", err)
 		}
@@ -221,10 +226,10 @@ func runLargePrepare(ctx context.Context, o Options) (*largeFigures, error) {
 
 // directCold clones the repository at depth 1 into dir, starts gopls there
 // with empty caches, opens the file and hovers until the answer names the
-// symbol. It returns the whole time and where it went.
+// symbol. It returns the whole time and where it went; the caller removes
+// dir.
 func directCold(ctx context.Context, dir, cloneURL, token, gopls, mirror, jailCC string, t LargeTarget, line, char int) (time.Duration, string, int, error) {
 	root, home := filepath.Join(dir, "clone"), filepath.Join(dir, "home")
-	defer removeTree(dir)
 	if err := os.MkdirAll(filepath.Join(home, ".config", "go", "telemetry"), 0o755); err != nil {
 		return 0, "", 0, err
 	}
