@@ -432,9 +432,9 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 // that server starts now: the others are returned as deferred, for
 // StartDeferred once the workspace has answered its first question
 // (rpc.Server.startDeferred). Until then they are listed without tools
-// (Languages). On two cores, every server
-// of a polyglot tree starting at once made the focus's start wait for
-// all of theirs (yaml, json and bash beside nearly every repository).
+// (Languages). On two cores, every server of a polyglot tree starting at
+// once made the focus's start wait for all of theirs (yaml, json and bash
+// beside nearly every repository).
 func (w *Workspace) Warm(ctx context.Context, files []*daemonv1.FileEntry, focus string) (infos []LanguageInfo, warnings []string, deferred []*Spec) {
 	seen := map[string]bool{}
 	var specs []*Spec
