@@ -63,11 +63,16 @@ func runLedger(ctx context.Context, o Options, s *devstack.Stack, c *proxyClient
 	return f, nil
 }
 
+// ledgerTarget is BASELINES.md's target for the real ledger against a
+// no-op one (the ledger's own issue had asked 95 %; issue 19 and the
+// baselines say 90).
+const ledgerTarget = 0.90
+
 func printLedger(w io.Writer, f *ledgerFigures) {
 	verdict := "met"
-	if f.real < 0.95*f.none {
+	if f.real < ledgerTarget*f.none {
 		verdict = "MISSED"
 	}
-	fmt.Fprintf(w, "\nWarm queries/s with the real ledger vs. a no-op ledger, 4 clients, definition: %.0f/s (%.0f durable rows/s) vs %.0f/s, ratio %.0f %% (target ≥ 95 %%) %s\n",
-		f.real, f.real, f.none, 100*f.real/f.none, verdict)
+	fmt.Fprintf(w, "\nWarm queries/s with the real ledger vs. a no-op ledger, 4 clients, definition: %.0f/s (%.0f durable rows/s) vs %.0f/s, ratio %.0f %% (target ≥ %.0f %%) %s\n",
+		f.real, f.real, f.none, 100*f.real/f.none, 100*ledgerTarget, verdict)
 }
