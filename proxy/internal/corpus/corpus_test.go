@@ -119,6 +119,10 @@ func TestSlice(t *testing.T) {
 		if res.Positions != len(o.Fixed[res.Repo]) {
 			t.Errorf("%s: %d positions asked, want %d", res.Repo, res.Positions, len(o.Fixed[res.Repo]))
 		}
+		// The prepare's split: its POST /prepare is a part of it.
+		if res.PrepareCall <= 0 || res.PrepareCall > res.Prepare {
+			t.Errorf("%s: the prepare call took %.3fs of a prepare of %.3fs", res.Repo, res.PrepareCall, res.Prepare)
+		}
 		if extern && res.Externals.Total == 0 {
 			t.Errorf("%s: the ground truth's definition is not outside the repository: the fixed position no longer tests a dependency", res.Repo)
 		}

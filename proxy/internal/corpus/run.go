@@ -130,9 +130,12 @@ type Result struct {
 	// includes the install) and the direct server's own cold start
 	// (start → first useful answer) on the ground-truth checkout.
 	Prepare float64 `json:"prepare_seconds"`
-	Clone   float64 `json:"clone_seconds"`
-	Install float64 `json:"install_seconds"`
-	Cold    float64 `json:"cold_start_seconds"`
+	// PrepareCall is the POST /prepare alone, of Prepare: the rest is
+	// the wait for the first useful answer after it.
+	PrepareCall float64 `json:"prepare_call_seconds"`
+	Clone       float64 `json:"clone_seconds"`
+	Install     float64 `json:"install_seconds"`
+	Cold        float64 `json:"cold_start_seconds"`
 	// Next is the prepare of the next commit (Options.NextCommit), with
 	// the first revision's workspace dropped: what the daemon kept for
 	// the repository (its home, its dependency cache) is all it reuses.
@@ -352,8 +355,8 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 	res.Clone = time.Since(cloneStart).Seconds()
 
 	o.Log("%s: preparing through the service", r.Name)
-	took, warnings, err := prepareService(ctx, c, r.Name, t.cold, o.ColdWait)
-	res.Prepare, res.Warnings = took.Seconds(), warnings
+	took, call, warnings, err := prepareService(ctx, c, r.Name, t.cold, o.ColdWait)
+	res.Prepare, res.PrepareCall, res.Warnings = took.Seconds(), call.Seconds(), warnings
 	if err != nil && !errors.Is(err, errNoUsefulAnswer) {
 		return fail("prepare", err)
 	}
@@ -393,7 +396,7 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 			if err := removeGlobs(filepath.Join(stack.Daemon.Root, "homes", "*", r.Name), l.HomeIndexDirs); err != nil {
 				return nil, nil, err
 			}
-			if _, _, err := prepareService(ctx, c, r.Name, t.cold, o.ColdWait); err != nil {
+			if _, _, _, err := prepareService(ctx, c, r.Name, t.cold, o.ColdWait); err != nil {
 				return nil, nil, err
 			}
 			awaitIndexed(ctx, c, r.Name, t.cold, idleWait)
@@ -426,7 +429,7 @@ func prepareNext(ctx context.Context, c *client, src, forgeRoot, name string, co
 	}
 	next := c.at(strings.TrimSpace(string(out)))
 	defer dropWorkspace(context.WithoutCancel(ctx), next, name)
-	took, _, err := prepareService(ctx, next, name, cold, coldWait)
+	took, _, _, err := prepareService(ctx, next, name, cold, coldWait)
 	return took.Seconds(), err
 }
 
@@ -662,9 +665,12 @@ func PrintTable(w io.Writer, results []*Result) {
 			fmt.Fprintf(w, "%s: warning: %s\n", r.Repo, firstLine(x))
 		}
 	}
-	fmt.Fprintln(w, "\nper-repository durations, and each side's slowest answer (ground truth / service seconds on that question):")
+	fmt.Fprintln(w, "\nper-repository durations, the prepare's POST /prepare and first useful answer after it, and each side's slowest answer (ground truth / service seconds on that question):")
 	for _, r := range results {
 		fmt.Fprintf(w, "  %-27s %6.1fs", r.Repo, r.Seconds)
+		if r.Prepare > 0 {
+			fmt.Fprintf(w, "  prepare %.2f+%.2fs", r.PrepareCall, r.Prepare-r.PrepareCall)
+		}
 		for _, s := range r.Slowest {
 			fmt.Fprintf(w, "  %s %s %s:%d:%d %.1f/%.1fs", s.Side, s.Tool, s.Position.Path, s.Position.Line, s.Position.Character, s.Truth, s.Service)
 		}

@@ -223,11 +223,15 @@ var errNoUsefulAnswer = errors.New("no useful answer")
 // names the cold position's file as its focus, as a caller about to ask
 // about it does: in a polyglot tree it waits for that file's server, not
 // every server (the ground truth starts only that one).
-func prepareService(ctx context.Context, c *client, repo string, cold Position, coldWait time.Duration) (took time.Duration, warnings []string, err error) {
+//
+// call is the POST /prepare itself: the rest of took is the first useful
+// answer's wait (a server still analysing the file, or sharing the cores).
+func prepareService(ctx context.Context, c *client, repo string, cold Position, coldWait time.Duration) (took, call time.Duration, warnings []string, err error) {
 	start := time.Now()
 	a, _, err := c.do(ctx, http.MethodPost, "/prepare", map[string]any{"repo": repo, "path": cold.Path})
+	call = time.Since(start)
 	if err != nil {
-		return 0, nil, err
+		return 0, call, nil, err
 	}
 	warnings = append(warnings, a.Warnings...)
 	if cold.Ident == "" {
@@ -241,13 +245,13 @@ func prepareService(ctx context.Context, c *client, repo string, cold Position, 
 				}
 			}
 			if len(s.Lines) > 0 {
-				return time.Since(start), warnings, nil
+				return time.Since(start), call, warnings, nil
 			}
 			if ctx.Err() != nil {
-				return time.Since(start), warnings, ctx.Err()
+				return time.Since(start), call, warnings, ctx.Err()
 			}
 			if time.Since(start) > coldWait {
-				return time.Since(start), append(warnings, fmt.Sprintf("corpus: no document symbols of %s within %s; last error %q", cold.Path, coldWait, s.Err)), errNoUsefulAnswer
+				return time.Since(start), call, append(warnings, fmt.Sprintf("corpus: no document symbols of %s within %s; last error %q", cold.Path, coldWait, s.Err)), errNoUsefulAnswer
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -263,17 +267,17 @@ func prepareService(ctx context.Context, c *client, repo string, cold Position, 
 				}
 			}
 			if a.Hover != nil && strings.TrimSpace(a.Hover.Markdown) != "" {
-				return time.Since(start), warnings, nil
+				return time.Since(start), call, warnings, nil
 			}
 		}
 		if ctx.Err() != nil {
-			return time.Since(start), warnings, ctx.Err()
+			return time.Since(start), call, warnings, ctx.Err()
 		}
 		if time.Since(start) > coldWait {
 			if err != nil {
 				last = []byte(err.Error())
 			}
-			return time.Since(start), append(warnings, fmt.Sprintf("corpus: no useful hover at %s:%d:%d within %s; last answer %s",
+			return time.Since(start), call, append(warnings, fmt.Sprintf("corpus: no useful hover at %s:%d:%d within %s; last answer %s",
 				cold.Path, cold.Line, cold.Character, coldWait, bytes.TrimSpace(last))), errNoUsefulAnswer
 		}
 		time.Sleep(100 * time.Millisecond)
