@@ -235,24 +235,32 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 // focus's server with no load to await, basedpyright or bash, answered
 // its first hover twice as slowly beside three starting node servers), or
 // after DeferGrace without one. A question for one of their languages
-// meanwhile starts its server itself (pool.Workspace.Server).
+// meanwhile starts its server itself (pool.Workspace.Server). The wait
+// holds nothing: a Delete or an eviction meanwhile is not held up, and
+// the starts then find no live workspace.
 func (s *Server) startDeferred(k workspace.Key, specs []*pool.Spec) {
 	w, release, ok := s.Pool.Acquire(k)
 	if !ok {
 		return
 	}
+	answered := w.Answered()
+	release()
 	grace := s.DeferGrace
 	if grace <= 0 {
 		grace = defaultDeferGrace
 	}
 	go func() {
-		defer release()
 		t := time.NewTimer(grace)
 		select {
-		case <-w.Answered():
+		case <-answered:
 		case <-t.C:
 		}
 		t.Stop()
+		w, release, ok := s.Pool.Acquire(k)
+		if !ok {
+			return
+		}
+		defer release()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if s.Runner != nil {
