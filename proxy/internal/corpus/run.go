@@ -331,7 +331,7 @@ func runRepo(ctx context.Context, o Options, sv servers, stack *devstack.Stack, 
 	}
 	o.Log("%s: installing dependencies (%s)", r.Name, r.Install)
 	installStart := time.Now()
-	err := install(ctx, r, o.CacheDir, checkout)
+	err := install(ctx, r, o.CacheDir, filepath.Join(dir, "package-cache"), checkout)
 	res.Install = time.Since(installStart).Seconds()
 	if err != nil {
 		res.InstallError = err.Error()
