@@ -188,6 +188,12 @@ type LoadSigns struct {
 	// no work in flight for anything (the first-load wait, the
 	// diagnostics window, Busy), and its end restarts no quiet.
 	Background func(title string) bool
+	// BackgroundAfterLoad says the server begins its Background work only
+	// once its load is done (rust-analyzer primes its caches when it
+	// becomes quiescent: no fetch, no crate graph, no file scan in
+	// flight): such a begin, with no other work begun or ended since,
+	// ends the first-load wait at once instead of after a quiet window.
+	BackgroundAfterLoad bool
 	// AnchorPublishes says the server publishes an open document's
 	// diagnostics once it has parsed it, whatever it found (clangd: an
 	// empty list for a clean file, once per open), and that what its load
@@ -350,6 +356,9 @@ type Client struct {
 	indexing      map[string]string   // tokens in flight whose title LoadSigns.Indexing accepts → title
 	progressEnd   time.Time           // when the last work-done progress ended
 	background    map[string]struct{} // tokens in flight whose title LoadSigns.Background accepts
+	// quiescent: Background work began (LoadSigns.BackgroundAfterLoad)
+	// and no other work has begun or ended since.
+	quiescent bool
 	anchor        DocumentURI         // the document the first-load wait watches (MarkAnchor)
 	anchorWant    int                 // the anchor's diagnostics the server counted (CountAnchor); -1 unknown
 	// LoadSigns.Diagnosis reports: in flight (token → title; one over
@@ -1137,7 +1146,7 @@ func (c *Client) waitQuiet(ctx context.Context, quiet time.Duration, loadOnly bo
 		}
 		rest := quiet - time.Since(since)
 		busy := c.foregroundLocked() > 0
-		loaded := loadOnly && !c.progressEnd.IsZero()
+		loaded := (loadOnly && !c.progressEnd.IsZero()) || c.quiescent
 		ch := c.changed
 		c.mu.Unlock()
 		if (rest <= 0 || loaded) && !busy {
@@ -1305,13 +1314,15 @@ func (c *Client) onProgress(params json.RawMessage) {
 			}
 		}
 		if bg := c.opts.LoadSigns.Background; bg != nil && bg(title) {
+			c.quiescent = c.opts.LoadSigns.BackgroundAfterLoad
 			// One over the bound is not tracked: its end then counts as
 			// the end of other work (a quiet restarted, nothing more).
 			if len(c.background) < c.lim.MaxProgressTokens {
 				c.background[key] = struct{}{}
 			}
-			return
+			break // a waiter may now be done (quiescent)
 		}
+		c.quiescent = false
 		if len(c.progress) >= c.lim.MaxProgressTokens {
 			return
 		}
@@ -1344,6 +1355,7 @@ func (c *Client) onProgress(params json.RawMessage) {
 // endProgressLocked ends the work-done progress of key; c.mu must be held.
 func (c *Client) endProgressLocked(key string) {
 	_, indexing := c.indexing[key]
+	c.quiescent = false
 	delete(c.progress, key)
 	delete(c.indexing, key)
 	if !indexing || !c.opts.LoadSigns.IndexInBackground {

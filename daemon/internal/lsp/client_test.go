@@ -621,6 +621,60 @@ func TestBackgroundWorkIsNoWork(t *testing.T) {
 	}
 }
 
+// TestBackgroundBeginEndsTheLoad: with BackgroundAfterLoad
+// (rust-analyzer, which primes its caches once its load is done), the
+// Background work's begin ends the first-load wait however long its
+// quiet, but only with no other work begun or ended since: a fetch that
+// begins after it holds the wait until the next begin, even with the
+// first priming still in flight. Without the sign only the quiet ends it.
+func TestBackgroundBeginEndsTheLoad(t *testing.T) {
+	ctx := context.Background()
+	for _, afterLoad := range []bool{true, false} {
+		signs := LoadSigns{Background: func(title string) bool { return title == "Indexing" }, BackgroundAfterLoad: afterLoad}
+		c, p, err := connectPeer(t, basicInit, Options{LoadSigns: signs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		progress := func(token, kind, title string) {
+			t.Helper()
+			if err := p.conn.Notify(ctx, "$/progress", json.RawMessage(fmt.Sprintf(`{"token":%q,"value":{"kind":%q,"title":%q}}`, token, kind, title))); err != nil {
+				t.Fatal(err)
+			}
+			p.sync(t)
+		}
+		held := func() bool {
+			t.Helper()
+			wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			return c.WaitLoaded(wctx, time.Hour) != nil && c.WaitQuiet(wctx, time.Hour) != nil
+		}
+		progress("fetch", "begin", "Fetching")
+		progress("fetch", "end", "")
+		if !held() {
+			t.Fatalf("afterLoad %v: the wait ended before the quiet or the priming", afterLoad)
+		}
+		progress("priming", "begin", "Indexing")
+		if held() == afterLoad {
+			t.Fatalf("afterLoad %v: the priming's begin: wait held %v", afterLoad, afterLoad)
+		}
+		if !afterLoad {
+			continue
+		}
+		progress("refetch", "begin", "Fetching")
+		if !held() {
+			t.Fatal("a fetch after the priming began did not hold the wait")
+		}
+		progress("refetch", "end", "")
+		if !held() {
+			t.Fatal("the end of a fetch after the priming began ended the wait")
+		}
+		progress("priming2", "begin", "Indexing")
+		if held() {
+			t.Fatal("the next priming's begin did not end the wait")
+		}
+	}
+}
+
 // TestAnchorPublicationEndsTheLoad: with AnchorPublishes (clangd), the
 // first-load wait ends once the anchor has been published for as open,
 // however long its quiet; a publication of another document, or one of

@@ -95,10 +95,14 @@ func rustIndexing(title string) bool {
 
 // rustPriming: on anyhow (2026-12-04) the project was loaded 1.1 s after
 // the start and cache priming ran 5 s more, all of which the first load
-// used to wait for.
+// used to wait for. rust-analyzer primes only once it is quiescent (no
+// fetch, crate graph or file scan in flight), so the priming's begin is
+// the load's end (BackgroundAfterLoad): the first load no longer waits a
+// quiet second after it (anyhow, 2026-12-06: the crate graph 1.3 s after
+// the start, the wait's end 1.0 s later, at the quiet).
 func rustPriming(title string) bool { return strings.HasPrefix(title, "Indexing") }
 
 func init() {
 	register(lsp.LoadSigns{Diagnostic: clangDiagnostic, Indexing: clangIndexing, IndexInBackground: true, AnchorPublishes: true}, "c", "cpp", "objective-c", "objective-cpp")
-	register(lsp.LoadSigns{Log: rustLog, Indexing: rustIndexing, Background: rustPriming}, "rust")
+	register(lsp.LoadSigns{Log: rustLog, Indexing: rustIndexing, Background: rustPriming, BackgroundAfterLoad: true}, "rust")
 }
