@@ -312,11 +312,12 @@ type serverConfig struct {
 			Dir    string `json:"dir"`
 			Module string `json:"module"`
 		} `json:"external_roots"`
-		RSSEstimateMB    int    `json:"rss_estimate_mb"`
-		LoadQuietMS      *int   `json:"load_quiet_ms"`
-		RequestTimeoutMS int    `json:"request_timeout_ms"`
-		ReviewedBy       string `json:"reviewed_by"`
-		ReviewedAt       string `json:"reviewed_at"`
+		RSSEstimateMB     int    `json:"rss_estimate_mb"`
+		LoadQuietMS       *int   `json:"load_quiet_ms"`
+		ReadsDependencies *bool  `json:"reads_dependencies"`
+		RequestTimeoutMS  int    `json:"request_timeout_ms"`
+		ReviewedBy        string `json:"reviewed_by"`
+		ReviewedAt        string `json:"reviewed_at"`
 	} `json:"servers"`
 }
 

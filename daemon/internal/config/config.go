@@ -166,10 +166,17 @@ type Server struct {
 	// absent: the pool's default (gopls's: its workspace diagnostics come
 	// ~2 s after its load ends). 0 for a server with no load to report
 	// after it starts, or whose load problems come later anyway.
-	LoadQuietMS      *int      `json:"load_quiet_ms,omitempty"`
-	RequestTimeoutMS int       `json:"request_timeout_ms"`
-	ReviewedBy       string    `json:"reviewed_by"`
-	ReviewedAt       time.Time `json:"reviewed_at"`
+	LoadQuietMS *int `json:"load_quiet_ms,omitempty"`
+	// ReadsDependencies false says the server reads nothing the
+	// dependency phase writes (npm packages, Go modules, a compile
+	// database): it finds everything it answers with in the tree itself
+	// (the JSON, YAML and shell servers). A prepare focused on one of its
+	// files publishes the tree before that phase and runs the phase behind
+	// it (pool.Prepare's late). Absent: true.
+	ReadsDependencies *bool     `json:"reads_dependencies,omitempty"`
+	RequestTimeoutMS  int       `json:"request_timeout_ms"`
+	ReviewedBy        string    `json:"reviewed_by"`
+	ReviewedAt        time.Time `json:"reviewed_at"`
 }
 
 var (

@@ -358,9 +358,9 @@ type Client struct {
 	background    map[string]struct{} // tokens in flight whose title LoadSigns.Background accepts
 	// quiescent: Background work began (LoadSigns.BackgroundAfterLoad)
 	// and no other work has begun or ended since.
-	quiescent bool
-	anchor        DocumentURI         // the document the first-load wait watches (MarkAnchor)
-	anchorWant    int                 // the anchor's diagnostics the server counted (CountAnchor); -1 unknown
+	quiescent  bool
+	anchor     DocumentURI // the document the first-load wait watches (MarkAnchor)
+	anchorWant int         // the anchor's diagnostics the server counted (CountAnchor); -1 unknown
 	// LoadSigns.Diagnosis reports: in flight (token → title; one over
 	// MaxProgressTokens is not tracked, so its end ends nothing), when the
 	// last ended, and whether one of the whole workspace has run to its

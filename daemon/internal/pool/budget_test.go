@@ -30,8 +30,8 @@ var goplsPath = func() string {
 
 // testPool is a pool over a fresh store, running the real gopls unjailed
 // (the budget logic is the same over the jail's Spawner; TreeRSS covers
-// both process shapes).
-func testPool(t *testing.T, b Budget) (*Pool, *Spec) {
+// both process shapes), with extra specs after it.
+func testPool(t *testing.T, b Budget, extra ...Spec) (*Pool, *Spec) {
 	t.Helper()
 	if _, err := os.Stat(goplsPath); err != nil {
 		t.Skipf("gopls is not installed at %s: the pool tests run it", goplsPath)
@@ -45,7 +45,7 @@ func testPool(t *testing.T, b Budget) (*Pool, *Spec) {
 		ID: "gopls", Language: "go", Executable: goplsPath, Args: []string{"serve"},
 		RequestTimeout: 2 * time.Minute,
 	}, Extensions: []string{".go"}}}
-	p := New(store, specs, runtime.Unjailed(log), log)
+	p := New(store, append(specs, extra...), runtime.Unjailed(log), log)
 	p.SetBudget(b)
 	t.Cleanup(func() { p.Close(context.Background()) })
 	return p, &p.Specs()[0]
@@ -90,7 +90,7 @@ func prepare(t *testing.T, p *Pool, k workspace.Key, pad int) {
 		body.WriteString(s)
 	}
 	id := "00000000-0000-4000-8000-" + k.Commit[:12]
-	if _, _, err := p.Prepare(context.Background(), k, id, entries, &body, nil); err != nil {
+	if _, _, err := p.Prepare(context.Background(), k, id, entries, &body, nil, false); err != nil {
 		t.Fatalf("prepare %s: %v", k, err)
 	}
 }
@@ -319,7 +319,7 @@ func TestTreeOverDiskBudget(t *testing.T) {
 	prepare(t, p, k0, 0)
 	p.SetBudget(Budget{MaxDisk: 1 << 20})
 	files := []*daemonv1.FileEntry{{Path: "big.bin", Size: 2 << 20, Sha256: strings.Repeat("0", 64)}}
-	_, _, err := p.Prepare(context.Background(), k1, "00000000-0000-4000-8000-000000000001", files, strings.NewReader(""), nil)
+	_, _, err := p.Prepare(context.Background(), k1, "00000000-0000-4000-8000-000000000001", files, strings.NewReader(""), nil, false)
 	if !errors.Is(err, ErrTreeOverBudget) {
 		t.Fatalf("prepare of a tree over the budget: %v", err)
 	}

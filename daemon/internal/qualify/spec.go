@@ -59,10 +59,11 @@ func Spec(s config.Server, exe string) pool.Spec {
 			InitializationOptions: s.InitializationOptions, Settings: s.Settings,
 			RequestTimeout: time.Duration(s.RequestTimeoutMS) * time.Millisecond,
 		},
-		Extensions:  exts,
-		LanguageIDs: ids,
-		RSSEstimate: int64(s.RSSEstimateMB) << 20,
-		LoadQuiet:   quiet,
+		Extensions:     exts,
+		LanguageIDs:    ids,
+		RSSEstimate:    int64(s.RSSEstimateMB) << 20,
+		LoadQuiet:      quiet,
+		NoDependencies: s.ReadsDependencies != nil && !*s.ReadsDependencies,
 	}
 }
 

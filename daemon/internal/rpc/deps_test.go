@@ -4,9 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +28,8 @@ import (
 
 // depsDaemon is a second daemon like the fixture's, with a dependency
 // phase over a hermetic file:// GOPROXY; it stops with the test.
-func depsDaemon(t *testing.T, mirror string) daemonv1.DaemonClient {
+// extra specs join gopls.
+func depsDaemon(t *testing.T, mirror string, extra ...pool.Spec) daemonv1.DaemonClient {
 	t.Helper()
 	root, err := os.MkdirTemp("", "rpc-deps-")
 	if err != nil {
@@ -37,19 +41,22 @@ func depsDaemon(t *testing.T, mirror string) daemonv1.DaemonClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := pool.New(store, []pool.Spec{{
+	p := pool.New(store, append([]pool.Spec{{
 		Spec: runtime.Spec{
 			ID: "gopls", Language: "go", Extensions: []string{".go"},
 			Executable: fx.gopls, Args: []string{"serve"}, RequestTimeout: 60 * time.Second,
 			Folders: deps.Folders("go"), // as the daemon wires it
 		},
 		Extensions: []string{".go"},
-	}}, runtime.Unjailed(log), log)
+	}}, extra...), runtime.Unjailed(log), log)
 	runner := &query.Runner{Pool: p, MaxDocument: 8 << 20, Externals: func(w *pool.Workspace) []uri.External {
 		return []uri.External{{Dir: runtime.ModCache(runtime.Workspace{Root: w.Dir, Home: w.Home})}}
 	}}
 	cfg, err := deps.FromEnv(func(k string) string {
 		if k == "LSP_DEPS_GO_PROXY" {
+			if strings.HasPrefix(mirror, "http://") {
+				return mirror
+			}
 			return (&url.URL{Scheme: "file", Path: mirror}).String()
 		}
 		return ""
@@ -81,6 +88,20 @@ func depsDaemon(t *testing.T, mirror string) daemonv1.DaemonClient {
 	return daemonv1.NewDaemonClient(conn)
 }
 
+// writeDep writes example.com/dep v1.0.0 (func Hello) into a GOPROXY
+// directory and returns the go.sum lines for it.
+func writeDep(t *testing.T, dir string) string {
+	t.Helper()
+	sum, err := depstest.Write(dir, depstest.Module{Path: "example.com/dep", Version: "v1.0.0", Files: map[string]string{
+		"go.mod": "module example.com/dep\n\ngo 1.22\n",
+		"dep.go": "// Package dep is a dependency.\npackage dep\n\n// Hello greets.\nfunc Hello() string { return \"hello\" }\n",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
 func pushTo(t *testing.T, c daemonv1.DaemonClient, k *daemonv1.WorkspaceKey, files ...file) *daemonv1.PrepareResponse {
 	t.Helper()
 	entries, data := treeOf(files...)
@@ -109,13 +130,7 @@ func TestDependencyDefinition(t *testing.T) {
 		t.Skip("no gopls: set LSP_TEST_GOPLS or install it at /root/go/bin/gopls")
 	}
 	mirror := t.TempDir()
-	sum, err := depstest.Write(mirror, depstest.Module{Path: "example.com/dep", Version: "v1.0.0", Files: map[string]string{
-		"go.mod": "module example.com/dep\n\ngo 1.22\n",
-		"dep.go": "// Package dep is a dependency.\npackage dep\n\n// Hello greets.\nfunc Hello() string { return \"hello\" }\n",
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sum := writeDep(t, mirror)
 	c := depsDaemon(t, mirror)
 	gomod := []byte("module example.com/app\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n")
 	mainGo := []byte("package main\n\nimport \"example.com/dep\"\n\nfunc main() { println(dep.Hello()) }\n")
@@ -158,5 +173,89 @@ func TestDependencyDefinition(t *testing.T) {
 	w := pushTo(t, c, keyFor(t, "mismatch"), file{"go.mod", gomod}, file{"go.sum", []byte(bad)}, file{"main.go", mainGo}).GetWarnings()
 	if len(w) == 0 || !strings.Contains(w[0], "example.com/dep@v1.0.0: does not match its go.sum hash") {
 		t.Fatalf("prepare warnings %q, want the go.sum mismatch", w)
+	}
+}
+
+// TestLateDependencyPhaseFocus: a prepare focused on a file whose server
+// reads no dependencies answers while the dependency phase still runs
+// behind it (the mirror holds every request), and says so; a question
+// for the Go server meanwhile waits for the phase: once the mirror
+// answers, gopls starts with the module in place and its definition
+// lands in the dependency, as after a phase that ran before publishing.
+func TestLateDependencyPhaseFocus(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS or install it at /root/go/bin/gopls")
+	}
+	dir := t.TempDir()
+	sum := writeDep(t, dir)
+	hold := make(chan struct{})
+	files := http.FileServer(http.Dir(dir))
+	mirror := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(mirror.Close)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(hold)
+		}
+	}
+	t.Cleanup(release)
+	// A second gopls stands for a server that reads no dependencies (the
+	// JSON, YAML and shell servers of the image): only its start matters.
+	notes := pool.Spec{Spec: runtime.Spec{ID: "notes", Language: "plaintext", Extensions: []string{".txt"},
+		Executable: fx.gopls, Args: []string{"serve"}, RequestTimeout: 60 * time.Second}, Extensions: []string{".txt"}, NoDependencies: true}
+	c := depsDaemon(t, mirror.URL, notes)
+
+	mainGo := []byte("package main\n\nimport \"example.com/dep\"\n\nfunc main() { println(dep.Hello()) }\n")
+	k := keyFor(t, "late")
+	entries, data := treeOf(file{"go.mod", []byte("module example.com/app\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n")},
+		file{"go.sum", []byte(sum)}, file{"main.go", mainGo}, file{"notes.txt", []byte("read me\n")})
+	stream, err := c.Prepare(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := headerMsg(k, newID(), entries)
+	hdr.GetHeader().FocusPath = "notes.txt"
+	for _, m := range append([]*daemonv1.PrepareRequest{hdr}, dataMsgs(data, 1<<16)...) {
+		if err := stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil || !resp.GetPrepared() {
+		t.Fatalf("prepare: %v %v", resp, err)
+	}
+	if !slices.ContainsFunc(resp.GetWarnings(), func(w string) bool { return strings.Contains(w, "the dependency phase was still running") }) {
+		t.Fatalf("prepare warnings %q: the answer does not say the phase still runs", resp.GetWarnings())
+	}
+
+	type answer struct {
+		resp *daemonv1.QueryResponse
+		err  error
+	}
+	asked := make(chan answer, 1)
+	go func() {
+		r, err := c.Query(ctxT(t), &daemonv1.QueryRequest{Workspace: k, Op: daemonv1.Op_OP_DEFINITION, Path: "main.go",
+			Position: &daemonv1.Position{Line: 4, Character: uint32(strings.Index("func main() { println(dep.Hello()) }", "Hello") + 1)}, Limit: 10})
+		asked <- answer{r, err}
+	}()
+	// Long enough for a gopls that did not wait to have loaded the module
+	// without its dependency.
+	time.Sleep(time.Second)
+	release()
+	a := <-asked
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	locs := a.resp.GetLocations().GetItems()
+	if a.resp.GetStatus() != daemonv1.Status_STATUS_OK || len(locs) != 1 || locs[0].GetModule() != "example.com/dep@v1.0.0" {
+		t.Fatalf("definition of dep.Hello after a late phase: %v", a.resp)
 	}
 }

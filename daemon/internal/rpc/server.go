@@ -153,11 +153,16 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		}
 	}
 	// Servers start offline, so what they may resolve must be beside the
-	// tree before it is published: no query, on this proxy or another,
-	// can reach the workspace before its dependencies are in place.
+	// tree before they start: no server that reads dependencies, on a
+	// query from this proxy or another, starts before they are in place.
 	// The phase runs to its own deadline (LSP_DEPS_TIMEOUT) even when the
 	// push's stream ends under it, as the prepare itself does: a tree is
 	// published only with a phase that ran, never one a caller cut short.
+	// It runs before the tree is published, unless the focus's server
+	// reads no dependencies: then behind it (late), and the prepare
+	// answers without waiting for it.
+	focusSpec, _ := s.Pool.SpecFor(hdr.GetFocusPath())
+	late := focusSpec != nil && focusSpec.NoDependencies && slices.ContainsFunc(hdr.GetFiles(), func(f *daemonv1.FileEntry) bool { return f.GetPath() == hdr.GetFocusPath() })
 	var warnings []string
 	// Where a cold prepare's time goes, logged with it: receiving and
 	// writing the verified tree, the dependency phase, starting the
@@ -166,13 +171,24 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	var received, depsDone, warmed time.Time
 	// What the tree's normalisation and the dependency phase found is
 	// kept with the tree, for every later prepare answer about it.
-	fetchDeps := func(ws runtime.Workspace) []string {
+	fetchDeps := func(ctx context.Context, ws runtime.Workspace) []string {
+		if late {
+			// Behind the answer: nothing here is this call's.
+			t := time.Now()
+			w := s.Deps.Fetch(ctx, ws)
+			s.Log.Info("dependency phase after publication", "workspace", k.String(), "deps_nanos", time.Since(t).Nanoseconds(), "warnings", len(w))
+			return append(slices.Clip(hdr.GetTreeWarnings()), w...)
+		}
 		received = time.Now()
-		warnings = s.Deps.Fetch(context.WithoutCancel(ctx), ws)
+		warnings = s.Deps.Fetch(ctx, ws)
 		depsDone = time.Now()
 		return append(slices.Clip(hdr.GetTreeWarnings()), warnings...)
 	}
-	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body, fetchDeps)
+	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body, fetchDeps, late)
+	if late && prepared {
+		received = time.Now()
+		depsDone = received
+	}
 	if err != nil {
 		if !errors.Is(err, workspace.ErrInvalid) && !errors.Is(err, pool.ErrTreeOverBudget) {
 			s.Log.Error("prepare", "workspace", k.String(), "err", err)
@@ -215,10 +231,13 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 				}
 			}
 		}
+		if late && prepared && !w.DepsDone() {
+			resp.Warnings = append(resp.Warnings, fmt.Sprintf("the dependency phase was still running when this prepare answered (the server of %s reads no dependencies, and the others start once it has ended): what it finds comes with later answers about this revision", hdr.GetFocusPath()))
+		}
 		infos = w.Languages()
 		resp.Languages = languages(infos)
 	}
-	attrs := []any{"workspace", k.String(), "prepared", prepared, "files", len(hdr.GetFiles())}
+	attrs := []any{"workspace", k.String(), "prepared", prepared, "files", len(hdr.GetFiles()), "late_deps", late}
 	if prepared && !received.IsZero() && !warmed.IsZero() {
 		attrs = append(attrs, "receive_nanos", received.Sub(start).Nanoseconds(), "deps_nanos", depsDone.Sub(received).Nanoseconds(),
 			"publish_start_nanos", warmed.Sub(depsDone).Nanoseconds(), "load_nanos", time.Since(warmed).Nanoseconds())
@@ -237,13 +256,14 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 // after DeferGrace without one. A question for one of their languages
 // meanwhile starts its server itself (pool.Workspace.Server). The wait
 // holds nothing: a Delete or an eviction meanwhile is not held up, and
-// the starts then find no live workspace.
+// the starts then find no live workspace. After a late dependency phase
+// they also wait for its end, which every server but the focus's needs.
 func (s *Server) startDeferred(k workspace.Key, specs []*pool.Spec) {
 	w, release, ok := s.Pool.Acquire(k)
 	if !ok {
 		return
 	}
-	answered := w.Answered()
+	answered, deps := w.Answered(), w.DepsEnded()
 	release()
 	grace := s.DeferGrace
 	if grace <= 0 {
@@ -256,6 +276,9 @@ func (s *Server) startDeferred(k workspace.Key, specs []*pool.Spec) {
 		case <-t.C:
 		}
 		t.Stop()
+		// A late dependency phase (up to LSP_DEPS_TIMEOUT) is not part of
+		// the starts' own bound below.
+		<-deps
 		w, release, ok := s.Pool.Acquire(k)
 		if !ok {
 			return
@@ -296,7 +319,7 @@ func (s *Server) Capabilities(_ context.Context, req *daemonv1.CapabilitiesReque
 		infos = w.KnownLoadWarnings(s.Pool.Configured())
 	}
 	return &daemonv1.CapabilitiesResponse{Warm: true, PrepareId: w.PrepareID, InFlight: inflight, Languages: languages(infos),
-		Warnings: append(slices.Clip(w.Warnings), w.CgoWarnings()...)}, nil
+		Warnings: append(w.PrepareWarnings(), w.CgoWarnings()...)}, nil
 }
 
 // DeleteWorkspace removes a workspace now.

@@ -26,6 +26,8 @@ import (
 //	    prepare-id                          the push that wrote it
 //	    warnings                            what that push found while
 //	                                        preparing (JSON strings)
+//	    deps-pending                        while its dependency phase runs
+//	                                        after publication (WriteBeforeDeps)
 //	    node_modules/                       npm packages the dependency phase
 //	                                        installed (runtime.NodeModules),
 //	                                        read-only; counted and deleted
@@ -59,7 +61,21 @@ func NewStore(root string, lim Limits) (*Store, error) {
 	for _, e := range entries {
 		_ = RemoveAll(filepath.Join(root, "staging", e.Name()))
 	}
-	return &Store{root: root, limits: lim}, nil
+	s := &Store{root: root, limits: lim}
+	// Nor is a tree whose dependency phase a stop cut short: it would
+	// be served without what was prepared for it.
+	keys, err := s.List()
+	if err != nil {
+		return nil, fmt.Errorf("workspace store: %w", err)
+	}
+	for _, k := range keys {
+		if _, err := os.Lstat(filepath.Join(s.workspaceDir(k), pendingName)); err == nil {
+			if err := s.Delete(k); err != nil {
+				return nil, fmt.Errorf("workspace store: an incomplete tree: %w", err)
+			}
+		}
+	}
+	return s, nil
 }
 
 // Root is the directory the store lives in (LSP_DAEMON_ROOT).
@@ -87,6 +103,10 @@ const (
 	warningsName    = "warnings"
 	maxWarningsFile = 4 << 20
 )
+
+// pendingName marks a workspace published before its dependency phase
+// ended (WriteBeforeDeps), until FinishDeps.
+const pendingName = "deps-pending"
 
 // HomeDir is the private writable directory of k's servers.
 func (s *Store) HomeDir(k Key) string {
@@ -160,6 +180,31 @@ func (s *Store) Warnings(k Key) ([]string, error) {
 // what was prepared for it. The warnings it returns are published with
 // the tree too (Warnings).
 func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io.Reader, beforePublish func(tree, home string) (warnings []string)) (published bool, err error) {
+	return s.write(k, prepareID, files, r, beforePublish, false)
+}
+
+// WriteBeforeDeps is Write for a tree whose dependency phase runs after it
+// is published (pool.Prepare's late): the tree is published marked as
+// pending, FinishDeps ends that with the phase's warnings, and a tree
+// still pending when the daemon starts again is deleted then (NewStore):
+// it was never completed.
+func (s *Store) WriteBeforeDeps(k Key, prepareID string, files []*daemonv1.FileEntry, r io.Reader) (published bool, err error) {
+	return s.write(k, prepareID, files, r, nil, true)
+}
+
+// FinishDeps records the warnings of k's dependency phase, run after k was
+// published by WriteBeforeDeps, and ends its pending mark.
+func (s *Store) FinishDeps(k Key, warnings []string) error {
+	if err := writeWarnings(s.warningsFile(k), warnings); err != nil {
+		return fmt.Errorf("finish %s: %w", k, err)
+	}
+	if err := os.Remove(filepath.Join(s.workspaceDir(k), pendingName)); err != nil {
+		return fmt.Errorf("finish %s: %w", k, err)
+	}
+	return nil
+}
+
+func (s *Store) write(k Key, prepareID string, files []*daemonv1.FileEntry, r io.Reader, beforePublish func(tree, home string) (warnings []string), pending bool) (published bool, err error) {
 	if _, err := CheckManifestFor(files, s.limits, r); err != nil {
 		return false, err
 	}
@@ -233,6 +278,11 @@ func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io
 	}
 	if beforePublish != nil {
 		if err := writeWarnings(filepath.Join(stage, warningsName), beforePublish(tree, s.HomeDir(k))); err != nil {
+			return false, fmt.Errorf("stage: %w", err)
+		}
+	}
+	if pending {
+		if err := os.WriteFile(filepath.Join(stage, pendingName), nil, 0o444); err != nil {
 			return false, fmt.Errorf("stage: %w", err)
 		}
 	}

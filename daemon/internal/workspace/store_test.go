@@ -63,6 +63,45 @@ func TestWritePublishesAtomically(t *testing.T) {
 	}
 }
 
+// TestPendingTreeNotKept: a tree published before its dependency phase
+// (WriteBeforeDeps) is published; FinishDeps keeps the phase's warnings
+// with it; one a stop left pending is deleted when the store opens again,
+// the finished one kept.
+func TestPendingTreeNotKept(t *testing.T) {
+	root := t.TempDir()
+	s, err := NewStore(root, DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cut := testKey, testKey
+	cut.Commit = strings.Repeat("2", 40)
+	for _, k := range []Key{done, cut} {
+		es, body := manifest([2]string{"go.mod", "module x\n"})
+		if ok, err := s.WriteBeforeDeps(k, "p1", es, body); err != nil || !ok {
+			t.Fatalf("WriteBeforeDeps = %v, %v", ok, err)
+		}
+		if !s.Published(k) {
+			t.Fatal("a tree written before its phase is not published")
+		}
+	}
+	if err := s.FinishDeps(done, []string{"left out: x"}); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.Warnings(done); err != nil || len(w) != 1 || w[0] != "left out: x" {
+		t.Fatalf("warnings = %q, %v", w, err)
+	}
+	if err := s.FinishDeps(done, nil); err == nil {
+		t.Fatal("a second FinishDeps rewrote the warnings")
+	}
+	s, err = NewStore(root, DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Published(done) || s.Published(cut) {
+		t.Fatalf("after a restart: finished published %v (want true), cut short published %v (want false)", s.Published(done), s.Published(cut))
+	}
+}
+
 func TestWriteRefusesBadTrees(t *testing.T) {
 	good, _ := entry("a.go", "package a\n")
 	bad := &daemonv1.FileEntry{Path: good.Path, Size: good.Size, Sha256: strings.Repeat("0", 64)}
