@@ -16,11 +16,12 @@ import (
 
 // TestLateDependencyPhase: a tree prepared with late is live before its
 // dependency phase ends, which begins only once Warm has started the
-// focus's server. Meanwhile a server that reads no dependencies
-// starts, one that does waits for the phase (and its caller's deadline
-// ends the wait, starting nothing), nothing derived is cached, and the
-// phase's warnings are not yet the workspace's; once the phase ends the
-// other server starts, and its warnings are kept, on disk too.
+// focus's server. Meanwhile a server that reads no dependencies starts,
+// one that does waits for the phase (and its caller's deadline ends the
+// wait, starting nothing), nothing derived from the phase's output is
+// cached, and the phase's warnings are not yet the workspace's; once the
+// phase ends the other server starts, and its warnings are kept, on disk
+// too.
 func TestLateDependencyPhase(t *testing.T) {
 	// A second gopls stands for a server that reads no dependencies.
 	p, needs := testPool(t, Budget{}, Spec{Spec: runtime.Spec{ID: "early", Language: "text", Executable: goplsPath, Args: []string{"serve"},
@@ -73,8 +74,8 @@ func TestLateDependencyPhase(t *testing.T) {
 	}
 	calls := 0
 	derive := func() any { calls++; return calls }
-	w.Derived("k", derive)
-	w.Derived("k", derive)
+	w.DerivedFromDeps("k", derive)
+	w.DerivedFromDeps("k", derive)
 	if calls != 2 {
 		t.Fatalf("derived %d times while the phase ran: a value was cached before what it reads was there", calls)
 	}
@@ -94,8 +95,8 @@ func TestLateDependencyPhase(t *testing.T) {
 	if got, err := store.Warnings(k); err != nil || !slices.Equal(got, want) {
 		t.Fatalf("warnings on disk %q, %v, want %q", got, err, want)
 	}
-	w.Derived("k", derive)
-	w.Derived("k", derive)
+	w.DerivedFromDeps("k", derive)
+	w.DerivedFromDeps("k", derive)
 	if calls != 3 {
 		t.Fatalf("derived %d times in all, want 3: once the phase ended the value is cached", calls)
 	}

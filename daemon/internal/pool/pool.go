@@ -214,19 +214,23 @@ var ErrDocumentTooLarge = errors.New("the file is too large to open")
 // published with it, never change under their commit, so a value derived
 // from them (the query runner's external roots and anchor documents)
 // lives exactly as long as the workspace.
-//
-// While a late dependency phase runs, what the phase publishes is still
-// to come, so nothing is cached: a value derived now (the external roots
-// without the npm packages) would be wrong for every later query.
 func (w *Workspace) Derived(key any, f func() any) any {
 	if v, ok := w.derived.Load(key); ok {
 		return v
 	}
+	v, _ := w.derived.LoadOrStore(key, f())
+	return v
+}
+
+// DerivedFromDeps is Derived for a value that reads what the dependency
+// phase publishes (the external roots read the installed npm packages):
+// while a late phase runs it is computed afresh each time, never cached,
+// since what it reads is still to come.
+func (w *Workspace) DerivedFromDeps(key any, f func() any) any {
 	if !w.DepsDone() {
 		return f()
 	}
-	v, _ := w.derived.LoadOrStore(key, f())
-	return v
+	return w.Derived(key, f)
 }
 
 // DepsDone reports whether w's dependency phase has ended.

@@ -46,15 +46,17 @@ type (
 )
 
 // scrubber replaces w's host paths in server text, computed once per
-// workspace.
+// workspace (once its dependency phase has ended: it names the external
+// roots).
 func (r *Runner) scrubber(w *pool.Workspace) *strings.Replacer {
-	return w.Derived(scrubKey{}, func() any { return w.Scrubber(r.externals(w)) }).(*strings.Replacer)
+	return w.DerivedFromDeps(scrubKey{}, func() any { return w.Scrubber(r.externals(w)) }).(*strings.Replacer)
 }
 
-// externals are w's external roots, computed once per workspace: the npm
-// index behind them is read and parsed only then.
+// externals are w's external roots, computed once per workspace, once its
+// dependency phase has ended: the npm index behind them is read and parsed
+// only then.
 func (r *Runner) externals(w *pool.Workspace) []uri.External {
-	return w.Derived(externalsKey{}, func() any { return r.Externals(w) }).([]uri.External)
+	return w.DerivedFromDeps(externalsKey{}, func() any { return r.Externals(w) }).([]uri.External)
 }
 
 // toolFor maps each operation to the negotiated tool it needs.
