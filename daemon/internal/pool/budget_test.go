@@ -90,7 +90,7 @@ func prepare(t *testing.T, p *Pool, k workspace.Key, pad int) {
 		body.WriteString(s)
 	}
 	id := "00000000-0000-4000-8000-" + k.Commit[:12]
-	if _, _, err := p.Prepare(context.Background(), k, id, entries, &body, nil, false); err != nil {
+	if _, _, err := p.Prepare(context.Background(), k, id, entries, &body, nil, nil); err != nil {
 		t.Fatalf("prepare %s: %v", k, err)
 	}
 }
@@ -319,7 +319,7 @@ func TestTreeOverDiskBudget(t *testing.T) {
 	prepare(t, p, k0, 0)
 	p.SetBudget(Budget{MaxDisk: 1 << 20})
 	files := []*daemonv1.FileEntry{{Path: "big.bin", Size: 2 << 20, Sha256: strings.Repeat("0", 64)}}
-	_, _, err := p.Prepare(context.Background(), k1, "00000000-0000-4000-8000-000000000001", files, strings.NewReader(""), nil, false)
+	_, _, err := p.Prepare(context.Background(), k1, "00000000-0000-4000-8000-000000000001", files, strings.NewReader(""), nil, nil)
 	if !errors.Is(err, ErrTreeOverBudget) {
 		t.Fatalf("prepare of a tree over the budget: %v", err)
 	}

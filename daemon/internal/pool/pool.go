@@ -140,8 +140,8 @@ type Workspace struct {
 
 	// warnings are what the push that published the tree found while
 	// preparing it (workspace.Store.Warnings), for every prepare answer
-	// about it (PrepareWarnings); with a late dependency phase, its own
-	// are added when it ends.
+	// about it (PrepareWarnings); with a late dependency phase, the tree's
+	// own until it ends, then the phase's result (Late).
 	warnMu   sync.Mutex
 	warnings []string
 	// deps is closed once the dependency phase of a tree published before
@@ -414,15 +414,15 @@ func (w *Workspace) Answered() <-chan struct{} { return w.answered }
 // without its cancellation: a tree is published only with a phase that
 // ran, never one a caller cut short.
 //
-// With late, the tree is published as soon as it is verified and
+// With late set, the tree is published as soon as it is verified and
 // beforePublish runs behind it, in the background, once the caller's
 // Warm has started the focus's server (startLateDeps): the
 // workspace is live at once, but only the servers that read no
 // dependencies (Spec.NoDependencies) start before the phase ends; the
-// others, and every cached derivation, wait for it. A focused prepare
-// whose server reads none (a JSON file of a repository with two thousand
-// npm packages) answers before they are installed.
-func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, files []*daemonv1.FileEntry, body io.Reader, beforePublish func(ctx context.Context, ws runtime.Workspace) []string, late bool) (prepared bool, heldID string, err error) {
+// others, and what is derived from the phase's output, wait for it. A
+// focused prepare whose server reads none (a JSON file of a repository
+// with two thousand npm packages) answers before they are installed.
+func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, files []*daemonv1.FileEntry, body io.Reader, beforePublish func(ctx context.Context, ws runtime.Workspace) []string, late *Late) (prepared bool, heldID string, err error) {
 	if _, err := workspace.CheckManifestFor(files, p.store.Limits(), body); err != nil {
 		return false, "", err
 	}
@@ -452,17 +452,19 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			p.mu.Unlock()
 			// Room on disk for the tree before a byte of it is written.
 			p.enforceDisk(ctx, manifestBytes(files))
-			late := late && beforePublish != nil
+			if beforePublish == nil {
+				late = nil
+			}
 			var hook func(tree, home string) []string
 			var warnings []string
-			if beforePublish != nil && !late {
+			if beforePublish != nil && late == nil {
 				hook = func(tree, home string) []string {
 					warnings = beforePublish(context.WithoutCancel(ctx), runtime.Workspace{Root: tree, Home: home, Cache: p.store.CacheDir(k)})
 					return warnings
 				}
 			}
 			var published bool
-			if late {
+			if late != nil {
 				published, err = p.store.WriteBeforeDeps(k, prepareID, files, body)
 			} else {
 				published, err = p.store.Write(k, prepareID, files, body, hook)
@@ -472,7 +474,8 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			close(done)
 			if err == nil && published {
 				w := p.newWorkspace(k, prepareID, warnings)
-				if late {
+				if late != nil {
+					w.warnings = slices.Clone(late.Warnings)
 					p.startLateDeps(w, beforePublish)
 				}
 				p.live[k] = w
@@ -494,6 +497,14 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			return false, "", ctx.Err()
 		}
 	}
+}
+
+// Late asks Prepare to run the dependency phase behind the tree's
+// publication. Warnings are the workspace's until the phase ends (the
+// tree's own, found before it was pushed); the phase's result replaces
+// them then, so it repeats them.
+type Late struct {
+	Warnings []string
 }
 
 // startLateDeps runs w's dependency phase behind its publication, called
@@ -527,7 +538,7 @@ func (p *Pool) startLateDeps(w *Workspace, phase func(ctx context.Context, ws ru
 			p.mu.Unlock()
 		}
 		w.warnMu.Lock()
-		w.warnings = append(w.warnings, warnings...)
+		w.warnings = warnings
 		w.warnMu.Unlock()
 		close(w.deps)
 	}()

@@ -98,7 +98,7 @@ func TestAcquireDeleteSweepRace(t *testing.T) {
 				if id != "" {
 					deleted.Store(id, true)
 				}
-				if _, _, err := p.Prepare(ctx, k, genID(gen.Add(1)), files, bytes.NewReader(content), nil, false); err != nil {
+				if _, _, err := p.Prepare(ctx, k, genID(gen.Add(1)), files, bytes.NewReader(content), nil, nil); err != nil {
 					t.Errorf("prepare %s: %v", k, err)
 					return
 				}
@@ -114,7 +114,7 @@ func TestAcquireDeleteSweepRace(t *testing.T) {
 			for _, k := range keys {
 				if !store.Published(k) {
 					// Publish again, so that Delete has work to race.
-					_, _, _ = p.Prepare(ctx, k, genID(gen.Add(1)), files, bytes.NewReader(content), nil, false)
+					_, _, _ = p.Prepare(ctx, k, genID(gen.Add(1)), files, bytes.NewReader(content), nil, nil)
 				}
 			}
 		}
@@ -143,7 +143,7 @@ func TestDeleteWaitsForRequest(t *testing.T) {
 	p, store := serverless(t)
 	k := key("a", "r", 0)
 	files, content := tinyTree()
-	if _, _, err := p.Prepare(context.Background(), k, genID(1), files, bytes.NewReader(content), nil, false); err != nil {
+	if _, _, err := p.Prepare(context.Background(), k, genID(1), files, bytes.NewReader(content), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	w, release, ok := p.Acquire(k)

@@ -26,10 +26,10 @@ func TestPrepareWarningsKept(t *testing.T) {
 	want := []string{"dropped dangling symlink: a", "dropped submodule: b\nwith a newline"}
 	k, quiet := key("a", "r", 0), key("a", "r", 1)
 	if _, _, err := p.Prepare(context.Background(), k, genID(1), files, bytes.NewReader(content),
-		func(context.Context, runtime.Workspace) []string { return slices.Clone(want) }, false); err != nil {
+		func(context.Context, runtime.Workspace) []string { return slices.Clone(want) }, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := p.Prepare(context.Background(), quiet, genID(2), files, bytes.NewReader(content), nil, false); err != nil {
+	if _, _, err := p.Prepare(context.Background(), quiet, genID(2), files, bytes.NewReader(content), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	warnings := func(p *Pool, k workspace.Key) []string {
@@ -77,7 +77,7 @@ func TestPreparePhaseSeesTheCache(t *testing.T) {
 	keys := []workspace.Key{key("a", "r", 0), key("a", "r", 1), key("a", "other", 0)}
 	for i, k := range keys {
 		if _, _, err := p.Prepare(context.Background(), k, genID(int64(i+1)), files, bytes.NewReader(content),
-			func(_ context.Context, ws runtime.Workspace) []string { seen[k] = ws; return nil }, false); err != nil {
+			func(_ context.Context, ws runtime.Workspace) []string { seen[k] = ws; return nil }, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -223,6 +223,7 @@ func TestLateDependencyPhaseFocus(t *testing.T) {
 	}
 	hdr := headerMsg(k, newID(), entries)
 	hdr.GetHeader().FocusPath = "notes.txt"
+	hdr.GetHeader().TreeWarnings = []string{"dropped dangling symlink: link"}
 	for _, m := range append([]*daemonv1.PrepareRequest{hdr}, dataMsgs(data, 1<<16)...) {
 		if err := stream.Send(m); err != nil {
 			t.Fatal(err)
@@ -234,6 +235,12 @@ func TestLateDependencyPhaseFocus(t *testing.T) {
 	}
 	if !slices.ContainsFunc(resp.GetWarnings(), func(w string) bool { return strings.Contains(w, "the dependency phase was still running") }) {
 		t.Fatalf("prepare warnings %q: the answer does not say the phase still runs", resp.GetWarnings())
+	}
+	// What a later prepare answer about the revision reads meanwhile: the
+	// tree's own warnings.
+	caps, err := c.Capabilities(ctxT(t), &daemonv1.CapabilitiesRequest{Workspace: k})
+	if err != nil || !slices.Contains(caps.GetWarnings(), "dropped dangling symlink: link") {
+		t.Fatalf("capabilities while the phase runs: %q, %v", caps.GetWarnings(), err)
 	}
 
 	type answer struct {

@@ -184,7 +184,11 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		depsDone = time.Now()
 		return append(slices.Clip(hdr.GetTreeWarnings()), warnings...)
 	}
-	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body, fetchDeps, late)
+	var lateOpt *pool.Late
+	if late {
+		lateOpt = &pool.Late{Warnings: hdr.GetTreeWarnings()}
+	}
+	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body, fetchDeps, lateOpt)
 	if late && prepared {
 		received = time.Now()
 		depsDone = received
