@@ -473,9 +473,11 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			delete(p.preparing, k)
 			close(done)
 			if err == nil && published {
+				if late != nil {
+					warnings = slices.Clone(late.Warnings)
+				}
 				w := p.newWorkspace(k, prepareID, warnings)
 				if late != nil {
-					w.warnings = slices.Clone(late.Warnings)
 					p.startLateDeps(w, beforePublish)
 				}
 				p.live[k] = w
@@ -941,9 +943,9 @@ var ErrClosed = errors.New("workspace closed")
 // Server returns w's running server for s, starting it on first use. Starts
 // are single-flight; a failed start is retried by the next caller.
 func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error) {
-	if !s.NoDependencies && w.deps != nil {
+	if !s.NoDependencies && !w.DepsDone() {
 		select {
-		case <-w.deps:
+		case <-w.DepsEnded():
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%s waits for the dependency phase, still running: %w", s.ID, ctx.Err())
 		}

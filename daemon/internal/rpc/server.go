@@ -172,17 +172,15 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	// What the tree's normalisation and the dependency phase found is
 	// kept with the tree, for every later prepare answer about it.
 	fetchDeps := func(ctx context.Context, ws runtime.Workspace) []string {
+		began := time.Now()
+		found := s.Deps.Fetch(ctx, ws)
 		if late {
 			// Behind the answer: nothing here is this call's.
-			t := time.Now()
-			w := s.Deps.Fetch(ctx, ws)
-			s.Log.Info("dependency phase after publication", "workspace", k.String(), "deps_nanos", time.Since(t).Nanoseconds(), "warnings", len(w))
-			return append(slices.Clip(hdr.GetTreeWarnings()), w...)
+			s.Log.Info("dependency phase after publication", "workspace", k.String(), "deps_nanos", time.Since(began).Nanoseconds(), "warnings", len(found))
+		} else {
+			received, warnings, depsDone = began, found, time.Now()
 		}
-		received = time.Now()
-		warnings = s.Deps.Fetch(ctx, ws)
-		depsDone = time.Now()
-		return append(slices.Clip(hdr.GetTreeWarnings()), warnings...)
+		return append(slices.Clip(hdr.GetTreeWarnings()), found...)
 	}
 	var lateOpt *pool.Late
 	if late {
