@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
@@ -272,8 +273,9 @@ func manifestBytes(files []*daemonv1.FileEntry) int64 {
 
 // enforceDisk evicts homes without a tree, then whole workspaces, until the
 // trees and homes on disk plus extra (a tree about to be written) fit
-// MaxDisk.
-func (p *Pool) enforceDisk(ctx context.Context, extra int64) {
+// MaxDisk. A home something may be writing is measured again when its last
+// measure is older than maxAge (0: always; homeSizes).
+func (p *Pool) enforceDisk(ctx context.Context, extra int64, maxAge time.Duration) {
 	p.mu.Lock()
 	max := p.budget.MaxDisk
 	p.mu.Unlock()
@@ -296,12 +298,13 @@ func (p *Pool) enforceDisk(ctx context.Context, extra int64) {
 			n := p.treeSize(k)
 			total += n
 			held[k.TenantKey] += n
-			hasTree[workspace.Home{TenantKey: k.TenantKey, Repo: k.Repo}] = true
+			hasTree[k.Home()] = true
 		}
 		var orphan *workspace.Home
 		var orphanTime time.Time
-		for _, h := range homes {
-			n := p.store.HomeBytes(h)
+		sizes := p.homeSizes(homes, maxAge)
+		for i, h := range homes {
+			n := sizes[i]
 			total += n
 			held[h.TenantKey] += n
 			if !hasTree[h] && !p.preparingRepo(h) && (orphan == nil || p.store.HomeModTime(h).Before(orphanTime)) {
@@ -313,7 +316,9 @@ func (p *Pool) enforceDisk(ctx context.Context, extra int64) {
 		}
 		if orphan != nil {
 			p.log.Info("evicted a home", "reason", "disk", "total", total, "budget", max)
-			if err := p.store.DeleteHome(*orphan); err != nil {
+			err := p.store.DeleteHome(*orphan)
+			p.homes.forget(*orphan)
+			if err != nil {
 				p.log.Warn("disk budget: delete home", "err", err)
 				return
 			}
@@ -329,6 +334,112 @@ func (p *Pool) enforceDisk(ctx context.Context, extra int64) {
 		}
 		p.log.Info("evicted a workspace", "reason", "disk", "workspace", victim.String(), "total", total, "budget", max)
 	}
+}
+
+// activeHomeMaxAge is how old the measure of a home something may be
+// writing can be for the check made before a tree is written: the periodic
+// pass measures every such home afresh each diskEvery ticks, so a burst of
+// cold prepares does not walk them again meanwhile (they grow by what their
+// servers cache, slowly beside a tree; the tree's own bytes are exact).
+const activeHomeMaxAge = 30 * time.Second
+
+// homeCache keeps each home's last measure: Store.HomeBytes walks every file
+// under a home (a Go workspace's build and module caches hold thousands),
+// and a daemon keeps the homes of every repository it served. A home
+// changes only while something of its repository writes it: a server of
+// one of its workspaces, from its slot's creation until its process has
+// exited; a prepare or a deletion of one (the home's creation, the
+// dependency phase); a late dependency phase. touch stamps a home when
+// such a writer begins and when a server has exited, so a measure begun
+// while no writer was active, with no stamp since, is still exact.
+type homeCache struct {
+	mu       sync.Mutex // taken last: held while taking no other lock
+	seq      uint64
+	touched  map[workspace.Home]uint64 // the home's last stamp
+	measured map[workspace.Home]homeMeasure
+}
+
+type homeMeasure struct {
+	bytes int64
+	at    time.Time // when the measure began
+	stamp uint64    // the home's stamp then
+	idle  bool      // no writer was active then
+}
+
+// touch stamps k's home. A writer registers under the lock homeSizes
+// looks for it under (the pool's for a prepare, the workspace's for a
+// server slot), touching first.
+func (c *homeCache) touch(k workspace.Key) {
+	c.mu.Lock()
+	c.seq++
+	c.touched[k.Home()] = c.seq
+	c.mu.Unlock()
+}
+
+func (c *homeCache) forget(h workspace.Home) {
+	c.mu.Lock()
+	delete(c.touched, h)
+	delete(c.measured, h)
+	c.mu.Unlock()
+}
+
+// homeSizes is the disk each of hs takes (Store.HomeBytes), walked again
+// only where it may have changed: a home measured while nothing wrote it
+// and untouched since is not; one something may be writing is when its
+// measure is older than maxAge.
+func (p *Pool) homeSizes(hs []workspace.Home, maxAge time.Duration) []int64 {
+	now := time.Now()
+	sizes := make([]int64, len(hs))
+	next := make([]homeMeasure, len(hs))
+	var walk []int
+	p.mu.Lock()
+	// The stamps are read before the writers are looked for: a writer that
+	// touched before its stamp was read is registered by the time its lock
+	// is taken below, and one that touches later leaves a newer stamp.
+	p.homes.mu.Lock()
+	for i, h := range hs {
+		next[i] = homeMeasure{at: now, stamp: p.homes.touched[h]}
+	}
+	p.homes.mu.Unlock()
+	writing := p.writersLocked()
+	p.homes.mu.Lock()
+	for i, h := range hs {
+		next[i].idle = !writing[h]
+		m, ok := p.homes.measured[h]
+		switch {
+		case ok && m.idle && next[i].idle && m.stamp == next[i].stamp,
+			ok && now.Sub(m.at) < maxAge:
+			sizes[i] = m.bytes
+		default:
+			walk = append(walk, i)
+		}
+	}
+	p.homes.mu.Unlock()
+	p.mu.Unlock()
+	for _, i := range walk {
+		next[i].bytes = p.store.HomeBytes(hs[i])
+		sizes[i] = next[i].bytes
+		p.homes.mu.Lock()
+		p.homes.measured[hs[i]] = next[i]
+		p.homes.mu.Unlock()
+	}
+	return sizes
+}
+
+// writersLocked is the set of homes something may be writing now (p.mu
+// held): those of keys being prepared or deleted, and of live workspaces
+// with a server slot or a dependency phase running.
+func (p *Pool) writersLocked() map[workspace.Home]bool {
+	out := map[workspace.Home]bool{}
+	for k := range p.preparing {
+		out[k.Home()] = true
+	}
+	for k, w := range p.live {
+		if !w.DepsDone() || w.serverCount() > 0 {
+			out[k.Home()] = true
+		}
+	}
+	return out
 }
 
 // treeMeasure is one measurement of a published tree's disk.
@@ -420,6 +531,7 @@ func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 		return false
 	}
 	done := make(chan struct{})
+	p.homes.touch(k)
 	p.preparing[k] = done
 	delete(p.live, k)
 	delete(p.treeBytes, k)
@@ -430,7 +542,7 @@ func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 	if err := p.store.Delete(k); err != nil {
 		p.log.Warn("disk budget: delete tree", "workspace", k.String(), "err", err)
 	}
-	h := workspace.Home{TenantKey: k.TenantKey, Repo: k.Repo}
+	h := k.Home()
 	if keys, err := p.store.List(); err == nil {
 		last := true
 		for _, o := range keys {
@@ -449,6 +561,7 @@ func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 			if err := p.store.DeleteHome(h); err != nil {
 				p.log.Warn("disk budget: delete home", "err", err)
 			}
+			p.homes.forget(h)
 		}
 	}
 	p.mu.Lock()
@@ -462,7 +575,7 @@ func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 // while servers run; homes grow with caches).
 func (p *Pool) Enforce(ctx context.Context) {
 	p.enforceRSS(ctx, nil, 0)
-	p.enforceDisk(ctx, 0)
+	p.enforceDisk(ctx, 0, 0)
 }
 
 // diskEvery is how many Watch ticks pass between disk passes: measuring
@@ -482,7 +595,7 @@ func (p *Pool) Watch(ctx context.Context, every time.Duration) {
 		case <-t.C:
 			p.enforceRSS(ctx, nil, 0)
 			if n%diskEvery == 0 {
-				p.enforceDisk(ctx, 0)
+				p.enforceDisk(ctx, 0, 0)
 			}
 		}
 	}

@@ -106,6 +106,9 @@ type Pool struct {
 	// change under their commit; the npm packages the dependency phase
 	// installs beside one are measured again once they appear).
 	treeBytes map[workspace.Key]treeMeasure
+	// homes caches each home's measured disk, and homeSeq stamps what may
+	// have written one since (homeSizes).
+	homes homeCache
 	// rssPeak is, per spec ID, the largest tree RSS one server reached: the
 	// estimate of what one more will take.
 	rssPeak map[string]int64
@@ -126,6 +129,7 @@ func New(store *workspace.Store, specs []Spec, sp runtime.Spawner, log *slog.Log
 		live:      map[workspace.Key]*Workspace{},
 		preparing: map[workspace.Key]chan struct{}{},
 		treeBytes: map[workspace.Key]treeMeasure{},
+		homes:     homeCache{measured: map[workspace.Home]homeMeasure{}, touched: map[workspace.Home]uint64{}},
 		rssPeak:   map[string]int64{},
 	}
 }
@@ -448,10 +452,11 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 		}
 		if !inflight {
 			done := make(chan struct{})
+			p.homes.touch(k)
 			p.preparing[k] = done
 			p.mu.Unlock()
 			// Room on disk for the tree before a byte of it is written.
-			p.enforceDisk(ctx, manifestBytes(files))
+			p.enforceDisk(ctx, manifestBytes(files), activeHomeMaxAge)
 			if beforePublish == nil {
 				late = nil
 			}
@@ -982,6 +987,7 @@ func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error
 			continue
 		}
 		sl = &slot{ready: make(chan struct{})}
+		w.pool.homes.touch(w.Key) // under w.mu, before the slot: homeSizes
 		w.servers[s.ID] = sl
 		w.mu.Unlock()
 		// The server outlives this request: start it on the daemon's
@@ -1033,6 +1039,11 @@ func (w *Workspace) stopSlots(ctx context.Context, slots map[string]*slot) {
 			}
 			w.pool.releaseServer()
 		}
+	}
+	if len(slots) > 0 {
+		// A server may write its home until it has exited: a measure taken
+		// once its slot was gone is stale now.
+		w.pool.homes.touch(w.Key)
 	}
 }
 
@@ -1088,6 +1099,7 @@ func (p *Pool) claim(ctx context.Context, k workspace.Key, ok func(w *Workspace,
 			return nil, nil, false, nil
 		}
 		d := &deletion{k: k, done: make(chan struct{}), owner: p}
+		p.homes.touch(k)
 		p.preparing[k] = d.done
 		delete(p.live, k)
 		delete(p.treeBytes, k)

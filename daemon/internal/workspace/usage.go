@@ -67,6 +67,10 @@ func (s *Store) Homes() ([]Home, error) {
 	return out, nil
 }
 
+// Home is the home k's servers share with every revision of its
+// repository.
+func (k Key) Home() Home { return Home{TenantKey: k.TenantKey, Repo: k.Repo} }
+
 func (s *Store) homeDir(h Home) string { return filepath.Join(s.root, "homes", h.TenantKey, h.Repo) }
 
 func (s *Store) cacheDir(h Home) string { return filepath.Join(s.root, "caches", h.TenantKey, h.Repo) }

@@ -1,0 +1,116 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
+)
+
+// TestHomeWalkedOnlyWhenWritten: the disk budget walks a home again only
+// when something of its repository may have written it since its last
+// measure. Bytes put into the home behind the pool's back (nothing the
+// daemon runs does that) show which measures were walks.
+func TestHomeWalkedOnlyWhenWritten(t *testing.T) {
+	p, s := testPool(t, Budget{})
+	k0, k1 := key("a", "homes", 0), key("a", "homes", 1)
+	prepare(t, p, k0, 0)
+	h := k0.Home()
+	measure := func(maxAge time.Duration) int64 { return p.homeSizes([]workspace.Home{h}, maxAge)[0] }
+	plant := func(name string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(p.store.HomeDir(k0), name), []byte(strings.Repeat("x", 1<<20)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grew := func(what string, before, after int64) {
+		t.Helper()
+		if after < before+1<<20 {
+			t.Fatalf("%s: %d bytes, then %d: the home was not walked again", what, before, after)
+		}
+	}
+
+	idle := measure(0)
+	plant("a")
+	if n := measure(0); n != idle {
+		t.Fatalf("a home nothing wrote since its measure was walked again: %d bytes, then %d", idle, n)
+	}
+
+	// A server runs: its home is walked again, then whenever its last
+	// measure is older than asked.
+	if err := use(t, p, s, k0); err != nil {
+		t.Fatal(err)
+	}
+	running := measure(0)
+	grew("a server started", idle, running)
+	plant("b")
+	if n := measure(time.Hour); n != running {
+		t.Fatalf("a measure younger than its bound was not reused: %d bytes, then %d", running, n)
+	}
+	grew("asked afresh while its server runs", running, measure(0))
+
+	// Its server stopped (the tree deleted; the home stays), the home is
+	// walked once more, then kept.
+	if _, err := p.Delete(context.Background(), k0); err != nil {
+		t.Fatal(err)
+	}
+	stopped := measure(0)
+	plant("c")
+	if n := measure(0); n != stopped {
+		t.Fatalf("a home idle since its server stopped was walked again: %d bytes, then %d", stopped, n)
+	}
+
+	// A prepare of another revision of the repository may write it.
+	prepare(t, p, k1, 0)
+	grew("a prepare of its repository", stopped, measure(0))
+}
+
+// BenchmarkDiskPass prices the disk budget's pass over many homes with
+// nothing of them running: walking every home, as each pass did before
+// homes were cached, against reusing their measures.
+func BenchmarkDiskPass(b *testing.B) {
+	store, err := workspace.NewStore(b.TempDir(), workspace.DefaultLimits())
+	if err != nil {
+		b.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p := New(store, nil, runtime.Unjailed(log), log)
+	defer p.Close(context.Background())
+	p.SetBudget(Budget{MaxDisk: 1 << 50})
+	const homes, files = 100, 1000 // a Go home's build cache holds thousands
+	for i := range homes {
+		dir := store.HomeDir(key("bench", fmt.Sprintf("repo%d", i), 0))
+		for j := range files {
+			sub := filepath.Join(dir, ".cache", fmt.Sprintf("%02x", j%256))
+			if err := os.MkdirAll(sub, 0o700); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(sub, fmt.Sprint(j)), []byte("x"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ctx := context.Background()
+	b.Run("walk", func(b *testing.B) {
+		for range b.N {
+			p.homes.mu.Lock()
+			clear(p.homes.measured)
+			p.homes.mu.Unlock()
+			p.enforceDisk(ctx, 0, activeHomeMaxAge)
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		p.enforceDisk(ctx, 0, activeHomeMaxAge)
+		b.ResetTimer()
+		for range b.N {
+			p.enforceDisk(ctx, 0, activeHomeMaxAge)
+		}
+	})
+}
