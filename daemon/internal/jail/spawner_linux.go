@@ -142,7 +142,7 @@ func New(opts Options, log *slog.Logger) (*Spawner, error) {
 			return nil, fmt.Errorf("jail: %w", err)
 		}
 	}
-	if s.empty, err = emptyFile(); err != nil {
+	if s.empty, err = emptyFile(opts.StateDir); err != nil {
 		if s.lease != nil {
 			s.lease.release()
 		}
@@ -285,9 +285,23 @@ func serverPaths(spec runtime.Spec) []string {
 }
 
 // emptyFile makes the empty file the jail binds over a tree's cargo
-// configs, in a directory of its own that only its creator writes.
-func emptyFile() (string, error) {
-	dir, err := os.MkdirTemp("", "lsp-jail-empty-")
+// configs, in a directory of its own that only its creator writes: under
+// the jail's state directory when there is one (replacing what a daemon
+// that did not stop cleanly left there), else a fresh one under the
+// system's temporary directory.
+func emptyFile(stateDir string) (string, error) {
+	var dir string
+	var err error
+	if stateDir == "" {
+		dir, err = os.MkdirTemp("", "lsp-jail-empty-")
+	} else {
+		dir = filepath.Join(stateDir, "empty")
+		if err = os.MkdirAll(stateDir, 0o700); err == nil {
+			if err = safefs.RemoveAll(dir); err == nil {
+				err = os.Mkdir(dir, 0o700)
+			}
+		}
+	}
 	if err != nil {
 		return "", err
 	}

@@ -345,3 +345,40 @@ func TestTreeCargoConfigs(t *testing.T) {
 		t.Errorf("treeCargoConfigs = %q, want %q", got, want)
 	}
 }
+
+// TestEmptyFileReplacesLeftovers: the empty file the jail binds over cargo
+// configs lives in the state directory, and a daemon that starts there
+// again replaces what one that never closed left (before, each start made
+// a new directory under /tmp, which a killed daemon leaked).
+func TestEmptyFileReplacesLeftovers(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "jail")
+	first, err := emptyFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(first), "left"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := emptyFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != first || filepath.Dir(p) != filepath.Join(state, "empty") {
+		t.Fatalf("empty file at %s, then %s", first, p)
+	}
+	names, err := os.ReadDir(filepath.Dir(p))
+	if err != nil || len(names) != 1 {
+		t.Fatalf("the empty file's directory holds %v (%v); want the file alone", names, err)
+	}
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 || fi.Mode().Perm() != 0o444 {
+		t.Fatalf("empty file: %v %v", fi, err)
+	}
+
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	p, err = emptyFile("")
+	if err != nil || !strings.HasPrefix(p, tmp+"/") {
+		t.Fatalf("without a state directory: %s, %v", p, err)
+	}
+}
