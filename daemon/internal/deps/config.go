@@ -38,6 +38,10 @@ type Config struct {
 	Timeout time.Duration
 	// Parallel is how many downloads run at once.
 	Parallel int
+	// MaxPhases bounds the phases the daemon runs at once, across all
+	// prepares (a late phase runs after its prepare answered, outside the
+	// proxies' own bound on prepares); a phase beyond it waits.
+	MaxPhases int
 }
 
 // Defaults for the LSP_DEPS_* bounds.
@@ -46,13 +50,14 @@ const (
 	DefaultMaxBytes   = 2 << 30
 	DefaultMaxZip     = 500 << 20 // the go command's own limit
 	DefaultTimeout    = 5 * time.Minute
+	DefaultMaxPhases  = 4
 	defaultParallel   = 8
 )
 
 // FromEnv reads LSP_DEPS_GO_PROXY, LSP_DEPS_GO_SUMDB, LSP_DEPS_NPM_REGISTRY, LSP_DEPS_MAX_MODULES,
-// LSP_DEPS_MAX_BYTES, LSP_DEPS_MAX_ZIP_BYTES and LSP_DEPS_TIMEOUT.
+// LSP_DEPS_MAX_BYTES, LSP_DEPS_MAX_ZIP_BYTES, LSP_DEPS_TIMEOUT and LSP_DEPS_MAX_PHASES.
 func FromEnv(getenv func(string) string) (Config, error) {
-	c := Config{MaxModules: DefaultMaxModules, MaxBytes: DefaultMaxBytes, MaxZip: DefaultMaxZip, Timeout: DefaultTimeout}
+	c := Config{MaxModules: DefaultMaxModules, MaxBytes: DefaultMaxBytes, MaxZip: DefaultMaxZip, Timeout: DefaultTimeout, MaxPhases: DefaultMaxPhases}
 	if v := strings.TrimSpace(getenv("LSP_DEPS_GO_PROXY")); v != "" {
 		for _, s := range strings.Split(v, ",") {
 			u, err := parseMirror(strings.TrimSpace(s))
@@ -87,12 +92,18 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			*n.dst = x
 		}
 	}
-	if v := getenv("LSP_DEPS_MAX_MODULES"); v != "" {
-		x, err := strconv.Atoi(v)
-		if err != nil || x <= 0 || x > 100000 {
-			return Config{}, fmt.Errorf("LSP_DEPS_MAX_MODULES: %q is not in 1..100000", v)
+	for _, n := range []struct {
+		name string
+		max  int
+		dst  *int
+	}{{"LSP_DEPS_MAX_MODULES", 100000, &c.MaxModules}, {"LSP_DEPS_MAX_PHASES", 64, &c.MaxPhases}} {
+		if v := getenv(n.name); v != "" {
+			x, err := strconv.Atoi(v)
+			if err != nil || x <= 0 || x > n.max {
+				return Config{}, fmt.Errorf("%s: %q is not in 1..%d", n.name, v, n.max)
+			}
+			*n.dst = x
 		}
-		c.MaxModules = x
 	}
 	if v := getenv("LSP_DEPS_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)

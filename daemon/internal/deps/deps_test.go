@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -256,6 +257,9 @@ func TestFromEnv(t *testing.T) {
 		{map[string]string{"LSP_DEPS_MAX_MODULES": "0"}, false},
 		{map[string]string{"LSP_DEPS_MAX_BYTES": "-1"}, false},
 		{map[string]string{"LSP_DEPS_TIMEOUT": "90s", "LSP_DEPS_MAX_ZIP_BYTES": "1000"}, true},
+		{map[string]string{"LSP_DEPS_MAX_PHASES": "2"}, true},
+		{map[string]string{"LSP_DEPS_MAX_PHASES": "0"}, false},
+		{map[string]string{"LSP_DEPS_MAX_PHASES": "65"}, false},
 	}
 	for _, c := range cases {
 		cfg, err := FromEnv(func(k string) string { return c.env[k] })
@@ -306,4 +310,55 @@ func walkClean(t *testing.T, dir string) {
 		}
 		return nil
 	})
+}
+
+// TestPhasesBounded: no more than MaxPhases phases run at once, whatever
+// the prepares; one beyond the bound waits for a place, within its own
+// deadline, and says so when that ends first.
+func TestPhasesBounded(t *testing.T) {
+	dir, sum := mirrorDir(t)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fsrv := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(held) })
+		<-release
+		fsrv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	var releaseOnce sync.Once
+	unhold := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unhold) // before the server closes, should the test fail first
+	u, _ := url.Parse(srv.URL)
+	f := fetcher(Config{GoProxies: []*url.URL{u}, MaxPhases: 1})
+
+	// A phase holds the only place while the mirror holds its download.
+	first := repo(t, map[string]string{
+		"go.mod":  "module example.com/app\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n",
+		"go.sum":  sum,
+		"main.go": mainGo,
+	})
+	done := make(chan []string, 1)
+	go func() { done <- f.Fetch(context.Background(), first) }()
+	<-held
+
+	// Another repository's phase, which fetches nothing, waits for it:
+	// its deadline ends first.
+	other := repo(t, map[string]string{"README.md": "nothing to fetch\n"})
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan []string, 1)
+	go func() { waited <- f.Fetch(ctx, other) }()
+	cancel()
+	if w := <-waited; len(w) != 1 || !strings.Contains(w[0], "did not run") {
+		t.Fatalf("a phase beyond the bound: warnings %q; want it to have waited for a place", w)
+	}
+
+	unhold()
+	if w := <-done; len(w) != 0 {
+		t.Fatalf("the first phase: warnings %q", w)
+	}
+	// Its place is free again.
+	if w := f.Fetch(context.Background(), other); len(w) != 0 {
+		t.Fatalf("a phase after the first ended: warnings %q", w)
+	}
 }

@@ -34,6 +34,8 @@ type Fetcher struct {
 
 	mu    sync.Mutex
 	homes map[string]*homeLock
+	// phases holds a token per phase running (Config.MaxPhases).
+	phases chan struct{}
 }
 
 // SetBuildSeed gives the phase the standard library's build cache to put
@@ -64,7 +66,10 @@ type homeLock struct {
 
 // New returns a Fetcher for cfg.
 func New(cfg Config, log *slog.Logger) *Fetcher {
-	f := &Fetcher{cfg: cfg, log: log, client: newClient(cfg.GoProxies), homes: map[string]*homeLock{}}
+	if cfg.MaxPhases <= 0 {
+		cfg.MaxPhases = DefaultMaxPhases
+	}
+	f := &Fetcher{cfg: cfg, log: log, client: newClient(cfg.GoProxies), homes: map[string]*homeLock{}, phases: make(chan struct{}, cfg.MaxPhases)}
 	if cfg.NPMRegistry != nil {
 		f.npmClient = newClient([]*url.URL{cfg.NPMRegistry})
 	}
@@ -95,10 +100,21 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	// The deadline starts once the home is ours: a second commit of the
-	// repository waiting for the first one's phase gets its whole time.
+	// The deadline starts once the home is ours, then a place among the
+	// phases running (Config.MaxPhases): a second commit of the repository
+	// waiting for the first one's phase, or a phase waiting for a place,
+	// gets its whole time. The home comes first, so a revision waiting
+	// for another of its repository holds no place meanwhile.
 	unlock := f.lock(ws.Home)
 	defer unlock()
+	if f.phases != nil {
+		select {
+		case f.phases <- struct{}{}:
+			defer func() { <-f.phases }()
+		case <-ctx.Done():
+			return []string{fmt.Sprintf("the dependency phase did not run: the daemon was running its bound of %d phases for other prepares until this one's deadline", cap(f.phases))}
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 

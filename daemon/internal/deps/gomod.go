@@ -99,7 +99,7 @@ func (f *Fetcher) fetchGo(ctx context.Context, ws runtime.Workspace, c *goCache,
 		s.start(j)
 	}
 	s.wg.Wait()
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && len(jobs) > 0 {
 		w.add("the dependency phase ran out of time; some Go modules were not fetched")
 	}
 	if err := c.install(); err != nil {
