@@ -106,8 +106,8 @@ type Pool struct {
 	// change under their commit; the npm packages the dependency phase
 	// installs beside one are measured again once they appear).
 	treeBytes map[workspace.Key]treeMeasure
-	// homes caches each home's measured disk, and homeSeq stamps what may
-	// have written one since (homeSizes).
+	// homes caches each home's measured disk, with a stamp of what may
+	// have written it since (homeSizes).
 	homes homeCache
 	// rssPeak is, per spec ID, the largest tree RSS one server reached: the
 	// estimate of what one more will take.
