@@ -300,19 +300,24 @@ func (p *Pool) enforceDisk(ctx context.Context, extra int64, maxAge time.Duratio
 			held[k.TenantKey] += n
 			hasTree[k.Home()] = true
 		}
-		var orphan *workspace.Home
-		var orphanTime time.Time
 		sizes := p.homeSizes(homes, maxAge)
 		for i, h := range homes {
-			n := sizes[i]
-			total += n
-			held[h.TenantKey] += n
-			if !hasTree[h] && !p.preparingRepo(h) && (orphan == nil || p.store.HomeModTime(h).Before(orphanTime)) {
-				orphan, orphanTime = &h, p.store.HomeModTime(h)
-			}
+			total += sizes[i]
+			held[h.TenantKey] += sizes[i]
 		}
 		if total <= max {
 			return
+		}
+		// Over: a home without a tree goes first, the one changed longest ago.
+		var orphan *workspace.Home
+		var orphanTime time.Time
+		for _, h := range homes {
+			if hasTree[h] || p.preparingRepo(h) {
+				continue
+			}
+			if t := p.store.HomeModTime(h); orphan == nil || t.Before(orphanTime) {
+				orphan, orphanTime = &h, t
+			}
 		}
 		if orphan != nil {
 			p.log.Info("evicted a home", "reason", "disk", "total", total, "budget", max)

@@ -251,7 +251,8 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		// bound, and at 9 GiB gopls, which holds ~10 GiB warm here, was
 		// held under its own heap: the on-demand load of a file behind
 		// aws-sdk-go's integration tag took it past the daemon's 55 s
-		// bound (twice; 38.6 s at 16G, the ground truth 23.7–36.4 s).
+		// bound (twice; 38.6 and 25.7 s at 16G, the ground truth
+		// 23.7–42.6 s over those four runs).
 		"LSP_JAIL_MEMORY": "16G",
 	}
 	if o.JailCC != "" {
