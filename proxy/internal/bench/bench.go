@@ -460,8 +460,8 @@ func stageMeans(before, after map[string][2]float64) map[string]time.Duration {
 }
 
 // interleave alternates the two measurements so that load on the machine
-// hits both alike; between, when not nil, runs untimed after each pair
-// (the floors' sampler).
+// hits both alike, turning the order each pair; between, when not nil,
+// runs untimed after each pair (the floors' sampler).
 func interleave(ctx context.Context, n, warmup int, a, b func(context.Context) error, between func()) ([]time.Duration, []time.Duration, error) {
 	for i := 0; i < warmup; i++ {
 		if err := a(ctx); err != nil {
@@ -472,17 +472,28 @@ func interleave(ctx context.Context, n, warmup int, a, b func(context.Context) e
 		}
 	}
 	da, db := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
-	for i := 0; i < n; i++ {
+	timed := func(f func(context.Context) error, into *[]time.Duration) error {
 		t := time.Now()
-		if err := a(ctx); err != nil {
+		if err := f(ctx); err != nil {
+			return err
+		}
+		*into = append(*into, time.Since(t))
+		return nil
+	}
+	for i := 0; i < n; i++ {
+		// The order turns each pair (ABBA): what one call leaves behind
+		// (a server's garbage collection, a woken core) meets the next,
+		// and a fixed order would hand all of it to the same side.
+		first, second, df, ds := a, b, &da, &db
+		if i%2 == 1 {
+			first, second, df, ds = b, a, &db, &da
+		}
+		if err := timed(first, df); err != nil {
 			return nil, nil, err
 		}
-		da = append(da, time.Since(t))
-		t = time.Now()
-		if err := b(ctx); err != nil {
+		if err := timed(second, ds); err != nil {
 			return nil, nil, err
 		}
-		db = append(db, time.Since(t))
 		if between != nil {
 			between()
 		}

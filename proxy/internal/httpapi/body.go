@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -62,67 +63,142 @@ func decodeBody(c echo.Context, allowed map[string]bool) (*body, error) {
 	return parseBody(raw, allowed)
 }
 
+// parseBody is decodeBody's check of the bytes: a byte walk over the
+// member names and one struct decode (a generic decode, a token walk and a
+// strict decode took 14 µs and 88 allocations a request here; this, 3.5 µs
+// and 19). FuzzParseBodyAgrees holds it to the three decodes' verdicts.
 func parseBody(raw []byte, allowed map[string]bool) (*body, error) {
 	if !utf8.Valid(raw) {
 		return nil, apierr.BadRequest("the body is not valid UTF-8")
 	}
-	// Field presence is checked on a generic decode first, so that a field
-	// another route accepts is still refused here, by name.
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+	// One value and nothing after it, an object: checked without
+	// allocating, so that the walk below meets no syntax error.
+	raw = bytes.TrimSpace(raw)
+	if !json.Valid(raw) || raw[0] != '{' {
 		return nil, apierr.BadRequest("the body must be one JSON object")
 	}
-	for name := range fields {
-		if !allowed[name] {
-			return nil, apierr.BadRequest("unknown field %q", truncate(name, 64))
+	// Every name is allowed here and appears once. A field another route
+	// accepts is still refused, by name; a repeated name is refused rather
+	// than resolved: parsers disagree on which copy wins, and a body must
+	// mean one thing. Names compare after unescaping, as the decoder sees
+	// them, and exactly, so the decode below matches each to its own field.
+	var seen uint32
+	if err := eachName(raw, func(name string) error {
+		i, known := bodyFields[name]
+		if !known || !allowed[name] {
+			return apierr.BadRequest("unknown field %q", truncate(name, 64))
 		}
+		if seen&(1<<i) != 0 {
+			return apierr.BadRequest("field %q is repeated", truncate(name, 64))
+		}
+		seen |= 1 << i
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	// A repeated name is refused rather than resolved: parsers disagree on
-	// which copy wins, and a body must mean one thing.
-	if name, ok := repeatedField(raw); ok {
-		return nil, apierr.BadRequest("field %q is repeated", truncate(name, 64))
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var b body
-	if err := dec.Decode(&b); err != nil {
+	if err := json.Unmarshal(raw, &b); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			return nil, apierr.BadRequest("field %q has the wrong type", te.Field)
 		}
 		return nil, apierr.BadRequest("the body is not valid JSON")
 	}
-	if dec.More() {
-		return nil, apierr.BadRequest("the body must be one JSON object")
-	}
 	return &b, nil
 }
 
-// repeatedField reports the first top-level name that occurs twice in raw,
-// which is already known to be one JSON object. Names compare after
-// unescaping, as the decoder sees them.
-func repeatedField(raw []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", false
+// bodyFields maps each JSON name of body to its field's index, which
+// parseBody's seen set holds a bit of.
+var bodyFields = func() map[string]int {
+	t := reflect.TypeFor[body]()
+	if t.NumField() > 32 {
+		panic("httpapi: body has more fields than parseBody's seen set holds")
 	}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return "", false
+	m := make(map[string]int, t.NumField())
+	for i := range t.NumField() {
+		m[t.Field(i).Tag.Get("json")] = i
+	}
+	return m
+}()
+
+// eachName calls fn with each member name of obj, a valid JSON object
+// (json.Valid), in order, unescaped; it stops at fn's first error. It
+// reads the bytes once and allocates only for a name with an escape.
+func eachName(obj []byte, fn func(string) error) error {
+	i := skipSpace(obj, 1)
+	for i < len(obj) && obj[i] == '"' {
+		end := skipString(obj, i)
+		name := string(obj[i+1 : end-1])
+		if strings.IndexByte(name, '\\') >= 0 {
+			if json.Unmarshal(obj[i:end], &name) != nil {
+				return apierr.BadRequest("the body is not valid JSON")
+			}
 		}
-		name, _ := t.(string)
-		if seen[name] {
-			return name, true
+		if err := fn(name); err != nil {
+			return err
 		}
-		seen[name] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", false
+		i = skipSpace(obj, end)
+		i = skipValue(obj, skipSpace(obj, i+1)) // past the ':'
+		i = skipSpace(obj, i)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
 		}
 	}
-	return "", false
+	return nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string that starts at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// skipValue returns the index after the value that starts at b[i].
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i)
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		case ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+		i++
+	}
+	return i
 }
 
 // checkRepo validates the repository slug.

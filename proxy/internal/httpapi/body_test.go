@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
@@ -280,4 +282,76 @@ func reencode(t *testing.T, b *body) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// parseBodyDecoding is parseBody as it was first written, on the
+// decoder alone: a generic decode for the names, a token walk for
+// repeated ones, then the struct with unknown fields disallowed. It reads
+// a body three times; FuzzParseBodyAgrees holds parseBody's single walk to
+// its verdicts.
+func parseBodyDecoding(raw []byte, allowed map[string]bool) (*body, error) {
+	if !utf8.Valid(raw) {
+		return nil, errors.New("UTF-8")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return nil, errors.New("not one object")
+	}
+	for name := range fields {
+		if !allowed[name] {
+			return nil, errors.New("unknown field")
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.Token()
+	seen := map[string]bool{}
+	for dec.More() {
+		t, _ := dec.Token()
+		name, _ := t.(string)
+		if seen[name] {
+			return nil, errors.New("repeated")
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		dec.Decode(&skip)
+	}
+	dec = json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var b body
+	if err := dec.Decode(&b); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// FuzzParseBodyAgrees: parseBody accepts exactly the bodies the three
+// decodes accepted, with the same meaning, and refuses the rest.
+func FuzzParseBodyAgrees(f *testing.F) {
+	for _, b := range validBodies {
+		f.Add([]byte(b))
+	}
+	for _, s := range []string{
+		`{"repo":"r","repo":"s"}`, `{"line":1,"l\u0069ne":2}`, `{"Repo":"r"}`, `{"repo":"r" , "line" : 3 }`,
+		`{"repo":{"a":[1,"]}",{"b":"\"}"}]},"line":2}`, `{"repo":"a"} x`, `{} {}`, `[1]`, `null`, ` {"line":-0} `,
+		`{"line":3.0}`, `{"include_declaration":1,"owner":2}`, "{\"repo\":\"\\ud800\"}", `{"\u0072epo":"r"}`,
+		`{"repo":"x\",\"repo","repo":"y"}`, `{"text":"} ,","line":1,"line":2}`, `{"repo":"\\","path":"[{"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	allowed := fieldSet(commonFields...)
+	for _, rt := range opRoutes {
+		for name := range rt.fields {
+			allowed[name] = true
+		}
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, err := parseBody(raw, allowed)
+		want, werr := parseBodyDecoding(raw, allowed)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q: parseBody says %v, the decoder %v", raw, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: parseBody read %+v, the decoder %+v", raw, got, want)
+		}
+	})
 }
