@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -144,22 +145,49 @@ func (b *lane) record(ctx context.Context, row Row) error {
 			}
 			b.lead(q)
 		case <-ctx.Done():
-			// The row stays queued and will be committed (never lost, possibly unreported); the lead,
-			// should it come to this caller, is still taken.
-			go b.follow(q)
-			return wrap("record usage", ctx.Err())
+			b.mu.Lock()
+			if !q.taken {
+				// Not in a batch yet: withdrawn. The caller is told the ledger failed, and a row
+				// written later would say it was answered (CONTRACT §5: a row records the outcome
+				// the caller got). A lead handed to it passes on.
+				b.queue = slices.DeleteFunc(b.queue, func(x *queued) bool { return x == q })
+				var next *queued
+				if q.leads {
+					next = b.passLead()
+				}
+				b.mu.Unlock()
+				if next != nil {
+					next.done <- errLead
+				}
+				return wrap("record usage", ctx.Err())
+			}
+			b.mu.Unlock()
+			// In a batch already, which runs to batchTimeout: its commit decides what the
+			// caller is told, so that the row and the answer agree.
+			for err := range q.done {
+				if err != errLead {
+					return err
+				}
+				b.lead(q)
+			}
 		}
 	}
 }
 
-// follow waits in place of a caller that left.
-func (b *lane) follow(q *queued) {
-	for err := range q.done {
-		if err != errLead {
-			return
+// passLead hands the lead to the first queued caller not leading yet, which the caller then tells
+// (errLead), or gives it up when there is none. b.mu is held.
+func (b *lane) passLead() (next *queued) {
+	for _, n := range b.queue {
+		if !n.leads {
+			n.leads = true
+			return n
 		}
-		b.lead(q)
 	}
+	b.leaders--
+	if b.leaders == 0 {
+		b.idle.Broadcast()
+	}
+	return nil
 }
 
 // lead commits batches from the head of the queue until q's row is in one (this or another leader's),
@@ -172,19 +200,11 @@ func (b *lane) lead(q *queued) {
 			b.mu.Unlock()
 			continue
 		}
-		for _, next := range b.queue {
-			if !next.leads {
-				next.leads = true
-				b.mu.Unlock()
-				next.done <- errLead
-				return
-			}
-		}
-		b.leaders--
-		if b.leaders == 0 {
-			b.idle.Broadcast()
-		}
+		next := b.passLead()
 		b.mu.Unlock()
+		if next != nil {
+			next.done <- errLead
+		}
 		return
 	}
 }

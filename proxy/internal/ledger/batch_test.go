@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -100,6 +101,67 @@ func TestGroupCommitConcurrentWriters(t *testing.T) {
 				t.Fatalf("32 concurrent writers never shared a commit")
 			}
 		})
+	}
+}
+
+// A caller that stops waiting before its row is in a batch has it withdrawn: it was told the ledger
+// failed, so no row may say it was answered (CONTRACT §5). The lane goes on: the batch ahead of it
+// commits for its own caller, and a later caller leads and commits.
+func TestGroupCommitCallerLeavesBeforeItsBatch(t *testing.T) {
+	t.Parallel()
+	l, url := openWith(t, ledger.Options{GroupCommit: ledger.GroupCommit{Lanes: 1, Committers: 1}})
+	row := func(id string) ledger.Row {
+		q := query("org1", "c1", "")
+		q.RequestID = id
+		return q
+	}
+	if err := l.RecordUsage(ctx, row("warm")); err != nil {
+		t.Fatal(err)
+	}
+	// Stall every insert: the first caller's batch waits on the lock.
+	locker := connect(t, url)
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE usage_rows IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- l.RecordUsage(ctx, row("first")) }()
+	watch := connect(t, url)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first batch never waited on the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The second caller queues behind that batch and stops waiting.
+	leaving, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := l.RecordUsage(leaving, row("left")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a caller whose deadline ended in the queue: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the batch ahead: %v", err)
+	}
+	if err := l.RecordUsage(ctx, row("after")); err != nil {
+		t.Fatalf("a caller after: %v", err)
+	}
+	got := rowsByRequest(t, url)
+	if got["first"] != 1 || got["after"] != 1 || got["left"] != 0 {
+		t.Fatalf("rows per request: %v; want first and after once, left never", got)
 	}
 }
 
