@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -308,21 +309,39 @@ func (p *Pool) enforceDisk(ctx context.Context, extra int64, maxAge time.Duratio
 		if total <= max {
 			return
 		}
+		if p.onDiskMeasured != nil {
+			p.onDiskMeasured()
+		}
 		// Over: a home without a tree goes first, the one changed longest ago.
-		var orphan *workspace.Home
-		var orphanTime time.Time
+		var orphans []workspace.Home
+		modTime := map[workspace.Home]time.Time{}
 		for _, h := range homes {
 			if hasTree[h] || p.preparingRepo(h) {
 				continue
 			}
-			if t := p.store.HomeModTime(h); orphan == nil || t.Before(orphanTime) {
-				orphan, orphanTime = &h, t
+			orphans = append(orphans, h)
+			modTime[h] = p.store.HomeModTime(h)
+		}
+		slices.SortFunc(orphans, func(a, b workspace.Home) int { return modTime[a].Compare(modTime[b]) })
+		// The trees were listed before the homes were measured, which takes
+		// seconds: a prepare of the repository may have published since.
+		// Whether the home is still an orphan is decided again, under the
+		// pool's lock, as it is taken for deletion.
+		var orphan *workspace.Home
+		var deleting chan struct{}
+		p.mu.Lock()
+		for _, h := range orphans {
+			if done, ok := p.claimHomeLocked(h, workspace.Key{}); ok {
+				orphan, deleting = &h, done
+				break
 			}
 		}
+		p.mu.Unlock()
 		if orphan != nil {
 			p.log.Info("evicted a home", "reason", "disk", "total", total, "budget", max)
 			err := p.store.DeleteHome(*orphan)
 			p.homes.forget(*orphan)
+			p.releaseHome(*orphan, deleting)
 			if err != nil {
 				p.log.Warn("disk budget: delete home", "err", err)
 				return
@@ -479,6 +498,39 @@ func exists(p string) bool {
 	return err == nil
 }
 
+// claimHomeLocked takes h for deletion (p.mu held) when nothing of its
+// repository is live or being written or evicted (but except, the key whose
+// eviction deletes it) and no deletion of h is under way, and returns what
+// releaseHome closes once it is gone. Meanwhile a prepare of the repository
+// waits (Prepare): a home deleted under a tree just published would leave
+// its servers without their caches and unable to start.
+func (p *Pool) claimHomeLocked(h workspace.Home, except workspace.Key) (chan struct{}, bool) {
+	if _, ok := p.deletingHomes[h]; ok {
+		return nil, false
+	}
+	for k := range p.live {
+		if k.Home() == h {
+			return nil, false
+		}
+	}
+	for k := range p.preparing {
+		if k != except && k.Home() == h {
+			return nil, false
+		}
+	}
+	done := make(chan struct{})
+	p.deletingHomes[h] = done
+	return done, true
+}
+
+// releaseHome ends a deletion claimHomeLocked began.
+func (p *Pool) releaseHome(h workspace.Home, done chan struct{}) {
+	p.mu.Lock()
+	delete(p.deletingHomes, h)
+	p.mu.Unlock()
+	close(done)
+}
+
 func (p *Pool) preparingRepo(h workspace.Home) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -549,24 +601,19 @@ func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 	}
 	h := k.Home()
 	if keys, err := p.store.List(); err == nil {
-		last := true
-		for _, o := range keys {
-			if o.TenantKey == h.TenantKey && o.Repo == h.Repo {
-				last = false
-			}
+		last := !slices.ContainsFunc(keys, func(o workspace.Key) bool { return o.Home() == h })
+		var deleting chan struct{}
+		if last {
+			p.mu.Lock()
+			deleting, last = p.claimHomeLocked(h, k)
+			p.mu.Unlock()
 		}
-		p.mu.Lock()
-		for o := range p.preparing {
-			if o != k && o.TenantKey == h.TenantKey && o.Repo == h.Repo {
-				last = false
-			}
-		}
-		p.mu.Unlock()
 		if last {
 			if err := p.store.DeleteHome(h); err != nil {
 				p.log.Warn("disk budget: delete home", "err", err)
 			}
 			p.homes.forget(h)
+			p.releaseHome(h, deleting)
 		}
 	}
 	p.mu.Lock()

@@ -2,16 +2,21 @@ package pool
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
 
 // TestHomeWalkedOnlyWhenWritten: the disk budget walks a home again only
@@ -113,4 +118,62 @@ func BenchmarkDiskPass(b *testing.B) {
 			p.enforceDisk(ctx, 0, activeHomeMaxAge)
 		}
 	})
+}
+
+// TestHomeOfAPrepareThatPublishedDuringThePass: a disk pass lists the
+// trees, then measures the homes (seconds, for a Go home); a prepare of
+// the repository that publishes meanwhile makes its home no orphan, though
+// the pass's list has no tree of it. The home stays, and the tree with it.
+func TestHomeOfAPrepareThatPublishedDuringThePass(t *testing.T) {
+	p, _ := testPool(t, Budget{})
+	k0, k1 := key("a", "race", 0), key("a", "race", 1)
+	prepare(t, p, k0, 0)
+	if _, err := p.Delete(context.Background(), k0); err != nil {
+		t.Fatal(err)
+	}
+	// k1's prepare is writing its tree, and blocks on its bytes.
+	content := "module example.com/m\n\ngo 1.22\n"
+	sum := sha256.Sum256([]byte(content))
+	files := []*daemonv1.FileEntry{{Path: "go.mod", Size: uint64(len(content)), Sha256: hex.EncodeToString(sum[:])}}
+	pr, pw := io.Pipe()
+	reading := make(chan struct{})
+	prepared := make(chan error, 1)
+	go func() {
+		_, _, err := p.Prepare(context.Background(), k1, "00000000-0000-4000-8000-"+k1.Commit[:12], files, &firstRead{r: pr, signal: reading}, nil, nil)
+		prepared <- err
+	}()
+	<-reading
+	// A pass over a budget nothing fits in: while it measures, k1 publishes.
+	p.SetBudget(Budget{MaxDisk: 1})
+	var once sync.Once
+	p.onDiskMeasured = func() {
+		once.Do(func() {
+			if _, err := io.WriteString(pw, content); err != nil {
+				t.Error(err)
+			}
+			pw.Close()
+			if err := <-prepared; err != nil {
+				t.Errorf("prepare %s: %v", k1, err)
+			}
+		})
+	}
+	p.enforceDisk(context.Background(), 0, 0)
+	if !p.store.Published(k1) {
+		t.Fatal("the tree was not published")
+	}
+	if _, err := os.Stat(p.store.HomeDir(k1)); err != nil {
+		t.Fatalf("the home of a tree published during the pass was deleted: %v", err)
+	}
+}
+
+// firstRead closes signal at its first Read.
+type firstRead struct {
+	r      io.Reader
+	signal chan struct{}
+	once   sync.Once
+}
+
+func (f *firstRead) Read(b []byte) (int, error) {
+	f.once.Do(func() { close(f.signal) })
+	return f.r.Read(b)
 }

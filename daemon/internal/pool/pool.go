@@ -95,7 +95,10 @@ type Pool struct {
 	// preparing holds a key while its tree is being written or evicted:
 	// a prepare waits for it, a query answers "needs tree".
 	preparing map[workspace.Key]chan struct{}
-	budget    Budget
+	// deletingHomes holds a home while the disk budget deletes it
+	// (claimHomeLocked): a prepare of its repository waits for it.
+	deletingHomes map[workspace.Home]chan struct{}
+	budget        Budget
 	// life ends with Close; background samplers run on it.
 	life     context.Context
 	stopLife context.CancelFunc
@@ -118,6 +121,9 @@ type Pool struct {
 	// evicts, and two at once would evict twice for one excess.
 	enforcingRSS  sync.Mutex
 	enforcingDisk sync.Mutex
+	// onDiskMeasured, for tests, runs in each disk pass once it has
+	// measured, before it decides what to evict.
+	onDiskMeasured func()
 }
 
 // New builds a pool over a store.
@@ -126,11 +132,12 @@ func New(store *workspace.Store, specs []Spec, sp runtime.Spawner, log *slog.Log
 	return &Pool{
 		life: life, stopLife: stop,
 		store: store, specs: specs, spawner: sp, log: log,
-		live:      map[workspace.Key]*Workspace{},
-		preparing: map[workspace.Key]chan struct{}{},
-		treeBytes: map[workspace.Key]treeMeasure{},
-		homes:     homeCache{measured: map[workspace.Home]homeMeasure{}, touched: map[workspace.Home]uint64{}},
-		rssPeak:   map[string]int64{},
+		live:          map[workspace.Key]*Workspace{},
+		preparing:     map[workspace.Key]chan struct{}{},
+		deletingHomes: map[workspace.Home]chan struct{}{},
+		treeBytes:     map[workspace.Key]treeMeasure{},
+		homes:         homeCache{measured: map[workspace.Home]homeMeasure{}, touched: map[workspace.Home]uint64{}},
+		rssPeak:       map[string]int64{},
 	}
 }
 
@@ -449,6 +456,11 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			p.mu.Unlock()
 			id, err := p.store.PrepareID(k)
 			return false, id, err
+		}
+		if home, deleting := p.deletingHomes[k.Home()]; !inflight && deleting {
+			// The disk budget is deleting the repository's home: write
+			// the tree once it is gone, into a new one.
+			wait, inflight = home, true
 		}
 		if !inflight {
 			done := make(chan struct{})
