@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/deps/depstest"
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
@@ -314,7 +315,8 @@ func walkClean(t *testing.T, dir string) {
 
 // TestPhasesBounded: no more than MaxPhases phases run at once, whatever
 // the prepares; one beyond the bound waits for a place, within its own
-// deadline, and says so when that ends first.
+// deadline, and says so when that ends first. A revision waiting for its
+// repository's home stops waiting as its context ends.
 func TestPhasesBounded(t *testing.T) {
 	dir, sum := mirrorDir(t)
 	held, release := make(chan struct{}), make(chan struct{})
@@ -351,6 +353,23 @@ func TestPhasesBounded(t *testing.T) {
 	cancel()
 	if w := <-waited; len(w) != 1 || !strings.Contains(w[0], "did not run") {
 		t.Fatalf("a phase beyond the bound: warnings %q; want it to have waited for a place", w)
+	}
+
+	// Another revision of the first's repository waits for its home; it
+	// stops waiting when its context ends (a Delete of its workspace).
+	again := repo(t, map[string]string{"README.md": "a later revision\n"})
+	again.Home = first.Home
+	ctx, cancel = context.WithCancel(context.Background())
+	waited = make(chan []string, 1)
+	go func() { waited <- f.Fetch(ctx, again) }()
+	cancel()
+	select {
+	case w := <-waited:
+		if len(w) != 1 || !strings.Contains(w[0], "another revision") {
+			t.Fatalf("a phase waiting for its home: warnings %q", w)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a phase waiting for its repository's home did not end with its context")
 	}
 
 	unhold()

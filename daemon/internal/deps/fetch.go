@@ -59,9 +59,10 @@ func (f *Fetcher) seedGo(ws runtime.Workspace) {
 	}
 }
 
+// homeLock is one home's turn: a token while a phase has it.
 type homeLock struct {
-	sync.Mutex
-	users int
+	held  chan struct{}
+	users int // phases having or waiting for it; the entry goes with the last
 }
 
 // New returns a Fetcher for cfg.
@@ -100,21 +101,31 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	// The deadline starts once the home is ours, then a place among the
-	// phases running (Config.MaxPhases): a second commit of the repository
-	// waiting for the first one's phase, or a phase waiting for a place,
-	// gets its whole time. The home comes first, so a revision waiting
-	// for another of its repository holds no place meanwhile.
-	unlock := f.lock(ws.Home)
+	// The phase's deadline starts once the home is ours, then a place
+	// among the phases running (Config.MaxPhases): a second commit of the
+	// repository waiting for the first one's phase, or a phase waiting for
+	// a place, gets its whole time. The home comes first, so a revision
+	// waiting for another of its repository holds no place meanwhile. The
+	// wait is bounded too, by as long again, and ends with ctx (a Delete
+	// ends a late phase's): a phase waiting holds its workspace, which no
+	// budget evicts meanwhile.
+	wait, endWait := context.WithTimeout(ctx, timeout)
+	unlock, ok := f.lock(wait, ws.Home)
+	if !ok {
+		endWait()
+		return []string{"the dependency phase did not run: another revision of this repository was running its phase until this one's deadline"}
+	}
 	defer unlock()
 	if f.phases != nil {
 		select {
 		case f.phases <- struct{}{}:
 			defer func() { <-f.phases }()
-		case <-ctx.Done():
+		case <-wait.Done():
+			endWait()
 			return []string{fmt.Sprintf("the dependency phase did not run: the daemon was running its bound of %d phases for other prepares until this one's deadline", cap(f.phases))}
 		}
 	}
+	endWait()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -173,23 +184,30 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	return w.list()
 }
 
-func (f *Fetcher) lock(home string) func() {
+// lock waits for home's turn until ctx ends; ok is false when it ended
+// first.
+func (f *Fetcher) lock(ctx context.Context, home string) (unlock func(), ok bool) {
 	f.mu.Lock()
 	l := f.homes[home]
 	if l == nil {
-		l = &homeLock{}
+		l = &homeLock{held: make(chan struct{}, 1)}
 		f.homes[home] = l
 	}
 	l.users++
 	f.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
+	leave := func() {
 		f.mu.Lock()
 		if l.users--; l.users == 0 {
 			delete(f.homes, home)
 		}
 		f.mu.Unlock()
+	}
+	select {
+	case l.held <- struct{}{}:
+		return func() { <-l.held; leave() }, true
+	case <-ctx.Done():
+		leave()
+		return nil, false
 	}
 }
 
