@@ -22,10 +22,12 @@
 // only; an entry staged where only the daemon writes moves in by renameat
 // (MoveIn), keeping a directory already there.
 //
-// This is the one place that writes, reads or removes in such a
+// This is the one place that writes, reads, walks or removes in such a
 // directory: the home's layout (runtime.PrepareHome), its hand-over to a
-// jail uid, the dependency phase's module cache and overlays, and removal
-// all go through it (the disk-usage walk only sums sizes).
+// jail uid, the dependency phase's module cache and overlays, the
+// disk-usage walk (StatTree) and removal all go through it. The walks
+// hold a bounded number of descriptors whatever the depth: a jail can
+// nest directories far deeper than any path can name.
 //
 // Dir.Path names an open directory as /proc/self/fd/N for code that takes
 // paths (the module zip extractor): the kernel resolves it to exactly that

@@ -450,7 +450,8 @@ func (d *Dir) MoveIn(src *Dir, name string, perm os.FileMode) (kept bool, err er
 	return false, nil
 }
 
-// maxDepth bounds the walks: a jail can make a tree far deeper than any
+// maxDepth bounds the descents that hold a descriptor per level
+// (ChownTree, RemoveAll's): a jail can make a tree far deeper than any
 // cache the daemon writes.
 const maxDepth = 512
 
@@ -547,6 +548,151 @@ func readNames(fd int) ([]string, error) {
 	return f.Readdirnames(-1)
 }
 
+// heldDirs bounds the descriptors StatTree holds below its top: deeper,
+// a directory's descriptor is closed on the way down and opened again
+// through ".." on the way up, checked to be the same directory.
+const heldDirs = 64
+
+// errMoved: a directory StatTree was below moved meanwhile, so the way
+// back up no longer leads to where the walk came from.
+var errMoved = errors.New("moved while walked")
+
+// StatTree calls fn with the status of d and of every entry beneath it,
+// as lstat(2) gives it: a link is reported as itself, never followed.
+// Only directories are opened, one level at a time by openat2, so a tree
+// of any depth (paths beyond PATH_MAX too) is walked with at most
+// heldDirs+2 descriptors of its own. An entry that disappears, or turns
+// into a link or a file, while the walk runs is reported as first seen
+// and not entered. An entry that cannot be read is passed over and its
+// error returned at the end; a directory moved while the walk is below it
+// ends the walk (what was reported stays reported).
+func (d *Dir) StatTree(fn func(*unix.Stat_t)) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: d.name, Err: err}
+	}
+	fn(&st)
+	names, err := readNames(d.fd)
+	if err != nil {
+		return &os.PathError{Op: "readdir", Path: d.name, Err: err}
+	}
+	// stack[i] is the directory at depth i on the way down; stack[0] is d,
+	// whose descriptor is the caller's.
+	stack := []statDir{{fd: d.fd, names: names}}
+	defer func() {
+		for _, s := range stack[1:] {
+			if s.fd >= 0 {
+				unix.Close(s.fd)
+			}
+		}
+	}()
+	var first error
+	fail := func(op, n string, err error) {
+		if first == nil {
+			first = &os.PathError{Op: op, Path: d.below(stack, n), Err: err}
+		}
+	}
+	for {
+		top := &stack[len(stack)-1]
+		if len(top.names) == 0 {
+			if len(stack) == 1 {
+				return first
+			}
+			up := &stack[len(stack)-2]
+			if up.fd < 0 {
+				if up.fd, err = top.parent(up); err != nil {
+					return &os.PathError{Op: "open", Path: d.below(stack[:len(stack)-1], ""), Err: err}
+				}
+			}
+			unix.Close(top.fd)
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		n := top.names[len(top.names)-1]
+		top.names = top.names[:len(top.names)-1]
+		var cs unix.Stat_t
+		if err := unix.Fstatat(top.fd, n, &cs, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				fail("lstat", n, err)
+			}
+			continue
+		}
+		fn(&cs)
+		if cs.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		cfd, err := openat2(top.fd, n, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			if !(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
+				fail("open", n, err)
+			}
+			continue
+		}
+		cnames, err := readNames(cfd)
+		if err != nil {
+			unix.Close(cfd)
+			fail("readdir", n, err)
+			continue
+		}
+		if i := len(stack) - heldDirs; i > 0 && stack[i].fd >= 0 {
+			if err := stack[i].release(); err != nil {
+				unix.Close(cfd)
+				return &os.PathError{Op: "stat", Path: d.below(stack[:i+1], ""), Err: err}
+			}
+		}
+		stack = append(stack, statDir{fd: cfd, name: n, names: cnames})
+	}
+}
+
+// statDir is a directory on StatTree's way down: its descriptor (-1 once
+// released), its identity then, its name in its parent and the entries
+// not yet visited.
+type statDir struct {
+	fd       int
+	dev, ino uint64
+	name     string
+	names    []string
+}
+
+// release closes s's descriptor, keeping its identity.
+func (s *statDir) release() error {
+	var st unix.Stat_t
+	if err := unix.Fstat(s.fd, &st); err != nil {
+		return err
+	}
+	unix.Close(s.fd)
+	s.fd, s.dev, s.ino = -1, uint64(st.Dev), uint64(st.Ino)
+	return nil
+}
+
+// parent opens s's parent again, which must still be up: ".." is never
+// a link, but s may have moved.
+func (s *statDir) parent(up *statDir) (int, error) {
+	fd, err := unix.Openat(s.fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if uint64(st.Dev) != up.dev || uint64(st.Ino) != up.ino {
+		unix.Close(fd)
+		return -1, errMoved
+	}
+	return fd, nil
+}
+
+// below names n in the directory at the end of stack, for errors only.
+func (d *Dir) below(stack []statDir, n string) string {
+	p := d.name
+	for _, s := range stack[1:] {
+		p = filepath.Join(p, s.name)
+	}
+	return filepath.Join(p, n)
+}
+
 // RemoveAll removes path and everything beneath it without following a
 // link, making directories writable on the way (trees are read-only).
 // path's parent must be trusted (see Open); a missing path is not an
@@ -569,49 +715,81 @@ func RemoveAll(path string) error {
 }
 
 // RemoveAll removes name in d and everything beneath it, never following
-// a link; a missing name is not an error.
+// a link; a missing name is not an error. A tree of any depth goes, with
+// at most maxDepth+2 descriptors: a directory deeper than maxDepth is
+// moved up into name (renameat, within the tree) and removed from there.
 func (d *Dir) RemoveAll(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	return removeAt(d.fd, d.name, name, 0)
+	r := remover{top: -1}
+	return r.removeAt(d.fd, d.name, name, 0)
 }
 
-func removeAt(pfd int, pname, n string, depth int) error {
+// remover removes one tree: top is the descriptor of its top directory
+// once open, moved says a directory was moved into top since top was last
+// listed.
+type remover struct {
+	top   int
+	moved bool
+}
+
+func (r *remover) removeAt(pfd int, pname, n string, depth int) error {
 	full := filepath.Join(pname, n)
-	err := unix.Unlinkat(pfd, n, 0)
-	if err == nil || errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
-		return &os.PathError{Op: "unlink", Path: full, Err: err}
-	}
-	if depth > maxDepth {
-		return &os.PathError{Op: "remove", Path: full, Err: errors.New("too deep")}
-	}
-	fd, err := openat2(pfd, n, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
+	var fd int
+	for attempt := 0; ; attempt++ {
+		err := unix.Unlinkat(pfd, n, 0)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
+			return &os.PathError{Op: "unlink", Path: full, Err: err}
+		}
+		fd, err = openat2(pfd, n, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err == nil {
+			break
+		}
 		if errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-			// Replaced by a link or file meanwhile: remove that entry.
-			return removeAt(pfd, pname, n, depth+1)
+		// Replaced by a link or file meanwhile: remove that entry.
+		if !(errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) || attempt >= 3 {
+			return &os.PathError{Op: "open", Path: full, Err: err}
 		}
-		return &os.PathError{Op: "open", Path: full, Err: err}
 	}
+	// Writable, for its entries to go (and, deep, for its ".." to change
+	// when it moves).
 	_ = unix.Fchmod(fd, 0o700)
-	for round := 0; round < 4; round++ {
+	if depth > maxDepth {
+		// One descriptor more per level would be unbounded: move it up
+		// beside top's entries, where a later round of top's removes it.
+		unix.Close(fd)
+		if err := unix.Renameat(pfd, n, r.top, TempName()); err != nil && !errors.Is(err, unix.ENOENT) {
+			return &os.PathError{Op: "rename", Path: full, Err: err}
+		}
+		r.moved = true
+		return nil
+	}
+	if depth == 0 {
+		r.top = fd
+	}
+	for round := 0; ; round++ {
 		names, err := readNames(fd)
 		if err != nil {
 			unix.Close(fd)
 			return &os.PathError{Op: "readdir", Path: full, Err: err}
 		}
-		if len(names) == 0 {
+		// A few rounds for what a writer adds meanwhile; top's go on for
+		// as long as directories move up into it (each move brings a
+		// subtree maxDepth levels nearer, so they end).
+		if len(names) == 0 || round >= 4 && !(depth == 0 && r.moved) {
 			break
 		}
+		if depth == 0 {
+			r.moved = false
+		}
 		for _, c := range names {
-			if err := removeAt(fd, full, c, depth+1); err != nil {
+			if err := r.removeAt(fd, full, c, depth+1); err != nil {
 				unix.Close(fd)
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -409,4 +410,173 @@ func TestReadNames(t *testing.T) {
 	if none, err := empty.ReadNames(5); err != nil || len(none) != 0 {
 		t.Fatalf("empty directory: %q, %v", none, err)
 	}
+}
+
+// chain makes depth nested directories named d under dir, one level at a
+// time (the path soon passes PATH_MAX), and opens the deepest.
+func chain(t *testing.T, dir *Dir, depth int) *Dir {
+	t.Helper()
+	bottom, err := dir.MkdirAll(strings.TrimSuffix(strings.Repeat("d/", depth), "/"), 0o755, MkdirOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bottom.Close()
+		_ = dir.RemoveAll("d") // before t.TempDir's cleanup, which holds a descriptor per level
+	})
+	return bottom
+}
+
+func openFds(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+// TestStatTreeDeepNoLinks: StatTree reports a link as itself and never
+// what it points at, and reaches the bottom of a chain whose path is far
+// beyond PATH_MAX with a bounded number of descriptors.
+func TestStatTreeDeepNoLinks(t *testing.T) {
+	home, hostDir, hostFile := fixture(t)
+	if err := os.Symlink(hostDir, filepath.Join(home, "l")); err != nil {
+		t.Fatal(err)
+	}
+	d := open(t, home)
+	const depth = 2100 // "d/" × 2100: 4200 bytes, past PATH_MAX (4096)
+	if err := chain(t, d, depth).WriteFile("f", []byte("bottom"), 0o644, Keep); err != nil {
+		t.Fatal(err)
+	}
+	var host syscall.Stat_t
+	if err := syscall.Stat(hostFile, &host); err != nil {
+		t.Fatal(err)
+	}
+	fds := openFds(t)
+	var dirs, links, files, bottomFds int
+	err := d.StatTree(func(st *unix.Stat_t) {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			dirs++
+		case unix.S_IFLNK:
+			links++
+		case unix.S_IFREG:
+			files++
+			if st.Ino == host.Ino {
+				t.Error("reported the file a link points at")
+			}
+			if st.Size == 6 {
+				bottomFds = openFds(t)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dirs != depth+1 || links != 1 || files != 1 || bottomFds == 0 {
+		t.Errorf("reported %d directories (want %d), %d links (want 1), %d files (want the bottom one)", dirs, depth+1, links, files)
+	}
+	if bottomFds > fds+heldDirs {
+		t.Errorf("%d descriptors open at the bottom, %d before the walk (bound: %d more)", bottomFds, fds, heldDirs)
+	}
+	if n := openFds(t); n != fds {
+		t.Errorf("%d descriptors open after the walk, %d before", n, fds)
+	}
+	unchanged(t, hostDir, hostFile)
+}
+
+// TestStatTreeSwappedForLink: a directory that becomes a link to a host
+// directory between its lstat and its opening (done here from fn, at
+// exactly that moment) is reported as first seen and never entered.
+func TestStatTreeSwappedForLink(t *testing.T) {
+	home, hostDir, hostFile := fixture(t)
+	sub, link := filepath.Join(home, "sub"), filepath.Join(home, "link")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hostDir, link); err != nil {
+		t.Fatal(err)
+	}
+	var subSt, host syscall.Stat_t
+	if err := syscall.Lstat(sub, &subSt); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(hostFile, &host); err != nil {
+		t.Fatal(err)
+	}
+	err := open(t, home).StatTree(func(st *unix.Stat_t) {
+		if st.Ino == subSt.Ino {
+			if err := unix.Renameat2(unix.AT_FDCWD, sub, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st.Ino == host.Ino {
+			t.Error("walked into the host directory through a swapped link")
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unchanged(t, hostDir, hostFile)
+}
+
+// TestStatTreeMovedAbove: deeper than the descriptors it holds, the walk
+// goes back up through "..", and a directory moved meanwhile (here out of
+// the tree, into the host directory) ends it with an error instead of
+// walking where ".." now leads: the host's f, named like an entry of the
+// directory it left, is never reported.
+func TestStatTreeMovedAbove(t *testing.T) {
+	home, hostDir, hostFile := fixture(t)
+	d := open(t, home)
+	if err := chain(t, d, 3*heldDirs).WriteFile("f", []byte("bottom"), 0o644, Keep); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "d", "d", "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var host syscall.Stat_t
+	if err := syscall.Stat(hostFile, &host); err != nil {
+		t.Fatal(err)
+	}
+	// The directory at depth 3: its descriptor is long released when the
+	// walk reaches the bottom.
+	moved := filepath.Join(home, "d", "d", "d")
+	err := d.StatTree(func(st *unix.Stat_t) {
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 6 {
+			if err := os.Rename(moved, filepath.Join(hostDir, "moved")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st.Ino == host.Ino {
+			t.Error("walked the host directory")
+		}
+	})
+	if !errors.Is(err, errMoved) {
+		t.Errorf("StatTree = %v, want %v", err, errMoved)
+	}
+}
+
+// TestRemoveAllDeep: a tree nested deeper than maxDepth (twice over) goes
+// whole, read-only directories and links included, following none.
+func TestRemoveAllDeep(t *testing.T) {
+	home, hostDir, hostFile := fixture(t)
+	d := open(t, home)
+	bottom := chain(t, d, 2*maxDepth+100)
+	if err := bottom.WriteFile("f", []byte("x"), 0o444, Keep); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hostDir, filepath.Join(bottom.Path(), "l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fchmod(bottom.Fd(), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveAll(home); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(home); !os.IsNotExist(err) {
+		t.Errorf("home still there: %v", err)
+	}
+	unchanged(t, hostDir, hostFile)
 }

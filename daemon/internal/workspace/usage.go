@@ -6,8 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hanzoai/lsp/daemon/internal/safefs"
 )
 
 // Home names one server home: root/homes/<tenant>/<repo>.
@@ -17,31 +20,38 @@ type Home struct {
 }
 
 // Usage is the disk a directory takes: allocated bytes (st_blocks × 512,
-// what the filesystem really spends) of every entry under it.
+// what the filesystem really spends) of every entry under it, a file with
+// several links once. A jail writes the homes, so the walk follows no
+// link (a link counts as itself) and goes by descriptor, at any depth
+// (safefs.StatTree); what it cannot read it passes over.
 func Usage(dir string) int64 { return usage(dir, false) }
 
 // usage is Usage; with unshared, a regular file with more than one link
 // is left out: the daemon's cache shares its files with the node_modules
 // of the trees it was linked into (deps.packageCache), which count them.
 func usage(dir string, unshared bool) int64 {
+	d, err := safefs.Open(dir)
+	if err != nil {
+		return 0
+	}
+	defer d.Close()
 	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
+	// The inodes with more than one link seen so far: ten thousand links
+	// to one file are one file's disk.
+	type inode struct{ dev, ino uint64 }
+	seen := map[inode]bool{}
+	_ = d.StatTree(func(st *unix.Stat_t) {
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink > 1 {
+			if unshared && st.Mode&unix.S_IFMT == unix.S_IFREG {
+				return
+			}
+			id := inode{uint64(st.Dev), uint64(st.Ino)}
+			if seen[id] {
+				return
+			}
+			seen[id] = true
 		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		switch {
-		case !ok:
-			n += fi.Size()
-		case unshared && fi.Mode().IsRegular() && st.Nlink > 1:
-		default:
-			n += st.Blocks * 512
-		}
-		return nil
+		n += st.Blocks * 512
 	})
 	return n
 }
