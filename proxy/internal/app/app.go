@@ -19,7 +19,6 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/auth"
 	"github.com/hanzoai/lsp/proxy/internal/config"
 	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
-	"github.com/hanzoai/lsp/proxy/internal/forge"
 	"github.com/hanzoai/lsp/proxy/internal/httpapi"
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
 	"github.com/hanzoai/lsp/proxy/internal/listener"
@@ -109,12 +108,9 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		PrepareCents:   cfg.PrepareCents,
 		PrepareGrace:   cfg.PrepareGrace,
 		PrepareTimeout: cfg.PrepareTimeout,
-		Limits: forge.Limits{
-			MaxFiles: cfg.TreeMaxFiles, MaxTotalBytes: cfg.TreeMaxBytes,
-			MaxFileBytes: cfg.TreeMaxFileBytes, MaxDepth: cfg.TreeMaxDepth,
-		},
-		Owners:      cfg.ForgeOwners,
-		MaxPrepares: cfg.MaxPrepares,
+		Limits:         treeLimits(cfg),
+		Owners:         cfg.ForgeOwners,
+		MaxPrepares:    cfg.MaxPrepares,
 	}, log, reg)
 	settled := make(chan struct{})
 	go settleHolds(sweepCtx, ops, led, cfg.HoldSettleInterval, cfg.PrepareTimeout+cfg.RequestTimeout, log, settled)

@@ -21,11 +21,21 @@ func newForge(cfg *config.Config, cacheSecret []byte, log *slog.Logger) forge.Fo
 	case "gitea":
 		f = forge.NewGitea(cfg.ForgeURL, forgeHTTPClient(), log)
 	default:
-		f = forge.NewGit(cfg.ForgeURL, forgeHTTPClient(), "git", log)
+		// The tree limits also bound what Resolve may download to prove
+		// an older commit reachable, before the payment gate.
+		f = forge.NewGit(cfg.ForgeURL, forgeHTTPClient(), "git", treeLimits(cfg), log)
 	}
 	// The gate is inside the cache: a cached answer takes no slot.
 	f = forge.NewGate(f, cfg.ForgeMaxDownloads, cfg.ForgeMaxDownloadsPerOrg)
 	return forge.NewCache(f, cfg.ForgeCacheTTL, cfg.ForgeNegativeCacheTTL, cacheSecret)
+}
+
+// treeLimits are the configured bounds on a fetched tree.
+func treeLimits(cfg *config.Config) forge.Limits {
+	return forge.Limits{
+		MaxFiles: cfg.TreeMaxFiles, MaxTotalBytes: cfg.TreeMaxBytes,
+		MaxFileBytes: cfg.TreeMaxFileBytes, MaxDepth: cfg.TreeMaxDepth,
+	}
 }
 
 // sudoToken reads the proxy's forge admin token (LSP_FORGE_AUTH=sudo). The

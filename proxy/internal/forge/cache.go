@@ -28,7 +28,10 @@ const (
 // and a different credential always asks the forge again. A revocation
 // takes effect within ttl and a new branch is visible within negTTL. A
 // made-up revision costs the forge one resolve per credential per negTTL,
-// however often it is asked. Forge outages and timeouts are not kept.
+// however often it is asked. So does a commit too costly to prove
+// reachable (a *TooLargeError): the proof runs before anyone pays, and its
+// download, bounded as it is, is the dearest answer to repeat. Forge
+// outages and timeouts are not kept.
 // Concurrent identical misses share one call to f. At most 10 000 answers
 // are kept, least recently used first out. Fetch passes through. An empty
 // secret is replaced by a random one (the cache is per process).
@@ -143,12 +146,13 @@ func (c *cache) Resolve(ctx context.Context, cred Credential, owner, repo string
 
 		cl.commit, cl.err = c.next.Resolve(ctx, cred, owner, repo, rev)
 
+		var tl *TooLargeError
 		c.mu.Lock()
 		delete(c.inflight, k)
 		switch {
 		case cl.err == nil:
 			c.store(k, cl.commit, nil, c.ttl)
-		case errors.Is(cl.err, ErrNotFound) || errors.Is(cl.err, ErrBadRev):
+		case errors.Is(cl.err, ErrNotFound) || errors.Is(cl.err, ErrBadRev) || errors.As(cl.err, &tl):
 			c.store(k, "", cl.err, c.negTTL)
 		}
 		c.mu.Unlock()

@@ -24,7 +24,11 @@
 // protocol v2 servers hand out any object they hold, reachable or not, so v2
 // is never used to fetch by sha). When the forge refuses, the ref tips'
 // history is fetched (commits only where possible) and ancestry is checked
-// locally.
+// locally. This runs before the payment gate, so it is bounded like every
+// download of the package: git is stopped once what it has received passes
+// what a tree within the limits can weigh (packBound of NewGit's limits
+// here, of Fetch's own there). A proof or fetch that needs more history
+// than that is a *TooLargeError with Bound "history".
 //
 // Fetch downloads the commit's tree with the git CLI into a temporary bare
 // repository that is removed afterwards: the commit alone at depth 1 over

@@ -30,9 +30,13 @@ const (
 	revNotFound  = "revision not found"
 )
 
-// TooLargeError reports the tree bound a fetch went over.
+// TooLargeError reports the bound a fetch went over: one of the tree's
+// Limits, or "history" when reaching a commit that is no ref tip would take
+// more history from the forge than a fetch may download (packBound; Limit
+// is then in bytes of pack). Both are answered 413: the same request fails
+// the same way until the repository or the forge changes.
 type TooLargeError struct {
-	Bound string // "files", "total_bytes", "file_bytes" or "depth"
+	Bound string // "files", "total_bytes", "file_bytes", "depth" or "history"
 	Limit int64
 }
 
@@ -46,6 +50,8 @@ func (e *TooLargeError) Error() string {
 		return fmt.Sprintf("tree too large: a file is larger than %d bytes", e.Limit)
 	case "depth":
 		return fmt.Sprintf("tree too large: a path is deeper than %d levels", e.Limit)
+	case "history":
+		return fmt.Sprintf("revision too costly to reach: the forge would send more than %d bytes of history for this commit (a branch or tag tip needs none)", e.Limit)
 	}
 	return fmt.Sprintf("tree too large: over the %s bound (%d)", e.Bound, e.Limit)
 }

@@ -31,7 +31,7 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 	}
 	lim = lim.withDefaults()
 	log := g.log.With("op", op, "owner", owner, "repo", repo, "commit", commit)
-	f := &fetcher{g: g, op: op, log: log, secrets: cred.secrets(), auth: auth, url: g.repoURL(owner, repo), commit: commit, lim: lim}
+	f := &fetcher{g: g, op: op, log: log, secrets: cred.secrets(), auth: auth, url: g.repoURL(owner, repo), commit: commit, lim: lim, maxPack: packBound(lim)}
 	if f.home, err = os.MkdirTemp("", "lsp-forge-"); err != nil {
 		log.Error("forge: temp dir", "err", err)
 		return nil, newError(op, ErrUnavailable, "no room to fetch")
@@ -65,11 +65,9 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 
 	// By commit, over protocol v0 so the forge checks reachability; a tip is
 	// always served, an older commit when the forge allows it.
-	// One commit, no history: its pack can only be larger than the tree's
-	// bytes bound if the tree is, so the download stops there (packBound).
-	f.maxPack = packBound(lim)
-	dir, ferr := f.fetch(ctx, "bycommit", 0, "--depth=1", f.url, commit)
-	f.maxPack = 0
+	// One commit, no history: its pack can only be larger than packBound if
+	// the tree is over lim, so passing it is the tree's bytes bound.
+	dir, ferr := f.fetch(ctx, "bycommit", 0, overTree, "--depth=1", f.url, commit)
 	switch {
 	case ferr == nil:
 		return keep(g.readTree(ctx, op, log, f.home, dir, commit, lim))
@@ -78,12 +76,13 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 	}
 
 	// By the refs: find a ref that contains the commit, then fetch that ref
-	// just deep enough to hold it.
+	// just deep enough to hold it. Both downloads carry history, which no
+	// tree bound limits: they stop at the same packBound (see fetcher).
 	var extra []string
 	if adv.filter() {
 		extra = []string{"--filter=tree:0"} // commits only: enough to find the path
 	}
-	dir, err = f.fetch(ctx, "tips", 2, append(extra, f.url, tips[0], tips[1])...)
+	dir, err = f.fetch(ctx, "tips", 2, overHistory, append(extra, f.url, tips[0], tips[1])...)
 	if err != nil {
 		return nil, f.notRefused(err)
 	}
@@ -109,10 +108,12 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 	if best == "" {
 		return nil, newError(op, ErrNotFound, revNotFound)
 	}
+	// The tips' commits are no longer needed: one download on disk at a time.
+	_ = os.RemoveAll(dir)
 	// Shallow depth counts the tip as 1, and the path from best to commit
 	// is at most bestDepth commits long.
 	depth := "--depth=" + strconv.FormatInt(bestDepth+1, 10)
-	dir, err = f.fetch(ctx, "byref", 2, depth, f.url, best)
+	dir, err = f.fetch(ctx, "byref", 2, overHistory, depth, f.url, best)
 	if err != nil {
 		return nil, f.notRefused(err)
 	}
@@ -123,9 +124,20 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 // forge's refs with the caller's credential, downloading as little as the
 // forge allows: one commit object when it serves reachable commits by sha,
 // else the history of the tips without trees or blobs when it filters.
+//
+// It runs before the payment gate, for any caller who can see the
+// repository, so every download stops at packBound(g.lim), the most a
+// tree the service accepts can weigh: a proof never costs more than the
+// prepare it may lead to. Where the forge filters, a proof is commits only
+// (a few hundred bytes each: millions of commits fit); where it does not,
+// a fetch by sha brings the commit's tree (over the bound only when the
+// tree is over lim: "total_bytes"), and the tips' fallback brings every
+// branch's whole history, which the bound cuts short ("history"). Such
+// a commit stays reachable by a branch or tag, and by sha on a forge that
+// serves commits by sha.
 func (g *gitForge) reachable(ctx context.Context, log *slog.Logger, cred Credential, auth, repoURL, sha string, filter bool) error {
 	const op = "resolve"
-	f := &fetcher{g: g, op: op, log: log, secrets: cred.secrets(), auth: auth, url: repoURL, commit: sha}
+	f := &fetcher{g: g, op: op, log: log, secrets: cred.secrets(), auth: auth, url: repoURL, commit: sha, lim: g.lim, maxPack: packBound(g.lim)}
 	var err error
 	if f.home, err = os.MkdirTemp("", "lsp-forge-"); err != nil {
 		log.Error("forge: temp dir", "err", err)
@@ -137,7 +149,7 @@ func (g *gitForge) reachable(ctx context.Context, log *slog.Logger, cred Credent
 	if filter {
 		extra = []string{"--filter=tree:0"}
 	}
-	dir, err := f.fetch(ctx, "bycommit", 0, append(extra, "--depth=1", repoURL, sha)...)
+	dir, err := f.fetch(ctx, "bycommit", 0, overTree, append(extra, "--depth=1", repoURL, sha)...)
 	switch {
 	case err == nil:
 		out, _, terr := g.output(ctx, dir, f.home, 64, "cat-file", "-t", sha)
@@ -148,7 +160,7 @@ func (g *gitForge) reachable(ctx context.Context, log *slog.Logger, cred Credent
 	case err != errRefused:
 		return err
 	}
-	dir, err = f.fetch(ctx, "tips", 2, append(extra, repoURL, tips[0], tips[1])...)
+	dir, err = f.fetch(ctx, "tips", 2, overHistory, append(extra, repoURL, tips[0], tips[1])...)
 	if err != nil {
 		return f.notRefused(err)
 	}
@@ -166,8 +178,9 @@ type fetcher struct {
 	url     string
 	commit  string
 	home    string // temporary; holds the repositories and is git's HOME
-	// maxPack, when positive, stops a fetch whose objects pass it on disk:
-	// git is killed as the pack arrives, and the fetch is a TooLargeError.
+	// maxPack bounds every fetch: git is killed once the objects on disk
+	// pass it, and the fetch is a TooLargeError. Every operation sets it to
+	// packBound of the limits in force (positive, as lim has its defaults).
 	maxPack int64
 	lim     Limits
 }
@@ -175,8 +188,48 @@ type fetcher struct {
 // packBound is the most a depth-1 pack of a tree within lim can weigh: the
 // files' bytes (zlib never grows data by more than a fraction), the tree
 // objects of MaxFiles entries, and slack.
+//
+// It is also the bound of every other download of this package, those
+// that carry history (a reachability proof, the tips, a ref deep enough to
+// hold a commit): no tree bound limits history, and the largest tree the
+// service accepts is what the operator has agreed one request may make it
+// download and hold on disk (once: a fetch's earlier download is removed).
 func packBound(lim Limits) int64 {
 	return lim.MaxTotalBytes + lim.MaxTotalBytes/32 + int64(lim.MaxFiles)*128 + 1<<20
+}
+
+// overBound says what passing maxPack means for one fetch.
+type overBound uint8
+
+const (
+	// overTree: a depth-1 fetch of one commit without a filter; its pack
+	// is its tree, so the tree is over lim's total bytes.
+	overTree overBound = iota
+	// overHistory: a fetch that carries history; reaching the commit
+	// would take more than maxPack.
+	overHistory
+)
+
+// tooLarge is the error of a fetch that passed maxPack.
+func (f *fetcher) tooLarge(over overBound) error {
+	if over == overTree {
+		return &TooLargeError{Bound: "total_bytes", Limit: f.lim.MaxTotalBytes}
+	}
+	return &TooLargeError{Bound: "history", Limit: f.maxPack}
+}
+
+// objectsSize is the bytes of dir's objects on disk.
+func objectsSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(filepath.Join(dir, "objects"), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // watchPack polls the size of dir's objects while a fetch runs and calls
@@ -190,16 +243,7 @@ func watchPack(dir string, max int64, over func(), stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		var n int64
-		_ = filepath.WalkDir(filepath.Join(dir, "objects"), func(_ string, d fs.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				if fi, err := d.Info(); err == nil {
-					n += fi.Size()
-				}
-			}
-			return nil
-		})
-		if n > max {
+		if objectsSize(dir) > max {
 			over()
 			return
 		}
@@ -210,8 +254,9 @@ func watchPack(dir string, max int64, over func(), stop <-chan struct{}) {
 var errRefused = newError("fetch", ErrNotFound, revNotFound)
 
 // fetch creates a bare repository name under home and runs
-// `git fetch args` in it over protocol version proto.
-func (f *fetcher) fetch(ctx context.Context, name string, proto int, args ...string) (string, error) {
+// `git fetch args` in it over protocol version proto, stopping it once
+// its objects pass f.maxPack (what that means: over).
+func (f *fetcher) fetch(ctx context.Context, name string, proto int, over overBound, args ...string) (string, error) {
 	dir := filepath.Join(f.home, name)
 	initArgs := []string{"init", "--quiet", "--bare", "--template="}
 	if len(f.commit) == 64 {
@@ -238,9 +283,14 @@ func (f *fetcher) fetch(ctx context.Context, name string, proto int, args ...str
 	stderr, err := f.g.run(runCtx, dir, f.home, &remote{auth: f.auth, protocol: proto}, nil, full...)
 	close(stop)
 	<-watched
+	// A fast forge can finish between two polls: what it left counts too,
+	// so the bound does not depend on timing.
+	if err == nil && f.maxPack > 0 && objectsSize(dir) > f.maxPack {
+		tooLarge.Store(true)
+	}
 	if tooLarge.Load() {
-		f.log.Info("forge: fetch stopped: its objects passed the tree's bytes bound", "step", name, "bound", f.maxPack)
-		return "", &TooLargeError{Bound: "total_bytes", Limit: f.lim.MaxTotalBytes}
+		f.log.Info("forge: fetch stopped: its objects passed the download bound", "step", name, "bound", f.maxPack)
+		return "", f.tooLarge(over)
 	}
 	if err == nil {
 		return dir, nil

@@ -143,7 +143,7 @@ func newFixture(t testing.TB, wrap func(http.Handler) http.Handler) *fixture {
 
 // newForge returns the git forge client logging into fx.logs.
 func (fx *fixture) newForge(gitBinary string) Forge {
-	return NewGit(fx.server.URL, fx.client, gitBinary, slog.New(slog.NewTextHandler(fx.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	return NewGit(fx.server.URL, fx.client, gitBinary, Limits{}, slog.New(slog.NewTextHandler(fx.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 }
 
 func gitIn(t testing.TB, dir string, args ...string) string {

@@ -40,6 +40,8 @@ type gitForge struct {
 	client *http.Client
 	git    string
 	log    *slog.Logger
+	// lim bounds Resolve's downloads, which take no Limits (reachable).
+	lim Limits
 
 	baseErr error
 }
@@ -48,9 +50,12 @@ type gitForge struct {
 // (http or https, without credentials in it); repositories are at
 // {baseURL}/{owner}/{repo}.git. httpClient may be nil for a keep-alive
 // client with a 30 s timeout; whatever client is given, redirects are never
-// followed. gitBinary may be empty for "git" from PATH. A nil log discards.
-// A bad baseURL is logged and makes every call fail with ErrUnavailable.
-func NewGit(baseURL string, httpClient *http.Client, gitBinary string, log *slog.Logger) Forge {
+// followed. gitBinary may be empty for "git" from PATH. lim should be the
+// limits Fetch is called with (zero fields take DefaultLimits): proving an
+// older commit reachable in Resolve, before anyone has paid, downloads no
+// more than fetching a tree within lim may. A nil log discards. A bad
+// baseURL is logged and makes every call fail with ErrUnavailable.
+func NewGit(baseURL string, httpClient *http.Client, gitBinary string, lim Limits, log *slog.Logger) Forge {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -58,7 +63,7 @@ func NewGit(baseURL string, httpClient *http.Client, gitBinary string, log *slog
 		gitBinary = "git"
 	}
 	c := noRedirects(httpClient)
-	g := &gitForge{client: &c, git: gitBinary, log: log}
+	g := &gitForge{client: &c, git: gitBinary, log: log, lim: lim.withDefaults()}
 	g.base, g.baseErr = parseBaseURL(baseURL)
 	if g.baseErr != nil {
 		log.Error("forge: unusable forge URL", "err", g.baseErr)
@@ -141,7 +146,7 @@ func (g *gitForge) Resolve(ctx context.Context, cred Credential, owner, repo str
 	if !matchesFormat(sha, adv.objectFormat()) {
 		return "", newError(op, ErrNotFound, revNotFound)
 	}
-	// Not a tip: the git CLI proves reachability.
+	// Not a tip: the git CLI proves reachability, within g.lim's bound.
 	if err := g.reachable(ctx, log, cred, auth, u, sha, adv.filter()); err != nil {
 		return "", err
 	}

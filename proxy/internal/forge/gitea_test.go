@@ -292,7 +292,7 @@ func TestGiteaSudo(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	defer srv.Close()
-	if _, err := NewGit(srv.URL, nil, "", nil).Resolve(ctx, sudo("alice"), "acme", "app", mustRev(t, "")); err == nil || hits.Load() != 0 {
+	if _, err := NewGit(srv.URL, nil, "", Limits{}, nil).Resolve(ctx, sudo("alice"), "acme", "app", mustRev(t, "")); err == nil || hits.Load() != 0 {
 		t.Errorf("git kind with sudo: %v after %d requests; want an error and no request", err, hits.Load())
 	}
 	assertNoSecret(t, "log", fx.logs.String(), adminToken)

@@ -42,7 +42,7 @@ func TestRealGitea(t *testing.T) {
 
 	client := &http.Client{Timeout: 30 * time.Second}
 	api := NewGitea(g.URL, client, slog.New(slog.DiscardHandler))
-	viaGit := NewGit(g.URL, client, "", slog.New(slog.DiscardHandler))
+	viaGit := NewGit(g.URL, client, "", Limits{}, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 
 	for _, kind := range []struct {

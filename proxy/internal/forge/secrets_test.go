@@ -195,7 +195,7 @@ func TestRedirectIsUnavailable(t *testing.T) {
 
 func TestUnavailableForge(t *testing.T) {
 	fx := newFixture(t, nil)
-	f := NewGit("http://127.0.0.1:1", nil, "", nil) // nothing listens on port 1
+	f := NewGit("http://127.0.0.1:1", nil, "", Limits{}, nil) // nothing listens on port 1
 	_, err := f.Resolve(context.Background(), bearer(readerToken), "acme", "app", Rev{})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Resolve = %v, want ErrUnavailable", err)
@@ -215,7 +215,7 @@ func TestUnavailableForge(t *testing.T) {
 		t.Fatalf("Fetch with a cancelled context = %v", err)
 	}
 	for _, bad := range []string{"ftp://forge", "http://user:pw@forge", "not a url\x7f", "http://"} {
-		_, err := NewGit(bad, nil, "", nil).Resolve(context.Background(), bearer(readerToken), "a", "b", Rev{})
+		_, err := NewGit(bad, nil, "", Limits{}, nil).Resolve(context.Background(), bearer(readerToken), "a", "b", Rev{})
 		if !errors.Is(err, ErrUnavailable) {
 			t.Errorf("NewGit(%q).Resolve = %v, want ErrUnavailable", bad, err)
 		}
