@@ -273,10 +273,12 @@ func manifestBytes(files []*daemonv1.FileEntry) int64 {
 }
 
 // enforceDisk evicts homes without a tree, then whole workspaces, until the
-// trees and homes on disk plus extra (a tree about to be written) fit
-// MaxDisk. A home something may be writing is measured again when its last
-// measure is older than maxAge (0: always; homeSizes).
-func (p *Pool) enforceDisk(ctx context.Context, extra int64, maxAge time.Duration) {
+// trees and homes on disk plus the trees being written (their manifests'
+// bytes: each prepare checks before its first byte, and two at once must
+// not both count on the same room) fit MaxDisk. A home something may be
+// writing is measured again when its last measure is older than maxAge (0:
+// always; homeSizes).
+func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 	p.mu.Lock()
 	max := p.budget.MaxDisk
 	p.mu.Unlock()
@@ -292,8 +294,14 @@ func (p *Pool) enforceDisk(ctx context.Context, extra int64, maxAge time.Duratio
 			return
 		}
 		homes, _ := p.store.Homes()
-		total := extra
+		var total int64
 		held := map[string]int64{}
+		p.mu.Lock()
+		for k, n := range p.incoming {
+			total += n
+			held[k.TenantKey] += n
+		}
+		p.mu.Unlock()
 		hasTree := map[workspace.Home]bool{}
 		for _, k := range keys {
 			n := p.treeSize(k)
@@ -627,7 +635,7 @@ func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 // while servers run; homes grow with caches).
 func (p *Pool) Enforce(ctx context.Context) {
 	p.enforceRSS(ctx, nil, 0)
-	p.enforceDisk(ctx, 0, 0)
+	p.enforceDisk(ctx, 0)
 }
 
 // diskEvery is how many Watch ticks pass between disk passes: measuring
@@ -647,7 +655,7 @@ func (p *Pool) Watch(ctx context.Context, every time.Duration) {
 		case <-t.C:
 			p.enforceRSS(ctx, nil, 0)
 			if n%diskEvery == 0 {
-				p.enforceDisk(ctx, 0, 0)
+				p.enforceDisk(ctx, 0)
 			}
 		}
 	}

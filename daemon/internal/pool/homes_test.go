@@ -108,14 +108,14 @@ func BenchmarkDiskPass(b *testing.B) {
 			p.homes.mu.Lock()
 			clear(p.homes.measured)
 			p.homes.mu.Unlock()
-			p.enforceDisk(ctx, 0, activeHomeMaxAge)
+			p.enforceDisk(ctx, activeHomeMaxAge)
 		}
 	})
 	b.Run("cached", func(b *testing.B) {
-		p.enforceDisk(ctx, 0, activeHomeMaxAge)
+		p.enforceDisk(ctx, activeHomeMaxAge)
 		b.ResetTimer()
 		for range b.N {
-			p.enforceDisk(ctx, 0, activeHomeMaxAge)
+			p.enforceDisk(ctx, activeHomeMaxAge)
 		}
 	})
 }
@@ -157,7 +157,7 @@ func TestHomeOfAPrepareThatPublishedDuringThePass(t *testing.T) {
 			}
 		})
 	}
-	p.enforceDisk(context.Background(), 0, 0)
+	p.enforceDisk(context.Background(), 0)
 	if !p.store.Published(k1) {
 		t.Fatal("the tree was not published")
 	}
@@ -176,4 +176,46 @@ type firstRead struct {
 func (f *firstRead) Read(b []byte) (int, error) {
 	f.once.Do(func() { close(f.signal) })
 	return f.r.Read(b)
+}
+
+// TestDiskCountsTreesBeingWritten: a tree being written counts on the disk
+// budget before its bytes land, so a pass meanwhile (another prepare's, or
+// the periodic one) makes room for it too: two prepares at once must not
+// both count on the same room.
+func TestDiskCountsTreesBeingWritten(t *testing.T) {
+	p, _ := testPool(t, Budget{})
+	k0, k1 := key("a", "incoming", 0), key("b", "incoming", 1)
+	prepare(t, p, k0, 0)
+	const size = 4 << 20
+	content := strings.Repeat("x", size)
+	sum := sha256.Sum256([]byte(content))
+	files := []*daemonv1.FileEntry{{Path: "big.txt", Size: size, Sha256: hex.EncodeToString(sum[:])}}
+	pr, pw := io.Pipe()
+	reading := make(chan struct{})
+	prepared := make(chan error, 1)
+	go func() {
+		_, _, err := p.Prepare(context.Background(), k1, "00000000-0000-4000-8000-"+k1.Commit[:12], files, &firstRead{r: pr, signal: reading}, nil, nil)
+		prepared <- err
+	}()
+	<-reading
+	// What is on disk fits, with half the incoming tree's room to spare.
+	var onDisk int64
+	homes, _ := p.store.Homes()
+	for _, h := range homes {
+		onDisk += p.store.HomeBytes(h)
+	}
+	onDisk += p.store.TreeBytes(k0)
+	p.SetBudget(Budget{MaxDisk: onDisk + size/2})
+	p.enforceDisk(context.Background(), 0)
+	evicted := !p.store.Published(k0)
+	if _, err := io.WriteString(pw, content); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-prepared; err != nil {
+		t.Fatalf("prepare %s: %v", k1, err)
+	}
+	if !evicted {
+		t.Fatal("a pass while a tree was being written left room only for what was on disk: the idle tree was kept")
+	}
 }

@@ -95,6 +95,9 @@ type Pool struct {
 	// preparing holds a key while its tree is being written or evicted:
 	// a prepare waits for it, a query answers "needs tree".
 	preparing map[workspace.Key]chan struct{}
+	// incoming holds the manifest bytes of each tree being written
+	// (Prepare), which the disk budget counts before they land.
+	incoming map[workspace.Key]int64
 	// deletingHomes holds a home while the disk budget deletes it
 	// (claimHomeLocked): a prepare of its repository waits for it.
 	deletingHomes map[workspace.Home]chan struct{}
@@ -135,6 +138,7 @@ func New(store *workspace.Store, specs []Spec, sp runtime.Spawner, log *slog.Log
 		live:          map[workspace.Key]*Workspace{},
 		preparing:     map[workspace.Key]chan struct{}{},
 		deletingHomes: map[workspace.Home]chan struct{}{},
+		incoming:      map[workspace.Key]int64{},
 		treeBytes:     map[workspace.Key]treeMeasure{},
 		homes:         homeCache{measured: map[workspace.Home]homeMeasure{}, touched: map[workspace.Home]uint64{}},
 		rssPeak:       map[string]int64{},
@@ -466,9 +470,10 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			done := make(chan struct{})
 			p.homes.touch(k)
 			p.preparing[k] = done
+			p.incoming[k] = manifestBytes(files)
 			p.mu.Unlock()
 			// Room on disk for the tree before a byte of it is written.
-			p.enforceDisk(ctx, manifestBytes(files), activeHomeMaxAge)
+			p.enforceDisk(ctx, activeHomeMaxAge)
 			if beforePublish == nil {
 				late = nil
 			}
@@ -488,6 +493,7 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			}
 			p.mu.Lock()
 			delete(p.preparing, k)
+			delete(p.incoming, k)
 			close(done)
 			if err == nil && published {
 				if late != nil {
