@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
-	"github.com/hanzoai/lsp/proxy/internal/auth"
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
+	"github.com/hanzoai/lsp/proxy/internal/operation"
 	"github.com/labstack/echo/v4"
 )
 
@@ -26,8 +26,11 @@ import (
 // row. The same key with another route, body or caller is 422 idempotency_key_reused; while the
 // first attempt runs, 409 idempotency_in_progress.
 //
-// What is stored: only final answers. An attempt refused before the daemon (400, 403, the forge's
-// 404 or 502, an unreachable daemon or ledger) wrote nothing; a 402 held nothing; a 429 or a 5xx
+// The key is claimed once the request has passed the checks before the forge (400, 401, 403, 429):
+// a request they refuse answers as it would without a key and costs the ledger nothing.
+//
+// What is stored: only final answers. An attempt refused before the daemon (the forge's 404 or 502,
+// an unreachable daemon or ledger) wrote nothing; a 402 held nothing; a 429 or a 5xx
 // (503 capacity_exhausted, 504 timeout …) that held nothing is worth retrying: each of those gives
 // the key back, so a retry runs afresh. Everything else — a success, a 4xx the daemon answered, a
 // 5xx after this request held or charged a prepare — is stored.
@@ -63,7 +66,10 @@ var idempotencyBookkeeping = 10 * time.Second
 
 var replayedHeaders = []string{echo.HeaderContentType, "Retry-After"}
 
-// idempotency is the middleware of the POST operation routes.
+// idempotency is the middleware of the POST operation routes. It takes the key apart and buffers
+// the answer; the key is claimed only once the request has passed the checks that come before the
+// forge (400, 401, 403, 429: claimIdempotency, from Server.caller), so a request refused by them
+// costs the ledger nothing and answers as it would without a key.
 func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
@@ -74,70 +80,94 @@ func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 		if len(keys) > 1 || !validIdempotencyKey(keys[0]) {
 			return apierr.BadRequest("Idempotency-Key must be one value of 1 to 255 visible ASCII characters")
 		}
-		key := keys[0]
-		p, _ := c.Get(ctxPrincipal).(*auth.Principal)
-		if p == nil {
-			return next(c)
-		}
-		org, err := p.SelectOrg(r.Header.Get("X-Org-Id"))
-		if err != nil {
-			return next(c) // the handler answers 403 before doing anything
-		}
 		raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 		r.Body = io.NopCloser(bytes.NewReader(raw))
 		if err != nil || len(raw) > MaxBody {
 			return next(c) // the handler answers 400
-		}
-		if s.d.Money == nil {
-			return ledgerUnavailable(errors.New("no ledger configured"))
 		}
 		var peek replayBody
 		_ = json.Unmarshal(raw, &peek) // a body that does not parse is the handler's 400
 		if peek.Limit != nil && *peek.Limit > IdempotentMaxLimit {
 			return apierr.BadRequest("with an Idempotency-Key, limit may be at most %d (stored answers are bounded)", IdempotentMaxLimit)
 		}
-
-		attempt := randomHex(16)
-		lease := s.d.IdempotencyLease
-		if lease <= 0 {
-			lease = defaultIdempotencyLease
-		}
-		hash := requestHash(r.Method, c.Path(), p.Subject, r.Header.Get("X-Forge-Token"), raw)
-		state, stored, err := s.d.Money.ClaimIdempotencyKey(r.Context(), ledger.IdempotencyRequest{
-			Org: org, Key: key, RequestHash: hash, Attempt: attempt, TTL: IdempotencyTTL, Lease: lease,
-		})
-		if err != nil {
-			return moneyError(err)
-		}
-		switch state {
-		case ledger.IdempotencyReplay:
-			if err := s.recheckForge(c, p, peek); err != nil {
-				return err
-			}
-			h := c.Response().Header()
-			for k, v := range stored.Header {
-				h.Set(k, v)
-			}
-			h.Set("Idempotent-Replayed", "true")
-			c.Response().WriteHeader(stored.Status)
-			_, err := c.Response().Write(stored.Body)
-			return err
-		case ledger.IdempotencyMismatch:
-			return apierr.New(http.StatusUnprocessableEntity, apierr.IdempotencyKeyReused,
-				"this Idempotency-Key was used with another request")
-		case ledger.IdempotencyInProgress:
-			e := apierr.New(http.StatusConflict, apierr.IdempotencyInProgress,
-				"a request with this Idempotency-Key is in progress")
-			e.RetryAfter = time.Second
-			return e
-		}
-		return s.runIdempotent(c, next, org, key, attempt)
+		idem := &idempotentRequest{key: keys[0], raw: raw, peek: peek}
+		c.Set(ctxIdempotency, idem)
+		return s.runIdempotent(c, next, idem)
 	}
 }
 
-// runIdempotent runs the claimed attempt with its answer buffered, stores the answer (or gives the
-// key back) and only then sends it, so a retry that arrives after the answer always finds it.
-func (s *Server) runIdempotent(c echo.Context, next echo.HandlerFunc, org, key, attempt string) (err error) {
+// idempotentRequest is a request's key on its way through the handler: claimed (attempt set) once
+// the handler has checked the request, or answered from a stored answer (replayed).
+type idempotentRequest struct {
+	key      string
+	raw      []byte
+	peek     replayBody
+	org      string
+	attempt  string
+	replayed bool
+}
+
+// errReplayed ends a handler whose answer claimIdempotency wrote: a replay.
+var errReplayed = errors.New("answered from the stored answer")
+
+// claimIdempotency claims the request's key (if it carries one) for caller, whom the handler has
+// checked. A retry of a finished attempt gets the stored answer, after forge access is checked again
+// as the caller (CONTRACT §3), and the handler ends (errReplayed); the same key with another request
+// is 422, one still running 409.
+func (s *Server) claimIdempotency(c echo.Context, caller operation.Caller) error {
+	idem, _ := c.Get(ctxIdempotency).(*idempotentRequest)
+	if idem == nil || idem.attempt != "" {
+		return nil
+	}
+	if s.d.Money == nil {
+		return ledgerUnavailable(errors.New("no ledger configured"))
+	}
+	r := c.Request()
+	attempt := randomHex(16)
+	lease := s.d.IdempotencyLease
+	if lease <= 0 {
+		lease = defaultIdempotencyLease
+	}
+	hash := requestHash(r.Method, c.Path(), caller.Subject, r.Header.Get("X-Forge-Token"), idem.raw)
+	state, stored, err := s.d.Money.ClaimIdempotencyKey(r.Context(), ledger.IdempotencyRequest{
+		Org: caller.Org, Key: idem.key, RequestHash: hash, Attempt: attempt, TTL: IdempotencyTTL, Lease: lease,
+	})
+	if err != nil {
+		return moneyError(err)
+	}
+	switch state {
+	case ledger.IdempotencyReplay:
+		if err := s.recheckForge(c, caller, idem.peek); err != nil {
+			return err
+		}
+		h := c.Response().Header()
+		for k, v := range stored.Header {
+			h.Set(k, v)
+		}
+		h.Set("Idempotent-Replayed", "true")
+		c.Response().WriteHeader(stored.Status)
+		if _, err := c.Response().Write(stored.Body); err != nil {
+			return err
+		}
+		idem.replayed = true
+		return errReplayed
+	case ledger.IdempotencyMismatch:
+		return apierr.New(http.StatusUnprocessableEntity, apierr.IdempotencyKeyReused,
+			"this Idempotency-Key was used with another request")
+	case ledger.IdempotencyInProgress:
+		e := apierr.New(http.StatusConflict, apierr.IdempotencyInProgress,
+			"a request with this Idempotency-Key is in progress")
+		e.RetryAfter = time.Second
+		return e
+	}
+	idem.org, idem.attempt = caller.Org, attempt
+	return nil
+}
+
+// runIdempotent runs the request with its answer buffered. When the key was claimed, it stores the
+// answer (or gives the key back) and only then sends it, so a retry that arrives after the answer
+// always finds it; otherwise (refused before the claim, a replay, 409, 422) it sends the answer.
+func (s *Server) runIdempotent(c echo.Context, next echo.HandlerFunc, idem *idempotentRequest) (err error) {
 	resp := c.Response()
 	orig := resp.Writer
 	rec := &answerRecorder{header: orig.Header()}
@@ -157,10 +187,14 @@ func (s *Server) runIdempotent(c echo.Context, next echo.HandlerFunc, org, key, 
 	}()
 
 	herr := next(c)
-	if herr != nil {
+	if herr != nil && !idem.replayed {
 		s.handleError(herr, c)
 	}
 	done = true
+	if idem.attempt == "" {
+		return nil
+	}
+	org, key, attempt := idem.org, idem.key, idem.attempt
 	// The bookkeeping must happen even when the client went away, and gets its own time: a cold
 	// attempt may have taken longer than the bound itself.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), idempotencyBookkeeping)
@@ -241,17 +275,12 @@ type replayBody struct {
 // recheckForge resolves the replayed request's revision as the caller, as every request does
 // (CONTRACT §3), before a stored answer is sent again. The forge's resolve cache, keyed by the
 // credential, bounds how stale that check can be (30 s by default).
-func (s *Server) recheckForge(c echo.Context, p *auth.Principal, b replayBody) error {
+func (s *Server) recheckForge(c echo.Context, caller operation.Caller, b replayBody) error {
 	if s.d.Ops == nil {
 		return nil
 	}
 	bb := &body{Repo: b.Repo, Rev: b.Rev}
 	repo, rev, err := commonRequest(bb)
-	if err != nil {
-		return err
-	}
-	rid, _ := c.Get(ctxRequestID).(string)
-	caller, err := s.callerFrom(c.Request().Header, p, rid)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
 	"github.com/hanzoai/lsp/proxy/internal/forge"
 	"github.com/hanzoai/lsp/proxy/internal/operation"
+	"github.com/hanzoai/lsp/proxy/internal/ratelimit"
 	"github.com/labstack/echo/v4"
 )
 
@@ -38,6 +39,11 @@ func (a *moneyAPI) withFakeOp(t *testing.T) *fakeOp {
 		}
 		if err := json.NewDecoder(c.Request().Body).Decode(&b); err != nil {
 			return apierr.BadRequest("the body must be one JSON object")
+		}
+		// As the operation handlers do: the caller is checked (and the key
+		// claimed) after the body.
+		if _, err := a.s.caller(c); err != nil {
+			return err
 		}
 		n := op.runs.Add(1)
 		switch b.Mode {
@@ -144,12 +150,15 @@ func TestIdempotentReplay(t *testing.T) {
 func TestIdempotencyKeyReused(t *testing.T) {
 	a := newMoneyAPI(t)
 	op := a.withFakeOp(t)
+	// A body the fake route and /hover both accept: a request is checked before its key is claimed.
+	const hover = `{"repo":"r","path":"a.go","line":1,"character":2}`
 	a.post(t, fakeRoute, `{"mode":"ok"}`, a.member, "k", "")
-	for _, tc := range []struct{ name, route, body string }{
-		{"another body", fakeRoute, `{"mode":"ok" }`},
-		{"another route, same body", "/v1/lsp/hover", `{"mode":"ok"}`},
+	a.post(t, fakeRoute, hover, a.member, "h", "")
+	for _, tc := range []struct{ name, route, body, key string }{
+		{"another body", fakeRoute, `{"mode":"ok" }`, "k"},
+		{"another route, same body", "/v1/lsp/hover", hover, "h"},
 	} {
-		rec := a.post(t, tc.route, tc.body, a.member, "k", "")
+		rec := a.post(t, tc.route, tc.body, a.member, tc.key, "")
 		if rec.Code != 422 || errorOf(t, rec).Code != "idempotency_key_reused" {
 			t.Fatalf("%s: %d %s", tc.name, rec.Code, rec.Body)
 		}
@@ -168,8 +177,8 @@ func TestIdempotencyKeyReused(t *testing.T) {
 	if rec.Code != 422 || errorOf(t, rec).Code != "idempotency_key_reused" {
 		t.Fatalf("another forge credential: %d %s", rec.Code, rec.Body)
 	}
-	if n := op.runs.Load(); n != 1 {
-		t.Fatalf("the operation ran %d times", n)
+	if n := op.runs.Load(); n != 2 {
+		t.Fatalf("the operation ran %d times; want once per key", n)
 	}
 }
 
@@ -348,9 +357,16 @@ func TestIdempotencyWithoutLedger(t *testing.T) {
 	}
 
 	s := New(Deps{Verifier: a.s.d.Verifier, CursorSecret: []byte("x"), Log: a.s.d.Log}) // no Money at all
-	s.e.POST(fakeRoute, func(c echo.Context) error { t.Fatal("ran"); return nil }, s.authenticate, s.idempotency)
+	s.e.POST(fakeRoute, func(c echo.Context) error {
+		if _, err := s.caller(c); err != nil {
+			return err
+		}
+		t.Fatal("ran")
+		return nil
+	}, s.authenticate, s.idempotency)
 	req := httptest.NewRequest(http.MethodPost, fakeRoute, strings.NewReader(`{}`))
 	req.Header.Set("Authorization", "Bearer "+a.member)
+	req.Header.Set("X-Forge-Token", testForgeTok)
 	req.Header.Set("Idempotency-Key", "k")
 	rec = httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, req)
@@ -435,6 +451,28 @@ func TestIdempotentReplayRechecksTheForge(t *testing.T) {
 		t.Fatalf("replay once access is back: %d %v %s", back.Code, back.Header(), back.Body)
 	}
 	if n := op.runs.Load(); n != 1 {
+		t.Fatalf("the operation ran %d times", n)
+	}
+}
+
+// A keyed request refused by the checks before the forge (400, 429) answers as it would without a
+// key, and its key costs the ledger nothing: with the ledger closed, those refusals are still 400
+// and 429, not 503 (CONTRACT §4's order: 401 → 400 → 403 → 429 → forge).
+func TestIdempotencyKeyClaimedAfterTheChecks(t *testing.T) {
+	a := newMoneyAPI(t)
+	op := a.withFakeOp(t)
+	a.s.d.RateLimit = ratelimit.New(1e-6, 1) // one request, then 429
+	a.l.Close()
+	if rec := a.post(t, fakeRoute, `{"mode":`, a.member, "k1", ""); rec.Code != 400 {
+		t.Fatalf("keyed request with a bad body, ledger closed: %d %s", rec.Code, rec.Body)
+	}
+	if rec := a.post(t, fakeRoute, `{"mode":"ok"}`, a.member, "k2", ""); rec.Code != 503 || errorOf(t, rec).Code != "ledger_unavailable" {
+		t.Fatalf("keyed request checked, ledger closed: %d %s", rec.Code, rec.Body)
+	}
+	if rec := a.post(t, fakeRoute, `{"mode":"ok"}`, a.member, "k3", ""); rec.Code != 429 || errorOf(t, rec).Code != "rate_limited" {
+		t.Fatalf("keyed request over the rate, ledger closed: %d %s", rec.Code, rec.Body)
+	}
+	if n := op.runs.Load(); n != 0 {
 		t.Fatalf("the operation ran %d times", n)
 	}
 }

@@ -138,9 +138,10 @@ func (s *Server) Routes() []string {
 }
 
 const (
-	ctxCaller    = "lsp.caller"
-	ctxPrincipal = "lsp.principal"
-	ctxRequestID = "lsp.request_id"
+	ctxCaller      = "lsp.caller"
+	ctxPrincipal   = "lsp.principal"
+	ctxRequestID   = "lsp.request_id"
+	ctxIdempotency = "lsp.idempotency" // *idempotentRequest
 )
 
 // requestID takes a caller's X-Request-Id when it is sane, else makes one,
@@ -193,7 +194,13 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 // caller selects the org (403) and reads the forge credential (401).
 func (s *Server) caller(c echo.Context) (operation.Caller, error) {
 	p := c.Get(ctxPrincipal).(*auth.Principal)
-	return s.callerFrom(c.Request().Header, p, c.Get(ctxRequestID).(string))
+	caller, err := s.callerFrom(c.Request().Header, p, c.Get(ctxRequestID).(string))
+	if err != nil {
+		return caller, err
+	}
+	// Checked (401, 403, 429; the handler has checked the body): now an
+	// Idempotency-Key is claimed, or answers from its stored answer.
+	return caller, s.claimIdempotency(c, caller)
 }
 
 func (s *Server) readyz(c echo.Context) error {
