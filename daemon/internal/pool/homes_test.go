@@ -133,16 +133,7 @@ func TestHomeOfAPrepareThatPublishedDuringThePass(t *testing.T) {
 	}
 	// k1's prepare is writing its tree, and blocks on its bytes.
 	content := "module example.com/m\n\ngo 1.22\n"
-	sum := sha256.Sum256([]byte(content))
-	files := []*daemonv1.FileEntry{{Path: "go.mod", Size: uint64(len(content)), Sha256: hex.EncodeToString(sum[:])}}
-	pr, pw := io.Pipe()
-	reading := make(chan struct{})
-	prepared := make(chan error, 1)
-	go func() {
-		_, _, err := p.Prepare(context.Background(), k1, "00000000-0000-4000-8000-"+k1.Commit[:12], files, &firstRead{r: pr, signal: reading}, nil, nil)
-		prepared <- err
-	}()
-	<-reading
+	pw, prepared := blockedPrepare(t, p, k1, "go.mod", content)
 	// A pass over a budget nothing fits in: while it measures, k1 publishes.
 	p.SetBudget(Budget{MaxDisk: 1})
 	var once sync.Once
@@ -164,6 +155,24 @@ func TestHomeOfAPrepareThatPublishedDuringThePass(t *testing.T) {
 	if _, err := os.Stat(p.store.HomeDir(k1)); err != nil {
 		t.Fatalf("the home of a tree published during the pass was deleted: %v", err)
 	}
+}
+
+// blockedPrepare starts a prepare of k holding one file, name, whose bytes
+// (content) it reads from the returned pipe: it returns once the prepare is
+// writing the tree. The prepare's outcome arrives on the channel.
+func blockedPrepare(t *testing.T, p *Pool, k workspace.Key, name, content string) (*io.PipeWriter, <-chan error) {
+	t.Helper()
+	sum := sha256.Sum256([]byte(content))
+	files := []*daemonv1.FileEntry{{Path: name, Size: uint64(len(content)), Sha256: hex.EncodeToString(sum[:])}}
+	pr, pw := io.Pipe()
+	reading := make(chan struct{})
+	prepared := make(chan error, 1)
+	go func() {
+		_, _, err := p.Prepare(context.Background(), k, "00000000-0000-4000-8000-"+k.Commit[:12], files, &firstRead{r: pr, signal: reading}, nil, nil)
+		prepared <- err
+	}()
+	<-reading
+	return pw, prepared
 }
 
 // firstRead closes signal at its first Read.
@@ -188,16 +197,7 @@ func TestDiskCountsTreesBeingWritten(t *testing.T) {
 	prepare(t, p, k0, 0)
 	const size = 4 << 20
 	content := strings.Repeat("x", size)
-	sum := sha256.Sum256([]byte(content))
-	files := []*daemonv1.FileEntry{{Path: "big.txt", Size: size, Sha256: hex.EncodeToString(sum[:])}}
-	pr, pw := io.Pipe()
-	reading := make(chan struct{})
-	prepared := make(chan error, 1)
-	go func() {
-		_, _, err := p.Prepare(context.Background(), k1, "00000000-0000-4000-8000-"+k1.Commit[:12], files, &firstRead{r: pr, signal: reading}, nil, nil)
-		prepared <- err
-	}()
-	<-reading
+	pw, prepared := blockedPrepare(t, p, k1, "big.txt", content)
 	// What is on disk fits, with half the incoming tree's room to spare.
 	var onDisk int64
 	homes, _ := p.store.Homes()

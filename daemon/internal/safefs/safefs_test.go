@@ -164,13 +164,7 @@ func TestRemoveAllDoesNotFollow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := RemoveAll(home); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Lstat(home); !os.IsNotExist(err) {
-		t.Errorf("home still there: %v", err)
-	}
-	unchanged(t, hostDir, hostFile)
+	removedWhole(t, home, hostDir, hostFile)
 	if err := RemoveAll(home); err != nil {
 		t.Errorf("a missing path: %v", err)
 	}
@@ -572,6 +566,13 @@ func TestRemoveAllDeep(t *testing.T) {
 	if err := unix.Fchmod(bottom.Fd(), 0o555); err != nil {
 		t.Fatal(err)
 	}
+	removedWhole(t, home, hostDir, hostFile)
+}
+
+// removedWhole removes home with RemoveAll: it goes, and what its links
+// pointed at outside stays as it was.
+func removedWhole(t *testing.T, home, hostDir, hostFile string) {
+	t.Helper()
 	if err := RemoveAll(home); err != nil {
 		t.Fatal(err)
 	}
