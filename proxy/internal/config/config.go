@@ -51,6 +51,9 @@ type Config struct {
 	PrepareGrace   time.Duration // LSP_PREPARE_GRACE
 	UsageRetention time.Duration // LSP_USAGE_RETENTION: usage rows kept (whole days; rollups forever)
 	LedgerSettle   time.Duration // LSP_LEDGER_SETTLE: GET /ledger lists rows this old and older
+	// IdempotencyMaxBytes (LSP_IDEMPOTENCY_MAX_BYTES) bounds the bytes of
+	// stored answers one org's Idempotency-Keys hold (0: no bound).
+	IdempotencyMaxBytes int64
 	// HoldSettleInterval (LSP_HOLD_SETTLE_INTERVAL) is how often holds a
 	// prepare left unsettled are decided by asking their daemon again.
 	HoldSettleInterval time.Duration
@@ -150,13 +153,14 @@ func Load(getenv func(string) string) (*Config, error) {
 		ForgeMaxDownloads:       int(p.int("LSP_FORGE_MAX_DOWNLOADS", 16)),
 		ForgeMaxDownloadsPerOrg: int(p.int("LSP_FORGE_MAX_DOWNLOADS_PER_ORG", 4)),
 
-		PrepareCents:       p.int("LSP_PREPARE_CENTS", 2),
-		PrepareGrace:       p.duration("LSP_PREPARE_GRACE", 24*time.Hour),
-		UsageRetention:     p.duration("LSP_USAGE_RETENTION", 90*24*time.Hour),
-		LedgerSettle:       p.duration("LSP_LEDGER_SETTLE", time.Minute),
-		HoldSettleInterval: p.duration("LSP_HOLD_SETTLE_INTERVAL", time.Minute),
-		RequestTimeout:     p.duration("LSP_REQUEST_TIMEOUT", 60*time.Second),
-		PrepareTimeout:     p.duration("LSP_PREPARE_TIMEOUT", 10*time.Minute),
+		PrepareCents:        p.int("LSP_PREPARE_CENTS", 2),
+		PrepareGrace:        p.duration("LSP_PREPARE_GRACE", 24*time.Hour),
+		UsageRetention:      p.duration("LSP_USAGE_RETENTION", 90*24*time.Hour),
+		LedgerSettle:        p.duration("LSP_LEDGER_SETTLE", time.Minute),
+		HoldSettleInterval:  p.duration("LSP_HOLD_SETTLE_INTERVAL", time.Minute),
+		IdempotencyMaxBytes: p.int("LSP_IDEMPOTENCY_MAX_BYTES", 1<<30),
+		RequestTimeout:      p.duration("LSP_REQUEST_TIMEOUT", 60*time.Second),
+		PrepareTimeout:      p.duration("LSP_PREPARE_TIMEOUT", 10*time.Minute),
 
 		TreeMaxFiles:     int(p.int("LSP_TREE_MAX_FILES", 50_000)),
 		TreeMaxBytes:     p.int("LSP_TREE_MAX_BYTES", 512<<20),
@@ -313,6 +317,9 @@ func (c *Config) validate() error {
 	}
 	if c.PrepareCents < 0 {
 		bad("LSP_PREPARE_CENTS must not be negative")
+	}
+	if c.IdempotencyMaxBytes < 0 {
+		bad("LSP_IDEMPOTENCY_MAX_BYTES must not be negative (0: no bound)")
 	}
 	if c.HoldSettleInterval <= 0 {
 		bad("LSP_HOLD_SETTLE_INTERVAL must be positive")

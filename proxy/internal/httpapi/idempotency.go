@@ -40,10 +40,15 @@ import (
 // its stored answer within that bound; a refused re-check answers as any request would (404, 401,
 // 502) and leaves the stored answer in place.
 //
-// Stored answers are bounded (MaxIdempotentAnswer). The key is refused up front (400) on a request
+// Stored answers are bounded, each (MaxIdempotentAnswer) and per org (Deps.IdempotencyMaxBytes: an
+// org at it gets 429 for a new key; a key it holds still replays). The key is refused up front (400) on a request
 // whose answer could exceed it: a list page with a key takes at most IdempotentMaxLimit items. An
 // answer that still comes out larger is sent but not stored: the key is given back when nothing was
 // held, and otherwise stays in flight until its lease lapses (409 to retries meanwhile).
+
+// idempotencyFullRetry is the Retry-After of a new key refused because its org's keys hold their
+// bound: the oldest keys free their room as they expire, a day after first use.
+const idempotencyFullRetry = time.Minute
 
 // IdempotencyTTL is how long a key and its answer are kept.
 const IdempotencyTTL = 24 * time.Hour
@@ -131,6 +136,7 @@ func (s *Server) claimIdempotency(c echo.Context, caller operation.Caller) error
 	hash := requestHash(r.Method, c.Path(), caller.Subject, r.Header.Get("X-Forge-Token"), idem.raw)
 	state, stored, err := s.d.Money.ClaimIdempotencyKey(r.Context(), ledger.IdempotencyRequest{
 		Org: caller.Org, Key: idem.key, RequestHash: hash, Attempt: attempt, TTL: IdempotencyTTL, Lease: lease,
+		MaxOrgBytes: s.d.IdempotencyMaxBytes,
 	})
 	if err != nil {
 		return moneyError(err)
@@ -158,6 +164,11 @@ func (s *Server) claimIdempotency(c echo.Context, caller operation.Caller) error
 		e := apierr.New(http.StatusConflict, apierr.IdempotencyInProgress,
 			"a request with this Idempotency-Key is in progress")
 		e.RetryAfter = time.Second
+		return e
+	case ledger.IdempotencyFull:
+		e := apierr.New(http.StatusTooManyRequests, apierr.RateLimited,
+			"this org's Idempotency-Keys hold the most stored answers they may (LSP_IDEMPOTENCY_MAX_BYTES) until some expire (24 h after first use); retry later, or without a key")
+		e.RetryAfter = idempotencyFullRetry
 		return e
 	}
 	idem.org, idem.attempt = caller.Org, attempt

@@ -476,3 +476,29 @@ func TestIdempotencyKeyClaimedAfterTheChecks(t *testing.T) {
 		t.Fatalf("the operation ran %d times", n)
 	}
 }
+
+// Once an org's keys hold their bound of stored answers, a new key is 429 with Retry-After (and
+// runs nothing), while a retry of a key it holds is still the replay and a request without a key
+// still runs.
+func TestIdempotencyOrgBoundAnswers429(t *testing.T) {
+	a := newMoneyAPI(t)
+	op := a.withFakeOp(t)
+	a.s.d.IdempotencyMaxBytes = 10 // one answer fills it
+	first := a.post(t, fakeRoute, `{"mode":"ok"}`, a.member, "k1", "")
+	if first.Code != 200 {
+		t.Fatalf("first: %d %s", first.Code, first.Body)
+	}
+	rec := a.post(t, fakeRoute, `{"mode":"ok"}`, a.member, "k2", "")
+	if rec.Code != 429 || errorOf(t, rec).Code != "rate_limited" || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("a new key past the bound: %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	if again := a.post(t, fakeRoute, `{"mode":"ok"}`, a.member, "k1", ""); again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != first.Body.String() {
+		t.Fatalf("a retry of a key the org holds: %d %v %s", again.Code, again.Header(), again.Body)
+	}
+	if rec := a.post(t, fakeRoute, `{"mode":"ok"}`, a.member, "", ""); rec.Code != 200 {
+		t.Fatalf("without a key: %d %s", rec.Code, rec.Body)
+	}
+	if n := op.runs.Load(); n != 2 {
+		t.Fatalf("the operation ran %d times; want the first and the keyless one", n)
+	}
+}

@@ -53,6 +53,9 @@ type Deps struct {
 	// IdempotencyLease is how long an attempt may hold an Idempotency-Key without an answer
 	// before a retry may take it over (its proxy died); at least a hold's lifetime.
 	IdempotencyLease time.Duration
+	// IdempotencyMaxBytes bounds the bytes of stored answers one org's keys hold (0: no bound):
+	// past it a new key is 429 until some expire.
+	IdempotencyMaxBytes int64
 	// ForgeSudoToken is the proxy's admin token (ForgeAuth sudo).
 	ForgeSudoToken string
 	// ForgeJWTAudience is the aud a JWT must name to be forwarded to the

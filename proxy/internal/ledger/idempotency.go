@@ -20,6 +20,9 @@ const (
 	IdempotencyMismatch IdempotencyState = "mismatch"
 	// IdempotencyInProgress: another attempt with this key is running (409 idempotency_in_progress).
 	IdempotencyInProgress IdempotencyState = "in_progress"
+	// IdempotencyFull: the org's keys hold its bound of stored answers (MaxOrgBytes); no new key
+	// until some expire (429).
+	IdempotencyFull IdempotencyState = "full"
 )
 
 // ErrNotClaimed: the attempt no longer holds the key (its lease lapsed and a retry took it over).
@@ -35,6 +38,9 @@ type IdempotencyRequest struct {
 	// Lease bounds how long an attempt may hold the key without an answer (its proxy may have died);
 	// a retry after it takes the key over.
 	Lease time.Duration
+	// MaxOrgBytes bounds the bytes of answers the org's keys hold (0: no bound). An org at it claims
+	// no new key; a key it holds still replays (migration 009).
+	MaxOrgBytes int64
 }
 
 // StoredAnswer is an answer kept for replays.
@@ -44,8 +50,8 @@ type StoredAnswer struct {
 	Body   []byte
 }
 
-// ClaimIdempotencyKey claims r.Key for r.Attempt, or reports the stored answer, a mismatch or an
-// attempt in progress. One statement.
+// ClaimIdempotencyKey claims r.Key for r.Attempt, or reports the stored answer, a mismatch, an
+// attempt in progress or an org at its bound. One statement.
 func (l *Ledger) ClaimIdempotencyKey(ctx context.Context, r IdempotencyRequest) (IdempotencyState, *StoredAnswer, error) {
 	switch {
 	case r.Org == "" || r.Key == "" || len(r.Key) > 255 || r.RequestHash == "" || r.Attempt == "":
@@ -59,14 +65,14 @@ func (l *Ledger) ClaimIdempotencyKey(ctx context.Context, r IdempotencyRequest) 
 	var body []byte
 	err := l.pool.QueryRow(ctx,
 		`SELECT o_state, o_http_status, o_headers, o_body
-		   FROM lsp_idem_begin($1, $2, $3, $4, make_interval(secs => $5), make_interval(secs => $6))`,
-		r.Org, r.Key, r.RequestHash, r.Attempt, r.TTL.Seconds(), r.Lease.Seconds()).
+		   FROM lsp_idem_claim($1, $2, $3, $4, make_interval(secs => $5), make_interval(secs => $6), $7)`,
+		r.Org, r.Key, r.RequestHash, r.Attempt, r.TTL.Seconds(), r.Lease.Seconds(), max(r.MaxOrgBytes, 0)).
 		Scan(&state, &status, &header, &body)
 	if err != nil {
 		return "", nil, wrap("claim idempotency key", err)
 	}
 	switch s := IdempotencyState(state); s {
-	case IdempotencyClaimed, IdempotencyMismatch, IdempotencyInProgress:
+	case IdempotencyClaimed, IdempotencyMismatch, IdempotencyInProgress, IdempotencyFull:
 		return s, nil, nil
 	case IdempotencyReplay:
 		a := &StoredAnswer{Body: body}

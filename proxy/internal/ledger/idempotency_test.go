@@ -186,3 +186,82 @@ func TestIdempotencyKeyRefusesBadInput(t *testing.T) {
 		t.Error("status 99 accepted")
 	}
 }
+
+// An org's keys hold at most MaxOrgBytes of stored answers: past it a new key is refused ("full")
+// while a key the org holds still replays; as its keys expire, or are given back, room comes back.
+// The count follows every way an answer comes and goes (store, give back, expiry, takeover), and
+// other orgs are not touched.
+func TestIdempotencyOrgBound(t *testing.T) {
+	t.Parallel()
+	l, url := open(t)
+	conn := connect(t, url)
+	const bound = 1000
+	bounded := func(org, key, hash, attempt string) ledger.IdempotencyRequest {
+		r := idem(org, key, hash, attempt)
+		r.MaxOrgBytes = bound
+		return r
+	}
+	count := func(org string) int64 {
+		t.Helper()
+		var n int64
+		if err := conn.QueryRow(ctx, `SELECT coalesce((SELECT bytes FROM idempotency_bytes WHERE org = $1), 0)`, org).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		var want int64
+		if err := conn.QueryRow(ctx, `SELECT coalesce(sum(octet_length(body)), 0) FROM idempotency_keys WHERE org = $1`, org).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Fatalf("org %s: counted %d bytes, its keys hold %d", org, n, want)
+		}
+		return n
+	}
+	store := func(key, attempt string, n int) {
+		t.Helper()
+		if s, _ := claim(t, l, bounded("acme", key, "h-"+key, attempt)); s != ledger.IdempotencyClaimed {
+			t.Fatalf("claim %s: %s", key, s)
+		}
+		if err := l.StoreIdempotentAnswer(ctx, "acme", key, attempt, ledger.StoredAnswer{Status: 200, Body: make([]byte, n)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store("k1", "a1", 600)
+	store("k2", "a2", 400)
+	if n := count("acme"); n != bound {
+		t.Fatalf("after two answers: %d bytes", n)
+	}
+	if s, _ := claim(t, l, bounded("acme", "k3", "h-k3", "a3")); s != ledger.IdempotencyFull {
+		t.Fatalf("a new key at the bound: %s", s)
+	}
+	if s, a := claim(t, l, bounded("acme", "k1", "h-k1", "a4")); s != ledger.IdempotencyReplay || len(a.Body) != 600 {
+		t.Fatalf("a key the org holds, at the bound: %s", s)
+	}
+	if s, _ := claim(t, l, bounded("other", "k3", "h", "b1")); s != ledger.IdempotencyClaimed {
+		t.Fatalf("another org: %s", s)
+	}
+	// k2 expires: the next new key deletes it and fits.
+	if _, err := conn.Exec(ctx, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE org = 'acme' AND key = 'k2'`); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := claim(t, l, bounded("acme", "k3", "h-k3", "a5")); s != ledger.IdempotencyClaimed {
+		t.Fatalf("a new key once one expired: %s", s)
+	}
+	if n := count("acme"); n != 600 {
+		t.Fatalf("after the expired key went: %d bytes", n)
+	}
+	// Given back, a key's room is free (it held no answer); taken over after its lease, its old
+	// answer's bytes go.
+	if err := l.ReleaseIdempotencyKey(ctx, "acme", "k3", "a5"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE org = 'acme' AND key = 'k1'`); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := claim(t, l, bounded("acme", "k1", "h-k1b", "a6")); s != ledger.IdempotencyClaimed {
+		t.Fatalf("an expired key claimed again: %s", s)
+	}
+	if n := count("acme"); n != 0 {
+		t.Fatalf("after the expired key was claimed again: %d bytes", n)
+	}
+	count("other")
+}
