@@ -57,8 +57,11 @@ const IdempotencyTTL = 24 * time.Hour
 // with the default prepare timeout, so a retry never runs next to a dead attempt's live hold.
 const defaultIdempotencyLease = 30 * time.Minute
 
-// MaxIdempotentAnswer bounds a stored answer's body.
-const MaxIdempotentAnswer = 1 << 20
+// MaxIdempotentAnswer bounds a stored answer's body. An answer may carry 256 KiB of source (the
+// daemon's bound on code per answer: /read, context lines), which JSON can grow sixfold (each `<`,
+// `>`, `&` or control byte is written \u00XX): at 1 MiB such an answer was not kept, its key given
+// back, and a retry ran again and wrote a second row. Per org, stored answers are bounded too.
+const MaxIdempotentAnswer = 4 << 20
 
 // IdempotentMaxLimit is the largest list page (limit) a request with an Idempotency-Key may ask for:
 // pages of it stay well below MaxIdempotentAnswer with the daemon's per-item caps.

@@ -73,6 +73,8 @@ func (a *moneyAPI) withFakeOp(t *testing.T) *fakeOp {
 			return &failure{err: apierr.New(http.StatusUnprocessableEntity, apierr.PositionOutOfRange, "past the end"), res: &operation.Result{Repo: "r", Commit: "c", Answer: &daemonv1.QueryResponse{}}}
 		case "slow": // outlasts the bookkeeping bound, as a cold prepare may
 			time.Sleep(3 * idempotencyBookkeeping)
+		case "escaped": // the most code an answer carries, every byte one JSON escapes
+			return c.JSON(http.StatusOK, map[string]any{"run": n, "code": strings.Repeat("<", 256<<10)})
 		case "huge":
 			return c.JSON(http.StatusOK, map[string]any{"run": n, "pad": strings.Repeat("x", MaxIdempotentAnswer)})
 		case "daemon-down-after-prepare":
@@ -500,5 +502,23 @@ func TestIdempotencyOrgBoundAnswers429(t *testing.T) {
 	}
 	if n := op.runs.Load(); n != 2 {
 		t.Fatalf("the operation ran %d times; want the first and the keyless one", n)
+	}
+}
+
+// An answer with the most code the daemon sends (256 KiB), every byte of it escaped by JSON (six
+// bytes each), is kept: a retry is its replay and runs nothing.
+func TestIdempotencyKeepsTheLargestCodeAnswer(t *testing.T) {
+	a := newMoneyAPI(t)
+	op := a.withFakeOp(t)
+	first := a.post(t, fakeRoute, `{"mode":"escaped"}`, a.member, "k", "")
+	if first.Code != 200 || first.Body.Len() < 6*256<<10 {
+		t.Fatalf("first: %d, %d bytes", first.Code, first.Body.Len())
+	}
+	again := a.post(t, fakeRoute, `{"mode":"escaped"}`, a.member, "k", "")
+	if again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != first.Body.String() {
+		t.Fatalf("retry: %d %v, %d bytes", again.Code, again.Header(), again.Body.Len())
+	}
+	if n := op.runs.Load(); n != 1 {
+		t.Fatalf("the operation ran %d times", n)
 	}
 }
