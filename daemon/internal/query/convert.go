@@ -43,6 +43,17 @@ type converter struct {
 	incomplete bool
 }
 
+// clean rewrites the host paths the scrubber knows in s. Every string an
+// answer carries from a server goes through it before it is cut (CONTRACT
+// §4: no host path in an answer): a type printer that writes a tree's
+// absolute path into a hover writes it into a signature's label too.
+func (c *converter) clean(s string) string {
+	if c.scrub == nil {
+		return s
+	}
+	return c.scrub.Replace(s)
+}
+
 func (c *converter) external(item any, loc uri.Location) {
 	if !loc.External {
 		return
@@ -99,7 +110,7 @@ func (c *converter) hover(h *lsp.Hover) *daemonv1.Hover {
 	if h == nil {
 		return &daemonv1.Hover{}
 	}
-	out := &daemonv1.Hover{Present: true, Markdown: sanitize.Markdown(c.scrub.Replace(joinSplitPaths(h.Markdown, c.scrub)), maxMarkdown)}
+	out := &daemonv1.Hover{Present: true, Markdown: sanitize.Markdown(c.clean(joinSplitPaths(h.Markdown, c.scrub)), maxMarkdown)}
 	if h.Range != nil {
 		out.Range = pbRange(*h.Range)
 	}
@@ -124,9 +135,9 @@ func (c *converter) symbols(in []lsp.Symbol, spec *pool.Spec) []*daemonv1.Symbol
 			continue
 		}
 		out = append(out, &daemonv1.Symbol{
-			Name: sanitize.Line(s.Name, maxName), Kind: s.Kind.String(), Detail: sanitize.Line(s.Detail, maxText),
+			Name: sanitize.Line(c.clean(s.Name), maxName), Kind: s.Kind.String(), Detail: sanitize.Line(c.clean(s.Detail), maxText),
 			Path: loc.Path, Range: pbRange(s.Range), SelectionRange: pbRange(s.SelectionRange),
-			Container: sanitize.Line(s.Container, maxName), Language: spec.LanguageID(loc.Path),
+			Container: sanitize.Line(c.clean(s.Container), maxName), Language: spec.LanguageID(loc.Path),
 		})
 	}
 	return out
@@ -136,8 +147,8 @@ func (c *converter) diagnostics(in []lsp.Diagnostic) []*daemonv1.Diagnostic {
 	out := make([]*daemonv1.Diagnostic, 0, len(in))
 	for _, d := range in {
 		out = append(out, &daemonv1.Diagnostic{
-			Range: pbRange(d.Range), Severity: d.Severity.String(), Code: sanitize.Line(d.Code, maxName),
-			Source: sanitize.Line(c.scrub.Replace(d.Source), maxName), Message: sanitize.Text(c.scrub.Replace(d.Message), maxText),
+			Range: pbRange(d.Range), Severity: d.Severity.String(), Code: sanitize.Line(c.clean(d.Code), maxName),
+			Source: sanitize.Line(c.clean(d.Source), maxName), Message: sanitize.Text(c.clean(d.Message), maxText),
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return lessPos(out[i].Range.Start, out[j].Range.Start) })
@@ -148,8 +159,8 @@ func (c *converter) completions(in []lsp.CompletionItem) []*daemonv1.Completion 
 	out := make([]*daemonv1.Completion, 0, len(in))
 	for _, it := range in {
 		out = append(out, &daemonv1.Completion{
-			Label: sanitize.Line(it.Label, maxName), Kind: it.Kind.String(),
-			Detail: sanitize.Line(it.Detail, maxText), InsertText: sanitize.Text(it.InsertText, maxText),
+			Label: sanitize.Line(c.clean(it.Label), maxName), Kind: it.Kind.String(),
+			Detail: sanitize.Line(c.clean(it.Detail), maxText), InsertText: sanitize.Text(c.clean(it.InsertText), maxText),
 		})
 	}
 	return out
@@ -161,9 +172,9 @@ func (c *converter) signatures(h *lsp.SignatureHelp) *daemonv1.Signatures {
 		return out
 	}
 	for _, s := range h.Signatures {
-		sig := &daemonv1.Signature{Label: sanitize.Line(s.Label, maxText), Documentation: sanitize.Markdown(c.scrub.Replace(s.Documentation), maxMarkdown)}
+		sig := &daemonv1.Signature{Label: sanitize.Line(c.clean(s.Label), maxText), Documentation: sanitize.Markdown(c.clean(s.Documentation), maxMarkdown)}
 		for _, p := range s.Parameters {
-			sig.Parameters = append(sig.Parameters, &daemonv1.Parameter{Label: sanitize.Line(p.Label, maxName), Documentation: sanitize.Markdown(p.Documentation, maxText)})
+			sig.Parameters = append(sig.Parameters, &daemonv1.Parameter{Label: sanitize.Line(c.clean(p.Label), maxName), Documentation: sanitize.Markdown(c.clean(p.Documentation), maxText)})
 		}
 		out.Items = append(out.Items, sig)
 	}
@@ -179,7 +190,7 @@ func (c *converter) calls(in []lsp.CallHierarchyCall) []*daemonv1.Call {
 			continue
 		}
 		item := &daemonv1.Call{
-			Name: sanitize.Line(call.Item.Name, maxName), Kind: call.Item.Kind.String(), Path: loc.Path,
+			Name: sanitize.Line(c.clean(call.Item.Name), maxName), Kind: call.Item.Kind.String(), Path: loc.Path,
 			Range: pbRange(call.Item.Range), SelectionRange: pbRange(call.Item.SelectionRange),
 		}
 		for _, r := range call.FromRanges {
@@ -199,7 +210,7 @@ func (c *converter) types(in []lsp.TypeHierarchyItem) []*daemonv1.TypeItem {
 			continue
 		}
 		item := &daemonv1.TypeItem{
-			Name: sanitize.Line(t.Name, maxName), Kind: t.Kind.String(), Path: loc.Path,
+			Name: sanitize.Line(c.clean(t.Name), maxName), Kind: t.Kind.String(), Path: loc.Path,
 			Range: pbRange(t.Range), SelectionRange: pbRange(t.SelectionRange),
 		}
 		c.external(item, loc)

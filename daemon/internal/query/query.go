@@ -295,7 +295,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	// A server still building what its answers come from (clangd's
 	// background index) answers from what it has so far: partial.
 	if title, ok := client.Indexing(); ok {
-		c.warnings = append(c.warnings, fmt.Sprintf("%s was still working on the project (%q) when it answered; results may be incomplete", spec.ID, sanitize.Line(title, 128)))
+		c.warnings = append(c.warnings, fmt.Sprintf("%s was still working on the project (%q) when it answered; results may be incomplete", spec.ID, sanitize.Line(c.clean(title), 128)))
 		c.incomplete = true
 	}
 	c.warnings = append(c.warnings, unchecked(spec, client)...)

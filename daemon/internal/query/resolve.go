@@ -357,9 +357,9 @@ func (r *Runner) pick(w *pool.Workspace, c *converter, query string, matches []l
 			continue // only the repository's own symbols are addressable
 		}
 		in = append(in, cand{m, &daemonv1.Symbol{
-			Name: sanitize.Line(m.Name, maxName), Kind: m.Kind.String(), Detail: sanitize.Line(m.Detail, maxText),
+			Name: sanitize.Line(c.clean(m.Name), maxName), Kind: m.Kind.String(), Detail: sanitize.Line(c.clean(m.Detail), maxText),
 			Path: loc.Path, Range: pbRange(m.Range), SelectionRange: pbRange(m.SelectionRange),
-			Container: sanitize.Line(m.Container, maxName), Language: r.fileLanguage(loc.Path),
+			Container: sanitize.Line(c.clean(m.Container), maxName), Language: r.fileLanguage(loc.Path),
 		}})
 	}
 	sort.SliceStable(in, func(i, j int) bool {

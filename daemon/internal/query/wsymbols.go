@@ -198,7 +198,7 @@ func (r *Runner) searchSymbols(ctx context.Context, w *pool.Workspace, req *daem
 		sc.truncated(s.list.Truncated, s.list.Dropped)
 		lists = append(lists, sc.symbols(s.list.Items, s.spec))
 		if title, ok := s.client.Indexing(); ok {
-			sc.warnings = append(sc.warnings, fmt.Sprintf("%s was still working on the project (%q) when it answered; results may be incomplete", s.spec.ID, sanitize.Line(title, 128)))
+			sc.warnings = append(sc.warnings, fmt.Sprintf("%s was still working on the project (%q) when it answered; results may be incomplete", s.spec.ID, sanitize.Line(sc.clean(title), 128)))
 			sc.incomplete = true
 		}
 		sc.warnings = append(sc.warnings, unchecked(s.spec, s.client)...)
