@@ -77,9 +77,15 @@ func replaceOutsideCode(s string, re *regexp.Regexp, repl string) string {
 	}
 	var b strings.Builder
 	last := 0
+	// Both the code ranges and the matches come in order: one walk over
+	// each (a range per match was quadratic in a hostile text).
+	j := 0
 	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
-		if inside(code, m[0]) {
-			continue
+		for j < len(code) && code[j][1] <= m[0] {
+			j++
+		}
+		if j < len(code) && code[j][0] <= m[0] {
+			continue // inside code
 		}
 		b.WriteString(s[last:m[0]])
 		b.Write(re.ExpandString(nil, repl, s, m))
@@ -90,15 +96,6 @@ func replaceOutsideCode(s string, re *regexp.Regexp, repl string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
-}
-
-func inside(ranges [][2]int, i int) bool {
-	for _, r := range ranges {
-		if i >= r[0] && i < r[1] {
-			return true
-		}
-	}
-	return false
 }
 
 // segment is a run of markdown that is code (a fenced block or a code
