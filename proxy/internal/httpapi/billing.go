@@ -49,7 +49,9 @@ func (s *Server) registerBilling(g *echo.Group) {
 }
 
 // billingOrg is the caller variant of the dashboard routes: the selected org (403 when the principal
-// is not a member) and the role billing:ORG for it (403 without). No forge credential.
+// is not a member), the role billing:ORG for it (403 without), and a token from the org's rate bucket
+// (429), as every route takes: a dashboard reading the ledger in a loop must not take the ledger's
+// connections from every tenant's usage rows. No forge credential.
 func (s *Server) billingOrg(c echo.Context) (string, error) {
 	p := c.Get(ctxPrincipal).(*auth.Principal)
 	org, err := p.SelectOrg(c.Request().Header.Get("X-Org-Id"))
@@ -58,6 +60,9 @@ func (s *Server) billingOrg(c echo.Context) (string, error) {
 	}
 	if !p.HasRole("billing", org) {
 		return "", apierr.New(http.StatusForbidden, apierr.Forbidden, "reading the ledger needs the role billing:%s", org)
+	}
+	if err := s.rateLimit(org); err != nil {
+		return "", err
 	}
 	return org, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/auth"
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
 	"github.com/hanzoai/lsp/proxy/internal/pgtest"
+	"github.com/hanzoai/lsp/proxy/internal/ratelimit"
 )
 
 // moneyAPI is a Server with the real verifier and a real ledger on a fresh database, and tokens:
@@ -487,5 +488,24 @@ func TestUsageRoute(t *testing.T) {
 		if rec := a.get(t, "/v1/lsp/usage"+tc.q, tc.tok, ""); rec.Code != tc.status {
 			t.Errorf("usage%s: %d %s; want %d", tc.q, rec.Code, rec.Body, tc.status)
 		}
+	}
+}
+
+// The dashboard routes take a token from the org's rate bucket like every route: over it, 429 with
+// Retry-After (after 400 and 403).
+func TestBillingRateLimited(t *testing.T) {
+	a := newMoneyAPI(t)
+	a.s.d.RateLimit = ratelimit.New(1e-6, 1) // one request, then 429
+	if rec := a.get(t, "/v1/lsp/balance", a.billing, testMemberOrg); rec.Code != 200 {
+		t.Fatalf("first: %d %s", rec.Code, rec.Body)
+	}
+	for _, path := range []string{"/v1/lsp/balance", "/v1/lsp/ledger", "/v1/lsp/usage"} {
+		rec := a.get(t, path, a.billing, testMemberOrg)
+		if rec.Code != 429 || errorOf(t, rec).Code != "rate_limited" || rec.Header().Get("Retry-After") == "" {
+			t.Fatalf("%s over the rate: %d %v %s", path, rec.Code, rec.Header(), rec.Body)
+		}
+	}
+	if rec := a.get(t, "/v1/lsp/balance", a.member, testMemberOrg); rec.Code != 403 {
+		t.Fatalf("without the role, over the rate: %d %s", rec.Code, rec.Body)
 	}
 }
