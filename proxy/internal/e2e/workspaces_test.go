@@ -192,3 +192,27 @@ func TestWorkspaceRoutesRefuse(t *testing.T) {
 		t.Fatalf("refused requests wrote rows: %+v", rs)
 	}
 }
+
+// TestCursorNeverPrepares: a cursor whose workspace is gone (here the tenant deleted it) is 409
+// cursor_expired and never prepares the revision again: nothing is held or charged (CONTRACT §4).
+func TestCursorNeverPrepares(t *testing.T) {
+	tn := newTenant(t, "cursor-gone", 10)
+	refs := with(helloPos, "repo", tn.repo, "relation", "reference", "include_declaration", true, "limit", 1)
+	first := tn.post(t, "/locate", refs)
+	cursor, _ := first.body["next_cursor"].(string)
+	if first.status != http.StatusOK || cursor == "" {
+		t.Fatalf("first page: %d %s", first.status, first.raw)
+	}
+	if del := call(t, http.MethodDelete, "/workspaces", url.Values{"repo": {tn.repo}}.Encode(), tn.jwt, tn.forgeToken, ""); del.status != http.StatusOK || del.body["deleted"] != true {
+		t.Fatalf("delete: %d %s", del.status, del.raw)
+	}
+	before := call(t, http.MethodGet, "/balance", "", tn.jwt, "", "")
+	page := tn.post(t, "/locate", with(refs, "cursor", cursor))
+	if page.status != http.StatusConflict || errCode(page.body) != "cursor_expired" {
+		t.Fatalf("the cursor of a deleted workspace: %d %s", page.status, page.raw)
+	}
+	after := call(t, http.MethodGet, "/balance", "", tn.jwt, "", "")
+	if after.body["balance_cents"] != before.body["balance_cents"] || after.body["held_cents"] != 0.0 {
+		t.Fatalf("balance %s, then %s: the cursor prepared", before.raw, after.raw)
+	}
+}

@@ -188,7 +188,7 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 	// that evicts a workspace again before its first query is overloaded,
 	// and says so; the retry re-prepares free within the grace window.
 	var perr error
-	for attempt := 0; qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && attempt < 2 && !res.Prepared && !req.WarmOnly; attempt++ {
+	for attempt := 0; qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && attempt < 2 && !res.Prepared && !req.WarmOnly && req.CursorCommit == ""; attempt++ {
 		var p *prepared
 		if p, perr = s.ensure(ctx, c, key, daemonclient.PushMeta{Focus: req.Path, QueryFollows: true}); perr != nil {
 			break
@@ -207,6 +207,10 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 		// Refused at the gate (402), or the fetch or push failed: the
 		// request reached the daemon, so it still gets its row.
 		qerr = perr
+	case qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && req.CursorCommit != "":
+		// A cursor never prepares (CONTRACT §4): its workspace is gone
+		// (evicted, deleted, or on another shard now), so its pages are.
+		qerr = apierr.New(http.StatusConflict, apierr.CursorExpired, "the cursor's workspace is gone; start again")
 	case qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && req.WarmOnly:
 		// Never a prepare on its own: the caller asked for a warm
 		// revision only, and pays nothing.
