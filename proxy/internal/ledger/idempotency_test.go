@@ -216,6 +216,12 @@ func TestIdempotencyOrgBound(t *testing.T) {
 		}
 		return n
 	}
+	expire := func(key string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE org = 'acme' AND key = $1`, key); err != nil {
+			t.Fatal(err)
+		}
+	}
 	store := func(key, attempt string, n int) {
 		t.Helper()
 		if s, _ := claim(t, l, bounded("acme", key, "h-"+key, attempt)); s != ledger.IdempotencyClaimed {
@@ -240,9 +246,7 @@ func TestIdempotencyOrgBound(t *testing.T) {
 		t.Fatalf("another org: %s", s)
 	}
 	// k2 expires: the next new key deletes it and fits.
-	if _, err := conn.Exec(ctx, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE org = 'acme' AND key = 'k2'`); err != nil {
-		t.Fatal(err)
-	}
+	expire("k2")
 	if s, _ := claim(t, l, bounded("acme", "k3", "h-k3", "a5")); s != ledger.IdempotencyClaimed {
 		t.Fatalf("a new key once one expired: %s", s)
 	}
@@ -254,9 +258,7 @@ func TestIdempotencyOrgBound(t *testing.T) {
 	if err := l.ReleaseIdempotencyKey(ctx, "acme", "k3", "a5"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE org = 'acme' AND key = 'k1'`); err != nil {
-		t.Fatal(err)
-	}
+	expire("k1")
 	if s, _ := claim(t, l, bounded("acme", "k1", "h-k1b", "a6")); s != ledger.IdempotencyClaimed {
 		t.Fatalf("an expired key claimed again: %s", s)
 	}
