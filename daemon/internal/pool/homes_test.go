@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -217,5 +218,41 @@ func TestDiskCountsTreesBeingWritten(t *testing.T) {
 	}
 	if !evicted {
 		t.Fatal("a pass while a tree was being written left room only for what was on disk: the idle tree was kept")
+	}
+}
+
+// TestCloseIsFinal: after Close no workspace goes live. A prepare still
+// writing its tree when the pool closes publishes it to disk only, Acquire
+// does not adopt it (it would start servers nobody stops), and a new
+// prepare is refused.
+func TestCloseIsFinal(t *testing.T) {
+	p, _ := testPool(t, Budget{})
+	k0, k1 := key("a", "close", 0), key("a", "close", 1)
+	content := "module example.com/m\n\ngo 1.22\n"
+	pw, prepared := blockedPrepare(t, p, k0, "go.mod", content)
+	p.Close(context.Background())
+	if _, err := io.WriteString(pw, content); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-prepared; err != nil {
+		t.Fatalf("the prepare writing when the pool closed: %v", err)
+	}
+	if !p.store.Published(k0) {
+		t.Fatal("the tree written across Close is not on disk")
+	}
+	if _, _, ok := p.Acquire(k0); ok {
+		t.Fatal("Acquire adopted a tree after Close")
+	}
+	p.mu.Lock()
+	live := len(p.live)
+	p.mu.Unlock()
+	if live != 0 {
+		t.Fatalf("%d workspaces live after Close", live)
+	}
+	sum := sha256.Sum256([]byte(content))
+	files := []*daemonv1.FileEntry{{Path: "go.mod", Size: uint64(len(content)), Sha256: hex.EncodeToString(sum[:])}}
+	if _, _, err := p.Prepare(context.Background(), k1, "00000000-0000-4000-8000-"+k1.Commit[:12], files, strings.NewReader(content), nil, nil); !errors.Is(err, ErrPoolClosed) {
+		t.Fatalf("a prepare after Close: %v, want ErrPoolClosed", err)
 	}
 }

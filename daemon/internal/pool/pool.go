@@ -105,6 +105,10 @@ type Pool struct {
 	// life ends with Close; background samplers run on it.
 	life     context.Context
 	stopLife context.CancelFunc
+	// closed is set by Close: no workspace goes live afterwards (a
+	// request still running when the daemon stops must not start a
+	// server nobody will stop).
+	closed bool
 	// nservers counts server slots holding a reservation: starting or
 	// running, released once the server is closed or its start failed.
 	nservers int
@@ -340,6 +344,9 @@ func (p *Pool) SpecFor(rel string) (*Spec, bool) {
 func (p *Pool) Acquire(k workspace.Key) (w *Workspace, release func(), ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return nil, nil, false
+	}
 	w, ok = p.live[k]
 	if !ok {
 		if _, busy := p.preparing[k]; busy {
@@ -449,6 +456,10 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 	}
 	for {
 		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return false, "", ErrPoolClosed
+		}
 		if w, ok := p.live[k]; ok {
 			p.mu.Unlock()
 			return false, w.PrepareID, nil
@@ -495,7 +506,9 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			delete(p.preparing, k)
 			delete(p.incoming, k)
 			close(done)
-			if err == nil && published {
+			// Closed meanwhile: the tree stays on disk, adopted by the
+			// next daemon, but nothing of it runs in this one.
+			if err == nil && published && !p.closed {
 				if late != nil {
 					warnings = slices.Clone(late.Warnings)
 				}
@@ -963,6 +976,9 @@ func isDone(c <-chan struct{}) bool {
 // ErrClosed is returned for a workspace deleted while in use.
 var ErrClosed = errors.New("workspace closed")
 
+// ErrPoolClosed is returned by a Prepare after Close.
+var ErrPoolClosed = errors.New("daemon shutting down")
+
 // Server returns w's running server for s, starting it on first use. Starts
 // are single-flight; a failed start is retried by the next caller.
 func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error) {
@@ -1213,10 +1229,15 @@ func (p *Pool) Sweep(ctx context.Context, ttl time.Duration) int {
 	return n
 }
 
-// Close stops every server (the trees stay on disk).
+// Close stops every server (the trees stay on disk). It is final: a
+// prepare afterwards fails with ErrPoolClosed, Acquire finds nothing, and a
+// prepare still writing publishes its tree to disk only — gRPC's Stop does
+// not wait for the handlers it cancels, and one that went on would start a
+// server after the pool stopped them all.
 func (p *Pool) Close(ctx context.Context) {
 	p.stopLife()
 	p.mu.Lock()
+	p.closed = true
 	ws := make([]*Workspace, 0, len(p.live))
 	for _, w := range p.live {
 		ws = append(ws, w)

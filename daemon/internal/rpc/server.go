@@ -192,7 +192,7 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		depsDone = received
 	}
 	if err != nil {
-		if !errors.Is(err, workspace.ErrInvalid) && !errors.Is(err, pool.ErrTreeOverBudget) {
+		if !errors.Is(err, workspace.ErrInvalid) && !errors.Is(err, pool.ErrTreeOverBudget) && !errors.Is(err, pool.ErrPoolClosed) {
 			s.Log.Error("prepare", "workspace", k.String(), "err", err)
 		}
 		return prepareError(err)
@@ -358,6 +358,9 @@ func prepareError(err error) error {
 	}
 	if errors.Is(err, pool.ErrTreeOverBudget) {
 		return status.Error(codes.ResourceExhausted, pool.ErrTreeOverBudget.Error())
+	}
+	if errors.Is(err, pool.ErrPoolClosed) {
+		return status.Error(codes.Unavailable, pool.ErrPoolClosed.Error())
 	}
 	return status.Error(codes.Internal, "prepare failed")
 }
