@@ -216,3 +216,27 @@ func TestCursorNeverPrepares(t *testing.T) {
 		t.Fatalf("balance %s, then %s: the cursor prepared", before.raw, after.raw)
 	}
 }
+
+// TestCursorOfAWorkspacePreparedAgain: a workspace deleted and prepared
+// again restarts its servers at the same generation, so the generation
+// alone would let page 1's cursor read the new servers' pages. The cursor
+// is bound to the prepare that answered page 1: 409 cursor_expired.
+func TestCursorOfAWorkspacePreparedAgain(t *testing.T) {
+	tn := newTenant(t, "cursor-again", 10)
+	refs := with(helloPos, "repo", tn.repo, "relation", "reference", "include_declaration", true, "limit", 1)
+	first := tn.post(t, "/locate", refs)
+	cursor, _ := first.body["next_cursor"].(string)
+	if first.status != http.StatusOK || cursor == "" {
+		t.Fatalf("first page: %d %s", first.status, first.raw)
+	}
+	if del := call(t, http.MethodDelete, "/workspaces", url.Values{"repo": {tn.repo}}.Encode(), tn.jwt, tn.forgeToken, ""); del.status != http.StatusOK || del.body["deleted"] != true {
+		t.Fatalf("delete: %d %s", del.status, del.raw)
+	}
+	if again := tn.post(t, "/locate", refs); again.status != http.StatusOK || again.body["prepared"] != true {
+		t.Fatalf("the first page again, preparing anew: %d %s", again.status, again.raw)
+	}
+	page := tn.post(t, "/locate", with(refs, "cursor", cursor))
+	if page.status != http.StatusConflict || errCode(page.body) != "cursor_expired" {
+		t.Fatalf("the cursor of the earlier prepare: %d %s", page.status, page.raw)
+	}
+}

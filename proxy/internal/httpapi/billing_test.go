@@ -307,7 +307,7 @@ func TestLedgerRouteRefusals(t *testing.T) {
 	rt := routeByPath(t, "/locate")
 	b, _ := parseBody([]byte(`{"repo":"r","path":"a.go","line":1,"character":2}`), rt.fields)
 	req, _ := rt.request(b)
-	opCursor := a.s.sealCursor(auth.TenantKey(nil, testOwner), &req, "c", 1, 1)
+	opCursor := a.s.sealCursor(auth.TenantKey(nil, testOwner), &req, "c", "", 1, 1)
 	for _, tc := range []struct {
 		name, query, tok, org string
 		status                int

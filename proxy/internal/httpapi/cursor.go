@@ -12,14 +12,15 @@ import (
 )
 
 // cursor is the signed state of a list page (CONTRACT §4): bound to the
-// tenant, repo, commit, operation and its parameters, and the server
-// generation that produced the first page. It is opaque to callers.
+// tenant, repo, commit, operation and its parameters, and the prepare and
+// server generation that produced the first page. It is opaque to callers.
 type cursor struct {
 	Tenant     string `json:"t"`
 	Query      string `json:"q"` // fingerprint of repo, op and parameters
 	Commit     string `json:"c"`
 	Offset     uint32 `json:"o"`
 	Generation uint64 `json:"g"`
+	Prepare    string `json:"p,omitempty"` // the workspace's prepare id
 }
 
 // queryFingerprint binds a cursor to the request that made it. The rev is
@@ -35,8 +36,8 @@ func queryFingerprint(r *operation.Request) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 
-func (s *Server) sealCursor(tenant string, r *operation.Request, commit string, offset uint32, gen uint64) string {
-	payload, _ := json.Marshal(cursor{Tenant: tenant, Query: queryFingerprint(r), Commit: commit, Offset: offset, Generation: gen})
+func (s *Server) sealCursor(tenant string, r *operation.Request, commit, prepareID string, offset uint32, gen uint64) string {
+	payload, _ := json.Marshal(cursor{Tenant: tenant, Query: queryFingerprint(r), Commit: commit, Offset: offset, Generation: gen, Prepare: prepareID})
 	p := base64.RawURLEncoding.EncodeToString(payload)
 	return p + "." + s.sign(p)
 }
@@ -66,6 +67,6 @@ func (s *Server) openCursor(raw, tenant string, r *operation.Request) (cursor, e
 	if err := json.Unmarshal(b, &c); err != nil || c.Tenant != tenant || c.Query != queryFingerprint(r) {
 		return cursor{}, bad
 	}
-	r.CursorCommit = c.Commit
+	r.CursorCommit, r.CursorPrepareID = c.Commit, c.Prepare
 	return c, nil
 }

@@ -24,12 +24,13 @@ func cursorRequest() operation.Request {
 	}
 }
 
-// TestCursorRoundTrip: what is sealed opens, with its offset, generation
-// and commit.
+// TestCursorRoundTrip: what is sealed opens, with its offset, generation,
+// commit and prepare.
 func TestCursorRoundTrip(t *testing.T) {
 	s := New(Deps{CursorSecret: []byte("secret-a")})
 	req := cursorRequest()
-	raw := s.sealCursor(cursorTenant, &req, cursorCommit, 20, 7)
+	const prep = "0190f7c2-5f1e-4b7a-9c1d-3e2f4a5b6c7d"
+	raw := s.sealCursor(cursorTenant, &req, cursorCommit, prep, 20, 7)
 	again := cursorRequest()
 	c, err := s.openCursor(raw, cursorTenant, &again)
 	if err != nil {
@@ -38,8 +39,8 @@ func TestCursorRoundTrip(t *testing.T) {
 	if c.Offset != 20 || c.Generation != 7 || c.Commit != cursorCommit || c.Tenant != cursorTenant {
 		t.Fatalf("opened %+v", c)
 	}
-	if again.CursorCommit != cursorCommit {
-		t.Fatalf("CursorCommit %q", again.CursorCommit)
+	if again.CursorCommit != cursorCommit || again.CursorPrepareID != prep {
+		t.Fatalf("CursorCommit %q, CursorPrepareID %q", again.CursorCommit, again.CursorPrepareID)
 	}
 	if strings.Contains(raw, cursorTenant) || strings.ContainsAny(raw, "+/= ") {
 		t.Fatalf("cursor %q is not opaque URL-safe text", raw)
@@ -51,7 +52,7 @@ func TestCursorRefused(t *testing.T) {
 	s := New(Deps{CursorSecret: []byte("secret-a")})
 	other := New(Deps{CursorSecret: []byte("secret-b")})
 	req := cursorRequest()
-	raw := s.sealCursor(cursorTenant, &req, cursorCommit, 20, 7)
+	raw := s.sealCursor(cursorTenant, &req, cursorCommit, "", 20, 7)
 	payload, sig, _ := strings.Cut(raw, ".")
 
 	// A payload rewritten to another offset, signed or not.
@@ -98,7 +99,7 @@ func TestCursorRefused(t *testing.T) {
 		{"signature cut", payload + "." + sig[:len(sig)-1], cursorTenant, ptr(cursorRequest())},
 		{"signature missing", payload, cursorTenant, ptr(cursorRequest())},
 		{"signature empty", payload + ".", cursorTenant, ptr(cursorRequest())},
-		{"signed by another proxy key", other.sealCursor(cursorTenant, ptr(cursorRequest()), cursorCommit, 20, 7), cursorTenant, ptr(cursorRequest())},
+		{"signed by another proxy key", other.sealCursor(cursorTenant, ptr(cursorRequest()), cursorCommit, "", 20, 7), cursorTenant, ptr(cursorRequest())},
 		{"forged and signed by another key", forged + "." + other.sign(forged), cursorTenant, ptr(cursorRequest())},
 		{"extra dot", raw + ".x", cursorTenant, ptr(cursorRequest())},
 		{"empty", "", cursorTenant, ptr(cursorRequest())},
@@ -149,7 +150,7 @@ func TestCursorOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	acme := auth.TenantKey(nil, testOwner)
-	sealed := a.s.sealCursor(acme, &req, cursorCommit, 100, 1)
+	sealed := a.s.sealCursor(acme, &req, cursorCommit, "", 100, 1)
 	for name, c := range map[string]struct {
 		cursor, org string
 	}{

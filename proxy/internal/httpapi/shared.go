@@ -68,7 +68,8 @@ func (s *Server) runOperation(ctx context.Context, rt opRoute, b *body, req oper
 	if rt.list {
 		out["next_cursor"] = nil
 		if n := res.Answer.NextOffset; n != nil {
-			out["next_cursor"] = s.sealCursor(caller.TenantKey, &req, res.Commit, *n, res.Answer.GetEvidence().GetServer().GetGeneration())
+			a := res.Answer
+			out["next_cursor"] = s.sealCursor(caller.TenantKey, &req, res.Commit, a.GetPrepareId(), *n, a.GetEvidence().GetServer().GetGeneration())
 		}
 	}
 	return out, nil

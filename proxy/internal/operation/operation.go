@@ -116,6 +116,12 @@ type Request struct {
 	// CursorCommit is the commit a cursor was issued for; a revision that
 	// now resolves elsewhere expires the cursor.
 	CursorCommit string
+	// CursorPrepareID is the prepare that held the workspace when the
+	// cursor was issued (empty in cursors older than it). A workspace
+	// evicted and prepared again — here or on another shard — restarts
+	// its servers' generations, so a generation alone can match a
+	// different server's pages.
+	CursorPrepareID string
 }
 
 // Result is what the HTTP layer renders. Repo, Commit and Prepared are set
@@ -220,6 +226,10 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 	}
 	if qerr == nil {
 		qerr = statusError(ans)
+	}
+	if qerr == nil && req.CursorPrepareID != "" && ans.GetPrepareId() != req.CursorPrepareID {
+		res.Answer = nil // another prepare's pages: not the cursor's
+		qerr = apierr.New(http.StatusConflict, apierr.CursorExpired, "the cursor's workspace was prepared again since; start again")
 	}
 	if err := s.record(ctx, c, req, res, ans, qerr); err != nil {
 		return res, err
