@@ -77,6 +77,7 @@ type Limits struct {
 	MaxTextBytes         int           // one label, detail, message or documentation string: 64 KiB
 	MaxDiagnosticsPerURI int           // published diagnostics kept per document: 1000
 	MaxDiagnosticURIs    int           // documents with published diagnostics kept: 2000
+	MaxDiagnosticBytes   int           // published diagnostics kept for all documents, by estimated size (publishedSize): 16 MiB
 	MaxLogMessages       int           // window/logMessage ring: 256
 	MaxOpenDocuments     int           // documents kept open; the least recently used is closed: 256
 	MaxRegistrations     int           // dynamic registrations tracked: 256
@@ -103,6 +104,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxTextBytes, 64<<10)
 	def(&l.MaxDiagnosticsPerURI, 1000)
 	def(&l.MaxDiagnosticURIs, 2000)
+	def(&l.MaxDiagnosticBytes, 16<<20)
 	def(&l.MaxLogMessages, 256)
 	def(&l.MaxOpenDocuments, 256)
 	def(&l.MaxRegistrations, 256)
@@ -378,13 +380,26 @@ type Client struct {
 	docs         map[DocumentURI]*document
 	useClock     uint64
 	changed      chan struct{} // closed and replaced whenever diagnostics or progress change
+
+	// The entries of diags from the least recently published (oldestPub)
+	// to the most (newestPub), and the sum of their sizes: eviction takes
+	// the oldest in constant time, however many one publication evicts.
+	oldestPub, newestPub *published
+	diagBytes            int
 }
 
+// published is one document's last publication. Its diags are never
+// changed once it is in Client.diags (readers copy them out after
+// unlocking); a new publication replaces the whole entry.
 type published struct {
+	key     DocumentURI
 	diags   List[Diagnostic]
 	version *int32
 	seq     uint64
 	at      time.Time
+	size    int // publishedSize, counted in Client.diagBytes
+	// older and newer link the entries in publication order; c.mu.
+	older, newer *published
 }
 
 type document struct {
@@ -1377,22 +1392,111 @@ func (c *Client) onPublish(params json.RawMessage) {
 		return
 	}
 	key := canonicalURI(p.URI)
+	kept, size, fits := fitDiagnostics(key, list, c.lim.MaxDiagnosticBytes)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.diags[key]; !ok && len(c.diags) >= c.lim.MaxDiagnosticURIs {
-		// Forget the document published to least recently.
-		var oldest DocumentURI
-		var oldestSeq uint64
-		for u, e := range c.diags {
-			if oldest == "" || e.seq < oldestSeq {
-				oldest, oldestSeq = u, e.seq
-			}
-		}
-		delete(c.diags, oldest)
+	if old, ok := c.diags[key]; ok {
+		// Replaced: its bytes are free for the new list.
+		c.forgetPublishedLocked(old)
 	}
 	c.pubSeq++
-	c.diags[key] = &published{diags: list, version: p.Version, seq: c.pubSeq, at: time.Now()}
 	c.lastPub = time.Now()
+	if fits {
+		// Forget the documents published to least recently until the
+		// new list fits both bounds.
+		for c.oldestPub != nil && (len(c.diags) >= c.lim.MaxDiagnosticURIs || c.diagBytes+size > c.lim.MaxDiagnosticBytes) {
+			c.forgetPublishedLocked(c.oldestPub)
+		}
+		c.addPublishedLocked(&published{key: key, diags: kept, version: p.Version, seq: c.pubSeq, at: c.lastPub, size: size})
+	} else {
+		// Not even an empty list for this document fits (a long URI
+		// under a tiny bound): nothing is kept, and an answer for it
+		// waits and is not settled rather than be stale.
+		c.log.Warn("lsp: published diagnostics exceed the byte bound; not kept", "uri", clipName(string(key)))
+	}
+	// Load problems are read from everything decoded, kept or not.
 	c.diagnosticProblemsLocked(key, list.Items)
 	c.signal()
+}
+
+// addPublishedLocked adds e, for a document not in c.diags, as the most
+// recently published; c.mu must be held.
+func (c *Client) addPublishedLocked(e *published) {
+	e.older, e.newer = c.newestPub, nil
+	if c.newestPub != nil {
+		c.newestPub.newer = e
+	} else {
+		c.oldestPub = e
+	}
+	c.newestPub = e
+	c.diags[e.key] = e
+	c.diagBytes += e.size
+}
+
+// forgetPublishedLocked removes e from the published diagnostics; c.mu
+// must be held. With addPublishedLocked it is the only writer of c.diags,
+// so diagBytes and the publication order stay exact.
+func (c *Client) forgetPublishedLocked(e *published) {
+	if e.older != nil {
+		e.older.newer = e.newer
+	} else {
+		c.oldestPub = e.newer
+	}
+	if e.newer != nil {
+		e.newer.older = e.older
+	} else {
+		c.newestPub = e.older
+	}
+	e.older, e.newer = nil, nil
+	delete(c.diags, e.key)
+	c.diagBytes -= e.size
+}
+
+// Estimated sizes of what a publication keeps beyond its strings, for
+// Limits.MaxDiagnosticBytes (the counts alone let a server have the
+// daemon hold 2000 documents of 1000 diagnostics of 64 KiB messages): a
+// Diagnostic's fixed part (its struct, 72 bytes on 64-bit, with slack for
+// the slice's spare capacity) and a document's (its published record, 120
+// bytes, its version and its map entry).
+const (
+	diagnosticOverhead = 96
+	publishedOverhead  = 192
+)
+
+// diagnosticSize estimates the bytes d holds: its strings and its fixed
+// part. The client keeps nothing else of a diagnostic (it declares no
+// relatedInformation support, and the decoder drops that, tags and data).
+func diagnosticSize(d Diagnostic) int {
+	return diagnosticOverhead + len(d.Message) + len(d.Source) + len(d.Code)
+}
+
+// publishedSize estimates the bytes a publication of l for key holds.
+func publishedSize(key DocumentURI, l List[Diagnostic]) int {
+	n := publishedOverhead + len(key)
+	for _, d := range l.Items {
+		n += diagnosticSize(d)
+	}
+	return n
+}
+
+// fitDiagnostics cuts l for key to the longest prefix whose publishedSize
+// is within max, and says it is Truncated when it cut anything, as the
+// count bound does: an answer from it is not the server's whole list.
+// fits is false when not even an empty list fits.
+func fitDiagnostics(key DocumentURI, l List[Diagnostic], max int) (kept List[Diagnostic], size int, fits bool) {
+	size = publishedOverhead + len(key)
+	if size > max {
+		return List[Diagnostic]{}, 0, false
+	}
+	for i, d := range l.Items {
+		n := diagnosticSize(d)
+		if size+n > max {
+			// A copy, so the cut items' strings are not kept alive by
+			// the decoded slice's backing array.
+			l.Items, l.Truncated = slices.Clone(l.Items[:i]), true
+			break
+		}
+		size += n
+	}
+	return l, size, true
 }

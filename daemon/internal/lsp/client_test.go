@@ -357,6 +357,108 @@ func TestPublishedDiagnosticsBounds(t *testing.T) {
 	}
 }
 
+// TestPublishedDiagnosticsByteBound: the published diagnostics kept stay
+// within MaxDiagnosticBytes, exactly accounted; the documents published
+// to least recently are forgotten first, a document published again with
+// a smaller list frees its bytes, and a list larger than the whole bound
+// is cut and says so.
+func TestPublishedDiagnosticsByteBound(t *testing.T) {
+	msg := strings.Repeat("m", 400)
+	// What a document (of these URIs) and a diagnostic cost: three
+	// documents of two diagnostics fit, four do not.
+	doc, diag := publishedOverhead+len("file:///1.go"), diagnosticOverhead+len(msg)
+	bound := 3*(doc+2*diag) + diag
+	c, p, err := connectPeer(t, basicInit, Options{Limits: Limits{MaxDiagnosticBytes: bound, DiagnosticsWait: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	publish := func(u string, n int) {
+		t.Helper()
+		diags := make([]string, n)
+		for i := range diags {
+			diags[i] = fmt.Sprintf(`{"range":{"start":{"line":%d,"character":0},"end":{"line":%d,"character":1}},"message":%q}`, i, i, msg)
+		}
+		params := fmt.Sprintf(`{"uri":%q,"diagnostics":[%s]}`, u, strings.Join(diags, ","))
+		if err := p.conn.Notify(ctx, "textDocument/publishDiagnostics", json.RawMessage(params)); err != nil {
+			t.Fatal(err)
+		}
+		p.sync(t)
+	}
+	// kept checks the accounting and returns the documents kept, least
+	// recently published first.
+	kept := func() ([]string, int) {
+		t.Helper()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var order []string
+		sum := 0
+		var seq uint64
+		for e := c.oldestPub; e != nil; e = e.newer {
+			if c.diags[e.key] != e || e.seq <= seq {
+				t.Fatalf("publication order broken at %s", e.key)
+			}
+			seq = e.seq
+			order = append(order, string(e.key))
+			sum += publishedSize(e.key, e.diags)
+		}
+		if len(order) != len(c.diags) || sum != c.diagBytes {
+			t.Fatalf("%d entries linked of %d; %d bytes counted, %d kept", len(order), len(c.diags), c.diagBytes, sum)
+		}
+		if sum > bound {
+			t.Fatalf("%d bytes of diagnostics kept, over the bound of %d", sum, bound)
+		}
+		return order, sum
+	}
+	steps := []struct {
+		uri  string
+		n    int
+		want []string
+	}{
+		{"file:///1.go", 2, []string{"file:///1.go"}},
+		{"file:///2.go", 2, []string{"file:///1.go", "file:///2.go"}},
+		{"file:///3.go", 2, []string{"file:///1.go", "file:///2.go", "file:///3.go"}},
+		// 1.go is the least recently published.
+		{"file:///4.go", 2, []string{"file:///2.go", "file:///3.go", "file:///4.go"}},
+		// Published again, empty: its bytes make room for 5.go.
+		{"file:///2.go", 0, []string{"file:///3.go", "file:///4.go", "file:///2.go"}},
+		{"file:///5.go", 2, []string{"file:///3.go", "file:///4.go", "file:///2.go", "file:///5.go"}},
+		// Room for four diagnostics takes two documents, 3.go and 4.go,
+		// not 2.go: it was published to after them.
+		{"file:///6.go", 4, []string{"file:///2.go", "file:///5.go", "file:///6.go"}},
+		// Larger than the bound alone: everything else goes, and it is cut.
+		{"file:///7.go", 20, []string{"file:///7.go"}},
+	}
+	for _, s := range steps {
+		publish(s.uri, s.n)
+		if got, _ := kept(); !slices.Equal(got, s.want) {
+			t.Fatalf("after publishing %d diagnostics to %s, kept %q, want %q", s.n, s.uri, got, s.want)
+		}
+	}
+	d, err := c.Diagnostics(ctx, "file:///7.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (bound - doc) / diag; len(d.Items) != want || !d.Truncated || !d.Settled {
+		t.Fatalf("diagnostics of the oversized 7.go: %d items, truncated %v, settled %v; want %d, truncated", len(d.Items), d.Truncated, d.Settled, want)
+	}
+	// Published again small, it is whole again and frees what it held.
+	_, before := kept()
+	publish("file:///7.go", 1)
+	if got, after := kept(); !slices.Equal(got, []string{"file:///7.go"}) || after != doc+diag || after >= before {
+		t.Fatalf("7.go published again with one diagnostic: kept %q, %d bytes (%d before)", got, after, before)
+	}
+	if d, err = c.Diagnostics(ctx, "file:///7.go"); err != nil || len(d.Items) != 1 || d.Truncated {
+		t.Fatalf("diagnostics of 7.go = %+v, %v", d, err)
+	}
+	// A document whose URI alone is over the bound is not kept, and
+	// costs the others nothing.
+	publish("file:///"+strings.Repeat("x", bound)+".go", 1)
+	if got, _ := kept(); !slices.Equal(got, []string{"file:///7.go"}) {
+		t.Fatalf("after a document larger than the bound, kept %q", got)
+	}
+}
+
 func TestDocuments(t *testing.T) {
 	c, p, err := connectPeer(t, basicInit, Options{Limits: Limits{MaxOpenDocuments: 2}})
 	if err != nil {

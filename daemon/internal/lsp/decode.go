@@ -50,7 +50,9 @@ func eachElement(raw json.RawMessage, max int, fn func(json.RawMessage) bool) (t
 	return false, nil
 }
 
-// clipText cuts s to at most max bytes on a rune boundary.
+// clipText cuts s to at most max bytes on a rune boundary. A cut string
+// is a copy: a slice of s would keep all of s alive wherever it is kept
+// (a published diagnostic's message, a log line).
 func clipText(s string, max int) (string, bool) {
 	if len(s) <= max {
 		return s, false
@@ -59,7 +61,7 @@ func clipText(s string, max int) (string, bool) {
 	for i > 0 && !utf8.RuneStart(s[i]) {
 		i--
 	}
-	return s[:i], true
+	return strings.Clone(s[:i]), true
 }
 
 // plainToMarkdown escapes the characters markdown would interpret, so plain

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -314,6 +315,7 @@ func FuzzDecoders(f *testing.F) {
 		`{"signatures":[{"label":"f(a)","parameters":[{"label":[2,3]}]}],"activeSignature":0}`,
 		`[{"from":{"name":"f","uri":"file:///a","range":{"start":{"line":0,"character":0},"end":{"line":0,"character":0}}},"fromRanges":[]}]`,
 		`{"kind":"full","items":[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":0}},"message":"m","code":1}]}`,
+		`[{"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},"message":"a message long enough to count for something","source":"s","code":"E1"},{"range":{"start":{"line":1,"character":0},"end":{"line":1,"character":1}},"message":"another"},{"range":{"start":{"line":2,"character":0},"end":{"line":2,"character":1}},"message":"and a third that no longer fits in the bound"}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -335,8 +337,18 @@ func FuzzDecoders(f *testing.F) {
 		if s, _ := decodeSignatureHelp(raw, lim); s != nil && len(s.Signatures) > lim.MaxItems {
 			t.Fatalf("%d signatures", len(s.Signatures))
 		}
-		if d, _ := decodeDiagnostics(raw, lim.MaxItems, lim); len(d.Items) > lim.MaxItems {
+		d, _ := decodeDiagnostics(raw, lim.MaxItems, lim)
+		if len(d.Items) > lim.MaxItems {
 			t.Fatalf("%d diagnostics", len(d.Items))
+		}
+		// Kept under a byte bound, a list is within it, exactly counted,
+		// a prefix of what was decoded, and cut only when it says so.
+		const bound = 400
+		k, n, ok := fitDiagnostics("file:///d", d, bound)
+		cut := len(k.Items) < len(d.Items)
+		if !ok || n > bound || n != publishedSize("file:///d", k) || len(k.Items) > len(d.Items) ||
+			!slices.Equal(k.Items, d.Items[:len(k.Items)]) || k.Truncated != (cut || d.Truncated) || k.Dropped != d.Dropped {
+			t.Fatalf("fitted %+v (%d bytes, %v) from %+v", k, n, ok, d)
 		}
 		_, _ = decodePullReport(raw, lim)
 		var calls List[CallHierarchyCall]

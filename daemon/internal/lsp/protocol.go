@@ -219,7 +219,9 @@ type TypeHierarchyItem struct {
 // List is a bounded list answer.
 type List[T any] struct {
 	Items []T
-	// Truncated: the server sent more than Limits.MaxItems.
+	// Truncated: the server sent more than a bound lets the client keep
+	// (Limits.MaxItems; for published diagnostics MaxDiagnosticsPerURI
+	// and MaxDiagnosticBytes).
 	Truncated bool
 	// Dropped counts elements skipped for having an unexpected shape.
 	Dropped int
