@@ -122,6 +122,7 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		CursorSecret:    derive(secret, "cursor"),
 		ForgeAuth:       cfg.ForgeAuth,
 		RequestTimeout:  cfg.RequestTimeout,
+		PrepareTimeout:  cfg.PrepareTimeout,
 		Ready:           []httpapi.Pinger{led, pool},
 		Registry:        reg,
 		Log:             log,
@@ -138,7 +139,7 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		PublicURL:           cfg.PublicURL,
 		MetricsApart:        cfg.MetricsListen != "",
 		MCP: httpapi.MCPLimits{
-			PerPrincipal: cfg.MCPSessionsPerPrincipal, Total: cfg.MCPSessions,
+			PerPrincipal: cfg.MCPSessionsPerPrincipal, PerOrg: cfg.MCPSessionsPerOrg, Total: cfg.MCPSessions,
 			Rate: cfg.MCPSessionRate, Burst: cfg.MCPSessionBurst, Idle: cfg.MCPSessionIdle,
 		},
 	})

@@ -92,6 +92,7 @@ type Config struct {
 
 	// MCP sessions (httpapi/mcpsessions.go).
 	MCPSessionsPerPrincipal int           // LSP_MCP_SESSIONS_PER_PRINCIPAL
+	MCPSessionsPerOrg       int           // LSP_MCP_SESSIONS_PER_ORG
 	MCPSessions             int           // LSP_MCP_SESSIONS: per proxy
 	MCPSessionRate          float64       // LSP_MCP_SESSION_RATE: new sessions per second per principal
 	MCPSessionBurst         int           // LSP_MCP_SESSION_BURST
@@ -188,6 +189,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		IdleTimeout:       p.duration("LSP_IDLE_TIMEOUT", 2*time.Minute),
 
 		MCPSessionsPerPrincipal: int(p.int("LSP_MCP_SESSIONS_PER_PRINCIPAL", 32)),
+		MCPSessionsPerOrg:       int(p.int("LSP_MCP_SESSIONS_PER_ORG", 512)),
 		MCPSessions:             int(p.int("LSP_MCP_SESSIONS", 4096)),
 		MCPSessionRate:          p.float("LSP_MCP_SESSION_RATE", 2),
 		MCPSessionBurst:         int(p.int("LSP_MCP_SESSION_BURST", 20)),
@@ -245,8 +247,8 @@ func (c *Config) validate() error {
 	if c.HeaderReadTimeout <= 0 || c.BodyReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0 {
 		bad("LSP_HEADER_READ_TIMEOUT, LSP_BODY_READ_TIMEOUT, LSP_WRITE_TIMEOUT and LSP_IDLE_TIMEOUT must be positive")
 	}
-	if c.MCPSessionsPerPrincipal < 1 || c.MCPSessions < 1 || c.MCPSessionRate <= 0 || c.MCPSessionBurst < 1 || c.MCPSessionIdle <= 0 {
-		bad("LSP_MCP_SESSIONS_PER_PRINCIPAL, LSP_MCP_SESSIONS, LSP_MCP_SESSION_RATE, LSP_MCP_SESSION_BURST and LSP_MCP_SESSION_IDLE must be positive")
+	if c.MCPSessionsPerPrincipal < 1 || c.MCPSessionsPerOrg < 1 || c.MCPSessions < 1 || c.MCPSessionRate <= 0 || c.MCPSessionBurst < 1 || c.MCPSessionIdle <= 0 {
+		bad("LSP_MCP_SESSIONS_PER_PRINCIPAL, LSP_MCP_SESSIONS_PER_ORG, LSP_MCP_SESSIONS, LSP_MCP_SESSION_RATE, LSP_MCP_SESSION_BURST and LSP_MCP_SESSION_IDLE must be positive")
 	}
 	if c.ForgeNegativeCacheTTL <= 0 || c.ForgeCacheTTL <= 0 {
 		bad("LSP_FORGE_CACHE_TTL and LSP_FORGE_NEGATIVE_CACHE_TTL must be positive")

@@ -40,6 +40,14 @@ import (
 // its stored answer within that bound; a refused re-check answers as any request would (404, 401,
 // 502) and leaves the stored answer in place.
 //
+// Both doors take keys the same way: the REST routes (this middleware buffers the answer) and MCP
+// tool calls (mcp.go), both claiming in checkRequest and finishing in finishIdempotent. An MCP key
+// is the Idempotency-Key header of the HTTP POST that carries the tools/call; it is bound to the
+// tool and its arguments (and a bound session's revision) instead of a route and body, and what is
+// stored is the tool result: a replay is that result again under the retry's own JSON-RPC id (ids
+// are the client's, per call), marked with _meta idempotent_replayed and the POST's
+// Idempotent-Replayed header.
+//
 // Stored answers are bounded, each (MaxIdempotentAnswer) and per org (Deps.IdempotencyMaxBytes: an
 // org at it gets 429 for a new key; a key it holds still replays). The key is refused up front (400) on a request
 // whose answer could exceed it: a list page with a key takes at most IdempotentMaxLimit items. An
@@ -67,26 +75,26 @@ const MaxIdempotentAnswer = 4 << 20
 // pages of it stay well below MaxIdempotentAnswer with the daemon's per-item caps.
 const IdempotentMaxLimit = 100
 
-// replayedHeaders are the answer headers a replay repeats besides the body.
 // idempotencyBookkeeping bounds storing an attempt's answer (or giving its key back) after the
 // attempt; a variable so a test can make an attempt outlast it.
 var idempotencyBookkeeping = 10 * time.Second
 
+// replayedHeaders are the answer headers a replay repeats besides the body.
 var replayedHeaders = []string{echo.HeaderContentType, "Retry-After"}
 
 // idempotency is the middleware of the POST operation routes. It takes the key apart and buffers
 // the answer; the key is claimed only once the request has passed the checks that come before the
-// forge (400, 401, 403, 429: claimIdempotency, from Server.caller), so a request refused by them
+// forge (400, 401, 403, 429: checkRequest, from Server.caller), so a request refused by them
 // costs the ledger nothing and answers as it would without a key.
 func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		keys := r.Header.Values("Idempotency-Key")
-		if len(keys) == 0 {
-			return next(c)
+		key, err := idempotencyKey(r.Header)
+		if err != nil {
+			return err
 		}
-		if len(keys) > 1 || !validIdempotencyKey(keys[0]) {
-			return apierr.BadRequest("Idempotency-Key must be one value of 1 to 255 visible ASCII characters")
+		if key == "" {
+			return next(c)
 		}
 		raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 		r.Body = io.NopCloser(bytes.NewReader(raw))
@@ -95,87 +103,97 @@ func (s *Server) idempotency(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		var peek replayBody
 		_ = json.Unmarshal(raw, &peek) // a body that does not parse is the handler's 400
-		if peek.Limit != nil && *peek.Limit > IdempotentMaxLimit {
-			return apierr.BadRequest("with an Idempotency-Key, limit may be at most %d (stored answers are bounded)", IdempotentMaxLimit)
+		idem, err := newIdempotentRequest(key, r.Method, c.Path(), raw, peek)
+		if err != nil {
+			return err
 		}
-		idem := &idempotentRequest{key: keys[0], raw: raw, peek: peek}
 		c.Set(ctxIdempotency, idem)
 		return s.runIdempotent(c, next, idem)
 	}
 }
 
+// idempotencyKey is the request's Idempotency-Key: "" without one, 400 for a malformed one.
+func idempotencyKey(h http.Header) (string, error) {
+	keys := h.Values("Idempotency-Key")
+	if len(keys) == 0 {
+		return "", nil
+	}
+	if len(keys) > 1 || !validIdempotencyKey(keys[0]) {
+		return "", apierr.BadRequest("Idempotency-Key must be one value of 1 to 255 visible ASCII characters")
+	}
+	return keys[0], nil
+}
+
+// newIdempotentRequest is a keyed request of either door: method and route name what the key is
+// bound to besides raw, the body; peek is what a replay re-checks at the forge and the page size,
+// which a key bounds (400 past IdempotentMaxLimit).
+func newIdempotentRequest(key, method, route string, raw []byte, peek replayBody) (*idempotentRequest, error) {
+	if peek.Limit != nil && *peek.Limit > IdempotentMaxLimit {
+		return nil, apierr.BadRequest("with an Idempotency-Key, limit may be at most %d (stored answers are bounded)", IdempotentMaxLimit)
+	}
+	return &idempotentRequest{key: key, method: method, route: route, raw: raw, peek: peek}, nil
+}
+
 // idempotentRequest is a request's key on its way through the handler: claimed (attempt set) once
 // the handler has checked the request, or answered from a stored answer (replayed).
 type idempotentRequest struct {
-	key      string
-	raw      []byte
-	peek     replayBody
-	org      string
-	attempt  string
-	replayed bool
+	key           string
+	method, route string // with raw, what the key is bound to (requestHash)
+	raw           []byte
+	peek          replayBody
+	org           string
+	attempt       string
+	replayed      bool
 }
 
-// errReplayed ends a handler whose answer claimIdempotency wrote: a replay.
+// errReplayed ends a handler whose answer Server.caller wrote: a replay.
 var errReplayed = errors.New("answered from the stored answer")
 
-// claimIdempotency claims the request's key (if it carries one) for caller, whom the handler has
-// checked. A retry of a finished attempt gets the stored answer, after forge access is checked again
-// as the caller (CONTRACT §3), and the handler ends (errReplayed); the same key with another request
-// is 422, one still running 409.
-func (s *Server) claimIdempotency(c echo.Context, caller operation.Caller) error {
-	idem, _ := c.Get(ctxIdempotency).(*idempotentRequest)
-	if idem == nil || idem.attempt != "" {
-		return nil
-	}
+// claimIdempotency claims idem's key for caller, whom checkRequest has checked; h is the request's
+// header (its forge credential is part of what the key is bound to). A retry of a finished attempt
+// gets the stored answer, after forge access is checked again as the caller (CONTRACT §3): the
+// door answers it and runs nothing. The same key with another request is 422, one still running
+// 409, a new key of an org at its bound 429.
+func (s *Server) claimIdempotency(ctx context.Context, h http.Header, caller operation.Caller, idem *idempotentRequest) (*ledger.StoredAnswer, error) {
 	if s.d.Money == nil {
-		return ledgerUnavailable(errors.New("no ledger configured"))
+		return nil, ledgerUnavailable(errors.New("no ledger configured"))
 	}
-	r := c.Request()
 	attempt := randomHex(16)
 	lease := s.d.IdempotencyLease
 	if lease <= 0 {
 		lease = defaultIdempotencyLease
 	}
-	hash := requestHash(r.Method, c.Path(), caller.Subject, r.Header.Get("X-Forge-Token"), idem.raw)
-	state, stored, err := s.d.Money.ClaimIdempotencyKey(r.Context(), ledger.IdempotencyRequest{
+	hash := requestHash(idem.method, idem.route, caller.Subject, h.Get("X-Forge-Token"), idem.raw)
+	state, stored, err := s.d.Money.ClaimIdempotencyKey(ctx, ledger.IdempotencyRequest{
 		Org: caller.Org, Key: idem.key, RequestHash: hash, Attempt: attempt, TTL: IdempotencyTTL, Lease: lease,
 		MaxOrgBytes: s.d.IdempotencyMaxBytes,
 	})
 	if err != nil {
-		return moneyError(err)
+		return nil, moneyError(err)
 	}
 	switch state {
 	case ledger.IdempotencyReplay:
-		if err := s.recheckForge(c, caller, idem.peek); err != nil {
-			return err
-		}
-		h := c.Response().Header()
-		for k, v := range stored.Header {
-			h.Set(k, v)
-		}
-		h.Set("Idempotent-Replayed", "true")
-		c.Response().WriteHeader(stored.Status)
-		if _, err := c.Response().Write(stored.Body); err != nil {
-			return err
+		if err := s.recheckForge(ctx, caller, idem.peek); err != nil {
+			return nil, err
 		}
 		idem.replayed = true
-		return errReplayed
+		return stored, nil
 	case ledger.IdempotencyMismatch:
-		return apierr.New(http.StatusUnprocessableEntity, apierr.IdempotencyKeyReused,
+		return nil, apierr.New(http.StatusUnprocessableEntity, apierr.IdempotencyKeyReused,
 			"this Idempotency-Key was used with another request")
 	case ledger.IdempotencyInProgress:
 		e := apierr.New(http.StatusConflict, apierr.IdempotencyInProgress,
 			"a request with this Idempotency-Key is in progress")
 		e.RetryAfter = time.Second
-		return e
+		return nil, e
 	case ledger.IdempotencyFull:
 		e := apierr.New(http.StatusTooManyRequests, apierr.RateLimited,
 			"this org's Idempotency-Keys hold the most stored answers they may (LSP_IDEMPOTENCY_MAX_BYTES) until some expire (24 h after first use); retry later, or without a key")
 		e.RetryAfter = idempotencyFullRetry
-		return e
+		return nil, e
 	}
 	idem.org, idem.attempt = caller.Org, attempt
-	return nil
+	return nil, nil
 }
 
 // runIdempotent runs the request with its answer buffered. When the key was claimed, it stores the
@@ -208,42 +226,50 @@ func (s *Server) runIdempotent(c echo.Context, next echo.HandlerFunc, idem *idem
 	if idem.attempt == "" {
 		return nil
 	}
-	org, key, attempt := idem.org, idem.key, idem.attempt
-	// The bookkeeping must happen even when the client went away, and gets its own time: a cold
-	// attempt may have taken longer than the bound itself.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), idempotencyBookkeeping)
-	defer cancel()
-	giveBack := func() error {
-		if err := s.d.Money.ReleaseIdempotencyKey(ctx, org, key, attempt); err != nil {
-			s.d.Log.Warn("release idempotency key", "request_id", c.Get(ctxRequestID), "err", err)
-		}
-		return nil
-	}
-	if herr != nil && !final(herr) {
-		return giveBack()
-	}
 	a := ledger.StoredAnswer{Status: rec.status, Header: map[string]string{}, Body: rec.body.Bytes()}
-	if a.Status == 0 {
-		a.Status = http.StatusOK
-	}
-	if len(a.Body) > MaxIdempotentAnswer {
-		s.d.Log.Warn("an answer is over the stored bound; not kept for replays", "request_id", c.Get(ctxRequestID), "bytes", len(a.Body))
-		if herr == nil || !held(herr) {
-			return giveBack()
-		}
-		return nil // in flight until the lease lapses
-	}
 	for _, h := range replayedHeaders {
 		if v := rec.header.Get(h); v != "" {
 			a.Header[h] = v
 		}
 	}
+	s.finishIdempotent(c.Request().Context(), idem, herr, a, c.Get(ctxRequestID))
+	return nil
+}
+
+// finishIdempotent ends a claimed key's attempt, whichever door ran it: herr is how the attempt
+// failed (nil: it succeeded), a its answer. A final answer is stored for replays; otherwise, or when
+// the answer is over the stored bound and nothing was held, the key is given back so a retry runs
+// afresh.
+func (s *Server) finishIdempotent(ctx context.Context, idem *idempotentRequest, herr error, a ledger.StoredAnswer, requestID any) {
+	org, key, attempt := idem.org, idem.key, idem.attempt
+	// The bookkeeping must happen even when the client went away, and gets its own time: a cold
+	// attempt may have taken longer than the bound itself.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), idempotencyBookkeeping)
+	defer cancel()
+	giveBack := func() {
+		if err := s.d.Money.ReleaseIdempotencyKey(ctx, org, key, attempt); err != nil {
+			s.d.Log.Warn("release idempotency key", "request_id", requestID, "err", err)
+		}
+	}
+	if herr != nil && !final(herr) {
+		giveBack()
+		return
+	}
+	if a.Status == 0 {
+		a.Status = http.StatusOK
+	}
+	if len(a.Body) > MaxIdempotentAnswer {
+		s.d.Log.Warn("an answer is over the stored bound; not kept for replays", "request_id", requestID, "bytes", len(a.Body))
+		if herr == nil || !held(herr) {
+			giveBack()
+		}
+		return // else in flight until the lease lapses
+	}
 	if err := s.d.Money.StoreIdempotentAnswer(ctx, org, key, attempt, a); err != nil {
 		// The caller still gets its answer. A retry meets the in-flight record until the lease
 		// lapses (409), then runs again.
-		s.d.Log.Warn("store idempotent answer", "request_id", c.Get(ctxRequestID), "err", err)
+		s.d.Log.Warn("store idempotent answer", "request_id", requestID, "err", err)
 	}
-	return nil
 }
 
 // final reports whether a failed operation's answer is final for its key, i.e. kept for replays. It
@@ -289,7 +315,7 @@ type replayBody struct {
 // recheckForge resolves the replayed request's revision as the caller, as every request does
 // (CONTRACT §3), before a stored answer is sent again. The forge's resolve cache, keyed by the
 // credential, bounds how stale that check can be (30 s by default).
-func (s *Server) recheckForge(c echo.Context, caller operation.Caller, b replayBody) error {
+func (s *Server) recheckForge(ctx context.Context, caller operation.Caller, b replayBody) error {
 	if s.d.Ops == nil {
 		return nil
 	}
@@ -298,11 +324,7 @@ func (s *Server) recheckForge(c echo.Context, caller operation.Caller, b replayB
 	if err != nil {
 		return err
 	}
-	timeout := s.d.RequestTimeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), timeout)
+	ctx, cancel := s.withRequestTimeout(ctx)
 	defer cancel()
 	_, err = s.d.Ops.Resolve(ctx, caller, repo, rev)
 	return err

@@ -5,15 +5,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
 	"github.com/hanzoai/lsp/proxy/internal/auth"
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
+	"github.com/hanzoai/lsp/proxy/internal/operation"
 	"github.com/labstack/echo/v4"
 	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,6 +35,13 @@ import (
 // selected org must be the principal's (403). A session is bound to the
 // principal and org that opened it: the SDK refuses its id on a request
 // whose token names anyone else (403).
+//
+// A tool call goes through the same checked-request step as a REST
+// request (checkRequest: 403, 401, 429, then its Idempotency-Key), and
+// its work has the same bounds: the SDK runs a tool on the session's
+// context, which outlives the POST that carried the call, so the call's
+// context also ends when that POST does (the client went away), and
+// runOperation/runPrepare give it LSP_REQUEST_TIMEOUT.
 
 const (
 	mcpPath         = "/v1/lsp/mcp"
@@ -41,10 +52,70 @@ const (
 type mcpCtxKey int
 
 const (
-	ctxMCPPrincipal mcpCtxKey = iota
+	ctxMCPCall mcpCtxKey = iota
 	ctxMCPBinding
 	ctxMCPSlot
 )
+
+// mcpCall is what a tool handler needs of the HTTP request that carries
+// its call; it reaches the handler in the TokenInfo the SDK hands over.
+type mcpCall struct {
+	principal *auth.Principal
+	// ctx is the HTTP request's: it ends when the client goes away or the
+	// answer has been sent.
+	ctx context.Context
+	// replayed: an answer in this request came from an Idempotency-Key's
+	// stored answer (the Idempotent-Replayed header).
+	replayed atomic.Bool
+}
+
+// mcpExtraCall is the TokenInfo.Extra entry holding the *mcpCall.
+const mcpExtraCall = "lsp.call"
+
+// callOf is the request's *mcpCall, nil when the SDK did not pass one.
+func callOf(req *mcp.CallToolRequest) *mcpCall {
+	if req.Extra == nil || req.Extra.TokenInfo == nil {
+		return nil
+	}
+	c, _ := req.Extra.TokenInfo.Extra[mcpExtraCall].(*mcpCall)
+	return c
+}
+
+// bind is ctx (the session's, on which the SDK runs a tool) ended also
+// when the POST carrying the call ends.
+func (c *mcpCall) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// mcpResponse marks the answer of a POST that carried a replayed call.
+// The SDK writes the answer's header only once the call has returned.
+type mcpResponse struct {
+	http.ResponseWriter
+	call  *mcpCall
+	wrote bool
+}
+
+func (w *mcpResponse) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		if w.call.replayed.Load() {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *mcpResponse) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController flush the SDK's event streams.
+func (w *mcpResponse) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // mcpSlot memoises a new session's server within its HTTP request: the SDK
 // asks for the server more than once per request.
@@ -70,12 +141,12 @@ func (s *Server) registerMCP(e *echo.Echo) {
 	// The SDK puts the principal's session identity where it checks
 	// session reuse; the token was verified just before (mcpGate).
 	bearer := mcpauth.RequireBearerToken(func(ctx context.Context, _ string, r *http.Request) (*mcpauth.TokenInfo, error) {
-		p, _ := r.Context().Value(ctxMCPPrincipal).(*auth.Principal)
-		if p == nil {
+		call, _ := r.Context().Value(ctxMCPCall).(*mcpCall)
+		if call == nil {
 			return nil, mcpauth.ErrInvalidToken
 		}
-		org, _ := p.SelectOrg(r.Header.Get("X-Org-Id"))
-		return &mcpauth.TokenInfo{UserID: sessionUser(p, org), Extra: map[string]any{"principal": p}}, nil
+		org, _ := call.principal.SelectOrg(r.Header.Get("X-Org-Id"))
+		return &mcpauth.TokenInfo{UserID: sessionUser(call.principal, org), Extra: map[string]any{mcpExtraCall: call}}, nil
 	}, &mcpauth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 	handler := s.mcpGate(bearer(h))
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
@@ -125,18 +196,23 @@ func (s *Server) mcpGate(next http.Handler) http.Handler {
 			fail(apierr.Unauth("the bearer token is not valid"))
 			return
 		}
-		if _, err := p.SelectOrg(r.Header.Get("X-Org-Id")); err != nil {
+		org, err := p.SelectOrg(r.Header.Get("X-Org-Id"))
+		if err != nil {
 			fail(apierr.New(http.StatusForbidden, apierr.Forbidden, "the principal is not a member of the selected org"))
 			return
 		}
-		ctx := context.WithValue(r.Context(), ctxMCPPrincipal, p)
+		call := &mcpCall{principal: p, ctx: r.Context()}
+		ctx := context.WithValue(r.Context(), ctxMCPCall, call)
+		if r.Method == http.MethodPost {
+			w = &mcpResponse{ResponseWriter: w, call: call}
+		}
 		// A new session bound to a revision: check the binding and learn
 		// what the revision's servers negotiated, as the caller (the
 		// forge's ACL decides; the probe is free).
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 			// A new session: a slot first (mcpsessions.go), before the
 			// binding costs a forge round trip.
-			release, err := s.mcpSessions.reserve(principalKey(p))
+			release, err := s.mcpSessions.reserve(principalKey(p), org)
 			if err != nil {
 				fail(err)
 				return
@@ -205,10 +281,12 @@ func (s *Server) mcpBind(ctx context.Context, r *http.Request, p *auth.Principal
 	if err != nil {
 		return nil, err
 	}
-	caller, err := s.callerFrom(r.Header, p, reqID)
+	caller, _, err := s.checkRequest(ctx, r.Header, p, reqID, nil) // no tool call: no key
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := s.withRequestTimeout(ctx)
+	defer cancel()
 	probe, err := s.d.Ops.Capabilities(ctx, caller, name, parsed)
 	if err != nil {
 		return nil, err
@@ -330,7 +408,9 @@ func (ms *mcpSession) addTool(name string) {
 	ms.srv.AddTool(toolSpec(name, ms.binding != nil), ms.handler(name))
 }
 
-// handler runs one tool call exactly as the REST route would.
+// handler runs one tool call exactly as the REST route would: the same
+// body checks, the same checked-request step (checkRequest, with the
+// POST's Idempotency-Key), the same deadline.
 func (ms *mcpSession) handler(name string) mcp.ToolHandler {
 	s := ms.s
 	rt, isOp := routeByName(name)
@@ -344,11 +424,16 @@ func (ms *mcpSession) handler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
 		reqID := newRequestID()
+		call := callOf(req)
+		if call == nil {
+			_, env, _ := s.envelope(apierr.Unauth("a bearer token is required"), reqID)
+			return newMCPAnswer(env, renderErrorText(env)).result(true), nil
+		}
+		ctx, cancel := call.bind(ctx)
+		defer cancel()
+		var idem *idempotentRequest
+		var stored *ledger.StoredAnswer
 		out, err := func() (map[string]any, error) {
-			p, _ := req.Extra.TokenInfo.Extra["principal"].(*auth.Principal)
-			if p == nil {
-				return nil, apierr.Unauth("a bearer token is required")
-			}
 			args := []byte(req.Params.Arguments)
 			if len(args) == 0 || string(args) == "null" {
 				args = []byte("{}")
@@ -360,6 +445,8 @@ func (ms *mcpSession) handler(name string) mcp.ToolHandler {
 			if ms.binding != nil {
 				b.Repo, b.Rev = &ms.binding.repo, &ms.binding.commit
 			}
+			// The body's 400s, then the work the checked caller runs.
+			var run func(operation.Caller) (map[string]any, error)
 			if !isOp {
 				repo, rev, err := commonRequest(b)
 				if err != nil {
@@ -371,57 +458,116 @@ func (ms *mcpSession) handler(name string) mcp.ToolHandler {
 						return nil, err
 					}
 				}
-				caller, err := s.callerFrom(req.Extra.Header, p, reqID)
+				run = func(caller operation.Caller) (map[string]any, error) {
+					report, stop := mcpProgress(ctx, req)
+					defer stop()
+					caller.Progress = report
+					out, res, err := s.runPrepare(ctx, caller, repo, rev, focus, start)
+					if err == nil && ms.binding != nil && res.Commit == ms.binding.commit {
+						var tools []string
+						for _, l := range res.Prepare.GetLanguages() {
+							tools = append(tools, l.GetTools()...)
+						}
+						ms.addNegotiated(tools)
+					}
+					return out, err
+				}
+			} else {
+				if rt.fields["context_lines"] && b.ContextLines == nil {
+					n := mcpDefaultContext(name)
+					b.ContextLines = &n
+				}
+				opReq, err := rt.request(b)
 				if err != nil {
 					return nil, err
 				}
-				report, stop := mcpProgress(ctx, req)
-				defer stop()
-				caller.Progress = report
-				out, res, err := s.runPrepare(ctx, caller, repo, rev, focus, start)
-				if err == nil && ms.binding != nil && res.Commit == ms.binding.commit {
-					var tools []string
-					for _, l := range res.Prepare.GetLanguages() {
-						tools = append(tools, l.GetTools()...)
-					}
-					ms.addNegotiated(tools)
+				run = func(caller operation.Caller) (map[string]any, error) {
+					return s.runOperation(ctx, rt, b, opReq, caller, start)
 				}
-				return out, err
 			}
-			if rt.fields["context_lines"] && b.ContextLines == nil {
-				n := mcpDefaultContext(name)
-				b.ContextLines = &n
-			}
-			opReq, err := rt.request(b)
-			if err != nil {
+			if idem, err = ms.idempotency(req.Extra.Header, name, args, b); err != nil {
 				return nil, err
 			}
-			caller, err := s.callerFrom(req.Extra.Header, p, reqID)
-			if err != nil {
+			caller, st, err := s.checkRequest(ctx, req.Extra.Header, call.principal, reqID, idem)
+			if err != nil || st != nil {
+				stored = st
 				return nil, err
 			}
-			return s.runOperation(ctx, rt, b, opReq, caller, start)
+			return run(caller)
 		}()
-		if err != nil {
-			_, env, _ := s.envelope(err, reqID)
-			return toolResult(env, true, renderErrorText(env)), nil
+		if stored != nil {
+			call.replayed.Store(true)
+			return s.mcpReplay(stored, reqID), nil
 		}
-		return toolResult(out, false, renderText(name, out)), nil
+		var a mcpAnswer
+		status := http.StatusOK
+		if err != nil {
+			var env errorBody
+			status, env, _ = s.envelope(err, reqID)
+			a = newMCPAnswer(env, renderErrorText(env))
+		} else {
+			a = newMCPAnswer(out, renderText(name, out))
+		}
+		if idem != nil && idem.attempt != "" {
+			body, _ := json.Marshal(a)
+			s.finishIdempotent(ctx, idem, err, ledger.StoredAnswer{Status: status, Header: map[string]string{}, Body: body}, reqID)
+		}
+		return a.result(err != nil), nil
 	}
 }
 
-// toolResult carries v as structured content and, for the model to read,
-// text: a compact rendering when there is one, else v's JSON.
-func toolResult(v any, isErr bool, text string) *mcp.CallToolResult {
+// idempotency is a tool call's Idempotency-Key (the header of the POST
+// carrying it; nil without one), bound to the tool, its arguments as sent
+// and, in a bound session, the session's revision. b is the checked body:
+// where a replay re-checks forge access, and the page size a key bounds.
+func (ms *mcpSession) idempotency(h http.Header, name string, args []byte, b *body) (*idempotentRequest, error) {
+	key, err := idempotencyKey(h)
+	if err != nil || key == "" {
+		return nil, err
+	}
+	raw := args
+	if ms.binding != nil {
+		raw = append([]byte(ms.binding.repo+"@"+ms.binding.commit+"\n"), args...)
+	}
+	return newIdempotentRequest(key, "MCP", "tools/call "+name, raw, replayBody{Repo: b.Repo, Rev: b.Rev, Limit: b.Limit})
+}
+
+// mcpAnswer is a tool call's answer: the text a model reads and the
+// structured content. An Idempotency-Key stores it (as JSON; the stored
+// status says whether it was an error) and a replay sends it again.
+type mcpAnswer struct {
+	Text       string          `json:"text"`
+	Structured json.RawMessage `json:"structured"`
+}
+
+// newMCPAnswer carries v as structured content and, for the model to
+// read, text: a compact rendering when there is one, else v's JSON.
+func newMCPAnswer(v any, text string) mcpAnswer {
 	raw, _ := json.Marshal(v)
 	if text == "" {
 		text = string(raw)
 	}
+	return mcpAnswer{Text: text, Structured: raw}
+}
+
+func (a mcpAnswer) result(isErr bool) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
 		IsError:           isErr,
-		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
-		StructuredContent: json.RawMessage(raw),
+		Content:           []mcp.Content{&mcp.TextContent{Text: a.Text}},
+		StructuredContent: a.Structured,
 	}
+}
+
+// mcpReplay is a stored answer sent again, marked replayed.
+func (s *Server) mcpReplay(stored *ledger.StoredAnswer, reqID string) *mcp.CallToolResult {
+	var a mcpAnswer
+	if err := json.Unmarshal(stored.Body, &a); err != nil {
+		_, env, _ := s.envelope(fmt.Errorf("replay a stored MCP answer: %w", err), reqID)
+		return newMCPAnswer(env, renderErrorText(env)).result(true)
+	}
+	r := a.result(stored.Status != http.StatusOK)
+	r.Meta = mcp.Meta{"idempotent_replayed": true}
+	return r
 }
 
 func routeByName(name string) (opRoute, bool) {

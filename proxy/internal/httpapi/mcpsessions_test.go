@@ -172,3 +172,44 @@ func TestMCPSessionCreationRate(t *testing.T) {
 		t.Fatalf("%d sessions opened; the creation rate allows %d + %v/s", ok, d.Burst, d.Rate)
 	}
 }
+
+// TestMCPSessionOrgBound: both bounds hold at once. A principal holds at
+// most PerPrincipal sessions, and an org at most PerOrg whoever opened
+// them — many principals of one org (agents, a token per job) cannot hold
+// more between them — each refused with 429 rate_limited and Retry-After;
+// another org is not affected, and a closed session frees the org's slot.
+func TestMCPSessionOrgBound(t *testing.T) {
+	s, url := mcpTestServer(t, MCPLimits{PerPrincipal: 2, PerOrg: 3, Total: 100, Rate: 1000, Burst: 1000, Idle: time.Hour})
+	refused := func(tok, why string) {
+		t.Helper()
+		st, _, retry := openMCP(t, url, tok)
+		if st != http.StatusTooManyRequests || retry == "" {
+			t.Fatalf("%s: %d Retry-After %q; want 429 with Retry-After", why, st, retry)
+		}
+	}
+	var alice []string
+	for i := range 2 {
+		st, id, _ := openMCP(t, url, "alice.acme")
+		if st != http.StatusOK || id == "" {
+			t.Fatalf("alice's session %d: %d", i, st)
+		}
+		alice = append(alice, id)
+	}
+	refused("alice.acme", "past the principal's bound")
+	if st, _, _ := openMCP(t, url, "bob.acme"); st != http.StatusOK {
+		t.Fatalf("bob's first session: %d", st)
+	}
+	refused("bob.acme", "bob under his own bound, acme at its bound")
+	refused("carol.acme", "a third principal of acme")
+	for i := range 2 {
+		if st, _, _ := openMCP(t, url, "dave.other"); st != http.StatusOK {
+			t.Fatalf("another org's session %d: %d", i, st)
+		}
+	}
+	closeMCP(t, url, "alice.acme", alice[0])
+	waitLive(t, s, 4)
+	if st, _, _ := openMCP(t, url, "carol.acme"); st != http.StatusOK {
+		t.Fatalf("after a DELETE the org's slot is free: %d", st)
+	}
+	refused("bob.acme", "acme at its bound again")
+}

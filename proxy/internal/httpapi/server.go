@@ -42,9 +42,12 @@ type Deps struct {
 	CursorSecret    []byte
 	ForgeAuth       string // bearer | basic | sudo | jwt
 	RequestTimeout  time.Duration
-	Ready           []Pinger
-	Registry        *prometheus.Registry
-	Log             *slog.Logger
+	// PrepareTimeout is a push's own deadline (LSP_PREPARE_TIMEOUT); a
+	// prepare request waits that long for it (runPrepare).
+	PrepareTimeout time.Duration
+	Ready          []Pinger
+	Registry       *prometheus.Registry
+	Log            *slog.Logger
 	// Money holds Idempotency-Key records and serves the dashboard routes.
 	Money Money
 	// LedgerSettle: GET /ledger lists rows once they are this old (LSP_LEDGER_SETTLE), so that paging
@@ -194,16 +197,27 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// caller selects the org (403) and reads the forge credential (401).
+// caller is the REST door's checkRequest, once the handler has checked the
+// body: the org (403), the forge credential (401), the rate (429), then
+// the Idempotency-Key. A replay's stored answer is written here and the
+// handler ends with errReplayed.
 func (s *Server) caller(c echo.Context) (operation.Caller, error) {
 	p := c.Get(ctxPrincipal).(*auth.Principal)
-	caller, err := s.callerFrom(c.Request().Header, p, c.Get(ctxRequestID).(string))
-	if err != nil {
+	idem, _ := c.Get(ctxIdempotency).(*idempotentRequest)
+	caller, stored, err := s.checkRequest(c.Request().Context(), c.Request().Header, p, c.Get(ctxRequestID).(string), idem)
+	if err != nil || stored == nil {
 		return caller, err
 	}
-	// Checked (401, 403, 429; the handler has checked the body): now an
-	// Idempotency-Key is claimed, or answers from its stored answer.
-	return caller, s.claimIdempotency(c, caller)
+	h := c.Response().Header()
+	for k, v := range stored.Header {
+		h.Set(k, v)
+	}
+	h.Set("Idempotent-Replayed", "true")
+	c.Response().WriteHeader(stored.Status)
+	if _, err := c.Response().Write(stored.Body); err != nil {
+		return caller, err
+	}
+	return caller, errReplayed
 }
 
 func (s *Server) readyz(c echo.Context) error {

@@ -11,6 +11,7 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
 	"github.com/hanzoai/lsp/proxy/internal/auth"
 	"github.com/hanzoai/lsp/proxy/internal/forge"
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
 	"github.com/hanzoai/lsp/proxy/internal/operation"
 )
 
@@ -42,6 +43,42 @@ func (s *Server) callerFrom(h http.Header, p *auth.Principal, requestID string) 
 	}, nil
 }
 
+// checkRequest is the one step both doors take between their own checks
+// (401, and the body's 400) and the work: callerFrom (403, 401, 429), then
+// the request's Idempotency-Key, when idem carries one, claimed for the
+// caller. stored, when not nil, is a finished attempt's answer: the door
+// answers with it and runs nothing.
+func (s *Server) checkRequest(ctx context.Context, h http.Header, p *auth.Principal, requestID string, idem *idempotentRequest) (caller operation.Caller, stored *ledger.StoredAnswer, err error) {
+	if caller, err = s.callerFrom(h, p, requestID); err != nil {
+		return caller, nil, err
+	}
+	if idem == nil || idem.attempt != "" {
+		return caller, nil, nil
+	}
+	stored, err = s.claimIdempotency(ctx, h, caller, idem)
+	return caller, stored, err
+}
+
+// defaultRequestTimeout stands in for an unset Deps.RequestTimeout
+// (LSP_REQUEST_TIMEOUT's default).
+const defaultRequestTimeout = 60 * time.Second
+
+// withRequestTimeout bounds one request's work (LSP_REQUEST_TIMEOUT): the
+// forge, the gate, the fetch and the daemon's answer nest inside it. What
+// must finish once started — a push, a capture or release, the ledger row,
+// the Idempotency-Key's bookkeeping — runs detached to its own deadline
+// (package operation, finishIdempotent), so this cancel never cuts it.
+func (s *Server) withRequestTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.requestTimeout())
+}
+
+func (s *Server) requestTimeout() time.Duration {
+	if s.d.RequestTimeout <= 0 {
+		return defaultRequestTimeout
+	}
+	return s.d.RequestTimeout
+}
+
 // runOperation runs one checked operation request for caller and renders
 // its answer. b is the decoded body (for the cursor); start is when the
 // request arrived, for the metrics.
@@ -55,7 +92,7 @@ func (s *Server) runOperation(ctx context.Context, rt opRoute, b *body, req oper
 		}
 		req.Offset, req.Generation = cur.Offset, cur.Generation
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.d.RequestTimeout)
+	ctx, cancel := s.withRequestTimeout(ctx)
 	defer cancel()
 	res, err := s.d.Ops.Do(ctx, caller, req)
 	s.metrics.observeOp(rt.name, time.Since(start), res)
@@ -78,8 +115,14 @@ func (s *Server) runOperation(ctx context.Context, rt opRoute, b *body, req oper
 // runPrepare prepares a revision for caller and renders the answer: what
 // its servers negotiated. progress, when not nil, hears the steps. focus
 // (optional) is the file the caller asks about first
-// (operation.Service.Prepare).
+// (operation.Service.Prepare). Its deadline is an operation request's
+// plus a push's (LSP_PREPARE_TIMEOUT): a prepare request is asked to wait
+// for the push, which a question that prepares implicitly is not. Past it
+// the push runs on detached and is charged, while the request answers 504
+// with prepared: true.
 func (s *Server) runPrepare(ctx context.Context, caller operation.Caller, repo string, rev forge.Rev, focus string, start time.Time) (map[string]any, *operation.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout()+max(s.d.PrepareTimeout, 0))
+	defer cancel()
 	res, err := s.d.Ops.Prepare(ctx, caller, repo, rev, focus)
 	s.metrics.observeOp("prepare", time.Since(start), res)
 	if err != nil {
