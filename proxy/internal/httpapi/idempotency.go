@@ -21,9 +21,9 @@ import (
 
 // Idempotency-Key (CONTRACT §5). A POST operation request that carries the header runs at most once
 // per (payer org, key) for IdempotencyTTL: the key is bound to a hash of the route and the raw body
-// (and of the caller, see requestHash), the first attempt's answer is stored, and a retry gets that
-// answer again, byte for byte, with Idempotent-Replayed: true — no second hold, no second ledger
-// row. The same key with another route, body or caller is 422 idempotency_key_reused; while the
+// (requestHash), the first attempt's answer is stored, and a retry gets that answer again, byte for
+// byte, with Idempotent-Replayed: true — no second hold, no second ledger row. The same key with
+// another route or body is 422 idempotency_key_reused; while the
 // first attempt runs, 409 idempotency_in_progress.
 //
 // The key is claimed once the request has passed the checks before the forge (400, 401, 403, 429):
@@ -163,7 +163,7 @@ func (s *Server) claimIdempotency(ctx context.Context, h http.Header, caller ope
 	if lease <= 0 {
 		lease = defaultIdempotencyLease
 	}
-	hash := requestHash(idem.method, idem.route, caller.Subject, h.Get("X-Forge-Token"), idem.raw)
+	hash := requestHash(idem.method, idem.route, idem.raw)
 	state, stored, err := s.d.Money.ClaimIdempotencyKey(ctx, ledger.IdempotencyRequest{
 		Org: caller.Org, Key: idem.key, RequestHash: hash, Attempt: attempt, TTL: IdempotencyTTL, Lease: lease,
 		MaxOrgBytes: s.d.IdempotencyMaxBytes,
@@ -357,14 +357,14 @@ func (a *answerRecorder) Write(b []byte) (int, error) {
 	return a.body.Write(b)
 }
 
-// requestHash binds a key to one route and one body, byte for byte, and to the caller: the subject
-// and the forge credential. A stored answer was computed with one caller's forge access; another
-// member of the org, or another credential, presenting the same key and body must not read it
-// without the forge being asked (CONTRACT §3), so for them the key is simply taken (422).
-func requestHash(method, route, subject, forgeToken string, body []byte) string {
-	cred := sha256.Sum256([]byte(forgeToken))
+// requestHash binds a key to one route and one body, byte for byte (CONTRACT §5), not to the
+// caller: the key is the payer org's, and a replay is only sent after the forge has been asked again
+// as whoever presents it (recheckForge, CONTRACT §3). A client whose forge token was rotated between
+// its attempt and its retry gets the replay, not 422 — which would leave it to retry without the key
+// and pay twice.
+func requestHash(method, route string, body []byte) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s %s\n%q\n%x\n", method, route, subject, cred)
+	fmt.Fprintf(h, "%s %s\n", method, route)
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
 }
