@@ -44,6 +44,10 @@ func (e *Error) Error() string {
 // connection has stopped, whatever the cause.
 var ErrClosed = errors.New("jsonrpc: connection closed")
 
+// ErrWriteTimeout is the cause of a connection stopped because the peer
+// took none of a frame, or not all of it, within Options.WriteTimeout.
+var ErrWriteTimeout = errors.New("jsonrpc: the peer stopped reading (write timeout)")
+
 // errLocalClose is the cause recorded when Close is called.
 var errLocalClose = errors.New("closed locally")
 
@@ -85,14 +89,35 @@ type Options struct {
 	Handler Handler
 	// Logger receives protocol anomalies that do not end the connection.
 	Logger *slog.Logger
+	// WriteTimeout bounds how long the peer may leave a frame unread,
+	// whatever the writer's context: DefaultWriteTimeout if zero. Past it
+	// the connection stops.
+	WriteTimeout time.Duration
+}
+
+// DefaultWriteTimeout applies when Options.WriteTimeout is zero. A language
+// server reads its stdin on a thread or event loop of its own; one that
+// leaves a frame unread this long is wedged, and every request queued
+// behind the frame is lost anyway.
+const DefaultWriteTimeout = 30 * time.Second
+
+// Watcher is a stream that is told how its Conn's calls go: the runtime's
+// pipe to a language server, which tells a hung server from a slow one by
+// it. Its methods run on the caller's goroutine and must not block.
+type Watcher interface {
+	// Abandoned is told of a call given up without a reply because its
+	// context (done now) ended; began is when Call was entered.
+	Abandoned(ctx context.Context, began time.Time)
 }
 
 // Conn is one JSON-RPC connection. It is safe for concurrent use.
 type Conn struct {
-	rwc      io.ReadWriteCloser
-	maxFrame int
-	handler  Handler
-	log      *slog.Logger
+	rwc          io.ReadWriteCloser
+	maxFrame     int
+	handler      Handler
+	log          *slog.Logger
+	writeTimeout time.Duration
+	watcher      Watcher // rwc, when it is one
 
 	ctx    context.Context // handler context; cancelled when the Conn stops
 	cancel context.CancelFunc
@@ -106,12 +131,14 @@ type Conn struct {
 
 	// turn is the stream's write turn: a sender holds it for one frame.
 	turn chan struct{}
-	// writeDeadline is whether the stream has a write deadline set (only
-	// the turn's holder touches it).
-	writeDeadline bool
-	done          chan struct{}
-	once          sync.Once
-	wg            sync.WaitGroup
+	// stalled is how long writes have waited, since the stream last took
+	// a byte, on a stream that took none of theirs: each gave up at its
+	// caller's deadline, and together they count against WriteTimeout as
+	// one long write would (only the turn's holder touches it).
+	stalled time.Duration
+	done    chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
 }
 
 // wireMsg is any JSON-RPC message as it appears on the wire.
@@ -155,18 +182,23 @@ func NewConn(rwc io.ReadWriteCloser, opts Options) *Conn {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
-		rwc:      rwc,
-		maxFrame: opts.MaxFrameSize,
-		handler:  opts.Handler,
-		log:      opts.Logger,
-		ctx:      ctx,
-		cancel:   cancel,
-		pending:  make(map[int64]chan *wireMsg),
-		turn:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
+		rwc:          rwc,
+		maxFrame:     opts.MaxFrameSize,
+		handler:      opts.Handler,
+		log:          opts.Logger,
+		writeTimeout: opts.WriteTimeout,
+		ctx:          ctx,
+		cancel:       cancel,
+		pending:      make(map[int64]chan *wireMsg),
+		turn:         make(chan struct{}, 1),
+		done:         make(chan struct{}),
 	}
+	c.watcher, _ = rwc.(Watcher)
 	c.wg.Add(1)
 	go c.readLoop()
 	return c
@@ -207,8 +239,10 @@ func (c *Conn) stop(cause error) {
 // result (when non-nil; a json.RawMessage receives it verbatim). When ctx
 // ends first, Call sends $/cancelRequest for the id and returns ctx.Err().
 // A reply carrying an error returns it as *Error; a stopped connection
-// returns a *ClosedError.
+// returns a *ClosedError. A stream that is a Watcher hears of every call
+// given up because ctx ended.
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	began := time.Now()
 	p, err := marshalParams(params)
 	if err != nil {
 		return err
@@ -231,6 +265,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 	sent := time.Now()
 	if err := c.send(ctx, body); err != nil {
 		c.forget(id)
+		c.abandoned(ctx, began)
 		return err
 	}
 	select {
@@ -259,6 +294,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 	case <-ctx.Done():
 		c.forget(id)
 		c.cancelAsync(id)
+		c.abandoned(ctx, began)
 		return ctx.Err()
 	case <-c.done:
 		return c.Err()
@@ -315,6 +351,14 @@ func marshalParams(params any) (json.RawMessage, error) {
 	return b, nil
 }
 
+// abandoned tells the watcher of a call that ctx ended (a send can fail
+// for other reasons).
+func (c *Conn) abandoned(ctx context.Context, began time.Time) {
+	if c.watcher != nil && ctx.Err() != nil {
+		c.watcher.Abandoned(ctx, began)
+	}
+}
+
 func (c *Conn) forget(id int64) {
 	c.mu.Lock()
 	delete(c.pending, id)
@@ -349,10 +393,18 @@ type writeDeadliner interface {
 // send writes one frame from the calling goroutine once it has the
 // stream's turn, waiting for the turn at most until ctx ends. There is no
 // writer goroutine: handing each frame to one cost every call a wake-up
-// (HIP §5). Where the stream takes a write deadline, the write is bounded
-// by ctx's: a peer that stops reading cannot hold the caller past it, and
-// since a frame cut short leaves the stream unusable the connection then
-// stops. A write that put nothing on the wire leaves it running.
+// (HIP §5).
+//
+// Every write is bounded, so that a peer that stops reading holds no
+// writer, nor anyone waiting for the turn, for long. Its caller's deadline
+// bounds it: a write that put nothing on the wire by then leaves the
+// connection running, one cut short stops it (the stream is broken). The
+// write timeout bounds it whatever the context (replies to the peer and
+// $/cancelRequest have none): past it the connection stops. Writes that
+// gave up at their callers' deadlines with nothing written add up against
+// the write timeout, so that short deadlines cannot keep a peer that reads
+// nothing connected forever. A stream without write deadlines is closed by
+// a watchdog at the write timeout instead.
 func (c *Conn) send(ctx context.Context, body []byte) error {
 	select {
 	case c.turn <- struct{}{}:
@@ -370,24 +422,51 @@ func (c *Conn) send(ctx context.Context, body []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	deadline, has := ctx.Deadline()
-	if wd, ok := c.rwc.(writeDeadliner); ok && (has || c.writeDeadline) {
-		// The zero time clears a deadline an earlier caller set.
-		if err := wd.SetWriteDeadline(deadline); err == nil {
-			c.writeDeadline = has
-		}
+	began := time.Now()
+	left := c.writeTimeout - c.stalled
+	deadline, callers := began.Add(left), false
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline, callers = d, true
 	}
-	n, err := c.rwc.Write(frame(body))
+	var watchdog *time.Timer
+	if wd, ok := c.rwc.(writeDeadliner); !ok || wd.SetWriteDeadline(deadline) != nil {
+		// Only closing the stream ends a write to it; a caller's
+		// deadline is not worth the connection, so only the write
+		// timeout closes it.
+		watchdog = time.AfterFunc(left, func() {
+			c.stop(fmt.Errorf("write: %w: a frame not taken in %v", ErrWriteTimeout, left))
+		})
+	}
+	f := frame(body)
+	n, err := c.rwc.Write(f)
+	if watchdog != nil && !watchdog.Stop() && err != nil {
+		// The watchdog closed the stream under the write (its stop
+		// closes done before the stream).
+		<-c.done
+		return c.Err()
+	}
+	if n > 0 {
+		c.stalled = 0
+	}
 	if err == nil {
 		return nil
 	}
-	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
-		return context.DeadlineExceeded
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.stop(fmt.Errorf("write: %w", err))
+		return c.Err()
 	}
-	c.stop(fmt.Errorf("write: %w", err))
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	if callers {
+		if n == 0 {
+			if c.stalled += time.Since(began); c.stalled < c.writeTimeout {
+				return context.DeadlineExceeded
+			}
+			c.stop(fmt.Errorf("write: %w: %v with nothing read", ErrWriteTimeout, c.writeTimeout))
+			return fmt.Errorf("%w: %w", c.Err(), context.DeadlineExceeded)
+		}
+		c.stop(fmt.Errorf("write: %w", err))
 		return fmt.Errorf("jsonrpc: the peer read no frame until the caller's deadline: %w", context.DeadlineExceeded)
 	}
+	c.stop(fmt.Errorf("write: %w: %d of %d bytes read in %v", ErrWriteTimeout, n, len(f), c.writeTimeout))
 	return c.Err()
 }
 

@@ -420,3 +420,164 @@ func TestPeerThatStopsReading(t *testing.T) {
 		}
 	})
 }
+
+// plainStream is a stream whose writes take no deadline (io.Pipe), so
+// only closing it can end a write the peer does not read.
+type plainStream struct {
+	r *io.PipeReader
+	w *io.PipeWriter
+}
+
+func (p plainStream) Read(b []byte) (int, error)  { return p.r.Read(b) }
+func (p plainStream) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p plainStream) Close() error                { return errors.Join(p.w.Close(), p.r.Close()) }
+
+// TestWritesAreBounded: every write to a peer that reads nothing ends
+// within the write timeout and stops the connection — also writes with no
+// deadline of their own: a reply to the peer's request (written on the
+// reader goroutine, which then reads nothing more), a notification on a
+// context without one, a write to a stream that takes no deadline — and
+// writes that each give up at their caller's short deadline add up to it.
+func TestWritesAreBounded(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	big := strings.Repeat("x", 1<<20) // more than a pipe holds
+	// Each case returns the connection, with a peer that never reads, and
+	// makes it write.
+	tests := []struct {
+		name string
+		run  func(t *testing.T) *Conn
+	}{
+		{name: "reply to the peer over a pipe", run: func(t *testing.T) *Conn {
+			inR, inW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			outR, outW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := NewConn(osPipeConn{r: outR, w: inW}, Options{WriteTimeout: bound, Handler: func(context.Context, *Request) (any, error) {
+				return big, nil
+			}})
+			t.Cleanup(func() {
+				_ = c.Close()
+				_ = inR.Close()
+				_ = outW.Close()
+			})
+			if err := WriteFrame(outW, []byte(`{"jsonrpc":"2.0","id":1,"method":"ask"}`)); err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}},
+		{name: "notification without a deadline", run: func(t *testing.T) *Conn {
+			c, _ := newPair(t, Options{WriteTimeout: bound})
+			go func() { _ = c.Notify(context.Background(), "n", nil) }()
+			return c
+		}},
+		{name: "stream without write deadlines", run: func(t *testing.T) *Conn {
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			c := NewConn(plainStream{r: outR, w: inW}, Options{WriteTimeout: bound})
+			t.Cleanup(func() {
+				_ = c.Close()
+				_ = inR.Close()
+				_ = outW.Close()
+			})
+			go func() { _ = c.Notify(context.Background(), "n", nil) }()
+			return c
+		}},
+		{name: "short caller deadlines add up", run: func(t *testing.T) *Conn {
+			c, _ := newPair(t, Options{WriteTimeout: bound})
+			go func() {
+				for i := 0; ; i++ {
+					ctx, cancel := context.WithTimeout(context.Background(), bound/4)
+					err := c.Notify(ctx, "n", nil)
+					cancel()
+					if i == 0 && (!errors.Is(err, context.DeadlineExceeded) || c.Err() != nil) {
+						t.Errorf("the first short write: %v, connection %v; want DeadlineExceeded, still running", err, c.Err())
+					}
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+				}
+			}()
+			return c
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.run(t)
+			select {
+			case <-c.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("a peer that reads nothing held a write past the write timeout")
+			}
+			if err := c.Err(); !errors.Is(err, ErrWriteTimeout) {
+				t.Fatalf("the connection stopped with %v, want ErrWriteTimeout", err)
+			}
+			if err := c.Notify(context.Background(), "late", nil); !errors.Is(err, ErrClosed) {
+				t.Fatalf("a write after the timeout: %v", err)
+			}
+		})
+	}
+}
+
+// watchedPipe is a stream that is a Watcher.
+type watchedPipe struct {
+	net.Conn
+	abandoned chan error
+}
+
+func (w watchedPipe) Abandoned(ctx context.Context, began time.Time) {
+	if time.Since(began) < 0 {
+		panic("began in the future")
+	}
+	w.abandoned <- ctx.Err()
+}
+
+// TestWatcherHearsAbandonedCalls: a stream that is a Watcher hears of each
+// call its context ended, with the context's error, and of no other.
+func TestWatcherHearsAbandonedCalls(t *testing.T) {
+	a, b := net.Pipe()
+	w := watchedPipe{Conn: a, abandoned: make(chan error, 10)}
+	c := NewConn(w, Options{})
+	p := &rawPeer{t: t, conn: b, r: bufio.NewReader(b)}
+	t.Cleanup(func() {
+		_ = b.Close()
+		_ = c.Close()
+	})
+	go func() {
+		for {
+			body, err := ReadFrame(p.r, 0)
+			if err != nil {
+				return
+			}
+			var m wireMsg
+			_ = json.Unmarshal(body, &m)
+			if m.Method == "answer" {
+				_ = WriteFrame(b, []byte(`{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":1}`))
+			}
+		}
+	}()
+	if err := c.Call(context.Background(), "answer", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := c.Call(ctx, "ignore", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if err := c.Call(ctx, "ignore", nil, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	close(w.abandoned)
+	var got []error
+	for err := range w.abandoned {
+		got = append(got, err)
+	}
+	if len(got) != 2 || got[0] != context.DeadlineExceeded || got[1] != context.Canceled {
+		t.Fatalf("the watcher heard %v, want [DeadlineExceeded Canceled]", got)
+	}
+}

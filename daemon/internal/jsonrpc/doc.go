@@ -12,7 +12,11 @@
 // at construction answers the peer's requests and notifications. Handlers run
 // on the reader goroutine, in arrival order, so they see notifications in the
 // order the peer sent them; they must return quickly and must not call back
-// into the Conn synchronously. All writes go through a single writer
-// goroutine, so frames never interleave and a caller waiting to write can
-// still give up when its context ends.
+// into the Conn synchronously. Writers take turns, one whole frame each, so
+// frames never interleave and a caller waiting for its turn can still give
+// up when its context ends. Every write is bounded — by its caller's
+// deadline and by Options.WriteTimeout, which also covers replies to the
+// peer — so a peer that stops reading cannot hold a writer, or the reader
+// goroutine answering it, forever: past the write timeout the connection
+// stops.
 package jsonrpc

@@ -13,6 +13,12 @@
 // Process.Wait reaps the members of the server's process group before it
 // reaps the server itself.
 //
+// A server can also hang: alive, and silent. Each request is bounded by
+// Spec.RequestTimeout, and when requests run it out in a row with not a
+// byte from the server meanwhile (hangWatch has the policy) the instance
+// is declared hung, its process group killed, and the next use restarts
+// it like a crashed one.
+//
 // Generation numbers identify server instances: the first instance of a
 // Server is generation 1 and each successful restart adds one. Results and
 // cursors carry the generation so that evidence from a previous instance is

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +27,11 @@ import (
 //
 // Flags (its arguments): -grandchild starts a sleeping child in the same
 // process group at start; -nopublish never publishes diagnostics;
-// -unversioned publishes without a document version.
+// -unversioned publishes without a document version; -freezeonce, in the
+// first instance of a workspace home, says nothing more once it has
+// answered initialize but goes on reading (a hung server); -chatty logs a
+// line every 20 ms once initialized (a busy server reporting); -quiet does
+// not report $/cancelRequest.
 const (
 	fakeServerEnv  = "LSP_FAKE_SERVER"
 	fakeSleeperEnv = "LSP_FAKE_SLEEPER"
@@ -45,12 +50,23 @@ type fakeServer struct {
 	flags       map[string]bool
 	nextID      int
 	openedTexts map[string]string
+	freeze      bool // -freezeonce, and this is the first instance
+	frozen      bool
 }
 
 func fakeServerMain(args []string) int {
 	f := &fakeServer{w: os.Stdout, flags: map[string]bool{}, openedTexts: map[string]string{}}
 	for _, a := range args {
 		f.flags[a] = true
+	}
+	if f.flags["-freezeonce"] {
+		marker := filepath.Join(os.Getenv("HOME"), "froze")
+		if _, err := os.Stat(marker); err != nil {
+			if err := os.WriteFile(marker, nil, 0o600); err != nil {
+				return 2
+			}
+			f.freeze = true
+		}
 	}
 	if f.flags["-grandchild"] {
 		self, err := os.Executable()
@@ -129,6 +145,9 @@ func (f *fakeServer) handle(id json.RawMessage, method string, params, result js
 		ID json.RawMessage `json:"id"`
 	}
 	_ = json.Unmarshal(params, &p)
+	if f.frozen {
+		return -1
+	}
 	switch method {
 	case "":
 		// A reply to one of our requests: report the configuration answer.
@@ -147,7 +166,15 @@ func (f *fakeServer) handle(id json.RawMessage, method string, params, result js
 			},
 			"serverInfo": map[string]any{"name": "fake", "version": "1.2.3"},
 		})
+		f.frozen = f.freeze
 	case "initialized":
+		if f.flags["-chatty"] {
+			go func() {
+				for range time.Tick(20 * time.Millisecond) {
+					f.notify("window/logMessage", map[string]any{"type": 4, "message": "still busy"})
+				}
+			}()
+		}
 		f.request("client/registerCapability", map[string]any{"registrations": []any{
 			map[string]any{"id": "reg-1", "method": "textDocument/typeDefinition", "registerOptions": map[string]any{}},
 		}})
@@ -187,7 +214,9 @@ func (f *fakeServer) handle(id json.RawMessage, method string, params, result js
 			f.reply(id, map[string]any{"contents": map[string]string{"kind": "markdown", "value": fmt.Sprintf("fake hover from pid %d", os.Getpid())}})
 		}
 	case "$/cancelRequest":
-		f.log(fakeCancelLog + string(p.ID))
+		if !f.flags["-quiet"] {
+			f.log(fakeCancelLog + string(p.ID))
+		}
 	case "shutdown":
 		f.reply(id, nil)
 	case "exit":

@@ -71,12 +71,18 @@ type instance struct {
 	gen     uint64
 	proc    Process
 	client  *lsp.Client
+	watch   *hangWatch
 	started time.Time
 	dead    chan struct{} // closed once the process tree is reaped
 	retired bool          // guarded by Server.mu: failure already accounted
 }
 
 func (i *instance) alive() bool {
+	if i.watch.fired.Load() {
+		// Declared hung and killed: not worth a caller's request while
+		// the monitor reaps it.
+		return false
+	}
 	select {
 	case <-i.dead:
 		return false
@@ -118,17 +124,31 @@ func Start(ctx context.Context, sp Spawner, spec Spec, ws Workspace, log *slog.L
 	return s, nil
 }
 
-// pipe joins the process's stdout and stdin into the connection's stream.
+// pipe joins the process's stdout and stdin into the connection's stream,
+// and shows the instance's hangWatch what the server says and which calls
+// the connection gives up (a jsonrpc.Watcher).
 type pipe struct {
 	io.ReadCloser
-	w io.WriteCloser
+	w     io.WriteCloser
+	watch *hangWatch
+}
+
+func (p pipe) Read(b []byte) (int, error) {
+	n, err := p.ReadCloser.Read(b)
+	p.watch.read(n)
+	return n, err
 }
 
 func (p pipe) Write(b []byte) (int, error) { return p.w.Write(b) }
 
+// Abandoned implements jsonrpc.Watcher.
+func (p pipe) Abandoned(ctx context.Context, began time.Time) { p.watch.abandoned(ctx, began) }
+
+var _ jsonrpc.Watcher = pipe{}
+
 // SetWriteDeadline bounds writes to the server's stdin (an *os.File pipe,
 // which takes deadlines): the JSON-RPC connection gives each frame its
-// caller's deadline.
+// caller's deadline or its write timeout, whichever is sooner.
 func (p pipe) SetWriteDeadline(t time.Time) error {
 	if d, ok := p.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
 		return d.SetWriteDeadline(t)
@@ -171,7 +191,21 @@ func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 			return nil, fmt.Errorf("initialization options: %w", err)
 		}
 	}
-	client, err := lsp.Connect(ctx, pipe{proc.Stdout(), proc.Stdin()}, lsp.Options{
+	watch := newHangWatch(s.spec.RequestTimeout, func(timeouts int, silent time.Duration) {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			// Close's shutdown request ran out: Close kills it anyway.
+			return
+		}
+		s.log.Warn("language server hung (requests in a row ran out their timeout in silence): killed; it restarts on next use",
+			"generation", gen, "pid", proc.Pid(), "timeouts", timeouts, "silent_ms", silent.Milliseconds(), "request_timeout", s.spec.RequestTimeout)
+		if err := proc.Kill(); err != nil {
+			s.log.Warn("kill hung language server", "generation", gen, "err", err)
+		}
+	})
+	client, err := lsp.Connect(ctx, pipe{proc.Stdout(), proc.Stdin(), watch}, lsp.Options{
 		Root:                  s.ws.Root,
 		ClientName:            "hanzo-lsp-daemon",
 		InitializationOptions: initOpts,
@@ -189,7 +223,7 @@ func (s *Server) launch(ctx context.Context, gen uint64) (*instance, error) {
 		}
 		return nil, err
 	}
-	inst := &instance{gen: gen, proc: proc, client: client, started: time.Now(), dead: make(chan struct{})}
+	inst := &instance{gen: gen, proc: proc, client: client, watch: watch, started: time.Now(), dead: make(chan struct{})}
 	info := client.Info()
 	// Where a start's time goes: the jail's setup and the exec
 	// (spawn), then the server's own start up to its initialize answer.
@@ -221,8 +255,10 @@ func (s *Server) folders() ([]lsp.Folder, error) {
 }
 
 // monitor reaps the instance when its process dies, and kills the process
-// when its connection dies first (a protocol violation or closed stdout
-// leaves a process nobody can talk to).
+// when its connection dies first (a protocol violation, closed stdout, or
+// a server that stopped reading its stdin leaves a process nobody can talk
+// to). A server declared hung (hangWatch) is killed where the verdict
+// falls, and reaped here.
 func (s *Server) monitor(inst *instance) {
 	defer s.wg.Done()
 	waited := make(chan error, 1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func startFake(t *testing.T, timeout time.Duration, flags ...string) *Server {
 	t.Helper()
+	return startFakeLogging(t, testLogger(t), timeout, flags...)
+}
+
+func startFakeLogging(t *testing.T, log *slog.Logger, timeout time.Duration, flags ...string) *Server {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +46,7 @@ func startFake(t *testing.T, timeout time.Duration, flags ...string) *Server {
 		Settings:       json.RawMessage(`{"fake":{"inner":{"answer":42}}}`),
 		RequestTimeout: timeout,
 	}
-	srv, err := Start(context.Background(), Unjailed(testLogger(t)), spec, Workspace{Root: t.TempDir(), Home: t.TempDir()}, testLogger(t))
+	srv, err := Start(context.Background(), Unjailed(testLogger(t)), spec, Workspace{Root: t.TempDir(), Home: t.TempDir()}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

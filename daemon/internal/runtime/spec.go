@@ -32,7 +32,8 @@ type Spec struct {
 	// Settings answers workspace/configuration (see lsp.Options.Settings).
 	Settings json.RawMessage
 	// RequestTimeout bounds every request on top of the caller's context;
-	// DefaultRequestTimeout when zero.
+	// DefaultRequestTimeout when zero. Requests that run it out in a row
+	// in silence get the server killed and restarted (hangWatch).
 	RequestTimeout time.Duration
 	// Folders, when set, names the workspace folders a server gets for a
 	// workspace besides its root, each with settings of its own: a
