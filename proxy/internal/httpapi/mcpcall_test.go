@@ -384,6 +384,19 @@ func TestMCPToolCallEndsWithItsPOST(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the client went away but the tool call's query ran on")
 	}
+	// It reached the daemon: its row says how it ended (CONTRACT §5).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := m.l.Pool().QueryRow(context.Background(), `SELECT count(*) FROM usage_rows WHERE op = 'hover' AND http_status = 499`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d usage rows for the query whose client went away at the daemon; want one, status 499", n)
+		}
+	}
 
 	m.daemon.publish("") // cold: the next prepare pushes
 	m.daemon.pushDelay.Store(int64(500 * time.Millisecond))

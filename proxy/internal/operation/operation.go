@@ -28,6 +28,8 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
 	"github.com/hanzoai/lsp/proxy/internal/forge"
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Ledger is what the path needs of the ledger.
@@ -135,6 +137,10 @@ type Result struct {
 	Answer    *daemonv1.QueryResponse
 	Prepare   *daemonv1.PrepareResponse // for /prepare
 	Warnings  []string                  // from tree normalisation
+	// unanswered: the daemon took the query but did not answer it before
+	// its deadline, or before the client went away. It reached the daemon,
+	// so it gets its row (CONTRACT §5) though there is no answer.
+	unanswered bool
 }
 
 // Owner maps an org to its forge owner.
@@ -186,7 +192,7 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 		Language:           req.Language,
 	}
 
-	ans, qerr := s.query(ctx, shard, q)
+	ans, qerr := s.query(ctx, shard, q, res)
 	// A workspace is pushed at most twice per request (the first push may
 	// be another request's, which this one only waited for), and this
 	// request prepares at most once: its one row is then that prepare row,
@@ -205,7 +211,7 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 		res.Warnings = p.warnings
 		// The push went to the key's shard as health saw it then.
 		shard = s.daemons.Pick(key)
-		ans, qerr = s.query(ctx, shard, q)
+		ans, qerr = s.query(ctx, shard, q, res)
 	}
 	res.Answer = ans
 	switch {
@@ -319,14 +325,22 @@ func appendNew(warnings []string, more ...[]string) []string {
 	return out
 }
 
-func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemonv1.QueryRequest) (*daemonv1.QueryResponse, error) {
+func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemonv1.QueryRequest, res *Result) (*daemonv1.QueryResponse, error) {
 	start := time.Now()
+	live := ctx.Err() == nil
 	ans, err := shard.Query(ctx, q)
 	took := time.Since(start)
 	s.stages.observe("daemon_query", took)
 	if err != nil {
+		// Sent with time left, then ended by its deadline or the client:
+		// the daemon had it (a daemon not reached fails Unavailable).
+		switch status.Code(err) {
+		case codes.DeadlineExceeded, codes.Canceled:
+			res.unanswered = live
+		}
 		return nil, daemonError(err)
 	}
+	res.unanswered = false
 	if t := ans.GetTiming(); t != nil && t.GetHandlerNanos() > 0 {
 		// The daemon's own split: what is left of the call is the gRPC
 		// hop (both ends' marshalling, the socket, the wake-ups).
@@ -350,7 +364,7 @@ func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemo
 // answer; none is ever changed.
 func (s *Service) record(ctx context.Context, c Caller, req Request, res *Result, ans *daemonv1.QueryResponse, opErr error) error {
 	status := apierr.Status(opErr)
-	if ans == nil && opErr != nil && !res.Prepared {
+	if ans == nil && opErr != nil && !res.Prepared && !res.unanswered {
 		// The daemon was never reached: no row (CONTRACT §5).
 		return nil
 	}
