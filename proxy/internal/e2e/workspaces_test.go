@@ -197,15 +197,7 @@ func TestWorkspaceRoutesRefuse(t *testing.T) {
 // cursor_expired and never prepares the revision again: nothing is held or charged (CONTRACT §4).
 func TestCursorNeverPrepares(t *testing.T) {
 	tn := newTenant(t, "cursor-gone", 10)
-	refs := with(helloPos, "repo", tn.repo, "relation", "reference", "include_declaration", true, "limit", 1)
-	first := tn.post(t, "/locate", refs)
-	cursor, _ := first.body["next_cursor"].(string)
-	if first.status != http.StatusOK || cursor == "" {
-		t.Fatalf("first page: %d %s", first.status, first.raw)
-	}
-	if del := call(t, http.MethodDelete, "/workspaces", url.Values{"repo": {tn.repo}}.Encode(), tn.jwt, tn.forgeToken, ""); del.status != http.StatusOK || del.body["deleted"] != true {
-		t.Fatalf("delete: %d %s", del.status, del.raw)
-	}
+	refs, cursor := firstPageThenDelete(t, tn)
 	before := call(t, http.MethodGet, "/balance", "", tn.jwt, "", "")
 	page := tn.post(t, "/locate", with(refs, "cursor", cursor))
 	if page.status != http.StatusConflict || errCode(page.body) != "cursor_expired" {
@@ -223,6 +215,20 @@ func TestCursorNeverPrepares(t *testing.T) {
 // is bound to the prepare that answered page 1: 409 cursor_expired.
 func TestCursorOfAWorkspacePreparedAgain(t *testing.T) {
 	tn := newTenant(t, "cursor-again", 10)
+	refs, cursor := firstPageThenDelete(t, tn)
+	if again := tn.post(t, "/locate", refs); again.status != http.StatusOK || again.body["prepared"] != true {
+		t.Fatalf("the first page again, preparing anew: %d %s", again.status, again.raw)
+	}
+	page := tn.post(t, "/locate", with(refs, "cursor", cursor))
+	if page.status != http.StatusConflict || errCode(page.body) != "cursor_expired" {
+		t.Fatalf("the cursor of the earlier prepare: %d %s", page.status, page.raw)
+	}
+}
+
+// firstPageThenDelete asks tn's first page of references (one per page)
+// and deletes the workspace; it returns the request and page 1's cursor.
+func firstPageThenDelete(t *testing.T, tn *tenant) (map[string]any, string) {
+	t.Helper()
 	refs := with(helloPos, "repo", tn.repo, "relation", "reference", "include_declaration", true, "limit", 1)
 	first := tn.post(t, "/locate", refs)
 	cursor, _ := first.body["next_cursor"].(string)
@@ -232,11 +238,5 @@ func TestCursorOfAWorkspacePreparedAgain(t *testing.T) {
 	if del := call(t, http.MethodDelete, "/workspaces", url.Values{"repo": {tn.repo}}.Encode(), tn.jwt, tn.forgeToken, ""); del.status != http.StatusOK || del.body["deleted"] != true {
 		t.Fatalf("delete: %d %s", del.status, del.raw)
 	}
-	if again := tn.post(t, "/locate", refs); again.status != http.StatusOK || again.body["prepared"] != true {
-		t.Fatalf("the first page again, preparing anew: %d %s", again.status, again.raw)
-	}
-	page := tn.post(t, "/locate", with(refs, "cursor", cursor))
-	if page.status != http.StatusConflict || errCode(page.body) != "cursor_expired" {
-		t.Fatalf("the cursor of the earlier prepare: %d %s", page.status, page.raw)
-	}
+	return refs, cursor
 }
