@@ -61,7 +61,8 @@ func (r *Runner) anchorDocument(ctx context.Context, w *pool.Workspace, spec *po
 // diagnosis (gopls) whose report had not ended when the wait did: what it
 // finds reaches the answers, not this prepare's. queryFollows (an
 // implicit prepare) waits for such a server's load alone, not for that
-// diagnosis (pool.Workspace.AwaitLoad).
+// diagnosis (pool.Workspace.AwaitLoad). The instances it saw load within
+// its bound are recorded: their questions do not wait again (awaitLoad).
 func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace, focus string, queryFollows bool) (notAwaited, undiagnosed []string) {
 	running := w.Running()
 	var only func(*pool.Spec) bool
@@ -69,12 +70,29 @@ func (r *Runner) AwaitLoad(ctx context.Context, w *pool.Workspace, focus string,
 		only = func(s *pool.Spec) bool { return s.ID == fs.ID }
 	}
 	r.anchor(ctx, w, running)
+	// The instances awaited: all are recorded as loaded when the wait
+	// ended within its bound, none when it did not (pool.LoadWait is the
+	// pool's bound too, so it ends lctx).
+	type instance struct {
+		spec   *pool.Spec
+		client *lsp.Client
+	}
+	var awaited []instance
 	for _, run := range running {
 		if only != nil && !only(run.Spec) {
 			notAwaited = append(notAwaited, run.Spec.ID)
+		} else if c, _, err := run.Server.Client(ctx); err == nil {
+			awaited = append(awaited, instance{run.Spec, c})
 		}
 	}
-	w.AwaitLoad(ctx, only, queryFollows)
+	lctx, cancel := context.WithTimeout(ctx, pool.LoadWait)
+	w.AwaitLoad(lctx, only, queryFollows)
+	if lctx.Err() == nil {
+		for _, a := range awaited {
+			markLoaded(w, a.spec, a.client)
+		}
+	}
+	cancel()
 	for _, run := range running {
 		if only != nil && !only(run.Spec) {
 			continue

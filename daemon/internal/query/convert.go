@@ -33,7 +33,7 @@ type converter struct {
 	scrub    *strings.Replacer // host paths → repo-relative or placeholders
 	dropped  int
 	warnings []string
-	load     []string // the server's load problems (pool.LoadWarnings)
+	load     []string // the server's load problems (pool.LoadWarnings), or that it had not loaded (notLoaded)
 	empty    bool     // the answer carries nothing
 	// ext names the module of calls and type items outside the
 	// workspace, whose wire shapes carry only a path.

@@ -6,7 +6,10 @@ import (
 	"flag"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/jsonrpc"
 )
@@ -22,7 +25,13 @@ import (
 // initialized, gopls's report of its initial diagnosis ("diagnosing
 // initial workspace load"), and ends it when it is "ends"; "loads" begins
 // it beside gopls's load ("Setting up workspace"), ends the load and
-// leaves the diagnosis running.
+// leaves the diagnosis running. With -load the server loads for that
+// long once initialized, reporting it as gopls reports its load ("Setting
+// up workspace"), and until then answers workspace/symbol and
+// textDocument/definition with nothing, as a server that has not loaded
+// the project; with -starts (a file counting the starts) only a restart
+// loads that long, the first start at once (still reporting its load).
+// Once loaded, a definition is line 1 of -file.
 const fakeEnv = "LSP_QUERY_FAKE"
 
 func TestMain(m *testing.M) {
@@ -41,15 +50,38 @@ func fakeMain(args []string) int {
 	nows := fs.Bool("nows", false, "negotiate no workspace symbols")
 	_ = fs.Bool("nofile", false, "fakeWorkspace: the tree has no file of this language")
 	diagnosis := fs.String("diagnosis", "", `"runs", "ends" or "loads": report an initial diagnosis`)
+	load := fs.Duration("load", 0, "how long the load takes once initialized")
+	starts := fs.String("starts", "", "a file counting the starts: only a restart loads for -load")
 	if fs.Parse(args) != nil {
 		return 2
 	}
+	reportLoad := *load > 0
+	if *starts != "" {
+		f, err := os.OpenFile(*starts, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return 2
+		}
+		_, _ = f.WriteString("x")
+		fi, err := f.Stat()
+		_ = f.Close()
+		if err != nil {
+			return 2
+		}
+		if fi.Size() == 1 {
+			*load = 0
+		}
+	}
 	out := bufio.NewWriter(os.Stdout)
+	var outMu sync.Mutex
 	send := func(v any) {
 		b, _ := json.Marshal(v)
+		outMu.Lock()
+		defer outMu.Unlock()
 		_ = jsonrpc.WriteFrame(out, b)
 		_ = out.Flush()
 	}
+	var loaded atomic.Bool
+	loaded.Store(*load == 0)
 	var root string
 	r := bufio.NewReader(os.Stdin)
 	for {
@@ -71,7 +103,7 @@ func fakeMain(args []string) int {
 		switch m.Method {
 		case "initialize":
 			root = m.Params.RootURI
-			caps := map[string]any{"positionEncoding": "utf-16", "textDocumentSync": 1, "documentSymbolProvider": true}
+			caps := map[string]any{"positionEncoding": "utf-16", "textDocumentSync": 1, "documentSymbolProvider": true, "definitionProvider": true}
 			if !*nows {
 				caps["workspaceSymbolProvider"] = true
 			}
@@ -84,6 +116,8 @@ func fakeMain(args []string) int {
 			case *mode == "hang":
 			case *mode == "error":
 				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32603, "message": "fake failure"}})
+			case !loaded.Load():
+				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": []any{}})
 			default:
 				syms := []any{}
 				for rep := 0; rep < 1 || *dup && rep < 2; rep++ {
@@ -97,11 +131,25 @@ func fakeMain(args []string) int {
 				}
 				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": syms})
 			}
+		case "textDocument/definition":
+			locs := []any{}
+			if loaded.Load() {
+				rg := map[string]any{"start": map[string]int{"line": 1, "character": 0}, "end": map[string]int{"line": 1, "character": 6}}
+				locs = append(locs, map[string]any{"uri": root + "/" + *file, "range": rg})
+			}
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": locs})
 		case "initialized":
+			progress := func(token int, v map[string]any) {
+				send(map[string]any{"jsonrpc": "2.0", "method": "$/progress", "params": map[string]any{"token": token, "value": v}})
+			}
+			if reportLoad {
+				progress(3, map[string]any{"kind": "begin", "title": "Setting up workspace"})
+				time.AfterFunc(*load, func() {
+					loaded.Store(true)
+					progress(3, map[string]any{"kind": "end"})
+				})
+			}
 			if *diagnosis != "" {
-				progress := func(token int, v map[string]any) {
-					send(map[string]any{"jsonrpc": "2.0", "method": "$/progress", "params": map[string]any{"token": token, "value": v}})
-				}
 				progress(1, map[string]any{"kind": "begin", "title": "diagnosing initial workspace load"})
 				switch *diagnosis {
 				case "ends":

@@ -170,6 +170,9 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	pol := uri.Policy{Root: w.Dir, Externals: r.externals(w)}
 	c := &converter{pol: pol, scrub: r.scrubber(w)}
 	resp := &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_OK}
+	// An instance no wait has seen loaded (restarted after a crash, or
+	// started by this question) loads first, as a prepare waits for it.
+	loaded := r.awaitLoad(ctx, w, spec, client, pol)
 	if !client.IsOpen(lsp.DocumentURI(pol.FileURI(rel))) {
 		if err := client.DidOpen(ctx, lsp.DocumentURI(pol.FileURI(rel)), spec.LanguageID(rel), string(doc.Text)); err != nil {
 			return serverFailure(ctx, err)
@@ -307,6 +310,9 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 	// A server that could not load the project answers without it: say
 	// so, in its own words, on every answer of the workspace.
 	c.load = w.LoadWarnings(spec, srv)
+	if !loaded {
+		c.load = append(c.load, notLoaded(spec))
+	}
 	// A file the server has no package for (excluded by its build tags)
 	// qualifies the answers about it alone.
 	c.load = append(c.load, w.FileWarnings(spec, client.FileProblems(u))...)
@@ -449,8 +455,9 @@ func evidence(info runtime.Info, fingerprint string, gen uint64, doc *pool.Docum
 		e.State = daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL
 	}
 	if len(c.load) > 0 {
-		// An empty answer from a server that could not load the project
-		// is not "nothing to say": nothing could be answered.
+		// An empty answer from a server that could not load the project,
+		// or had not loaded it yet, is not "nothing to say": nothing could
+		// be answered.
 		e.Warnings = append(e.Warnings, c.load...)
 		e.State = daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL
 		if c.empty {

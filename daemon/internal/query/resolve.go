@@ -293,7 +293,9 @@ func (r *Runner) resolveInWorkspace(ctx context.Context, w *pool.Workspace, c *c
 			failure = cmp.Or(failure, listFailure(ctx, s.rpcErr))
 		case s.offered:
 			matches = append(matches, matchSymbols(s.list.Items, query)...)
-			if why := notReady(w, s.spec, s.srv, s.client); why != "" {
+			if !s.loaded {
+				unready = append(unready, s.spec.ID+" was still loading the project")
+			} else if why := notReady(w, s.spec, s.srv, s.client); why != "" {
 				unready = append(unready, why)
 			}
 		}

@@ -47,6 +47,9 @@ type symbolSource struct {
 	rpcErr *jsonrpc.Error
 	// failed: the server could not be asked (start, transport, deadline).
 	failed *daemonv1.QueryResponse
+	// loaded: the server had loaded the project when it was asked
+	// (awaitLoad).
+	loaded bool
 }
 
 // name is how a warning names the source: its language and server.
@@ -105,6 +108,7 @@ func (r *Runner) askOne(ctx context.Context, w *pool.Workspace, spec *pool.Spec,
 		s.failed = serverFailure(ctx, err)
 		return s
 	}
+	s.loaded = r.awaitLoad(ctx, w, spec, s.client, pol)
 	if _, ok := s.client.Indexing(); ok {
 		_ = s.client.WaitIndexed(ctx, IndexWait)
 	}
@@ -209,6 +213,9 @@ func (r *Runner) searchSymbols(ctx context.Context, w *pool.Workspace, req *daem
 		c.incomplete = c.incomplete || sc.incomplete
 		for _, m := range w.LoadWarnings(s.spec, s.srv) {
 			c.load = append(c.load, label(s, m))
+		}
+		if !s.loaded {
+			c.load = append(c.load, label(s, notLoaded(s.spec)))
 		}
 	}
 	switch {

@@ -37,6 +37,9 @@ func fakeSpec(t *testing.T, lang string, args ...string) pool.Spec {
 			Env: []string{fakeEnv + "=1"}, RequestTimeout: time.Minute,
 		},
 		Extensions: []string{ext},
+		// A fake has no load beyond what it reports: a question's wait
+		// for a fresh instance's load (awaitLoad) ends with its progress.
+		LoadQuiet: -1,
 	}
 }
 
