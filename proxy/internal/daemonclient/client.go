@@ -41,6 +41,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -313,12 +314,26 @@ func (s *Shard) failed(err error) error {
 	return err
 }
 
+// ErrUnanswered marks a query the daemon had — a transport carried it —
+// that ended without an answer: at its deadline, or its caller's cancel.
+// One that never left (no connection yet, or the shard's first Hello
+// failed) is not marked.
+var ErrUnanswered = errors.New("the daemon had the query but did not answer it")
+
 // Query runs one operation.
 func (s *Shard) Query(ctx context.Context, req *daemonv1.QueryRequest) (*daemonv1.QueryResponse, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
-	resp, err := s.client.Query(ctx, req)
+	// The peer is known once the call was given a transport.
+	var p peer.Peer
+	resp, err := s.client.Query(ctx, req, grpc.Peer(&p))
+	if err != nil && p.Addr != nil {
+		switch status.Code(err) {
+		case codes.DeadlineExceeded, codes.Canceled:
+			err = fmt.Errorf("%w: %w", ErrUnanswered, err)
+		}
+	}
 	return resp, s.failed(err)
 }
 

@@ -28,8 +28,6 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
 	"github.com/hanzoai/lsp/proxy/internal/forge"
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // Ledger is what the path needs of the ledger.
@@ -137,10 +135,11 @@ type Result struct {
 	Answer    *daemonv1.QueryResponse
 	Prepare   *daemonv1.PrepareResponse // for /prepare
 	Warnings  []string                  // from tree normalisation
-	// unanswered: the daemon took the query but did not answer it before
-	// its deadline, or before the client went away. It reached the daemon,
-	// so it gets its row (CONTRACT §5) though there is no answer.
-	unanswered bool
+	// reached: a query of this request reached the daemon — answered, or
+	// taken and not answered before its deadline or the client went away
+	// (daemonclient.ErrUnanswered). It gets its row (CONTRACT §5), whatever
+	// came after.
+	reached bool
 }
 
 // Owner maps an org to its forge owner.
@@ -234,7 +233,6 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 		qerr = statusError(ans)
 	}
 	if qerr == nil && req.CursorPrepareID != "" && ans.GetPrepareId() != req.CursorPrepareID {
-		res.Answer = nil // another prepare's pages: not the cursor's
 		qerr = apierr.New(http.StatusConflict, apierr.CursorExpired, "the cursor's workspace was prepared again since; start again")
 	}
 	if err := s.record(ctx, c, req, res, ans, qerr); err != nil {
@@ -327,20 +325,14 @@ func appendNew(warnings []string, more ...[]string) []string {
 
 func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemonv1.QueryRequest, res *Result) (*daemonv1.QueryResponse, error) {
 	start := time.Now()
-	live := ctx.Err() == nil
 	ans, err := shard.Query(ctx, q)
 	took := time.Since(start)
 	s.stages.observe("daemon_query", took)
 	if err != nil {
-		// Sent with time left, then ended by its deadline or the client:
-		// the daemon had it (a daemon not reached fails Unavailable).
-		switch status.Code(err) {
-		case codes.DeadlineExceeded, codes.Canceled:
-			res.unanswered = live
-		}
+		res.reached = res.reached || errors.Is(err, daemonclient.ErrUnanswered)
 		return nil, daemonError(err)
 	}
-	res.unanswered = false
+	res.reached = true
 	if t := ans.GetTiming(); t != nil && t.GetHandlerNanos() > 0 {
 		// The daemon's own split: what is left of the call is the gRPC
 		// hop (both ends' marshalling, the socket, the wake-ups).
@@ -364,7 +356,7 @@ func (s *Service) query(ctx context.Context, shard *daemonclient.Shard, q *daemo
 // answer; none is ever changed.
 func (s *Service) record(ctx context.Context, c Caller, req Request, res *Result, ans *daemonv1.QueryResponse, opErr error) error {
 	status := apierr.Status(opErr)
-	if ans == nil && opErr != nil && !res.Prepared && !res.unanswered {
+	if !res.reached && opErr != nil && !res.Prepared {
 		// The daemon was never reached: no row (CONTRACT §5).
 		return nil
 	}
@@ -457,7 +449,14 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key, m
 		// under a running push.
 		TTL: 2*s.cfg.PrepareTimeout + time.Minute,
 	}
-	if _, err := s.ledger.Hold(ctx, hold); err != nil {
+	// Detached: a cancel that lands after the hold committed but before
+	// its reply is read would leave a hold nobody releases (it expires,
+	// 2×PrepareTimeout later, keeping the org's funds meanwhile). A client
+	// that left is seen by the fetch next, which releases it.
+	hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	_, err := s.ledger.Hold(hctx, hold)
+	hcancel()
+	if err != nil {
 		return nil, ledgerError(err)
 	}
 	released := false
