@@ -164,7 +164,13 @@ func (s *Server) claimIdempotency(ctx context.Context, h http.Header, caller ope
 		lease = defaultIdempotencyLease
 	}
 	hash := requestHash(idem.method, idem.route, idem.raw)
-	state, stored, err := s.d.Money.ClaimIdempotencyKey(ctx, ledger.IdempotencyRequest{
+	// Detached, as the bookkeeping after the attempt: a cancel that lands
+	// after the claim committed would leave the key in flight for its
+	// lease (retries 409). A client that left is seen by the work next,
+	// and its key is given back then.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), idempotencyBookkeeping)
+	defer cancel()
+	state, stored, err := s.d.Money.ClaimIdempotencyKey(cctx, ledger.IdempotencyRequest{
 		Org: caller.Org, Key: idem.key, RequestHash: hash, Attempt: attempt, TTL: IdempotencyTTL, Lease: lease,
 		MaxOrgBytes: s.d.IdempotencyMaxBytes,
 	})
@@ -289,11 +295,15 @@ func final(err error) bool {
 	if !reached {
 		return false
 	}
-	if e.Status == http.StatusTooManyRequests || e.Status >= 500 {
+	if e.Status == http.StatusTooManyRequests || e.Status == statusClientClosed || e.Status >= 500 {
 		return held(err)
 	}
 	return true
 }
+
+// statusClientClosed is the status of a request whose client went away
+// (operation's 499): like a 5xx, not the request's own final answer.
+const statusClientClosed = 499
 
 // held reports whether the failed request held or charged a prepare of its own.
 func held(err error) bool {

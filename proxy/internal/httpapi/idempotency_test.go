@@ -61,6 +61,8 @@ func (a *moneyAPI) withFakeOp(t *testing.T) *fakeOp {
 			e := apierr.New(http.StatusServiceUnavailable, apierr.CapacityExhausted, "too many prepares")
 			e.RetryAfter = 1e9
 			return &failure{err: e, res: &operation.Result{Repo: "r", Commit: "c", Answer: &daemonv1.QueryResponse{}}}
+		case "client-left-before-any-hold": // reached the daemon; the client went away (operation's 499)
+			return &failure{err: apierr.New(statusClientClosed, apierr.Timeout, "the client closed the request"), res: &operation.Result{Repo: "r", Commit: "c", Answer: &daemonv1.QueryResponse{}}}
 		case "timeout-before-any-hold":
 			return &failure{err: apierr.New(http.StatusGatewayTimeout, apierr.Timeout, "timed out"), res: &operation.Result{Repo: "r", Commit: "c", Answer: &daemonv1.QueryResponse{}}}
 		case "rate-limited-at-the-daemon":
@@ -236,6 +238,7 @@ func TestIdempotencyOfFailures(t *testing.T) {
 		{"refused-at-the-gate", 402, false},
 		{"capacity-before-any-hold", 503, false},
 		{"timeout-before-any-hold", 504, false},
+		{"client-left-before-any-hold", 504, false}, // 499 inside; the wire says 504
 		{"rate-limited-at-the-daemon", 429, false},
 		{"forge-said-no", 404, false},
 		{"ledger-down", 503, false},
