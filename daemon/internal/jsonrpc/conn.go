@@ -351,6 +351,35 @@ func marshalParams(params any) (json.RawMessage, error) {
 	return b, nil
 }
 
+// watchdog stops the connection when a write to a stream without write
+// deadlines has not ended in time — unless it ended first.
+type watchdog struct {
+	mu      sync.Mutex
+	written bool
+	t       *time.Timer
+}
+
+func (c *Conn) watch(left time.Duration) *watchdog {
+	d := &watchdog{}
+	d.t = time.AfterFunc(left, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if !d.written {
+			c.stop(fmt.Errorf("write: %w: a frame not taken in %v", ErrWriteTimeout, left))
+		}
+	})
+	return d
+}
+
+// finish marks the write ended; false when the watchdog had already fired
+// (and, if the write had not ended then, stopped the connection).
+func (d *watchdog) finish() bool {
+	d.mu.Lock()
+	d.written = true
+	d.mu.Unlock()
+	return d.t.Stop()
+}
+
 // abandoned tells the watcher of a call that ctx ended (a send can fail
 // for other reasons).
 func (c *Conn) abandoned(ctx context.Context, began time.Time) {
@@ -428,18 +457,16 @@ func (c *Conn) send(ctx context.Context, body []byte) error {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline, callers = d, true
 	}
-	var watchdog *time.Timer
+	var dog *watchdog
 	if wd, ok := c.rwc.(writeDeadliner); !ok || wd.SetWriteDeadline(deadline) != nil {
 		// Only closing the stream ends a write to it; a caller's
 		// deadline is not worth the connection, so only the write
 		// timeout closes it.
-		watchdog = time.AfterFunc(left, func() {
-			c.stop(fmt.Errorf("write: %w: a frame not taken in %v", ErrWriteTimeout, left))
-		})
+		dog = c.watch(left)
 	}
 	f := frame(body)
 	n, err := c.rwc.Write(f)
-	if watchdog != nil && !watchdog.Stop() && err != nil {
+	if dog != nil && !dog.finish() && err != nil {
 		// The watchdog closed the stream under the write (its stop
 		// closes done before the stream).
 		<-c.done

@@ -18,6 +18,14 @@ import (
 // server may take longer than the timeout on one huge request.
 const hungAfter = 2
 
+// hungSilence is the least silence a verdict needs besides its strikes:
+// a server busy on one long computation that says nothing (a cold
+// reference search over a large module, a project load that reports no
+// progress) can outlast two request timeouts, and killing it throws the
+// work away — again on every restart. A wedged server is killed a few
+// minutes later instead. A variable for tests.
+var hungSilence = 5 * time.Minute
+
 // timeoutSlack: a request counts as having run out its request timeout
 // when it waited at least the timeout less this fraction of it. The lsp
 // package applies the timeout just before the call begins; a caller's own
@@ -34,6 +42,7 @@ const timeoutSlack = 10
 // whose caller went away or had a shorter deadline of its own.
 type hangWatch struct {
 	timeout time.Duration
+	silence time.Duration // hungSilence when it was made
 	base    time.Time    // heard counts from it, on the monotonic clock
 	heard   atomic.Int64 // when a read from the server last returned data, since base
 	fired   atomic.Bool
@@ -46,7 +55,7 @@ type hangWatch struct {
 }
 
 func newHangWatch(timeout time.Duration, hung func(timeouts int, silent time.Duration)) *hangWatch {
-	return &hangWatch{timeout: timeout, base: time.Now(), hung: hung}
+	return &hangWatch{timeout: timeout, silence: hungSilence, base: time.Now(), hung: hung}
 }
 
 // read notes n bytes read from the server.
@@ -86,9 +95,10 @@ func (w *hangWatch) abandoned(ctx context.Context, began time.Time) {
 		w.last = now
 	}
 	strikes := w.strikes
-	fire := strikes >= hungAfter && !w.fired.Swap(true)
+	silent := now.Sub(w.base.Add(time.Duration(w.heard.Load())))
+	fire := strikes >= hungAfter && silent >= w.silence && !w.fired.Swap(true)
 	w.mu.Unlock()
 	if fire {
-		w.hung(strikes, now.Sub(w.base.Add(time.Duration(w.heard.Load()))))
+		w.hung(strikes, silent)
 	}
 }

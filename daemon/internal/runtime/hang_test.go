@@ -25,10 +25,13 @@ func TestHangPolicy(t *testing.T) {
 	t.Parallel()
 	const timeout = 40 * time.Millisecond
 	tests := []struct {
-		name  string
-		steps []string
-		want  int // verdicts: at most one
+		name    string
+		steps   []string
+		want    int           // verdicts: at most one
+		silence time.Duration // the watch's least silence (hungSilence)
 	}{
+		{name: "strikes without the least silence", steps: []string{"call", "call"}, silence: time.Hour},
+		{name: "strikes until the least silence", steps: []string{"call", "call", "call"}, silence: 5 * timeout / 2, want: 1},
 		{name: "two in a row", steps: []string{"call", "call"}, want: 1},
 		{name: "one is not enough", steps: []string{"call"}},
 		{name: "side by side count once", steps: []string{"pair"}},
@@ -47,10 +50,11 @@ func TestHangPolicy(t *testing.T) {
 			var verdicts int
 			w := newHangWatch(timeout, func(timeouts int, silent time.Duration) {
 				verdicts++
-				if timeouts != hungAfter || silent < hungAfter*timeout*(timeoutSlack-1)/timeoutSlack {
+				if timeouts < hungAfter || silent < hungAfter*timeout*(timeoutSlack-1)/timeoutSlack || silent < tt.silence {
 					t.Errorf("verdict after %d timeouts and %v of silence", timeouts, silent)
 				}
 			})
+			w.silence = tt.silence
 			expired := func(began time.Time) {
 				ctx, cancel := context.WithDeadline(context.Background(), began.Add(timeout))
 				defer cancel()

@@ -291,7 +291,10 @@ func (s *Server) retireLocked(inst *instance, exitErr error) {
 		return
 	}
 	now := time.Now()
-	if now.Sub(inst.started) >= healthyAfter {
+	if now.Sub(inst.started) >= healthyAfter && !inst.watch.fired.Load() {
+		// A hung instance is always older than healthyAfter (its verdict
+		// takes minutes): it still counts on the last failures, so that
+		// one hung again and again backs off.
 		s.failures = 0
 	}
 	s.failures++
