@@ -25,8 +25,17 @@ type loadedKey struct{ spec string }
 
 // loadRecord holds the client of the one instance of a server whose
 // first load a wait has seen end. A restart makes a new client, which
-// is not it.
-type loadRecord struct{ client atomic.Pointer[lsp.Client] }
+// is not it. seen is the instance questions waited for last, and since
+// when.
+type loadRecord struct {
+	client atomic.Pointer[lsp.Client]
+	seen   atomic.Pointer[seenClient]
+}
+
+type seenClient struct {
+	client *lsp.Client
+	since  time.Time
+}
 
 func loadRecordFor(w *pool.Workspace, spec *pool.Spec) *loadRecord {
 	return w.Derived(loadedKey{spec.ID}, func() any { return new(loadRecord) }).(*loadRecord)
@@ -51,16 +60,36 @@ func (r *Runner) awaitLoad(ctx context.Context, w *pool.Workspace, spec *pool.Sp
 	if !client.ReportsLoad() {
 		_ = r.anchorDocument(ctx, w, spec, client, pol)
 	}
+	seen := rec.seen.Load()
+	if seen == nil || seen.client != client {
+		seen = &seenClient{client: client, since: time.Now()}
+		rec.seen.Store(seen)
+	}
 	lctx, cancel := loadShare(ctx)
 	defer cancel()
 	w.AwaitLoad(lctx, func(s *pool.Spec) bool { return s.ID == spec.ID }, true)
 	// The pool's own bound (pool.LoadWait) is never shorter than lctx's,
 	// so a wait that ended early on time ended lctx too.
-	if lctx.Err() != nil {
+	if lctx.Err() != nil && !settled(seen, client) {
 		return false
 	}
 	rec.client.Store(client)
 	return true
+}
+
+// settleAfter is how long questions wait for an instance's load before
+// one that reports no work in flight counts as loaded: as long as a
+// prepare would. A variable for tests.
+var settleAfter = pool.LoadWait
+
+// settled: questions have waited for client's instance settleAfter and it
+// reports no work in flight. A server whose only load sign is quiet may
+// never be quiet to questions — a steady flow of them (each open
+// publishes), or shares of their time shorter than its quiet: without
+// this, each of them would wait out its share and be called not loaded,
+// however long ago it loaded.
+func settled(seen *seenClient, client *lsp.Client) bool {
+	return time.Since(seen.since) >= settleAfter && !client.Busy()
 }
 
 // loadShare is the part of a request's remaining time a question may

@@ -245,3 +245,37 @@ func TestRestartedServerLoadsBeforeItAnswers(t *testing.T) {
 	kill(t, srv)
 	loadedAnswer("right after another restart", 3, ask(time.Minute))
 }
+
+// TestQuietServerSettlesUnderQuestions: a server whose only load sign is
+// a quiet is never seen quiet by questions whose share of time is shorter
+// than that quiet. Once questions have waited for its instance as long as
+// a prepare would (settleAfter) while it reports no work in flight, it
+// counts as loaded: answers stop saying it had not loaded, and it is
+// recorded, so questions stop waiting.
+func TestQuietServerSettlesUnderQuestions(t *testing.T) {
+	defer func(d time.Duration) { settleAfter = d }(settleAfter)
+	settleAfter = time.Second
+	s := fakeSpec(t, "python", "-names=Foo")
+	s.LoadQuiet = time.Hour // never quiet within a question's share
+	r, w := fakeWorkspace(t, s)
+	q := &daemonv1.QueryRequest{Op: daemonv1.Op_OP_WORKSPACE_SYMBOLS, Query: "foo"}
+	ask := func() (*daemonv1.QueryResponse, bool) {
+		t.Helper()
+		resp := r.Run(ctxFor(t, 400*time.Millisecond), w, q)
+		if resp.GetStatus() != daemonv1.Status_STATUS_OK || resp.GetTotal() != 1 {
+			t.Fatalf("workspace symbols: %v", resp)
+		}
+		return resp, slices.ContainsFunc(resp.GetEvidence().GetWarnings(), func(m string) bool { return strings.Contains(m, "had not finished loading the project") })
+	}
+	if resp, warned := ask(); !warned {
+		t.Fatalf("the first question, with less time than the quiet: %v", resp.GetEvidence())
+	}
+	time.Sleep(settleAfter)
+	if resp, warned := ask(); warned {
+		t.Fatalf("a question after the instance settled still says it had not loaded: %v", resp.GetEvidence())
+	}
+	// Recorded: the next question reads the record and waits for nothing.
+	if loadRecordFor(w, &r.Pool.Specs()[0]).client.Load() == nil {
+		t.Fatal("the settled instance was not recorded as loaded")
+	}
+}
