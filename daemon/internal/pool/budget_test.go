@@ -403,3 +403,50 @@ func TestRSSEstimateReserves(t *testing.T) {
 		t.Fatalf("%d gopls live: the estimate reserved nothing", n)
 	}
 }
+
+// TestGenerationsNeverRepeat: a workspace's generations of one server go
+// on across the Servers started for it — the budget stops its servers and
+// a question starts a new one — and a tree adopted by a new daemon starts
+// past any generation the earlier one gave. A cursor bound to a generation
+// must not match a different server's pages.
+func TestGenerationsNeverRepeat(t *testing.T) {
+	p, spec := testPool(t, Budget{})
+	k := key("a", "gens", 0)
+	prepare(t, p, k, 0)
+	w, release, ok := p.Acquire(k)
+	if !ok {
+		t.Fatal("not acquired")
+	}
+	defer release()
+	gen := func(w *Workspace) uint64 {
+		t.Helper()
+		srv, err := w.Server(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv.Info().Generation
+	}
+	first := gen(w)
+	// The budget stops w's servers (as for another workspace's room).
+	p.mu.Lock()
+	slots := w.detachLocked()
+	p.mu.Unlock()
+	w.stopDetached(context.Background(), slots)
+	if again := gen(w); again <= first {
+		t.Fatalf("a server started after the budget stopped generation %d has generation %d", first, again)
+	}
+
+	// Another daemon over the same store adopts the tree.
+	p.Close(context.Background())
+	log := slog.New(slog.DiscardHandler)
+	q := New(p.store, p.specs, runtime.Unjailed(log), log)
+	t.Cleanup(func() { q.Close(context.Background()) })
+	adopted, releaseAdopted, ok := q.Acquire(k)
+	if !ok {
+		t.Fatal("the tree was not adopted")
+	}
+	defer releaseAdopted()
+	if g := gen(adopted); g <= first+1 || g <= uint64(time.Now().Add(-time.Hour).Unix()) {
+		t.Fatalf("the adopted tree's server has generation %d: it may repeat the earlier daemon's", g)
+	}
+}

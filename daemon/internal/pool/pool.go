@@ -105,6 +105,10 @@ type Pool struct {
 	// life ends with Close; background samplers run on it.
 	life     context.Context
 	stopLife context.CancelFunc
+	// bootGeneration is where the generations of a tree adopted from an
+	// earlier daemon start: past any that daemon gave (its boot time in
+	// seconds; a workspace counts its restarts from there).
+	bootGeneration uint64
 	// closed is set by Close: no workspace goes live afterwards (a
 	// request still running when the daemon stops must not start a
 	// server nobody will stop).
@@ -137,7 +141,7 @@ type Pool struct {
 func New(store *workspace.Store, specs []Spec, sp runtime.Spawner, log *slog.Logger) *Pool {
 	life, stop := context.WithCancel(context.Background())
 	return &Pool{
-		life: life, stopLife: stop,
+		life: life, stopLife: stop, bootGeneration: uint64(time.Now().Unix()),
 		store: store, specs: specs, spawner: sp, log: log,
 		live:          map[workspace.Key]*Workspace{},
 		preparing:     map[workspace.Key]chan struct{}{},
@@ -156,6 +160,12 @@ type Workspace struct {
 	Home      string
 	PrepareID string
 	pool      *Pool
+
+	// generations numbers the instances of each server (by spec ID)
+	// across the Servers started for w — a budget stops them and a
+	// question starts new ones — so that a generation never repeats for
+	// a workspace (a cursor bound to one expires when it changes).
+	generations map[string]*atomic.Uint64
 
 	// warnings are what the push that published the tree found while
 	// preparing it (workspace.Store.Warnings), for every prepare answer
@@ -363,7 +373,7 @@ func (p *Pool) Acquire(k workspace.Key) (w *Workspace, release func(), ok bool) 
 		if err != nil {
 			p.log.Warn("workspace warnings unreadable", "workspace", k.String(), "err", err)
 		}
-		w = p.newWorkspace(k, id, warnings)
+		w = p.newWorkspace(k, id, warnings, true)
 		p.live[k] = w
 	}
 	w.busy.Add(1)
@@ -412,11 +422,22 @@ func (p *Pool) WaitInFlight(ctx context.Context, k workspace.Key) bool {
 	}
 }
 
-func (p *Pool) newWorkspace(k workspace.Key, prepareID string, warnings []string) *Workspace {
-	return &Workspace{
+func (p *Pool) newWorkspace(k workspace.Key, prepareID string, warnings []string, adopted bool) *Workspace {
+	w := &Workspace{
 		Key: k, Dir: p.store.TreeDir(k), Home: p.store.HomeDir(k), PrepareID: prepareID, warnings: warnings,
 		pool: p, servers: map[string]*slot{}, answered: make(chan struct{}), warmed: make(chan struct{}),
+		generations: make(map[string]*atomic.Uint64, len(p.specs)),
 	}
+	for _, s := range p.specs {
+		g := new(atomic.Uint64)
+		if adopted {
+			// A tree an earlier daemon published keeps its prepare id:
+			// its servers' generations must not repeat that daemon's.
+			g.Store(p.bootGeneration)
+		}
+		w.generations[s.ID] = g
+	}
+	return w
 }
 
 // MarkAnswered records that a query on w has been answered.
@@ -512,7 +533,7 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 				if late != nil {
 					warnings = slices.Clone(late.Warnings)
 				}
-				w := p.newWorkspace(k, prepareID, warnings)
+				w := p.newWorkspace(k, prepareID, warnings, false)
 				if late != nil {
 					p.startLateDeps(w, beforePublish)
 				}
@@ -1027,7 +1048,10 @@ func (w *Workspace) Server(ctx context.Context, s *Spec) (*runtime.Server, error
 		// The server outlives this request: start it on the daemon's
 		// context, bounded by its own timeout, not the caller's.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		sl.srv, sl.err = runtime.Start(sctx, w.pool.spawner, s.Spec, runtime.Workspace{Root: w.Dir, Home: w.Home}, w.pool.log.With("server", s.ID, "workspace", w.Key.String()))
+		spec := s.Spec
+		gens := w.generations[s.ID]
+		spec.NextGeneration = func() uint64 { return gens.Add(1) }
+		sl.srv, sl.err = runtime.Start(sctx, w.pool.spawner, spec, runtime.Workspace{Root: w.Dir, Home: w.Home}, w.pool.log.With("server", s.ID, "workspace", w.Key.String()))
 		cancel()
 		if sl.err != nil {
 			w.pool.releaseServer()

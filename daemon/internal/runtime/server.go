@@ -115,13 +115,23 @@ func Start(ctx context.Context, sp Spawner, spec Spec, ws Workspace, log *slog.L
 	}
 	life, stop := context.WithCancel(context.Background())
 	s := &Server{sp: sp, spec: spec, ws: ws, log: log, life: life, stop: stop}
-	inst, err := s.launch(ctx, 1)
+	gen := s.nextGeneration()
+	inst, err := s.launch(ctx, gen)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("start %s: %w", spec.ID, err)
 	}
-	s.cur, s.last, s.gen = inst, inst, 1
+	s.cur, s.last, s.gen = inst, inst, gen
 	return s, nil
+}
+
+// nextGeneration is the generation of the next instance (s.mu held, or
+// before s is shared).
+func (s *Server) nextGeneration() uint64 {
+	if s.spec.NextGeneration != nil {
+		return s.spec.NextGeneration()
+	}
+	return s.gen + 1
 }
 
 // pipe joins the process's stdout and stdin into the connection's stream,
@@ -360,7 +370,7 @@ func (s *Server) restartLocked() *attempt {
 	a := &attempt{done: make(chan struct{})}
 	s.starting = a
 	delay := s.backoffLocked()
-	gen := s.gen + 1
+	gen := s.nextGeneration()
 	go func() {
 		defer close(a.done)
 		if delay > 0 {

@@ -51,6 +51,12 @@ type Spec struct {
 	// synthesized rather than read from the build); they are load problems
 	// of every instance. Read once per workspace.
 	Problems func(ws Workspace) []string
+	// NextGeneration, when set, gives each new instance its generation
+	// (Info.Generation): the pool numbers a workspace's instances of one
+	// server across the Servers it starts there, so that a generation is
+	// never seen twice for a workspace (a cursor is bound to it). Nil
+	// counts from 1 per Server.
+	NextGeneration func() uint64
 }
 
 // Folder is a workspace folder (ws.Root or a directory below it) and the
