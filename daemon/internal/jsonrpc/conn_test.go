@@ -384,14 +384,7 @@ func TestPeerThatStopsReading(t *testing.T) {
 		}
 	})
 	t.Run("frame cut short", func(t *testing.T) {
-		inR, inW, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		outR, outW, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
+		inR, inW, outR, outW := twoPipes(t)
 		c := NewConn(osPipeConn{r: outR, w: inW}, Options{})
 		t.Cleanup(func() {
 			_ = c.Close()
@@ -448,14 +441,7 @@ func TestWritesAreBounded(t *testing.T) {
 		run  func(t *testing.T) *Conn
 	}{
 		{name: "reply to the peer over a pipe", run: func(t *testing.T) *Conn {
-			inR, inW, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			outR, outW, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
+			inR, inW, outR, outW := twoPipes(t)
 			c := NewConn(osPipeConn{r: outR, w: inW}, Options{WriteTimeout: bound, Handler: func(context.Context, *Request) (any, error) {
 				return big, nil
 			}})
@@ -580,4 +566,19 @@ func TestWatcherHearsAbandonedCalls(t *testing.T) {
 	if len(got) != 2 || got[0] != context.DeadlineExceeded || got[1] != context.Canceled {
 		t.Fatalf("the watcher heard %v, want [DeadlineExceeded Canceled]", got)
 	}
+}
+
+// twoPipes is a peer's stdin (in) and stdout (out) as the runtime makes
+// them: real pipes, which take write deadlines.
+func twoPipes(t *testing.T) (inR, inW, outR, outW *os.File) {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err = os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inR, inW, outR, outW
 }
