@@ -85,6 +85,13 @@ func (p *Pool) releaseServer() {
 // ceiling the total must never cross, not a level to hover at.
 const rssWatermarkPercent = 85
 
+// killNow, as a stop's context, skips the servers' shutdown grace.
+var killNow = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
 // rssHeadroomPercent is added to a spec's peak when reserving room for one
 // more of its servers.
 const rssHeadroomPercent = 20
@@ -259,7 +266,10 @@ func (p *Pool) enforceRSS(ctx context.Context, req *Workspace, extra int64) bool
 			return m.total == 0
 		}
 		p.log.Info("evicted language servers", "reason", "rss", "workspace", victim.Key.String(), "rss", m.by[victim], "total", m.total, "budget", max)
-		victim.stopDetached(ctx, slots)
+		// Killed, not shut down: the memory is wanted now, and a server
+		// given its shutdown grace (2 s) still counts all that time while
+		// the servers it makes room for grow.
+		victim.stopDetached(killNow, slots)
 	}
 }
 
