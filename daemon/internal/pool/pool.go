@@ -107,7 +107,9 @@ type Pool struct {
 	stopLife context.CancelFunc
 	// bootGeneration is where the generations of a tree adopted from an
 	// earlier daemon start: past any that daemon gave (its boot time in
-	// seconds; a workspace counts its restarts from there).
+	// milliseconds — an earlier daemon that ran Δ ms gave fewer than Δ
+	// generations above its own, a start taking far more than a
+	// millisecond; within 2^53, which JSON readers keep exact).
 	bootGeneration uint64
 	// closed is set by Close: no workspace goes live afterwards (a
 	// request still running when the daemon stops must not start a
@@ -141,7 +143,7 @@ type Pool struct {
 func New(store *workspace.Store, specs []Spec, sp runtime.Spawner, log *slog.Logger) *Pool {
 	life, stop := context.WithCancel(context.Background())
 	return &Pool{
-		life: life, stopLife: stop, bootGeneration: uint64(time.Now().Unix()),
+		life: life, stopLife: stop, bootGeneration: uint64(time.Now().UnixMilli()),
 		store: store, specs: specs, spawner: sp, log: log,
 		live:          map[workspace.Key]*Workspace{},
 		preparing:     map[workspace.Key]chan struct{}{},
