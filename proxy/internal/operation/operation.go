@@ -260,6 +260,7 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 	if err != nil {
 		return res, daemonError(err) // the daemon was not reached: no row
 	}
+	res.reached = true // its row is written, whatever follows (a 402 too)
 	var opErr error
 	if !caps.GetWarm() {
 		p, perr := s.ensure(ctx, c, key, daemonclient.PushMeta{Focus: focus})
