@@ -43,8 +43,8 @@ const timeoutSlack = 10
 type hangWatch struct {
 	timeout time.Duration
 	silence time.Duration // hungSilence when it was made
-	base    time.Time    // heard counts from it, on the monotonic clock
-	heard   atomic.Int64 // when a read from the server last returned data, since base
+	base    time.Time     // heard counts from it, on the monotonic clock
+	heard   atomic.Int64  // when a read from the server last returned data, since base
 	fired   atomic.Bool
 	hung    func(timeouts int, silent time.Duration) // kills the instance; called once
 

@@ -149,12 +149,11 @@ type idempotentRequest struct {
 // errReplayed ends a handler whose answer Server.caller wrote: a replay.
 var errReplayed = errors.New("answered from the stored answer")
 
-// claimIdempotency claims idem's key for caller, whom checkRequest has checked; h is the request's
-// header (its forge credential is part of what the key is bound to). A retry of a finished attempt
+// claimIdempotency claims idem's key for caller, whom checkRequest has checked. A retry of a finished attempt
 // gets the stored answer, after forge access is checked again as the caller (CONTRACT §3): the
 // door answers it and runs nothing. The same key with another request is 422, one still running
 // 409, a new key of an org at its bound 429.
-func (s *Server) claimIdempotency(ctx context.Context, h http.Header, caller operation.Caller, idem *idempotentRequest) (*ledger.StoredAnswer, error) {
+func (s *Server) claimIdempotency(ctx context.Context, caller operation.Caller, idem *idempotentRequest) (*ledger.StoredAnswer, error) {
 	if s.d.Money == nil {
 		return nil, ledgerUnavailable(errors.New("no ledger configured"))
 	}

@@ -55,7 +55,7 @@ func (s *Server) checkRequest(ctx context.Context, h http.Header, p *auth.Princi
 	if idem == nil || idem.attempt != "" {
 		return caller, nil, nil
 	}
-	stored, err = s.claimIdempotency(ctx, h, caller, idem)
+	stored, err = s.claimIdempotency(ctx, caller, idem)
 	return caller, stored, err
 }
 
