@@ -72,17 +72,22 @@ var ErrCapabilityUnavailable = errors.New("lsp: capability not negotiated")
 // Limits bound what the client keeps from a server. Zero fields take the
 // defaults shown.
 type Limits struct {
-	MaxItems             int           // per list answer (locations, symbols, completions, calls …): 10000
-	MaxMarkdownBytes     int           // hover markdown: 1 MiB
-	MaxTextBytes         int           // one label, detail, message or documentation string: 64 KiB
-	MaxDiagnosticsPerURI int           // published diagnostics kept per document: 1000
-	MaxDiagnosticURIs    int           // documents with published diagnostics kept: 2000
-	MaxDiagnosticBytes   int           // published diagnostics kept for all documents, by estimated size (publishedSize): 16 MiB
-	MaxLogMessages       int           // window/logMessage ring: 256
-	MaxOpenDocuments     int           // documents kept open; the least recently used is closed: 256
-	MaxRegistrations     int           // dynamic registrations tracked: 256
-	MaxProgressTokens    int           // concurrent $/progress tokens tracked: 256
-	DiagnosticsWait      time.Duration // publish fallback wait: 10s
+	MaxItems             int // per list answer (locations, symbols, completions, calls …): 10000
+	MaxMarkdownBytes     int // hover markdown: 1 MiB
+	MaxTextBytes         int // one label, detail, message or documentation string: 64 KiB
+	MaxDiagnosticsPerURI int // published diagnostics kept per document: 1000
+	MaxDiagnosticURIs    int // documents with published diagnostics kept: 2000
+	MaxDiagnosticBytes   int // published diagnostics kept for all documents, by estimated size (publishedSize): 16 MiB
+	// MaxDocumentDiagnosticBytes is one document's share of
+	// MaxDiagnosticBytes (a quarter, and never more than it): a file the
+	// server finds thousands of long problems in is cut to its share
+	// rather than push every other document's diagnostics out.
+	MaxDocumentDiagnosticBytes int
+	MaxLogMessages             int           // window/logMessage ring: 256
+	MaxOpenDocuments           int           // documents kept open; the least recently used is closed: 256
+	MaxRegistrations           int           // dynamic registrations tracked: 256
+	MaxProgressTokens          int           // concurrent $/progress tokens tracked: 256
+	DiagnosticsWait            time.Duration // publish fallback wait: 10s
 	// DiagnosticsQuiet is how long a server must have been silent on a
 	// document (no publication, no work-done progress) before its last
 	// publication counts as settled: servers publish in passes (gopls a
@@ -105,6 +110,8 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxDiagnosticsPerURI, 1000)
 	def(&l.MaxDiagnosticURIs, 2000)
 	def(&l.MaxDiagnosticBytes, 16<<20)
+	def(&l.MaxDocumentDiagnosticBytes, l.MaxDiagnosticBytes/4)
+	l.MaxDocumentDiagnosticBytes = min(l.MaxDocumentDiagnosticBytes, l.MaxDiagnosticBytes)
 	def(&l.MaxLogMessages, 256)
 	def(&l.MaxOpenDocuments, 256)
 	def(&l.MaxRegistrations, 256)
@@ -1392,7 +1399,7 @@ func (c *Client) onPublish(params json.RawMessage) {
 		return
 	}
 	key := canonicalURI(p.URI)
-	kept, size, fits := fitDiagnostics(key, list, c.lim.MaxDiagnosticBytes)
+	kept, size, fits := fitDiagnostics(key, list, c.lim.MaxDocumentDiagnosticBytes)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.diags[key]; ok {
@@ -1410,7 +1417,7 @@ func (c *Client) onPublish(params json.RawMessage) {
 		c.addPublishedLocked(&published{key: key, diags: kept, version: p.Version, seq: c.pubSeq, at: c.lastPub, size: size})
 	} else {
 		// Not even an empty list for this document fits (a long URI
-		// under a tiny bound): nothing is kept, and an answer for it
+		// under a tiny share): nothing is kept, and an answer for it
 		// waits and is not settled rather than be stale.
 		c.log.Warn("lsp: published diagnostics exceed the byte bound; not kept", "uri", clipName(string(key)))
 	}

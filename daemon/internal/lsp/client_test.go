@@ -357,22 +357,23 @@ func TestPublishedDiagnosticsBounds(t *testing.T) {
 	}
 }
 
-// TestPublishedDiagnosticsByteBound: the published diagnostics kept stay
-// within MaxDiagnosticBytes, exactly accounted; the documents published
-// to least recently are forgotten first, a document published again with
-// a smaller list frees its bytes, and a list larger than the whole bound
-// is cut and says so.
-func TestPublishedDiagnosticsByteBound(t *testing.T) {
-	msg := strings.Repeat("m", 400)
-	// What a document (of these URIs) and a diagnostic cost: three
-	// documents of two diagnostics fit, four do not.
-	doc, diag := publishedOverhead+len("file:///1.go"), diagnosticOverhead+len(msg)
-	bound := 3*(doc+2*diag) + diag
-	c, p, err := connectPeer(t, basicInit, Options{Limits: Limits{MaxDiagnosticBytes: bound, DiagnosticsWait: 50 * time.Millisecond}})
+// diagnosticsPeer is a client under lim whose peer publishes n
+// diagnostics of msg to a document; kept checks the client's accounting
+// against bound and returns the documents kept, least recently published
+// first, and their bytes.
+type diagnosticsPeer struct {
+	c       *Client
+	publish func(uri string, n int)
+	kept    func() ([]string, int)
+}
+
+func newDiagnosticsPeer(t *testing.T, lim Limits, msg string) diagnosticsPeer {
+	t.Helper()
+	c, p, err := connectPeer(t, basicInit, Options{Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	bound := lim.MaxDiagnosticBytes
 	publish := func(u string, n int) {
 		t.Helper()
 		diags := make([]string, n)
@@ -380,13 +381,11 @@ func TestPublishedDiagnosticsByteBound(t *testing.T) {
 			diags[i] = fmt.Sprintf(`{"range":{"start":{"line":%d,"character":0},"end":{"line":%d,"character":1}},"message":%q}`, i, i, msg)
 		}
 		params := fmt.Sprintf(`{"uri":%q,"diagnostics":[%s]}`, u, strings.Join(diags, ","))
-		if err := p.conn.Notify(ctx, "textDocument/publishDiagnostics", json.RawMessage(params)); err != nil {
+		if err := p.conn.Notify(context.Background(), "textDocument/publishDiagnostics", json.RawMessage(params)); err != nil {
 			t.Fatal(err)
 		}
 		p.sync(t)
 	}
-	// kept checks the accounting and returns the documents kept, least
-	// recently published first.
 	kept := func() ([]string, int) {
 		t.Helper()
 		c.mu.Lock()
@@ -410,6 +409,23 @@ func TestPublishedDiagnosticsByteBound(t *testing.T) {
 		}
 		return order, sum
 	}
+	return diagnosticsPeer{c: c, publish: publish, kept: kept}
+}
+
+// TestPublishedDiagnosticsByteBound: the published diagnostics kept stay
+// within MaxDiagnosticBytes, exactly accounted; the documents published
+// to least recently are forgotten first, a document published again with
+// a smaller list frees its bytes, and a list larger than its share (here
+// the whole bound) is cut and says so.
+func TestPublishedDiagnosticsByteBound(t *testing.T) {
+	msg := strings.Repeat("m", 400)
+	// What a document (of these URIs) and a diagnostic cost: three
+	// documents of two diagnostics fit, four do not.
+	doc, diag := publishedOverhead+len("file:///1.go"), diagnosticOverhead+len(msg)
+	bound := 3*(doc+2*diag) + diag
+	dp := newDiagnosticsPeer(t, Limits{MaxDiagnosticBytes: bound, MaxDocumentDiagnosticBytes: bound, DiagnosticsWait: 50 * time.Millisecond}, msg)
+	c, publish, kept := dp.c, dp.publish, dp.kept
+	ctx := context.Background()
 	steps := []struct {
 		uri  string
 		n    int
@@ -456,6 +472,34 @@ func TestPublishedDiagnosticsByteBound(t *testing.T) {
 	publish("file:///"+strings.Repeat("x", bound)+".go", 1)
 	if got, _ := kept(); !slices.Equal(got, []string{"file:///7.go"}) {
 		t.Fatalf("after a document larger than the bound, kept %q", got)
+	}
+}
+
+// TestDocumentDiagnosticShare: one document's list is cut to its share
+// of the bound (a quarter by default), so a file with a flood of problems
+// leaves the other documents' diagnostics in place.
+func TestDocumentDiagnosticShare(t *testing.T) {
+	msg := strings.Repeat("m", 400)
+	doc, diag := publishedOverhead+len("file:///1.go"), diagnosticOverhead+len(msg)
+	// Eight documents of two diagnostics fit; a quarter holds two
+	// documents' worth.
+	bound := 8 * (doc + 2*diag)
+	dp := newDiagnosticsPeer(t, Limits{MaxDiagnosticBytes: bound, DiagnosticsWait: 50 * time.Millisecond}, msg)
+	others := []string{"file:///1.go", "file:///2.go", "file:///3.go", "file:///4.go", "file:///5.go"}
+	for _, u := range others {
+		dp.publish(u, 2)
+	}
+	dp.publish("file:///6.go", 100)
+	got, _ := dp.kept()
+	if want := append(slices.Clone(others), "file:///6.go"); !slices.Equal(got, want) {
+		t.Fatalf("after a flood of diagnostics in 6.go, kept %q, want %q", got, want)
+	}
+	d, err := dp.c.Diagnostics(context.Background(), "file:///6.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (bound/4 - doc) / diag; len(d.Items) != want || !d.Truncated {
+		t.Fatalf("diagnostics of the flooded 6.go: %d items, truncated %v; want %d, truncated", len(d.Items), d.Truncated, want)
 	}
 }
 

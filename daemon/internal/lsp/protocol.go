@@ -221,7 +221,7 @@ type List[T any] struct {
 	Items []T
 	// Truncated: the server sent more than a bound lets the client keep
 	// (Limits.MaxItems; for published diagnostics MaxDiagnosticsPerURI
-	// and MaxDiagnosticBytes).
+	// and MaxDocumentDiagnosticBytes).
 	Truncated bool
 	// Dropped counts elements skipped for having an unexpected shape.
 	Dropped int
