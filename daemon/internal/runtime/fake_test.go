@@ -29,7 +29,8 @@ import (
 // process group at start; -nopublish never publishes diagnostics;
 // -unversioned publishes without a document version; -freezeonce, in the
 // first instance of a workspace home, says nothing more once it has
-// answered initialize but goes on reading (a hung server); -chatty logs a
+// answered initialize but goes on reading (a hung server); -freeze does so
+// in every instance (hung again after each restart); -chatty logs a
 // line every 20 ms once initialized (a busy server reporting); -quiet does
 // not report $/cancelRequest.
 const (
@@ -50,7 +51,7 @@ type fakeServer struct {
 	flags       map[string]bool
 	nextID      int
 	openedTexts map[string]string
-	freeze      bool // -freezeonce, and this is the first instance
+	freeze      bool // -freeze, or -freezeonce and this is the first instance
 	frozen      bool
 }
 
@@ -59,6 +60,7 @@ func fakeServerMain(args []string) int {
 	for _, a := range args {
 		f.flags[a] = true
 	}
+	f.freeze = f.flags["-freeze"]
 	if f.flags["-freezeonce"] {
 		marker := filepath.Join(os.Getenv("HOME"), "froze")
 		if _, err := os.Stat(marker); err != nil {

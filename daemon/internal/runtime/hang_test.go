@@ -181,6 +181,44 @@ func TestFakeHungServerIsRestarted(t *testing.T) {
 	}
 }
 
+// TestFakeHungAgainBacksOff: an instance killed for hanging has always
+// lived past healthyAfter (the verdict alone takes minutes), yet it is no
+// healthy instance whose death clears the failures before it: a server
+// that hangs after every restart counts each one, and backs off like one
+// that crashes after every restart.
+func TestFakeHungAgainBacksOff(t *testing.T) {
+	t.Parallel()
+	srv := startFake(t, 300*time.Millisecond, "-freeze")
+	for n := 1; n <= 2; n++ {
+		if _, _, err := srv.Client(context.Background()); err != nil {
+			t.Fatalf("start %d: %v", n, err)
+		}
+		inst := current(srv)
+		// As old as a production instance is by its hang verdict.
+		srv.mu.Lock()
+		inst.started = inst.started.Add(-healthyAfter)
+		srv.mu.Unlock()
+		for i := range hungAfter {
+			if _, err := hoverLine(context.Background(), srv, 1); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("hover %d on hung instance %d: %v, want DeadlineExceeded", i+1, n, err)
+			}
+		}
+		select {
+		case <-inst.dead:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("hung instance %d was not killed", n)
+		}
+		srv.mu.Lock()
+		failures := srv.failures
+		srv.mu.Unlock()
+		// From the second failure in a row on, backoffLocked makes the
+		// next start wait.
+		if failures != n {
+			t.Fatalf("%d failures counted after %d hung instances in a row, want %d", failures, n, n)
+		}
+	}
+}
+
 // TestFakeSlowServerIsNotKilled: requests that run out their timeout on a
 // server that shows life meanwhile — it reports its progress, or answers
 // other requests — never get it killed.
