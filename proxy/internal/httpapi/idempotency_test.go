@@ -15,6 +15,7 @@ import (
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
 	"github.com/hanzoai/lsp/proxy/internal/forge"
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
 	"github.com/hanzoai/lsp/proxy/internal/operation"
 	"github.com/hanzoai/lsp/proxy/internal/ratelimit"
 	"github.com/labstack/echo/v4"
@@ -93,7 +94,13 @@ func (a *moneyAPI) withFakeOp(t *testing.T) *fakeOp {
 // post sends body to route with the token, optional Idempotency-Key and X-Org-Id.
 func (a *moneyAPI) post(t *testing.T, route, body, tok, key, org string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, route, strings.NewReader(body))
+	return a.postContext(t, context.Background(), route, body, tok, key, org)
+}
+
+// postContext is post with the request's context ctx.
+func (a *moneyAPI) postContext(t *testing.T, ctx context.Context, route, body, tok, key, org string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, route, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Forge-Token", testForgeTok)
 	if tok != "" {
@@ -147,6 +154,40 @@ func TestIdempotentReplay(t *testing.T) {
 	if again := a.post(t, fakeRoute, body, a.member, "key-1", testMemberOrg); again.Header().Get("Idempotent-Replayed") != "true" ||
 		again.Body.String() != other.Body.String() {
 		t.Fatalf("retry in the other org: %v %s", again.Header(), again.Body)
+	}
+}
+
+// cancelAfterClaim is the ledger of a client that goes away once its key's claim has committed,
+// before the claim's reply is read: the claim commits, cancels the request, and then fails as pgx
+// does when it reads a reply on a cancelled context.
+type cancelAfterClaim struct {
+	Money
+	cancel context.CancelFunc
+}
+
+func (m cancelAfterClaim) ClaimIdempotencyKey(ctx context.Context, r ledger.IdempotencyRequest) (ledger.IdempotencyState, *ledger.StoredAnswer, error) {
+	state, stored, err := m.Money.ClaimIdempotencyKey(ctx, r)
+	m.cancel()
+	if err == nil && ctx.Err() != nil {
+		return "", nil, ctx.Err()
+	}
+	return state, stored, err
+}
+
+// A client that goes away between its key's claim committing and the claim's reply does not leave
+// the key in flight for its lease: the claim is detached from the request, so the attempt goes on
+// and its answer is stored (or its key given back), and a retry with the same key and body runs or
+// replays, never 409.
+func TestIdempotencyClaimOutlivesItsClient(t *testing.T) {
+	a := newMoneyAPI(t)
+	a.withFakeOp(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.s.d.Money = cancelAfterClaim{Money: a.l, cancel: cancel}
+	const body = `{"mode":"ok"}`
+	a.postContext(t, ctx, fakeRoute, body, a.member, "k", "")
+	if again := a.post(t, fakeRoute, body, a.member, "k", ""); again.Code != 200 {
+		t.Fatalf("retry after the client left during the claim: %d %s", again.Code, again.Body)
 	}
 }
 
