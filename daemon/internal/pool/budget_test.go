@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -402,6 +404,109 @@ func TestRSSEstimateReserves(t *testing.T) {
 	if n, _ := goplsLive(t); n != 1 {
 		t.Fatalf("%d gopls live: the estimate reserved nothing", n)
 	}
+}
+
+// TestRSSEvictionKills: a server evicted for memory is killed, never asked
+// to shut down. Given its shutdown grace it would go on holding its memory,
+// counted by the kernel though no longer by the pool, while the server it
+// makes room for grows.
+func TestRSSEvictionKills(t *testing.T) {
+	p, s := testPool(t, Budget{})
+	tap := &stdinTap{Spawner: p.spawner, sent: map[string]*bytes.Buffer{}}
+	p.spawner = tap // no server has started yet
+	k0 := key("a", "kill", 0)
+	prepare(t, p, k0, 0)
+	if err := use(t, p, s, k0); err != nil {
+		t.Fatal(err)
+	}
+	w0, release, ok := p.Acquire(k0)
+	if !ok {
+		t.Fatal("k0 is not held")
+	}
+	release()
+	_, one := goplsLive(t)
+	if one <= 0 {
+		t.Fatal("no RSS measured for gopls")
+	}
+	// As in TestRSSEstimateReserves: the estimate leaves no room for k0's
+	// server beside k1's, and only the RSS budget is set, so starting k1's
+	// evicts k0's for memory.
+	p.SetBudget(Budget{MaxRSS: 3 * one})
+	p.mu.Lock()
+	p.specs[0].RSSEstimate = 3 * one
+	p.mu.Unlock()
+	s.RSSEstimate = 3 * one
+	k1 := key("a", "kill", 1)
+	prepare(t, p, k1, 0)
+	if err := use(t, p, s, k1); err != nil {
+		t.Fatal(err)
+	}
+	if hasServers(p, k0) {
+		t.Fatal("k0's server was not evicted")
+	}
+	if !tap.saw(w0.Dir, "initialize") {
+		t.Fatal("the tap saw nothing sent to k0's server")
+	}
+	for _, m := range []string{"shutdown", "exit"} {
+		if tap.saw(w0.Dir, m) {
+			t.Errorf("the server evicted for memory was sent %q: it was given its shutdown grace, not killed", m)
+		}
+	}
+}
+
+// stdinTap keeps what the pool writes to each server's stdin, by the
+// server's workspace root.
+type stdinTap struct {
+	runtime.Spawner
+	mu   sync.Mutex
+	sent map[string]*bytes.Buffer
+}
+
+func (t *stdinTap) Spawn(ctx context.Context, spec runtime.Spec, ws runtime.Workspace) (runtime.Process, error) {
+	proc, err := t.Spawner.Spawn(ctx, spec, ws)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.sent[ws.Root] = &bytes.Buffer{}
+	t.mu.Unlock()
+	return tappedProcess{proc, tappedStdin{proc.Stdin(), t, ws.Root}}, nil
+}
+
+// saw reports whether the server of root was sent a message of method.
+func (t *stdinTap) saw(root, method string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.sent[root]
+	return b != nil && bytes.Contains(b.Bytes(), []byte(`"method":"`+method+`"`))
+}
+
+type tappedProcess struct {
+	runtime.Process
+	stdin tappedStdin
+}
+
+func (p tappedProcess) Stdin() io.WriteCloser { return p.stdin }
+
+type tappedStdin struct {
+	io.WriteCloser
+	tap  *stdinTap
+	root string
+}
+
+func (s tappedStdin) Write(b []byte) (int, error) {
+	s.tap.mu.Lock()
+	s.tap.sent[s.root].Write(b)
+	s.tap.mu.Unlock()
+	return s.WriteCloser.Write(b)
+}
+
+// SetWriteDeadline keeps the pipe's deadlines, which the connection uses.
+func (s tappedStdin) SetWriteDeadline(d time.Time) error {
+	if f, ok := s.WriteCloser.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		return f.SetWriteDeadline(d)
+	}
+	return os.ErrNoDeadline
 }
 
 // TestGenerationsNeverRepeat: a workspace's generations of one server go
