@@ -297,6 +297,7 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 	}
 	p.enforcingDisk.Lock()
 	defer p.enforcingDisk.Unlock()
+	undeletable := map[workspace.Home]bool{}
 	for {
 		keys, err := p.store.List()
 		if err != nil {
@@ -334,7 +335,7 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 		var orphans []workspace.Home
 		modTime := map[workspace.Home]time.Time{}
 		for _, h := range homes {
-			if hasTree[h] || p.preparingRepo(h) {
+			if hasTree[h] || p.preparingRepo(h) || undeletable[h] {
 				continue
 			}
 			orphans = append(orphans, h)
@@ -361,8 +362,10 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 			p.homes.forget(*orphan)
 			p.releaseHome(*orphan, deleting)
 			if err != nil {
+				// Passed over from now on, not tried again and again:
+				// one home that will not go must not stop the budget.
 				p.log.Warn("disk budget: delete home", "err", err)
-				return
+				undeletable[*orphan] = true
 			}
 			continue
 		}

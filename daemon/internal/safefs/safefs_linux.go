@@ -621,6 +621,9 @@ func (d *Dir) StatTree(fn func(*unix.Stat_t)) error {
 		if cs.Mode&unix.S_IFMT != unix.S_IFDIR {
 			continue
 		}
+		if cs.Mode&0o500 != 0o500 {
+			grantOwner(top.fd, n, 0o500)
+		}
 		cfd, err := openat2(top.fd, n, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			if !(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
@@ -642,6 +645,43 @@ func (d *Dir) StatTree(fn func(*unix.Stat_t)) error {
 		}
 		stack = append(stack, statDir{fd: cfd, name: n, names: cnames})
 	}
+}
+
+// grantOwner gives directory n in pfd, when the daemon owns it, back its
+// owner's permission bits once any of want is missing. In unprivileged
+// mode every jail runs as the daemon's own uid and owns what it makes in
+// its home, so it can chmod a directory there to keep the daemon, which
+// has no permission override, out of it: out of the disk budget's measure
+// and out of its removal. n is reached as any other entry (no link
+// followed) and changed through its own descriptor, never by name.
+func grantOwner(pfd int, n string, want uint32) {
+	fd, err := openat2(pfd, n, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&want == want {
+		return
+	}
+	// chmod follows the magic link of our own O_PATH descriptor: the
+	// very directory opened above (fchmod refuses an O_PATH descriptor).
+	_ = unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), st.Mode&0o7777|0o700)
+}
+
+// GrantOwner is grantOwner for the directory at path, whose parent the
+// caller trusts (see Open): want are the owner bits the caller needs, 0o500
+// to read and search it, 0o700 to change it too (moving a directory to
+// another parent writes its "..").
+func GrantOwner(path string, want os.FileMode) error {
+	path = filepath.Clean(path)
+	p, err := Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	grantOwner(p.fd, filepath.Base(path), uint32(want.Perm()))
+	return nil
 }
 
 // statDir is a directory on StatTree's way down: its descriptor (-1 once
@@ -746,6 +786,10 @@ func (r *remover) removeAt(pfd int, pname, n string, depth int) error {
 			return &os.PathError{Op: "unlink", Path: full, Err: err}
 		}
 		fd, err = openat2(pfd, n, unix.O_RDONLY|unix.O_DIRECTORY)
+		if errors.Is(err, unix.EACCES) {
+			grantOwner(pfd, n, 0o700)
+			fd, err = openat2(pfd, n, unix.O_RDONLY|unix.O_DIRECTORY)
+		}
 		if err == nil {
 			break
 		}

@@ -33,6 +33,7 @@ type MkdirOpts struct {
 }
 
 func Open(string) (*Dir, error)                                       { return nil, ErrUnsupported }
+func GrantOwner(string, os.FileMode) error                            { return nil }
 func (d *Dir) Close() error                                           { return nil }
 func (d *Dir) Path() string                                           { return "" }
 func (d *Dir) OpenDir(string) (*Dir, error)                           { return nil, ErrUnsupported }

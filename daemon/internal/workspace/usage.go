@@ -30,6 +30,9 @@ func Usage(dir string) int64 { return usage(dir, false) }
 // is left out: the daemon's cache shares its files with the node_modules
 // of the trees it was linked into (deps.packageCache), which count them.
 func usage(dir string, unshared bool) int64 {
+	// A jail that shares the daemon's uid could have locked its home's top
+	// out of the measure.
+	_ = safefs.GrantOwner(dir, 0o500)
 	d, err := safefs.Open(dir)
 	if err != nil {
 		return 0
@@ -112,6 +115,10 @@ func (s *Store) DeleteHome(h Home) error {
 			continue
 		}
 		grave := filepath.Join(s.root, "staging", "del-"+randomHex())
+		// Moving a directory to another parent writes its "..": a home
+		// its jail locked (the daemon's own uid, unprivileged) is
+		// unlocked first.
+		_ = safefs.GrantOwner(dir, 0o700)
 		if err := os.Rename(dir, grave); err != nil {
 			return fmt.Errorf("delete home: %w", err)
 		}
