@@ -26,7 +26,7 @@ func newForge(cfg *config.Config, cacheSecret []byte, log *slog.Logger) forge.Fo
 		f = forge.NewGit(cfg.ForgeURL, forgeHTTPClient(), "git", treeLimits(cfg), log)
 	}
 	// The gate is inside the cache: a cached answer takes no slot.
-	f = forge.NewGate(f, cfg.ForgeMaxDownloads, cfg.ForgeMaxDownloadsPerOrg)
+	f = forge.NewGate(f, cfg.ForgeMaxDownloads, cfg.ForgeMaxDownloadsPerOrg, cfg.ForgeHistoryProofsPerMinute)
 	return forge.NewCache(f, cfg.ForgeCacheTTL, cfg.ForgeNegativeCacheTTL, cacheSecret)
 }
 

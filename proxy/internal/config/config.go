@@ -46,6 +46,10 @@ type Config struct {
 	// (LSP_FORGE_MAX_DOWNLOADS), ForgeMaxDownloadsPerOrg per org
 	// (LSP_FORGE_MAX_DOWNLOADS_PER_ORG).
 	ForgeMaxDownloads, ForgeMaxDownloadsPerOrg int
+	// ForgeHistoryProofsPerMinute (LSP_FORGE_HISTORY_PROOFS_PER_MINUTE)
+	// bounds how often an org may make the proxy download a repository's
+	// history to prove an older commit reachable (0: no bound).
+	ForgeHistoryProofsPerMinute int
 
 	PrepareCents   int64         // LSP_PREPARE_CENTS
 	PrepareGrace   time.Duration // LSP_PREPARE_GRACE
@@ -153,6 +157,8 @@ func Load(getenv func(string) string) (*Config, error) {
 		ForgeNegativeCacheTTL:   p.duration("LSP_FORGE_NEGATIVE_CACHE_TTL", 5*time.Second),
 		ForgeMaxDownloads:       int(p.int("LSP_FORGE_MAX_DOWNLOADS", 16)),
 		ForgeMaxDownloadsPerOrg: int(p.int("LSP_FORGE_MAX_DOWNLOADS_PER_ORG", 4)),
+
+		ForgeHistoryProofsPerMinute: int(p.int("LSP_FORGE_HISTORY_PROOFS_PER_MINUTE", 6)),
 
 		PrepareCents:        p.int("LSP_PREPARE_CENTS", 2),
 		PrepareGrace:        p.duration("LSP_PREPARE_GRACE", 24*time.Hour),

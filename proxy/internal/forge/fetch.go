@@ -160,6 +160,12 @@ func (g *gitForge) reachable(ctx context.Context, log *slog.Logger, cred Credent
 	case err != errRefused:
 		return err
 	}
+	// Refused: the forge serves no commit by sha, or this one is none.
+	// Only the tips' history can say which, and it is the dearest download
+	// a caller can ask for before paying.
+	if err := allowHistory(ctx); err != nil {
+		return err
+	}
 	dir, err = f.fetch(ctx, "tips", 2, overHistory, append(extra, repoURL, tips[0], tips[1])...)
 	if err != nil {
 		return f.notRefused(err)

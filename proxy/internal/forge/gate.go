@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/ratelimit"
 )
 
 // ErrBusy: the caller's org already runs as many forge downloads as it may
@@ -38,35 +40,64 @@ func orgOf(ctx context.Context) string {
 // and passes freely). A call waits up to GateWait for a slot, then fails
 // with ErrBusy (its org's bound) or ErrCapacity (the process's). A bound
 // <= 0 is no bound.
-func NewGate(f Forge, total, perOrg int) Forge {
-	return &gate{next: f, total: total, perOrg: perOrg, per: map[string]int{}, wait: GateWait, changed: make(chan struct{})}
+//
+// Proofs (full-sha resolves) run before the payment gate, for anyone who
+// can read the repository, so they are bounded apart from the fetches an
+// org has paid for: they take slots of their own, a quarter of total and
+// half of perOrg (at least one each), and the history download a proof
+// falls back to when the forge will not serve the commit by sha (every
+// branch's and tag's history: gitForge.reachable) is allowed an org
+// historyPerMinute times a minute, in bursts of up to a third of that
+// (<= 0: no limit). Without that, free probes of made-up shas made the
+// proxy download the whole history once each.
+func NewGate(f Forge, total, perOrg, historyPerMinute int) Forge {
+	part := func(n, d int) int {
+		if n <= 0 {
+			return 0
+		}
+		return max(1, n/d)
+	}
+	return &gate{
+		next:      f,
+		downloads: slots{total: total, perOrg: perOrg, per: map[string]int{}},
+		proofs:    slots{total: part(total, 4), perOrg: part(perOrg, 2), per: map[string]int{}},
+		history:   ratelimit.New(float64(historyPerMinute)/60, max(1, historyPerMinute/3)),
+		wait:      GateWait,
+		changed:   make(chan struct{}),
+	}
 }
 
 type gate struct {
-	next          Forge
-	total, perOrg int
-	wait          time.Duration
+	next    Forge
+	history *ratelimit.Limiter // per org; nil: no limit
+	wait    time.Duration
 
-	mu      sync.Mutex
-	n       int
-	per     map[string]int
-	changed chan struct{} // closed and replaced whenever a slot frees
+	mu                sync.Mutex
+	downloads, proofs slots
+	changed           chan struct{} // closed and replaced whenever a slot frees
 }
 
-// acquire takes a slot for org, waiting up to g.wait.
-func (g *gate) acquire(ctx context.Context, org string) (func(), error) {
+// slots counts the downloads of one kind running, in all and per org.
+type slots struct {
+	total, perOrg int // <= 0: no bound
+	n             int
+	per           map[string]int
+}
+
+// acquire takes one of s's slots for org, waiting up to g.wait.
+func (g *gate) acquire(ctx context.Context, s *slots, org string) (func(), error) {
 	timer := time.NewTimer(g.wait)
 	defer timer.Stop()
 	for {
 		g.mu.Lock()
-		orgFull := g.perOrg > 0 && g.per[org] >= g.perOrg
-		full := g.total > 0 && g.n >= g.total
+		orgFull := s.perOrg > 0 && s.per[org] >= s.perOrg
+		full := s.total > 0 && s.n >= s.total
 		if !orgFull && !full {
-			g.n++
-			g.per[org]++
+			s.n++
+			s.per[org]++
 			g.mu.Unlock()
 			var once sync.Once
-			return func() { once.Do(func() { g.release(org) }) }, nil
+			return func() { once.Do(func() { g.release(s, org) }) }, nil
 		}
 		changed := g.changed
 		g.mu.Unlock()
@@ -76,22 +107,44 @@ func (g *gate) acquire(ctx context.Context, org string) (func(), error) {
 			return nil, &opError{op: "fetch", msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctx.Err()}
 		case <-timer.C:
 			if orgFull {
-				return nil, &opError{op: "fetch", msg: "too many forge downloads for this org; retry later", kind: ErrBusy}
+				return nil, &BusyError{msg: "too many forge downloads for this org; retry later", RetryAfter: GateWait}
 			}
 			return nil, &opError{op: "fetch", msg: "too many forge downloads; retry later", kind: ErrCapacity}
 		}
 	}
 }
 
-func (g *gate) release(org string) {
+func (g *gate) release(s *slots, org string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.n--
-	if g.per[org]--; g.per[org] <= 0 {
-		delete(g.per, org)
+	s.n--
+	if s.per[org]--; s.per[org] <= 0 {
+		delete(s.per, org)
 	}
 	close(g.changed)
 	g.changed = make(chan struct{})
+}
+
+// BusyError is ErrBusy with how long until the org may try again.
+type BusyError struct {
+	msg        string
+	RetryAfter time.Duration
+}
+
+func (e *BusyError) Error() string        { return "fetch: " + e.msg }
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+type historyKey struct{}
+
+// allowHistory is the gate's say, through a proof's context, on the history
+// download the proof is about to fall back to: nil, or a *BusyError once
+// the org has used its history proofs for now. Outside a gate: nil.
+func allowHistory(ctx context.Context) error {
+	l, _ := ctx.Value(historyKey{}).(*ratelimit.Limiter)
+	if ok, wait := l.Allow(orgOf(ctx)); !ok {
+		return &BusyError{msg: "too many proofs of older commits for this org; retry later", RetryAfter: wait}
+	}
+	return nil
 }
 
 // Resolve implements Forge.
@@ -99,17 +152,17 @@ func (g *gate) Resolve(ctx context.Context, cred Credential, owner, repo string,
 	if _, isSHA := rev.Commit(); !isSHA {
 		return g.next.Resolve(ctx, cred, owner, repo, rev)
 	}
-	release, err := g.acquire(ctx, orgOf(ctx))
+	release, err := g.acquire(ctx, &g.proofs, orgOf(ctx))
 	if err != nil {
 		return "", err
 	}
 	defer release()
-	return g.next.Resolve(ctx, cred, owner, repo, rev)
+	return g.next.Resolve(context.WithValue(ctx, historyKey{}, g.history), cred, owner, repo, rev)
 }
 
 // Fetch implements Forge.
 func (g *gate) Fetch(ctx context.Context, cred Credential, owner, repo, commit string, lim Limits) (*Tree, error) {
-	release, err := g.acquire(ctx, orgOf(ctx))
+	release, err := g.acquire(ctx, &g.downloads, orgOf(ctx))
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func (b *blockingForge) Fetch(ctx context.Context, _ Credential, _, _, _ string,
 // a waiter; a branch resolve takes no slot.
 func TestGate(t *testing.T) {
 	b := &blockingForge{entered: make(chan struct{}, 10), release: make(chan struct{})}
-	g := NewGate(b, 3, 2).(*gate)
+	g := NewGate(b, 3, 2, 0).(*gate)
 	g.wait = 100 * time.Millisecond
 	sha := mustRev(t, strings.Repeat("ab", 20))
 	ctxA, ctxB, ctxC := WithOrg(context.Background(), "a"), WithOrg(context.Background(), "b"), WithOrg(context.Background(), "c")
@@ -55,12 +55,12 @@ func TestGate(t *testing.T) {
 		<-b.entered
 	}
 	run(ctxA, true)
-	run(ctxA, false) // a full-sha resolve takes a slot too
+	run(ctxA, true)
 	if _, err := g.Fetch(ctxA, Credential{}, "o", "r", strings.Repeat("a", 40), Limits{}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("org a's third download: %v; want ErrBusy", err)
 	}
 	run(ctxB, true)
-	if _, err := g.Resolve(ctxC, Credential{}, "o", "r", sha); !errors.Is(err, ErrCapacity) {
+	if _, err := g.Fetch(ctxC, Credential{}, "o", "r", strings.Repeat("a", 40), Limits{}); !errors.Is(err, ErrCapacity) {
 		t.Fatalf("past the process's bound: %v; want ErrCapacity", err)
 	}
 	// A branch resolve lists refs only: it passes however full the gate.
@@ -81,7 +81,81 @@ func TestGate(t *testing.T) {
 		t.Fatalf("the waiter: %v", err)
 	}
 	wg.Wait()
-	if g.n != 0 || len(g.per) != 0 {
-		t.Fatalf("slots left taken: %d %v", g.n, g.per)
+	if g.downloads.n != 0 || len(g.downloads.per) != 0 {
+		t.Fatalf("slots left taken: %d %v", g.downloads.n, g.downloads.per)
+	}
+}
+
+// TestGateProofs: full-sha resolves, which run before anyone pays, have
+// slots of their own — a quarter of the process's, half of an org's — so
+// that probes filling theirs leave the paid fetches theirs.
+func TestGateProofs(t *testing.T) {
+	b := &blockingForge{entered: make(chan struct{}, 10), release: make(chan struct{})}
+	g := NewGate(b, 12, 2, 0).(*gate) // proofs: 3 in all, 1 an org
+	g.wait = 100 * time.Millisecond
+	sha := mustRev(t, strings.Repeat("ab", 20))
+	org := func(name string) context.Context { return WithOrg(context.Background(), name) }
+	var wg sync.WaitGroup
+	start := func(ctx context.Context, call func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = call(ctx)
+		}()
+		<-b.entered
+	}
+	resolve := func(ctx context.Context) error { _, err := g.Resolve(ctx, Credential{}, "o", "r", sha); return err }
+	fetch := func(ctx context.Context) error {
+		_, err := g.Fetch(ctx, Credential{}, "o", "r", strings.Repeat("a", 40), Limits{})
+		return err
+	}
+	start(org("a"), resolve)
+	if err := resolve(org("a")); !errors.Is(err, ErrBusy) {
+		t.Fatalf("org a's second proof: %v; want ErrBusy", err)
+	}
+	start(org("b"), resolve)
+	start(org("c"), resolve)
+	if err := resolve(org("d")); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("a fourth proof: %v; want ErrCapacity", err)
+	}
+	// Every proof slot taken: org a's fetches still run, two of them.
+	start(org("a"), fetch)
+	start(org("a"), fetch)
+	close(b.release)
+	wg.Wait()
+	if g.proofs.n != 0 || g.downloads.n != 0 {
+		t.Fatalf("slots left taken: %d proofs, %d downloads", g.proofs.n, g.downloads.n)
+	}
+}
+
+// historyForge asks the gate, as gitForge.reachable does, before a proof's
+// history download.
+type historyForge struct{ Forge }
+
+func (historyForge) Resolve(ctx context.Context, _ Credential, _, _ string, _ Rev) (string, error) {
+	return strings.Repeat("a", 40), allowHistory(ctx)
+}
+
+// TestHistoryProofLimit: an org may make the proxy download a repository's
+// history to prove a commit reachable only so often; past that the proof
+// is ErrBusy with the time until the next, and other orgs are not held to
+// its count.
+func TestHistoryProofLimit(t *testing.T) {
+	g := NewGate(historyForge{}, 0, 0, 3) // bursts of one, one every 20 s
+	sha := mustRev(t, strings.Repeat("ab", 20))
+	a, b := WithOrg(context.Background(), "a"), WithOrg(context.Background(), "b")
+	if _, err := g.Resolve(a, Credential{}, "o", "r", sha); err != nil {
+		t.Fatalf("org a's first history proof: %v", err)
+	}
+	_, err := g.Resolve(a, Credential{}, "o", "r", sha)
+	var busy *BusyError
+	if !errors.Is(err, ErrBusy) || !errors.As(err, &busy) || busy.RetryAfter <= 0 {
+		t.Fatalf("org a's second history proof: %v; want ErrBusy with a Retry-After", err)
+	}
+	if _, err := g.Resolve(b, Credential{}, "o", "r", sha); err != nil {
+		t.Fatalf("org b's first history proof: %v", err)
+	}
+	if err := allowHistory(a); err != nil {
+		t.Fatalf("outside a gate's proof: %v", err)
 	}
 }

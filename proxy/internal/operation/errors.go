@@ -121,7 +121,10 @@ func forgeError(err error) error {
 		return apierr.Wrap(err, http.StatusForbidden, apierr.Forbidden, "acting on the forge as this identity is refused")
 	case errors.Is(err, forge.ErrBusy):
 		e := apierr.Wrap(err, http.StatusTooManyRequests, apierr.RateLimited, "too many forge downloads for this org at once; retry after the time in Retry-After")
-		e.RetryAfter = 2e9
+		e.RetryAfter = forge.GateWait
+		if busy := (*forge.BusyError)(nil); errors.As(err, &busy) {
+			e.RetryAfter = busy.RetryAfter
+		}
 		return e
 	case errors.Is(err, forge.ErrCapacity):
 		e := apierr.Wrap(err, http.StatusServiceUnavailable, apierr.CapacityExhausted, "the proxy runs as many forge downloads as it may; retry after the time in Retry-After")

@@ -54,3 +54,26 @@ func TestMadeUpSHAOnTheFreeProbe(t *testing.T) {
 		t.Fatal("no default rate limit: a flood of probes was never refused")
 	}
 }
+
+// TestMadeUpSHAsHistoryBound: made-up shas are not each a free download of
+// the repository's history. The forge serves no commit by sha here, so each
+// new one's proof falls back to the tips' history, which an org may have the
+// proxy download only so often (LSP_FORGE_HISTORY_PROOFS_PER_MINUTE, 6: in
+// bursts of 2); past that, 429 with the time until the next.
+func TestMadeUpSHAsHistoryBound(t *testing.T) {
+	s := startStack(t, devstack.Options{})
+	tn := newTenant(t, s, "prober", "hello", 0)
+	probe := func(sha string) answer {
+		return do(t, s, http.MethodGet, "/capabilities?repo=hello&rev="+sha, nil,
+			"Authorization", "Bearer "+tn.jwt, "X-Forge-Token", tn.forgeToken)
+	}
+	for i, sha := range []string{strings.Repeat("ab", 20), strings.Repeat("cd", 20)} {
+		if a := probe(sha); a.status != http.StatusNotFound {
+			t.Fatalf("made-up sha %d: %d %s; want 404", i+1, a.status, a.raw)
+		}
+	}
+	a := probe(strings.Repeat("ef", 20))
+	if a.status != http.StatusTooManyRequests || a.errorCode() != "rate_limited" || a.header.Get("Retry-After") == "" {
+		t.Fatalf("a third made-up sha at once: %d %v %s; want 429 rate_limited with Retry-After", a.status, a.header, a.raw)
+	}
+}
