@@ -423,8 +423,8 @@ func TestMCPToolCallEndsWithItsPOST(t *testing.T) {
 }
 
 // TestPrepareBoundedByRequestTimeout: a prepare gets the deadline of any
-// operation request, through either door: a forge that never answers ends
-// in 504 timeout.
+// operation request, through either door, and so do the free probe and a
+// workspace's deletion: a forge that never answers ends in 504 timeout.
 func TestPrepareBoundedByRequestTimeout(t *testing.T) {
 	m := newMCPStack(t, 300*time.Millisecond, 0)
 	session := m.open(t, m.member)
@@ -449,6 +449,20 @@ func TestPrepareBoundedByRequestTimeout(t *testing.T) {
 	within("MCP prepare", func() { res = m.call(t, m.member, session, "", 2, "prepare", `{"repo":"hello"}`) })
 	if code := res.errorCode(t); code != "timeout" {
 		t.Fatalf("MCP prepare: %s; want timeout", res.Structured)
+	}
+	within("GET /capabilities", func() { rec = m.get(t, "/v1/lsp/capabilities?repo=hello", m.member, "", "X-Forge-Token", testForgeTok) })
+	if rec.Code != http.StatusGatewayTimeout || errorOf(t, rec).Code != "timeout" {
+		t.Fatalf("GET /capabilities: %d %s; want 504 timeout", rec.Code, rec.Body)
+	}
+	within("DELETE /workspaces", func() {
+		req := httptest.NewRequest(http.MethodDelete, "/v1/lsp/workspaces?repo=hello", nil)
+		req.Header.Set("Authorization", "Bearer "+m.member)
+		req.Header.Set("X-Forge-Token", testForgeTok)
+		rec = httptest.NewRecorder()
+		m.s.Handler().ServeHTTP(rec, req)
+	})
+	if rec.Code != http.StatusGatewayTimeout || errorOf(t, rec).Code != "timeout" {
+		t.Fatalf("DELETE /workspaces: %d %s; want 504 timeout", rec.Code, rec.Body)
 	}
 }
 

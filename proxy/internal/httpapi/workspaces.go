@@ -73,7 +73,11 @@ func (s *Server) capabilities(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.d.Ops.Capabilities(c.Request().Context(), caller, repo, rev)
+	// Bounded like any operation: the forge's proof of an older sha and
+	// the daemon's answer nest inside it.
+	ctx, cancel := s.withRequestTimeout(c.Request().Context())
+	defer cancel()
+	p, err := s.d.Ops.Capabilities(ctx, caller, repo, rev)
 	if err != nil {
 		return &failure{err: err, res: &operation.Result{Repo: p.Repo, Commit: p.Commit}}
 	}
@@ -108,7 +112,9 @@ func (s *Server) deleteWorkspace(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.d.Ops.DeleteWorkspace(c.Request().Context(), caller, repo, rev)
+	ctx, cancel := s.withRequestTimeout(c.Request().Context())
+	defer cancel()
+	d, err := s.d.Ops.DeleteWorkspace(ctx, caller, repo, rev)
 	if err != nil {
 		return &failure{err: err, res: &operation.Result{Repo: d.Repo, Commit: d.Commit}}
 	}
