@@ -105,12 +105,13 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		opLedger = opts.WrapLedger(led)
 	}
 	ops := operation.New(fg, opLedger, pool, operation.Config{
-		PrepareCents:   cfg.PrepareCents,
-		PrepareGrace:   cfg.PrepareGrace,
-		PrepareTimeout: cfg.PrepareTimeout,
-		Limits:         treeLimits(cfg),
-		Owners:         cfg.ForgeOwners,
-		MaxPrepares:    cfg.MaxPrepares,
+		PrepareCents:      cfg.PrepareCents,
+		PrepareGrace:      cfg.PrepareGrace,
+		PrepareTimeout:    cfg.PrepareTimeout,
+		Limits:            treeLimits(cfg),
+		Owners:            cfg.ForgeOwners,
+		MaxPrepares:       cfg.MaxPrepares,
+		MaxPreparesPerOrg: cfg.MaxPreparesPerOrg,
 	}, log, reg)
 	settled := make(chan struct{})
 	go settleHolds(sweepCtx, ops, led, cfg.HoldSettleInterval, cfg.PrepareTimeout+cfg.RequestTimeout, log, settled)

@@ -84,6 +84,9 @@ type Config struct {
 	RateLimit   float64 // LSP_RATE_LIMIT: requests per second per org (0: no limit)
 	RateBurst   int     // LSP_RATE_BURST
 	MaxPrepares int     // LSP_MAX_PREPARES: concurrent prepares per proxy
+	// MaxPreparesPerOrg (LSP_MAX_PREPARES_PER_ORG) is one org's share of
+	// them: a quarter by default, at least one.
+	MaxPreparesPerOrg int
 
 	// Connections (package listener): what a client may hold before it
 	// has proven anything.
@@ -183,9 +186,10 @@ func Load(getenv func(string) string) (*Config, error) {
 		ForgeSudoClaim:     p.str("LSP_FORGE_SUDO_CLAIM", ""),
 		ForgeJWTAudience:   p.str("LSP_FORGE_JWT_AUDIENCE", ""),
 
-		RateLimit:   p.float("LSP_RATE_LIMIT", DefaultRateLimit),
-		RateBurst:   int(p.int("LSP_RATE_BURST", 0)),
-		MaxPrepares: int(p.int("LSP_MAX_PREPARES", 8)),
+		RateLimit:         p.float("LSP_RATE_LIMIT", DefaultRateLimit),
+		RateBurst:         int(p.int("LSP_RATE_BURST", 0)),
+		MaxPrepares:       int(p.int("LSP_MAX_PREPARES", 8)),
+		MaxPreparesPerOrg: int(p.int("LSP_MAX_PREPARES_PER_ORG", 0)),
 
 		MaxConnsPerAddr:   int(p.int("LSP_MAX_CONNS_PER_ADDR", 128)),
 		MaxConns:          int(p.int("LSP_MAX_CONNS", 4096)),
@@ -322,6 +326,12 @@ func (c *Config) validate() error {
 	}
 	if c.MaxPrepares < 1 {
 		bad("LSP_MAX_PREPARES must be at least 1")
+	}
+	switch {
+	case c.MaxPreparesPerOrg < 0 || c.MaxPreparesPerOrg > c.MaxPrepares:
+		bad("LSP_MAX_PREPARES_PER_ORG must be between 1 and LSP_MAX_PREPARES (unset: a quarter of it)")
+	case c.MaxPreparesPerOrg == 0:
+		c.MaxPreparesPerOrg = max(1, c.MaxPrepares/4)
 	}
 	if c.PrepareCents < 0 {
 		bad("LSP_PREPARE_CENTS must not be negative")

@@ -37,6 +37,9 @@ func TestDefaults(t *testing.T) {
 	if c.ForgeNegativeCacheTTL != 5*time.Second {
 		t.Errorf("ForgeNegativeCacheTTL = %v; want 5s", c.ForgeNegativeCacheTTL)
 	}
+	if c.MaxPreparesPerOrg != 2 || c.ForgeHistoryProofsPerMinute != 6 {
+		t.Errorf("MaxPreparesPerOrg = %d, ForgeHistoryProofsPerMinute = %d; want a quarter of 8, and 6", c.MaxPreparesPerOrg, c.ForgeHistoryProofsPerMinute)
+	}
 	if c, err = load(map[string]string{"LSP_FORGE_CACHE_TTL": "2s"}); err != nil || c.ForgeNegativeCacheTTL != 2*time.Second {
 		t.Errorf("a cache TTL below the negative one: %v, negative %v; want it clamped to 2s", err, c.ForgeNegativeCacheTTL)
 	}
@@ -81,6 +84,7 @@ func TestValidation(t *testing.T) {
 		{"tcp daemon in the clear", with(nil, "LSP_DAEMONS", "unix:///a.sock,10.0.0.2:7443"), "needs mutual TLS"},
 		{"half the TLS files", with(nil, "LSP_DAEMON_TLS_CERT", "/c.pem"), "go together"},
 		{"max prepares zero", with(nil, "LSP_MAX_PREPARES", "0"), "LSP_MAX_PREPARES"},
+		{"an org's share over the whole", with(nil, "LSP_MAX_PREPARES", "2", "LSP_MAX_PREPARES_PER_ORG", "3"), "LSP_MAX_PREPARES_PER_ORG"},
 		{"negative rate", with(nil, "LSP_RATE_LIMIT", "-1"), "must not be negative"},
 		{"rate not a number", with(nil, "LSP_RATE_LIMIT", "fast"), "not a number"},
 		{"health interval", with(nil, "LSP_DAEMON_HEALTH_INTERVAL", "0s"), "LSP_DAEMON_HEALTH_INTERVAL"},

@@ -56,6 +56,9 @@ type Config struct {
 	// a tree in memory); over it a cold request is 503 capacity_exhausted
 	// before any hold. Zero means unbounded.
 	MaxPrepares int
+	// MaxPreparesPerOrg bounds one org's share of them; over it a cold
+	// request is 429 rate_limited before any hold. Zero means unbounded.
+	MaxPreparesPerOrg int
 }
 
 // Service runs operation requests.
@@ -72,7 +75,7 @@ type Service struct {
 
 // New builds a Service; reg, when not nil, receives its metrics.
 func New(f forge.Forge, l Ledger, d Daemons, cfg Config, log *slog.Logger, reg prometheus.Registerer) *Service {
-	return &Service{forge: f, ledger: l, daemons: d, cfg: cfg, log: log, stages: newStageTimer(reg), run: newPrepareRuns(cfg.MaxPrepares, reg)}
+	return &Service{forge: f, ledger: l, daemons: d, cfg: cfg, log: log, stages: newStageTimer(reg), run: newPrepareRuns(cfg.MaxPrepares, cfg.MaxPreparesPerOrg, reg)}
 }
 
 // Caller is who asks, as the HTTP layer established it.

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/hanzoai/lsp/proxy/internal/apierr"
 
 	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
 	"github.com/hanzoai/lsp/proxy/internal/forge"
@@ -73,5 +76,67 @@ func TestPrepareReleasesAHoldItsClientLeft(t *testing.T) {
 	}
 	if state != "released" || b.HeldCents != 0 || b.AvailableCents != 10 {
 		t.Fatalf("hold %s, %d¢ held, %d¢ available; want it released, 10¢ available", state, b.HeldCents, b.AvailableCents)
+	}
+}
+
+// heldForge holds every fetch until its caller's context ends, saying so
+// on entered.
+type heldForge struct {
+	forge.Forge
+	entered chan string
+}
+
+func (f heldForge) Fetch(ctx context.Context, _ forge.Credential, _, _, commit string, _ forge.Limits) (*forge.Tree, error) {
+	f.entered <- commit
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// An org runs at most its share of the proxy's prepares at once: one more
+// is 429 rate_limited before any hold, while another org's prepare still
+// gets a slot.
+func TestPrepareShareOfAnOrg(t *testing.T) {
+	bg := context.Background()
+	l, err := ledger.Open(bg, pgtest.NewDatabase(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	for _, org := range []string{"a", "b"} {
+		if err := l.Credit(bg, org, 10, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := heldForge{entered: make(chan string, 4)}
+	s := New(f, l, nil, Config{PrepareCents: 2, PrepareTimeout: time.Minute, MaxPrepares: 4, MaxPreparesPerOrg: 1}, slog.New(slog.DiscardHandler), nil)
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	done := make(chan error, 2)
+	run := func(org, commit string) {
+		c := Caller{Org: org, TenantKey: "t-" + org, Subject: "s"}
+		_, err := s.boundedPrepare(ctx, c, daemonclient.Key{TenantKey: c.TenantKey, Repo: "r", Commit: commit}, daemonclient.PushMeta{})
+		done <- err
+	}
+	go run("a", "c1")
+	<-f.entered
+	go run("a", "c2")
+	select {
+	case err := <-done:
+		if e := apierr.From(err); e.Status != http.StatusTooManyRequests || e.Code != apierr.RateLimited || e.RetryAfter <= 0 {
+			t.Fatalf("org a's second prepare at once: %v; want 429 rate_limited with a Retry-After", err)
+		}
+	case commit := <-f.entered:
+		t.Fatalf("org a's second prepare at once fetched %s", commit)
+	}
+	if b, err := l.Balance(bg, "a"); err != nil || b.HeldCents != 2 {
+		t.Fatalf("org a's balance: %+v, %v; want only the first prepare's 2¢ held", b, err)
+	}
+	go run("b", "c3")
+	if got := <-f.entered; got != "c3" {
+		t.Fatalf("fetch of %s; want org b's c3", got)
+	}
+	cancel()
+	for range 2 {
+		<-done
 	}
 }
