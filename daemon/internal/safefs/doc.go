@@ -27,7 +27,9 @@
 // jail uid, the dependency phase's module cache and overlays, the
 // disk-usage walk (StatTree) and removal all go through it. The walks
 // hold a bounded number of descriptors whatever the depth: a jail can
-// nest directories far deeper than any path can name.
+// nest directories far deeper than any path can name. They read a
+// directory a bounded batch of names at a time (readBatch), never whole:
+// a jail can put millions of entries in one.
 //
 // Dir.Path names an open directory as /proc/self/fd/N for code that takes
 // paths (the module zip extractor): the kernel resolves it to exactly that

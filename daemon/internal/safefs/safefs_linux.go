@@ -461,10 +461,16 @@ const maxDepth = 512
 // have made to a file outside). Entries already owned by uid and gid are
 // left alone, but directories are still walked.
 func (d *Dir) ChownTree(uid, gid int) error {
-	return chownTree(d.fd, d.name, uid, gid, 0)
+	// A descriptor of its own: reading a directory moves its offset.
+	fd, err := openat2(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: d.name, Err: err}
+	}
+	defer unix.Close(fd)
+	return chownTree(fd, d.name, uid, gid, 0, batchBuf())
 }
 
-func chownTree(fd int, name string, uid, gid, depth int) error {
+func chownTree(fd int, name string, uid, gid, depth int, buf []byte) error {
 	if depth > maxDepth {
 		return &os.PathError{Op: "chown", Path: name, Err: errors.New("too deep")}
 	}
@@ -477,10 +483,23 @@ func chownTree(fd int, name string, uid, gid, depth int) error {
 			return &os.PathError{Op: "chown", Path: name, Err: err}
 		}
 	}
-	names, err := readNames(fd)
-	if err != nil {
-		return &os.PathError{Op: "readdir", Path: name, Err: err}
+	var names []string
+	for {
+		var err error
+		if names, err = readBatchAt(fd, buf, names); err != nil {
+			return &os.PathError{Op: "readdir", Path: name, Err: err}
+		}
+		if len(names) == 0 {
+			return nil
+		}
+		if err := chownNames(fd, name, names, uid, gid, depth, buf); err != nil {
+			return err
+		}
 	}
+}
+
+// chownNames is chownTree for a batch of fd's entries.
+func chownNames(fd int, name string, names []string, uid, gid, depth int, buf []byte) error {
 	for _, n := range names {
 		var cs unix.Stat_t
 		if err := unix.Fstatat(fd, n, &cs, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -498,7 +517,7 @@ func chownTree(fd int, name string, uid, gid, depth int) error {
 				}
 				return &os.PathError{Op: "open", Path: filepath.Join(name, n), Err: err}
 			}
-			err = chownTree(cfd, filepath.Join(name, n), uid, gid, depth+1)
+			err = chownTree(cfd, filepath.Join(name, n), uid, gid, depth+1, buf)
 			unix.Close(cfd)
 			if err != nil {
 				return err
@@ -537,20 +556,56 @@ func (d *Dir) ReadNames(max int) ([]string, error) {
 	return names, err
 }
 
-func readNames(fd int) ([]string, error) {
-	// A second descriptor for reading: getdents moves the offset.
-	rfd, err := openat2(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		return nil, err
+// readBatch bounds the names the walks (ChownTree, StatTree, RemoveAll)
+// read from a directory at once. A jail can make millions of entries in
+// one directory of its home; the daemon, which shares its memory with the
+// jails, holds at most one batch per directory on its way down, never a
+// whole listing. One getdents fills a buffer that fits readBatch entries
+// of the shortest name (and ~24 KiB of names). A variable for tests.
+var readBatch = 1024
+
+// onBatch, when set (by tests), sees the length of every batch read.
+var onBatch func(int)
+
+const (
+	minDirent = 24  // a linux_dirent64 with a 1-byte name, 8-aligned
+	maxDirent = 280 // one with a 255-byte name: getdents needs room for one
+)
+
+// batchBuf is a walk's buffer for readBatchAt, one for all its levels
+// (the names are copied out of it).
+func batchBuf() []byte { return make([]byte, max(readBatch*minDirent, maxDirent)) }
+
+// readBatchAt reads fd's next entries from its offset on, by one getdents
+// into buf, into names[:0] ("." and ".." left out); none at the end. fd
+// must be the walk's own: the offset is where the next batch starts.
+func readBatchAt(fd int, buf []byte, names []string) ([]string, error) {
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return names[:0], err
+		}
+		if n <= 0 {
+			return names[:0], nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names[:0])
+		if len(names) > 0 {
+			if onBatch != nil {
+				onBatch(len(names))
+			}
+			return names, nil
+		}
+		// Only "." and "..": read on.
 	}
-	f := os.NewFile(uintptr(rfd), "")
-	defer f.Close()
-	return f.Readdirnames(-1)
 }
 
-// heldDirs bounds the descriptors StatTree holds below its top: deeper,
-// a directory's descriptor is closed on the way down and opened again
-// through ".." on the way up, checked to be the same directory.
+// heldDirs bounds the descriptors StatTree holds: deeper, a directory's
+// descriptor is closed on the way down and opened again through ".." on
+// the way up, checked to be the same directory, and read on from where
+// it stopped.
 const heldDirs = 64
 
 // errMoved: a directory StatTree was below moved meanwhile, so the way
@@ -565,22 +620,24 @@ var errMoved = errors.New("moved while walked")
 // into a link or a file, while the walk runs is reported as first seen
 // and not entered. An entry that cannot be read is passed over and its
 // error returned at the end; a directory moved while the walk is below it
-// ends the walk (what was reported stays reported).
+// ends the walk (what was reported stays reported). Each directory is
+// read readBatch entries at a time.
 func (d *Dir) StatTree(fn func(*unix.Stat_t)) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(d.fd, &st); err != nil {
 		return &os.PathError{Op: "stat", Path: d.name, Err: err}
 	}
 	fn(&st)
-	names, err := readNames(d.fd)
+	// A descriptor of its own: reading a directory moves its offset.
+	rfd, err := openat2(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
-		return &os.PathError{Op: "readdir", Path: d.name, Err: err}
+		return &os.PathError{Op: "open", Path: d.name, Err: err}
 	}
-	// stack[i] is the directory at depth i on the way down; stack[0] is d,
-	// whose descriptor is the caller's.
-	stack := []statDir{{fd: d.fd, names: names}}
+	buf := batchBuf()
+	// stack[i] is the directory at depth i on the way down; stack[0] is d.
+	stack := []statDir{{fd: rfd}}
 	defer func() {
-		for _, s := range stack[1:] {
+		for _, s := range stack {
 			if s.fd >= 0 {
 				unix.Close(s.fd)
 			}
@@ -595,6 +652,13 @@ func (d *Dir) StatTree(fn func(*unix.Stat_t)) error {
 	for {
 		top := &stack[len(stack)-1]
 		if len(top.names) == 0 {
+			// The top of the stack is always held.
+			if top.names, err = readBatchAt(top.fd, buf, top.names); err != nil {
+				fail("readdir", "", err) // and pass over the rest of it
+			}
+			if len(top.names) > 0 {
+				continue
+			}
 			if len(stack) == 1 {
 				return first
 			}
@@ -631,19 +695,14 @@ func (d *Dir) StatTree(fn func(*unix.Stat_t)) error {
 			}
 			continue
 		}
-		cnames, err := readNames(cfd)
-		if err != nil {
-			unix.Close(cfd)
-			fail("readdir", n, err)
-			continue
-		}
-		if i := len(stack) - heldDirs; i > 0 && stack[i].fd >= 0 {
+		// stack[0] and the heldDirs-1 deepest, cfd's among them, stay held.
+		if i := len(stack) - heldDirs + 1; i > 0 && stack[i].fd >= 0 {
 			if err := stack[i].release(); err != nil {
 				unix.Close(cfd)
 				return &os.PathError{Op: "stat", Path: d.below(stack[:i+1], ""), Err: err}
 			}
 		}
-		stack = append(stack, statDir{fd: cfd, name: n, names: cnames})
+		stack = append(stack, statDir{fd: cfd, name: n})
 	}
 }
 
@@ -685,28 +744,35 @@ func GrantOwner(path string, want os.FileMode) error {
 }
 
 // statDir is a directory on StatTree's way down: its descriptor (-1 once
-// released), its identity then, its name in its parent and the entries
-// not yet visited.
+// released), its identity and read offset then, its name in its parent
+// and the entries of the batch read not yet visited.
 type statDir struct {
 	fd       int
 	dev, ino uint64
+	off      int64
 	name     string
 	names    []string
 }
 
-// release closes s's descriptor, keeping its identity.
+// release closes s's descriptor, keeping its identity and where its
+// next batch starts (the offset is the position after the batch read
+// last, which is wholly in s.names: getdents buffers nothing).
 func (s *statDir) release() error {
 	var st unix.Stat_t
 	if err := unix.Fstat(s.fd, &st); err != nil {
 		return err
 	}
+	off, err := unix.Seek(s.fd, 0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
 	unix.Close(s.fd)
-	s.fd, s.dev, s.ino = -1, uint64(st.Dev), uint64(st.Ino)
+	s.fd, s.dev, s.ino, s.off = -1, uint64(st.Dev), uint64(st.Ino), off
 	return nil
 }
 
 // parent opens s's parent again, which must still be up: ".." is never
-// a link, but s may have moved.
+// a link, but s may have moved. It is read on from where it was released.
 func (s *statDir) parent(up *statDir) (int, error) {
 	fd, err := unix.Openat(s.fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -720,6 +786,10 @@ func (s *statDir) parent(up *statDir) (int, error) {
 	if uint64(st.Dev) != up.dev || uint64(st.Ino) != up.ino {
 		unix.Close(fd)
 		return -1, errMoved
+	}
+	if _, err := unix.Seek(fd, up.off, io.SeekStart); err != nil {
+		unix.Close(fd)
+		return -1, err
 	}
 	return fd, nil
 }
@@ -762,16 +832,17 @@ func (d *Dir) RemoveAll(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	r := remover{top: -1}
+	r := remover{top: -1, buf: batchBuf()}
 	return r.removeAt(d.fd, d.name, name, 0)
 }
 
 // remover removes one tree: top is the descriptor of its top directory
-// once open, moved says a directory was moved into top since top was last
-// listed.
+// once open, moved says a directory was moved into top since top's
+// current round began, buf is for readBatchAt.
 type remover struct {
 	top   int
 	moved bool
+	buf   []byte
 }
 
 func (r *remover) removeAt(pfd int, pname, n string, depth int) error {
@@ -817,31 +888,51 @@ func (r *remover) removeAt(pfd int, pname, n string, depth int) error {
 	if depth == 0 {
 		r.top = fd
 	}
+	err := r.empty(fd, full, depth)
+	unix.Close(fd)
+	if err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(pfd, n, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "rmdir", Path: full, Err: err}
+	}
+	return nil
+}
+
+// empty removes the entries of fd, the directory full at depth, in
+// rounds: each reads fd from its start to its end, a batch at a time,
+// removing a batch before reading the next. A directory read while its
+// entries go may skip or repeat one (a repeat is gone already: not an
+// error); the next round, from the start again, finds what was skipped,
+// and one that finds nothing ends them.
+func (r *remover) empty(fd int, full string, depth int) error {
+	var names []string
 	for round := 0; ; round++ {
-		names, err := readNames(fd)
+		_, err := unix.Seek(fd, 0, io.SeekStart)
+		if err == nil {
+			names, err = readBatchAt(fd, r.buf, names)
+		}
 		if err != nil {
-			unix.Close(fd)
 			return &os.PathError{Op: "readdir", Path: full, Err: err}
 		}
 		// A few rounds for what a writer adds meanwhile; top's go on for
 		// as long as directories move up into it (each move brings a
 		// subtree maxDepth levels nearer, so they end).
 		if len(names) == 0 || round >= 4 && !(depth == 0 && r.moved) {
-			break
+			return nil // rmdir tells what is left
 		}
 		if depth == 0 {
 			r.moved = false
 		}
-		for _, c := range names {
-			if err := r.removeAt(fd, full, c, depth+1); err != nil {
-				unix.Close(fd)
-				return err
+		for len(names) > 0 {
+			for _, c := range names {
+				if err := r.removeAt(fd, full, c, depth+1); err != nil {
+					return err
+				}
+			}
+			if names, err = readBatchAt(fd, r.buf, names); err != nil {
+				return &os.PathError{Op: "readdir", Path: full, Err: err}
 			}
 		}
 	}
-	unix.Close(fd)
-	if err := unix.Unlinkat(pfd, n, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
-		return &os.PathError{Op: "rmdir", Path: full, Err: err}
-	}
-	return nil
 }

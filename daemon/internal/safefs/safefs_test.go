@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -580,4 +581,154 @@ func removedWhole(t *testing.T, home, hostDir, hostFile string) {
 		t.Errorf("home still there: %v", err)
 	}
 	unchanged(t, hostDir, hostFile)
+}
+
+// smallBatches makes the walks read n entries at a time for one test; the
+// result is the most names a read returned.
+func smallBatches(t *testing.T, n int) *int {
+	t.Helper()
+	most := new(int)
+	oldBatch, oldHook := readBatch, onBatch
+	readBatch, onBatch = n, func(got int) { *most = max(*most, got) }
+	t.Cleanup(func() { readBatch, onBatch = oldBatch, oldHook })
+	return most
+}
+
+// touch makes an empty file name in dir.
+func touch(t *testing.T, dir *Dir, name string) {
+	t.Helper()
+	if err := unix.Mknodat(dir.Fd(), name, unix.S_IFREG|0o644, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWideDirBatched: a directory of 20,000 entries (names up to 254
+// bytes, some of them directories) is measured, given and removed whole,
+// a batch of readBatch names at a time, never more.
+func TestWideDirBatched(t *testing.T) {
+	const batch, entries = 16, 20000
+	most := smallBatches(t, batch)
+	home, hostDir, hostFile := fixture(t)
+	wide := filepath.Join(home, "wide")
+	if err := os.Mkdir(wide, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := open(t, wide)
+	files, dirs := 0, 2 // home and wide
+	for i := range entries {
+		n := strings.Repeat("n", i%250) + strconv.Itoa(i)
+		if i%2000 != 0 {
+			touch(t, w, n)
+			files++
+			continue
+		}
+		// A directory of a few batches, read-only, with a link.
+		dirs++
+		p := filepath.Join(wide, n)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		sub := open(t, p)
+		for j := range 3 * batch {
+			touch(t, sub, strconv.Itoa(j))
+			files++
+		}
+		if err := os.Symlink(hostDir, filepath.Join(p, "l")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := entries / 2000
+	walk := func(want uint32) {
+		t.Helper()
+		seen := map[uint64]bool{}
+		var gotFiles, gotDirs, gotLinks int
+		err := open(t, home).StatTree(func(st *unix.Stat_t) {
+			if seen[st.Ino] {
+				t.Fatalf("inode %d reported twice", st.Ino) // and the walk ends
+			}
+			seen[st.Ino] = true
+			if st.Mode&unix.S_IFMT != unix.S_IFLNK && st.Uid != want {
+				t.Errorf("inode %d: uid %d, want %d", st.Ino, st.Uid, want)
+			}
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFREG:
+				gotFiles++
+			case unix.S_IFDIR:
+				gotDirs++
+			case unix.S_IFLNK:
+				gotLinks++
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gotFiles != files || gotDirs != dirs || gotLinks != links {
+			t.Errorf("StatTree saw %d files, %d directories, %d links; want %d, %d, %d", gotFiles, gotDirs, gotLinks, files, dirs, links)
+		}
+	}
+	walk(uint32(os.Geteuid()))
+	if os.Geteuid() == 0 {
+		const uid = 4321
+		if err := open(t, home).ChownTree(uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		walk(uid)
+	}
+	removedWhole(t, home, hostDir, hostFile)
+	if *most == 0 || *most > batch {
+		t.Errorf("the most names read at once: %d, want 1..%d", *most, batch)
+	}
+}
+
+// TestStatTreeDeepBatched: below heldDirs, where a directory's descriptor
+// is closed on the way down and opened again on the way up, the walk reads
+// on from where it stopped: every entry once, none missed.
+func TestStatTreeDeepBatched(t *testing.T) {
+	const batch, perLevel = 16, 3 * 16
+	most := smallBatches(t, batch)
+	home, _, _ := fixture(t)
+	d := open(t, home)
+	depth := 2 * heldDirs
+	chain(t, d, depth).Close()
+	level := d
+	for range depth {
+		next, err := level.OpenDir("d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if level != d {
+			level.Close()
+		}
+		level = next
+		for j := range perLevel {
+			touch(t, level, strconv.Itoa(j))
+		}
+	}
+	level.Close()
+	seen := map[uint64]bool{}
+	var files, dirs int
+	err := d.StatTree(func(st *unix.Stat_t) {
+		if seen[st.Ino] {
+			t.Fatalf("inode %d reported twice", st.Ino) // and the walk ends
+		}
+		seen[st.Ino] = true
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			files++
+		case unix.S_IFDIR:
+			dirs++
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files != depth*perLevel || dirs != depth+1 {
+		t.Errorf("StatTree saw %d files and %d directories, want %d and %d", files, dirs, depth*perLevel, depth+1)
+	}
+	if *most == 0 || *most > batch {
+		t.Errorf("the most names read at once: %d, want 1..%d", *most, batch)
+	}
 }
