@@ -55,8 +55,9 @@ type Config struct {
 	PrepareGrace   time.Duration // LSP_PREPARE_GRACE
 	UsageRetention time.Duration // LSP_USAGE_RETENTION: usage rows kept (whole days; rollups forever)
 	LedgerSettle   time.Duration // LSP_LEDGER_SETTLE: GET /ledger lists rows this old and older
-	// IdempotencyMaxBytes (LSP_IDEMPOTENCY_MAX_BYTES) bounds the bytes of
-	// stored answers one org's Idempotency-Keys hold (0: no bound).
+	// IdempotencyMaxBytes (LSP_IDEMPOTENCY_MAX_BYTES) bounds the bytes
+	// one org's Idempotency-Keys hold: each key's row, its stored answer
+	// among them (0: no bound).
 	IdempotencyMaxBytes int64
 	// HoldSettleInterval (LSP_HOLD_SETTLE_INTERVAL) is how often holds a
 	// prepare left unsettled are decided by asking their daemon again.

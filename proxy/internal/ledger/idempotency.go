@@ -20,8 +20,8 @@ const (
 	IdempotencyMismatch IdempotencyState = "mismatch"
 	// IdempotencyInProgress: another attempt with this key is running (409 idempotency_in_progress).
 	IdempotencyInProgress IdempotencyState = "in_progress"
-	// IdempotencyFull: the org's keys hold its bound of stored answers (MaxOrgBytes); no new key
-	// until some expire (429).
+	// IdempotencyFull: the org's keys hold its bound of bytes (MaxOrgBytes); no new key until some
+	// expire (429).
 	IdempotencyFull IdempotencyState = "full"
 )
 
@@ -38,8 +38,9 @@ type IdempotencyRequest struct {
 	// Lease bounds how long an attempt may hold the key without an answer (its proxy may have died);
 	// a retry after it takes the key over.
 	Lease time.Duration
-	// MaxOrgBytes bounds the bytes of answers the org's keys hold (0: no bound). An org at it claims
-	// no new key; a key it holds still replays (migration 009).
+	// MaxOrgBytes bounds the bytes the org's keys hold (0: no bound): each key's row counts ~256
+	// bytes of overhead, its key, its headers and its answer, in flight too. An org at it claims no
+	// new key; a key it holds still replays (migrations 009, 010).
 	MaxOrgBytes int64
 }
 

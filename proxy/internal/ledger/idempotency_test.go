@@ -187,15 +187,35 @@ func TestIdempotencyKeyRefusesBadInput(t *testing.T) {
 	}
 }
 
-// An org's keys hold at most MaxOrgBytes of stored answers: past it a new key is refused ("full")
-// while a key the org holds still replays; as its keys expire, or are given back, room comes back.
-// The count follows every way an answer comes and goes (store, give back, expiry, takeover), and
-// other orgs are not touched.
+// idemRowOverhead is what migration 010 charges an idempotency_keys row besides its key, headers and
+// body. The tests keep their own copy of the formula, so that a change of the migration's shows.
+const idemRowOverhead = 256
+
+// idemRowBytes is what one row costs its org: headers is the text of the stored jsonb ("" for none,
+// as in flight), body its length.
+func idemRowBytes(key, headers string, body int) int64 {
+	return idemRowOverhead + int64(len(key)) + int64(len(headers)) + int64(body)
+}
+
+// idemCountSQL sums the rows' cost per org afresh, for comparison with the trigger's idempotency_bytes.
+const idemCountSQL = `SELECT org, sum(256 + octet_length(key) + coalesce(octet_length(headers::text), 0)
+	+ coalesce(octet_length(body), 0))::bigint FROM idempotency_keys GROUP BY org`
+
+// An org's keys hold at most MaxOrgBytes, each row counted whole (its overhead, key, headers and
+// answer; an in-flight key its overhead and key): past it a new key is refused ("full") while a key
+// the org holds still replays; as its keys expire, or are given back, room comes back. The count
+// follows every way a row comes and goes (claim, store, give back, expiry, takeover), and other orgs
+// are not touched.
 func TestIdempotencyOrgBound(t *testing.T) {
 	t.Parallel()
 	l, url := open(t)
 	conn := connect(t, url)
-	const bound = 1000
+	header := map[string]string{"Content-Type": "application/json"}
+	const headerText = `{"Content-Type": "application/json"}` // as jsonb prints it
+	answer := func(key string, n int) int64 { return idemRowBytes(key, headerText, n) }
+	inFlight := func(key string) int64 { return idemRowBytes(key, "", 0) }
+	// Two answers fill it.
+	bound := answer("k1", 600) + answer("k2", 400)
 	bounded := func(org, key, hash, attempt string) ledger.IdempotencyRequest {
 		r := idem(org, key, hash, attempt)
 		r.MaxOrgBytes = bound
@@ -208,7 +228,7 @@ func TestIdempotencyOrgBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		var want int64
-		if err := conn.QueryRow(ctx, `SELECT coalesce(sum(octet_length(body)), 0) FROM idempotency_keys WHERE org = $1`, org).Scan(&want); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT coalesce((SELECT c.sum FROM (`+idemCountSQL+`) c WHERE c.org = $1), 0)`, org).Scan(&want); err != nil {
 			t.Fatal(err)
 		}
 		if n != want {
@@ -222,48 +242,97 @@ func TestIdempotencyOrgBound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store := func(key, attempt string, n int) {
+	store := func(key, attempt string, n int, before int64) {
 		t.Helper()
 		if s, _ := claim(t, l, bounded("acme", key, "h-"+key, attempt)); s != ledger.IdempotencyClaimed {
 			t.Fatalf("claim %s: %s", key, s)
 		}
-		if err := l.StoreIdempotentAnswer(ctx, "acme", key, attempt, ledger.StoredAnswer{Status: 200, Body: make([]byte, n)}); err != nil {
+		// In flight, the key already counts its row.
+		if got, want := count("acme"), before+inFlight(key); got != want {
+			t.Fatalf("%s in flight: %d bytes; want %d", key, got, want)
+		}
+		if err := l.StoreIdempotentAnswer(ctx, "acme", key, attempt, ledger.StoredAnswer{Status: 200, Header: header, Body: make([]byte, n)}); err != nil {
 			t.Fatal(err)
 		}
+		if got, want := count("acme"), before+answer(key, n); got != want {
+			t.Fatalf("%s answered: %d bytes; want %d", key, got, want)
+		}
 	}
-	store("k1", "a1", 600)
-	store("k2", "a2", 400)
+	store("k1", "a1", 600, 0)
+	store("k2", "a2", 400, answer("k1", 600))
 	if n := count("acme"); n != bound {
-		t.Fatalf("after two answers: %d bytes", n)
+		t.Fatalf("after two answers: %d bytes; want %d", n, bound)
 	}
 	if s, _ := claim(t, l, bounded("acme", "k3", "h-k3", "a3")); s != ledger.IdempotencyFull {
 		t.Fatalf("a new key at the bound: %s", s)
 	}
-	if s, a := claim(t, l, bounded("acme", "k1", "h-k1", "a4")); s != ledger.IdempotencyReplay || len(a.Body) != 600 {
-		t.Fatalf("a key the org holds, at the bound: %s", s)
+	if n := count("acme"); n != bound {
+		t.Fatalf("after a refused key: %d bytes; want %d", n, bound)
+	}
+	if s, a := claim(t, l, bounded("acme", "k1", "h-k1", "a4")); s != ledger.IdempotencyReplay || len(a.Body) != 600 || a.Header["Content-Type"] != "application/json" {
+		t.Fatalf("a key the org holds, at the bound: %s %+v", s, a)
 	}
 	if s, _ := claim(t, l, bounded("other", "k3", "h", "b1")); s != ledger.IdempotencyClaimed {
 		t.Fatalf("another org: %s", s)
 	}
-	// k2 expires: the next new key deletes it and fits.
+	// k2 expires: the next new key deletes it and fits; in flight it counts its key and overhead.
 	expire("k2")
 	if s, _ := claim(t, l, bounded("acme", "k3", "h-k3", "a5")); s != ledger.IdempotencyClaimed {
 		t.Fatalf("a new key once one expired: %s", s)
 	}
-	if n := count("acme"); n != 600 {
-		t.Fatalf("after the expired key went: %d bytes", n)
+	if n, want := count("acme"), answer("k1", 600)+inFlight("k3"); n != want {
+		t.Fatalf("after the expired key went: %d bytes; want %d", n, want)
 	}
-	// Given back, a key's room is free (it held no answer); taken over after its lease, its old
-	// answer's bytes go.
+	// Given back, a key's row is free; taken over after its expiry, its old answer and headers go
+	// and its in-flight row stays.
 	if err := l.ReleaseIdempotencyKey(ctx, "acme", "k3", "a5"); err != nil {
 		t.Fatal(err)
+	}
+	if n, want := count("acme"), answer("k1", 600); n != want {
+		t.Fatalf("after a key was given back: %d bytes; want %d", n, want)
 	}
 	expire("k1")
 	if s, _ := claim(t, l, bounded("acme", "k1", "h-k1b", "a6")); s != ledger.IdempotencyClaimed {
 		t.Fatalf("an expired key claimed again: %s", s)
 	}
-	if n := count("acme"); n != 0 {
-		t.Fatalf("after the expired key was claimed again: %d bytes", n)
+	if n, want := count("acme"), inFlight("k1"); n != want {
+		t.Fatalf("after the expired key was claimed again: %d bytes; want %d", n, want)
 	}
-	count("other")
+	if err := l.ReleaseIdempotencyKey(ctx, "acme", "k1", "a6"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("acme"); n != 0 {
+		t.Fatalf("with no key left: %d bytes", n)
+	}
+	if n, want := count("other"), inFlight("k3"); n != want {
+		t.Fatalf("the other org: %d bytes; want %d", n, want)
+	}
+}
+
+// Keys without answers fill the bound too: an org claiming keys and never answering (or answering
+// with nearly nothing) is held to it by the rows themselves.
+func TestIdempotencyOrgBoundCountsKeysInFlight(t *testing.T) {
+	t.Parallel()
+	l, _ := open(t)
+	keys := []string{"key-1", "key-2", "key-3"}
+	var bound int64
+	for _, k := range keys {
+		bound += idemRowBytes(k, "", 0)
+	}
+	for i, k := range keys {
+		r := idem("acme", k, "h", fmt.Sprint("a", i))
+		r.MaxOrgBytes = bound
+		if s, _ := claim(t, l, r); s != ledger.IdempotencyClaimed {
+			t.Fatalf("claim %s: %s", k, s)
+		}
+	}
+	r := idem("acme", "key-4", "h", "a4")
+	r.MaxOrgBytes = bound
+	if s, _ := claim(t, l, r); s != ledger.IdempotencyFull {
+		t.Fatalf("a new key once keys in flight fill the bound: %s", s)
+	}
+	r.MaxOrgBytes = bound + 1
+	if s, _ := claim(t, l, r); s != ledger.IdempotencyClaimed {
+		t.Fatalf("a new key a byte under the bound: %s", s)
+	}
 }

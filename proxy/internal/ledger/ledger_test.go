@@ -48,7 +48,8 @@ func connect(t testing.TB, url string) *pgx.Conn {
 }
 
 // checkInvariants: every balance equals the sum of its org's rows and is not negative; live holds
-// never exceed the balance; every captured hold points at its one prepare row.
+// never exceed the balance; every captured hold points at its one prepare row; every org's
+// idempotency_bytes is the sum of its keys' rows.
 func checkInvariants(t testing.TB, url string) {
 	t.Helper()
 	conn := connect(t, url)
@@ -87,6 +88,31 @@ func checkInvariants(t testing.TB, url string) {
 	}
 	if bad != 0 {
 		t.Errorf("%d holds disagree with the prepare rows", bad)
+	}
+	checkIdempotencyBytes(t, conn)
+}
+
+// checkIdempotencyBytes compares every org's idempotency_bytes, kept by the trigger, with a fresh sum
+// over its keys' rows (idemCountSQL); an org without a count or without rows stands for 0.
+func checkIdempotencyBytes(t testing.TB, conn *pgx.Conn) {
+	t.Helper()
+	rows, err := conn.Query(ctx, `SELECT coalesce(b.org, c.org), coalesce(b.bytes, 0), coalesce(c.sum, 0)
+		  FROM idempotency_bytes b FULL JOIN (`+idemCountSQL+`) c ON c.org = b.org
+		 WHERE coalesce(b.bytes, 0) <> coalesce(c.sum, 0)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var org string
+		var counted, sum int64
+		if err := rows.Scan(&org, &counted, &sum); err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("org %s: idempotency_bytes %d, its keys' rows %d", org, counted, sum)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 

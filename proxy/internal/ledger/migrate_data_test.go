@@ -8,14 +8,13 @@ import (
 	"github.com/hanzoai/lsp/migrations"
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
 	"github.com/hanzoai/lsp/proxy/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
-// Migration 008 moves the existing data: a ledger written by the schema before it (query rows in
-// ledger_rows, a prepare row whose status was filled in afterwards) comes out with its query rows in
-// usage_rows under the same ids, a usage row for the request that prepared, only money rows left in
-// ledger_rows, the same listing and the same balances, and a clean reconcile.
-func TestMigrationMovesQueryRows(t *testing.T) {
-	t.Parallel()
+// migratedBefore gives a fresh database with the migrations before version applied and recorded as
+// Migrate records them, so that ledger.Open applies the rest; and a connection to it.
+func migratedBefore(t *testing.T, version int) (string, *pgx.Conn) {
+	t.Helper()
 	url := pgtest.NewEmptyDatabase(t)
 	conn := connect(t, url)
 	all, err := migrations.All()
@@ -27,7 +26,7 @@ func TestMigrationMovesQueryRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range all {
-		if m.Version >= 8 {
+		if m.Version >= version {
 			break
 		}
 		if _, err := conn.Exec(ctx, m.SQL); err != nil {
@@ -38,6 +37,16 @@ func TestMigrationMovesQueryRows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return url, conn
+}
+
+// Migration 008 moves the existing data: a ledger written by the schema before it (query rows in
+// ledger_rows, a prepare row whose status was filled in afterwards) comes out with its query rows in
+// usage_rows under the same ids, a usage row for the request that prepared, only money rows left in
+// ledger_rows, the same listing and the same balances, and a clean reconcile.
+func TestMigrationMovesQueryRows(t *testing.T) {
+	t.Parallel()
+	url, conn := migratedBefore(t, 8)
 	// The old writers: a credit, a prepare captured with its status set afterwards, query rows.
 	if _, err := conn.Exec(ctx, `
 		SELECT lsp_credit('acme', 10, 'ops');
@@ -99,4 +108,79 @@ func TestMigrationMovesQueryRows(t *testing.T) {
 	if r := reconcileNow(t, l, 0); !r.OK() {
 		t.Fatalf("reconcile after the migration: %q", r.Problems)
 	}
+}
+
+// Migration 010 recounts the keys an org already holds, as the trigger of 009 left them (bodies
+// only): after it every org's count is its rows' cost (an in-flight key's too, its headers too), an
+// org whose keys are all gone has no count, and the new trigger keeps the counts from there.
+func TestMigrationRecountsIdempotencyBytes(t *testing.T) {
+	t.Parallel()
+	url, conn := migratedBefore(t, 10)
+	const headerText = `{"Content-Type": "application/json"}`
+	long := strings.Repeat("x", 255)
+	if _, err := conn.Exec(ctx, `
+		SELECT lsp_idem_claim('acme', 'k-done', 'h', 'a1', interval '1 day', interval '1 hour', 0);
+		SELECT lsp_idem_finish('acme', 'k-done', 'a1', 200, '`+headerText+`', '\x68656c6c6f');
+		SELECT lsp_idem_claim('acme', 'k-flight', 'h', 'a2', interval '1 day', interval '1 hour', 0);
+		SELECT lsp_idem_claim('acme', 'k-empty', 'h', 'a3', interval '1 day', interval '1 hour', 0);
+		SELECT lsp_idem_finish('acme', 'k-empty', 'a3', 204, 'null', '');
+		SELECT lsp_idem_claim('beta', '`+long+`', 'h', 'b1', interval '1 day', interval '1 hour', 0);
+		SELECT lsp_idem_claim('gone', 'k', 'h', 'g1', interval '1 day', interval '1 hour', 0);
+		SELECT lsp_idem_finish('gone', 'k', 'g1', 200, NULL, '\x00');
+		DELETE FROM idempotency_keys WHERE org = 'gone'`); err != nil {
+		t.Fatal(err)
+	}
+	counts := func() map[string]int64 {
+		t.Helper()
+		rows, err := conn.Query(ctx, `SELECT org, bytes FROM idempotency_bytes`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]int64{}
+		for rows.Next() {
+			var org string
+			var n int64
+			if err := rows.Scan(&org, &n); err != nil {
+				t.Fatal(err)
+			}
+			out[org] = n
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got, want := fmt.Sprint(counts()), fmt.Sprint(map[string]int64{"acme": 5, "gone": 0}); got != want {
+		t.Fatalf("before the migration (bodies only): %s; want %s", got, want)
+	}
+
+	l, err := ledger.Open(ctx, url, nil) // applies 010
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	want := map[string]int64{
+		"acme": idemRowBytes("k-done", headerText, 5) + idemRowBytes("k-flight", "", 0) + idemRowBytes("k-empty", "null", 0),
+		"beta": idemRowBytes(long, "", 0),
+	}
+	if got := counts(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the migration: %v; want %v", got, want)
+	}
+	checkIdempotencyBytes(t, conn)
+
+	// From here the trigger counts whole rows: an answer's headers and body join beta's key, a new
+	// org's key in flight counts at once.
+	if err := l.StoreIdempotentAnswer(ctx, "beta", long, "b1", ledger.StoredAnswer{Status: 200, Header: map[string]string{"Retry-After": "2"}, Body: []byte("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, err := l.ClaimIdempotencyKey(ctx, idem("gone", "k2", "h", "g2")); err != nil || s != ledger.IdempotencyClaimed {
+		t.Fatalf("claim: %s %v", s, err)
+	}
+	want["beta"] = idemRowBytes(long, `{"Retry-After": "2"}`, 2)
+	want["gone"] = idemRowBytes("k2", "", 0)
+	if got := counts(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after an answer and a claim: %v; want %v", got, want)
+	}
+	checkIdempotencyBytes(t, conn)
 }
