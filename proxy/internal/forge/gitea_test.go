@@ -5,18 +5,22 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/devforge"
 )
 
@@ -491,21 +495,142 @@ func FuzzReadArchive(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var total int64
-		for i, fl := range tree.Files {
-			if !validPath(fl.Path) || strings.Count(fl.Path, "/")+1 > lim.MaxDepth {
-				t.Fatalf("invalid path sent: %q", fl.Path)
-			}
-			if int64(len(fl.Data)) > lim.MaxFileBytes || fl.SHA256 != sha256Hex(fl.Data) {
-				t.Fatalf("%s: over the file bound or wrong sum", fl.Path)
-			}
-			if i > 0 && tree.Files[i-1].Path >= fl.Path {
-				t.Fatalf("files not sorted or repeated at %q", fl.Path)
-			}
-			total += int64(len(fl.Data))
+		checkTreeBounds(t, tree, lim)
+	})
+}
+
+// checkTreeBounds: a tree kept within lim sends only valid paths, once
+// each and sorted, with their own bytes, and few enough warnings.
+func checkTreeBounds(t *testing.T, tree *Tree, lim Limits) {
+	t.Helper()
+	var total int64
+	for i, fl := range tree.Files {
+		if !validPath(fl.Path) || strings.Count(fl.Path, "/")+1 > lim.MaxDepth {
+			t.Fatalf("invalid path sent: %q", fl.Path)
 		}
-		if total > lim.MaxTotalBytes || len(tree.Files) > lim.MaxFiles {
-			t.Fatalf("tree over its bounds: %d bytes, %d files", total, len(tree.Files))
+		if int64(len(fl.Data)) > lim.MaxFileBytes || fl.SHA256 != sha256Hex(fl.Data) || fl.Size != int64(len(fl.Data)) {
+			t.Fatalf("%s: over the file bound or wrong sum", fl.Path)
+		}
+		if i > 0 && tree.Files[i-1].Path >= fl.Path {
+			t.Fatalf("files not sorted or repeated at %q", fl.Path)
+		}
+		total += int64(len(fl.Data))
+	}
+	if total > lim.MaxTotalBytes || len(tree.Files) > lim.MaxFiles || len(tree.Warnings) > daemonv1.MaxTreeWarnings {
+		t.Fatalf("tree over its bounds: %d bytes, %d files, %d warnings", total, len(tree.Files), len(tree.Warnings))
+	}
+}
+
+// cannedGitea answers every Gitea API call with one canned JSON body: user
+// for /users/{login}, api for the others; flood follows each with an
+// endless run of spaces. It fails the test on a request that leaves
+// acme/app (or the sudo login), and keeps how much of each body was read.
+type cannedGitea struct {
+	t         *testing.T
+	user, api []byte
+	flood     bool
+	read      []*countingReader
+}
+
+type spaces struct{}
+
+func (spaces) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	return len(p), nil
+}
+
+func (c *cannedGitea) RoundTrip(r *http.Request) (*http.Response, error) {
+	p := r.URL.Path
+	if r.URL.Host != "forge.test" || p != "/api/v1/users/alice" && p != "/api/v1/repos/acme/app" && !strings.HasPrefix(p, "/api/v1/repos/acme/app/") ||
+		slices.Contains(strings.Split(p, "/"), "..") {
+		c.t.Errorf("a request to %s", r.URL)
+	}
+	body := c.api
+	if strings.HasPrefix(p, "/api/v1/users/") {
+		body = c.user
+	}
+	var rd io.Reader = bytes.NewReader(body)
+	if c.flood {
+		rd = io.MultiReader(rd, spaces{})
+	}
+	cr := &countingReader{r: rd}
+	c.read = append(c.read, cr)
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(cr), Request: r}, nil
+}
+
+// FuzzGiteaResolve: whatever JSON a Gitea answers, Resolve never panics,
+// asks only about the repository (a default branch it names cannot take a
+// call elsewhere), and returns a full sha (the one asked for, for a sha)
+// or a forge error; in sudo mode, only after the forge said the login is
+// not an administrator.
+func FuzzGiteaResolve(f *testing.F) {
+	sha := strings.Repeat("c", 40)
+	user := `{"login":"alice","is_admin":false}`
+	for _, s := range []struct{ user, api, rev string }{
+		{user, `{"default_branch":"main","empty":false,"commit":{"id":"` + sha + `"}}`, ""},
+		{user, `{"sha":"` + strings.ToUpper(sha) + `"}`, sha},
+		{user, `{"name":"v1","commit":{"sha":"` + sha + `","id":"` + sha + `"}}`, "refs/tags/v1"},
+		{`{"login":"ALICE","is_admin":true}`, `{"commit":{"id":"` + sha + `"}}`, "main"},
+		{`{"login":"alice"}`, `{"default_branch":"../../users/root"}`, "cafe"},
+		{`{"login":"alice","is_admin":"no"}`, `{"default_branch":"a/b","commit":{"id":"` + sha[:39] + `"}}`, ""},
+		{`[]`, `null`, "refs/heads/x"},
+	} {
+		f.Add([]byte(s.user), []byte(s.api), s.rev, false)
+		f.Add([]byte(s.user), []byte(s.api), s.rev, true)
+	}
+	f.Fuzz(func(t *testing.T, userBody, apiBody []byte, revText string, sudo bool) {
+		rev, err := ParseRev(revText)
+		if err != nil {
+			return
+		}
+		canned := &cannedGitea{t: t, user: userBody, api: apiBody}
+		g := NewGitea("http://forge.test", &http.Client{Transport: canned}, nil)
+		cred := bearer(readerToken)
+		if sudo {
+			cred = Credential{Mode: "sudo", Token: adminToken, User: "alice"}
+		}
+		commit, err := g.Resolve(context.Background(), cred, "acme", "app", rev)
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrForbidden) && !errors.Is(err, ErrBadRev) {
+				t.Fatalf("Resolve: %v", err)
+			}
+			return
+		}
+		if want, ok := rev.Commit(); !isFullSHA(commit) || ok && commit != want {
+			t.Fatalf("Resolve(%q) = %q", revText, commit)
+		}
+		var u struct {
+			Login   string `json:"login"`
+			IsAdmin *bool  `json:"is_admin"`
+		}
+		if sudo && (json.Unmarshal(userBody, &u) != nil || u.IsAdmin == nil || *u.IsAdmin || !strings.EqualFold(u.Login, "alice")) {
+			t.Fatalf("acted as alice after the user answer %q", userBody)
 		}
 	})
+}
+
+// TestGiteaAnswersAreBounded: an answer that never ends is read up to
+// maxAPIBytes and a drained tail, then refused, on every call Resolve makes.
+func TestGiteaAnswersAreBounded(t *testing.T) {
+	sha := strings.Repeat("c", 40)
+	for _, rev := range []string{"", sha, "main"} {
+		canned := &cannedGitea{t: t, user: []byte(`{"login":"alice","is_admin":false}`), api: []byte(`{"default_branch":"main","commit":{"id":"` + sha + `"},"sha":"` + sha + `"}`), flood: true}
+		g := NewGitea("http://forge.test", &http.Client{Transport: canned}, nil)
+		for _, cred := range []Credential{bearer(readerToken), {Mode: "sudo", Token: adminToken, User: "alice"}} {
+			canned.read = nil
+			if _, err := g.Resolve(context.Background(), cred, "acme", "app", mustRev(t, rev)); !errors.Is(err, ErrUnavailable) {
+				t.Errorf("%q, %s: %v, want ErrUnavailable", rev, cred.Mode, err)
+			}
+			for _, cr := range canned.read {
+				if cr.n > maxAPIBytes+1+64<<10 {
+					t.Errorf("%q, %s: read %d bytes of an answer", rev, cred.Mode, cr.n)
+				}
+			}
+			if len(canned.read) != 1 {
+				t.Errorf("%q, %s: %d calls after an answer was refused", rev, cred.Mode, len(canned.read))
+			}
+		}
+	}
 }

@@ -325,7 +325,8 @@ func parseBodyDecoding(raw []byte, allowed map[string]bool) (*body, error) {
 }
 
 // FuzzParseBodyAgrees: parseBody accepts exactly the bodies the three
-// decodes accepted, with the same meaning, and refuses the rest.
+// decodes accepted, with the same meaning, and refuses the rest; on what
+// it accepts, replayBody's lenient read agrees on repo, rev and limit.
 func FuzzParseBodyAgrees(f *testing.F) {
 	for _, b := range validBodies {
 		f.Add([]byte(b))
@@ -335,6 +336,7 @@ func FuzzParseBodyAgrees(f *testing.F) {
 		`{"repo":{"a":[1,"]}",{"b":"\"}"}]},"line":2}`, `{"repo":"a"} x`, `{} {}`, `[1]`, `null`, ` {"line":-0} `,
 		`{"line":3.0}`, `{"include_declaration":1,"owner":2}`, "{\"repo\":\"\\ud800\"}", `{"\u0072epo":"r"}`,
 		`{"repo":"x\",\"repo","repo":"y"}`, `{"text":"} ,","line":1,"line":2}`, `{"repo":"\\","path":"[{"}`,
+		`{"repo":"r","REV":"x"}`, `{"repo":"r","limit":100,"re\u0076":"main"}`, `{"repo":"r","limit":null,"rev":null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -350,8 +352,20 @@ func FuzzParseBodyAgrees(f *testing.F) {
 		if (err == nil) != (werr == nil) {
 			t.Fatalf("%q: parseBody says %v, the decoder %v", raw, err, werr)
 		}
-		if err == nil && !reflect.DeepEqual(got, want) {
+		if err != nil {
+			return
+		}
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q: parseBody read %+v, the decoder %+v", raw, got, want)
+		}
+		// A replay re-checks the forge with the idempotency middleware's
+		// lenient read of the same bytes: it must name what was checked.
+		var peek replayBody
+		if err := json.Unmarshal(raw, &peek); err != nil {
+			t.Fatalf("%q: the replay read fails: %v", raw, err)
+		}
+		if !reflect.DeepEqual(peek, replayBody{Repo: got.Repo, Rev: got.Rev, Limit: got.Limit}) {
+			t.Fatalf("%q: the replay reads %+v, the body %+v", raw, peek, got)
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/auth"
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
 	"github.com/hanzoai/lsp/proxy/internal/operation"
 )
 
@@ -186,4 +187,72 @@ func flip(s string, i int) string {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// FuzzOpenCursor: any string given as an operation or a ledger cursor opens
+// only with its kind's signature under the proxy's key; any payload signed
+// so (which only the proxy can make) decodes without a panic and opens only
+// for its tenant; and what the real encoders seal opens again with what
+// they sealed, as its own kind only.
+func FuzzOpenCursor(f *testing.F) {
+	s := New(Deps{CursorSecret: []byte("fuzz-secret")})
+	other := New(Deps{CursorSecret: []byte("other-secret")})
+	req := cursorRequest()
+	op := s.sealCursor(cursorTenant, &req, cursorCommit, "prep", 20, 7)
+	led := s.sealLedgerCursor("acme", ledger.RowFilter{Model: "query"}, 42)
+	for _, raw := range []string{op, led, "", ".", "x.y", flip(op, 4), op + ".x", other.sealCursor(cursorTenant, &req, cursorCommit, "", 1, 1)} {
+		p, _, _ := strings.Cut(raw, ".")
+		b, _ := base64.RawURLEncoding.DecodeString(p)
+		f.Add(raw, b, uint32(20), uint64(7), int64(42))
+	}
+	f.Add("", []byte(`{"t":"`+cursorTenant+`","q":"x","o":-1,"g":1e99}`), uint32(0), uint64(0), int64(-1))
+	f.Add("", []byte(`{"k":"ledger","o":"acme","f":"","a":-5}`), uint32(1<<31), uint64(1<<63), int64(1<<62))
+	f.Fuzz(func(t *testing.T, raw string, payload []byte, offset uint32, gen uint64, after int64) {
+		p, sig, _ := strings.Cut(raw, ".")
+		r := cursorRequest()
+		if _, err := s.openCursor(raw, cursorTenant, &r); err == nil && (len(raw) > 1024 || sig != s.sign(p)) {
+			t.Fatalf("operation cursor %q opened without its signature", raw)
+		} else if err != nil && (errorStatus(err) != 400 || r.CursorCommit != "") {
+			t.Fatalf("refused with %v, CursorCommit %q", err, r.CursorCommit)
+		}
+		if _, err := s.parseLedgerCursor(raw); err == nil && (len(raw) > 1024 || sig != s.signLedger(p)) {
+			t.Fatalf("ledger cursor %q opened without its signature", raw)
+		}
+
+		// A payload signed with the key: the decode alone decides.
+		pp := base64.RawURLEncoding.EncodeToString(payload)
+		if c, err := s.openCursor(pp+"."+s.sign(pp), cursorTenant, ptr(cursorRequest())); err == nil && c.Tenant != cursorTenant {
+			t.Fatalf("opened %+v for another tenant", c)
+		}
+		if _, err := other.openCursor(pp+"."+s.sign(pp), cursorTenant, ptr(cursorRequest())); err == nil {
+			t.Fatal("a cursor opened under another key")
+		}
+		if c, err := s.parseLedgerCursor(pp + "." + s.signLedger(pp)); err == nil && (c.Kind != "ledger" || c.AfterID < 0) {
+			t.Fatalf("opened ledger cursor %+v", c)
+		}
+		if _, err := s.parseLedgerCursor(pp + "." + s.sign(pp)); err == nil {
+			t.Fatal("an operation signature opened a ledger cursor")
+		}
+
+		// The real encoders round-trip, each for its own kind only.
+		sealed := s.sealCursor(cursorTenant, &req, cursorCommit, "prep", offset, gen)
+		r = cursorRequest()
+		c, err := s.openCursor(sealed, cursorTenant, &r)
+		if err != nil || c.Offset != offset || c.Generation != gen || r.CursorCommit != cursorCommit || r.CursorPrepareID != "prep" {
+			t.Fatalf("operation round trip: %+v, %v", c, err)
+		}
+		if _, err := s.parseLedgerCursor(sealed); err == nil {
+			t.Fatal("an operation cursor opened as a ledger cursor")
+		}
+		if after < 0 {
+			return
+		}
+		sealed = s.sealLedgerCursor("acme", ledger.RowFilter{Model: "query"}, after)
+		if got, err := s.openLedgerCursor(sealed, "acme", ledger.RowFilter{Model: "query"}); err != nil || got != after {
+			t.Fatalf("ledger round trip: %d, %v", got, err)
+		}
+		if _, err := s.openCursor(sealed, cursorTenant, ptr(cursorRequest())); err == nil {
+			t.Fatal("a ledger cursor opened as an operation cursor")
+		}
+	})
 }

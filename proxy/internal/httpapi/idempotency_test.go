@@ -568,3 +568,36 @@ func TestIdempotencyKeepsTheLargestCodeAnswer(t *testing.T) {
 		t.Fatalf("the operation ran %d times", n)
 	}
 }
+
+// FuzzIdempotencyKey: a header is taken only as one value of 1 to 255
+// visible ASCII bytes, which is the key as sent; anything else is 400, and
+// no header is no key.
+func FuzzIdempotencyKey(f *testing.F) {
+	for _, k := range []string{"k-1", "0190f7c2-5f1e-4b7a-9c1d-3e2f4a5b6c7d", "", " k", "k\x7f", "é", strings.Repeat("x", 256)} {
+		f.Add(k, "other", uint8(1))
+	}
+	f.Add("k-1", "k-1", uint8(2))
+	f.Add("", "", uint8(0))
+	f.Fuzz(func(t *testing.T, first, second string, n uint8) {
+		h := http.Header{}
+		for _, v := range []string{first, second}[:n%3] {
+			h.Add("Idempotency-Key", v)
+		}
+		key, err := idempotencyKey(h)
+		visible := len(first) >= 1 && len(first) <= 255 && !strings.ContainsFunc(first, func(r rune) bool { return r < 0x21 || r > 0x7e })
+		switch {
+		case n%3 == 0:
+			if key != "" || err != nil {
+				t.Fatalf("no header: %q, %v", key, err)
+			}
+		case n%3 == 1 && visible:
+			if key != first || err != nil {
+				t.Fatalf("%q: %q, %v", first, key, err)
+			}
+		default:
+			if key != "" || err == nil || errorStatus(err) != 400 {
+				t.Fatalf("%q, %q: took %q, %v", first, second, key, err)
+			}
+		}
+	})
+}
