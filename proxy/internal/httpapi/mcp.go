@@ -264,20 +264,17 @@ func principalKey(p *auth.Principal) string {
 
 // mcpBind reads `?repo=&rev=`; no parameters is an unbound session.
 func (s *Server) mcpBind(ctx context.Context, r *http.Request, p *auth.Principal, reqID string) (*mcpBinding, error) {
-	q := r.URL.Query()
-	for k := range q {
-		if k != "repo" && k != "rev" {
-			return nil, apierr.BadRequest("unknown query parameter %q", truncate(k, 64))
-		}
+	q, err := parseWorkspaceQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, err
 	}
-	if !q.Has("repo") {
-		if q.Has("rev") {
+	if q.Repo == nil {
+		if q.Rev != nil {
 			return nil, apierr.BadRequest("rev needs repo")
 		}
 		return nil, nil
 	}
-	repo, rev := q.Get("repo"), q.Get("rev")
-	name, parsed, err := commonRequest(&body{Repo: &repo, Rev: &rev})
+	name, parsed, err := commonRequest(q)
 	if err != nil {
 		return nil, err
 	}

@@ -35,20 +35,31 @@ func workspaceQuery(c echo.Context) (string, forge.Rev, error) {
 			return "", forge.Rev{}, apierr.BadRequest("this route takes no body")
 		}
 	}
-	if len(r.URL.RawQuery) > MaxBody {
-		return "", forge.Rev{}, apierr.BadRequest("the query string is too long")
-	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	b, err := parseWorkspaceQuery(r.URL.RawQuery)
 	if err != nil {
-		return "", forge.Rev{}, apierr.BadRequest("the query string does not parse")
+		return "", forge.Rev{}, err
+	}
+	return commonRequest(b)
+}
+
+// parseWorkspaceQuery reads repo and rev from a query string, strictly: an
+// unknown or repeated parameter, or one that does not parse, is 400. The
+// workspace routes and the MCP door's binding read it alike.
+func parseWorkspaceQuery(raw string) (*body, error) {
+	if len(raw) > MaxBody {
+		return nil, apierr.BadRequest("the query string is too long")
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, apierr.BadRequest("the query string does not parse")
 	}
 	b := &body{}
 	for name, vs := range q {
 		if !workspaceParams[name] {
-			return "", forge.Rev{}, apierr.BadRequest("unknown query parameter %q", truncate(name, 64))
+			return nil, apierr.BadRequest("unknown query parameter %q", truncate(name, 64))
 		}
 		if len(vs) != 1 {
-			return "", forge.Rev{}, apierr.BadRequest("query parameter %q is repeated", name)
+			return nil, apierr.BadRequest("query parameter %q is repeated", name)
 		}
 		v := vs[0]
 		switch name {
@@ -58,7 +69,7 @@ func workspaceQuery(c echo.Context) (string, forge.Rev, error) {
 			b.Rev = &v
 		}
 	}
-	return commonRequest(b)
+	return b, nil
 }
 
 // capabilities is GET /capabilities?repo=&rev=: per language, the server,

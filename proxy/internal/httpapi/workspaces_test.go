@@ -16,8 +16,8 @@ import (
 // FuzzWorkspaceQuery: the query strings of GET /capabilities, DELETE
 // /workspaces (workspaceQuery) and of an MCP session (mcpBind) never panic
 // them. What workspaceQuery accepts is a repo slug and a revision ParseRev
-// takes, from one repo and at most one rev, without a body; mcpBind binds
-// what it accepts to the same, and never to a query with another parameter.
+// takes, from one repo and at most one rev, without a body; mcpBind reads
+// the query as strictly (the body aside), and binds to the same.
 func FuzzWorkspaceQuery(f *testing.F) {
 	for _, q := range []string{"", "repo=r", "repo=hello&rev=main", "repo=r&rev=" + strings.Repeat("a", 40), "rev=main",
 		"repo=r&repo=s", "repo=..", "repo=%2e%2e", "repo=r&x=1", "repo=r;rev=v", "repo=r&rev=refs/heads/a..b", "repo=a%zz", "repo=r&rev="} {
@@ -60,6 +60,9 @@ func FuzzWorkspaceQuery(f *testing.F) {
 				t.Fatalf("%q: bound %+v without the caller's check", rawQuery, b)
 			}
 		case errorStatus(berr) == 403: // accepted, then refused for the org
+			if err != nil && reqBody == "" {
+				t.Fatalf("%q: mcpBind accepted what workspaceQuery refuses (%v)", rawQuery, err)
+			}
 			name, _, err := commonRequest(&body{Repo: ptr(q.Get("repo")), Rev: ptr(q.Get("rev"))})
 			if err != nil || name != q.Get("repo") {
 				t.Fatalf("%q: mcpBind accepted repo %q, rev %q", rawQuery, q.Get("repo"), q.Get("rev"))
