@@ -114,7 +114,9 @@ func renderText(name string, out map[string]any) string {
 	}
 	s := b.String()
 	if len(s) > maxTextRendering {
-		s = s[:maxTextRendering] + "\n… (cut; the structured content has the whole answer)\n"
+		// On a character's boundary: a cut one would reach the client
+		// as U+FFFD.
+		s = strings.ToValidUTF8(s[:maxTextRendering], "") + "\n… (cut; the structured content has the whole answer)\n"
 	}
 	return s
 }

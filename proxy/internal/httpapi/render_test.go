@@ -3,7 +3,10 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
@@ -33,6 +36,10 @@ func FuzzRenderAnswer(f *testing.F) {
 	next := uint32(5)
 	for _, ans := range []*daemonv1.QueryResponse{
 		{Result: &daemonv1.QueryResponse_Hover{Hover: &daemonv1.Hover{Present: true, Markdown: "```go\nfunc F()\n```", Range: rg}}},
+		// Over the text's bound in two-byte characters, at both parities:
+		// one of them is cut in the middle of a character.
+		{Result: &daemonv1.QueryResponse_Hover{Hover: &daemonv1.Hover{Present: true, Markdown: strings.Repeat("é", 40000)}}},
+		{Result: &daemonv1.QueryResponse_Hover{Hover: &daemonv1.Hover{Present: true, Markdown: "x" + strings.Repeat("é", 40000)}}},
 		{Result: &daemonv1.QueryResponse_Locations{Locations: &daemonv1.Locations{Items: []*daemonv1.Location{loc, {Path: "x.go", External: true, Module: "example.com/x@v1"}}}}, NextOffset: &next, PrepareId: "p-1"},
 		{Result: &daemonv1.QueryResponse_Symbols{Symbols: &daemonv1.Symbols{Items: []*daemonv1.Symbol{sym, {}}}}, Resolved: loc},
 		{Result: &daemonv1.QueryResponse_Diagnostics{Diagnostics: &daemonv1.Diagnostics{Items: []*daemonv1.Diagnostic{{Range: rg, Severity: "error", Message: "undefined: x"}}}}},
@@ -41,6 +48,8 @@ func FuzzRenderAnswer(f *testing.F) {
 		{Result: &daemonv1.QueryResponse_Calls{Calls: &daemonv1.Calls{Items: []*daemonv1.Call{{Name: "G", Path: "b.go", Range: rg, FromRanges: []*daemonv1.Range{rg, {}}, Code: code}}}}},
 		{Result: &daemonv1.QueryResponse_Types{Types: &daemonv1.Types{Items: []*daemonv1.TypeItem{{Name: "T", Kind: "struct", Path: "t.go", Range: rg}}}}},
 		{Result: &daemonv1.QueryResponse_Read{Read: &daemonv1.Read{Path: "a.go", Module: "m", Code: code, LineCount: 40}}},
+		// More candidates than the daemon ever sends.
+		{Status: daemonv1.Status_STATUS_AMBIGUOUS_SYMBOL, Candidates: slices.Repeat([]*daemonv1.Symbol{sym}, 25), TotalCandidates: 30},
 		{Status: daemonv1.Status_STATUS_AMBIGUOUS_SYMBOL, Candidates: []*daemonv1.Symbol{sym, sym}, TotalCandidates: 30,
 			Evidence: &daemonv1.Evidence{State: daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL, Warnings: []string{"w"}, Server: &daemonv1.ServerInfo{Id: "gopls", Generation: 2}}},
 	} {
@@ -78,14 +87,14 @@ func FuzzRenderAnswer(f *testing.F) {
 		if len(js) > renderGrowth*reply+renderOverhead {
 			t.Fatalf("%s: a reply of %d bytes renders %d bytes of JSON", rt.name, reply, len(js))
 		}
-		if text := renderText(rt.name, out); text == "" || len(text) > maxTextRendering+100 {
-			t.Fatalf("%s: text of %d bytes", rt.name, len(text))
+		if text := renderText(rt.name, out); text == "" || len(text) > maxTextRendering+100 || !utf8.ValidString(text) {
+			t.Fatalf("%s: text of %d bytes (valid UTF-8: %v)", rt.name, len(text), utf8.ValidString(text))
 		}
 
 		status, env, _ := s.envelope(&failure{err: apierr.New(http.StatusConflict, apierr.AmbiguousSymbol, "ambiguous"), res: res}, "req-1")
 		js, err = json.Marshal(env)
-		if err != nil || status != http.StatusConflict || len(env.Error.Candidates) != len(ans.GetCandidates()) {
-			t.Fatalf("error envelope %d %s: %v", status, js, err)
+		if err != nil || status != http.StatusConflict || len(env.Error.Candidates) != min(len(ans.GetCandidates()), maxCandidates) {
+			t.Fatalf("error envelope %d with %d of %d candidates: %v", status, len(env.Error.Candidates), len(ans.GetCandidates()), err)
 		}
 		if text := renderErrorText(env); len(js) > renderGrowth*reply+renderOverhead || len(text) > renderGrowth*reply+renderOverhead {
 			t.Fatalf("a reply of %d bytes renders an error of %d bytes of JSON, %d of text", reply, len(js), len(text))

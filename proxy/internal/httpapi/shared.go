@@ -59,6 +59,10 @@ func (s *Server) checkRequest(ctx context.Context, h http.Header, p *auth.Princi
 	return caller, stored, err
 }
 
+// maxCandidates bounds the candidates an ambiguous_symbol error lists
+// (the daemon's own bound; total_candidates says how many there were).
+const maxCandidates = 20
+
 // defaultRequestTimeout stands in for an unset Deps.RequestTimeout
 // (LSP_REQUEST_TIMEOUT's default).
 const defaultRequestTimeout = 60 * time.Second
@@ -176,7 +180,10 @@ func (s *Server) envelope(err error, requestID any) (int, errorBody, time.Durati
 		// The candidates let the caller pick one by container path or
 		// path without another round trip.
 		cands := []map[string]any{}
-		for _, c := range f.res.Answer.GetCandidates() {
+		all := f.res.Answer.GetCandidates()
+		// The daemon sends at most maxCandidates; the proxy does not take
+		// its word for it.
+		for _, c := range all[:min(len(all), maxCandidates)] {
 			cands = append(cands, map[string]any{
 				"name": c.GetName(), "kind": c.GetKind(), "path": c.GetPath(), "range": rangeJSON(c.GetRange()),
 				"selection_range": rangeJSON(c.GetSelectionRange()), "container": nullable(c.GetContainer()),
