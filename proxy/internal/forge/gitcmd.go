@@ -33,9 +33,6 @@ var passEnv = []string{
 	"SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH",
 }
 
-// lowSpeedSeconds is how long a git transfer may run below 1 KiB/s.
-var lowSpeedSeconds = 30
-
 // gitEnv builds git's whole environment. The credential travels in a
 // GIT_CONFIG_* pair (http.extraHeader), never in argv where any local user
 // could read it.
@@ -73,11 +70,6 @@ func gitEnv(home string, r *remote) []string {
 			[2]string{"protocol.https.allow", "always"},
 			[2]string{"protocol.version", strconv.Itoa(r.protocol)},
 			[2]string{"http.followRedirects", "false"},
-			// A forge that stalls is given up on, not waited for until
-			// the caller's deadline (a prepare's is minutes), holding its
-			// download slot and git's processes all that time.
-			[2]string{"http.lowSpeedLimit", "1024"},
-			[2]string{"http.lowSpeedTime", strconv.Itoa(lowSpeedSeconds)},
 			[2]string{"http.extraHeader", "Authorization: " + r.auth},
 		)
 	}
