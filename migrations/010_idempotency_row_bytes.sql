@@ -1,8 +1,14 @@
--- idempotency_bytes (009) counted only the bodies of stored answers: a key's row, its headers and an
--- in-flight key (no body yet) cost nothing, so an org sending many keyed requests with small answers
--- (a free warm answer is ~100 bytes) kept millions of rows a day, most of their size uncounted. From
--- here each of an org's rows costs what lsp_idem_row_bytes says: a fixed overhead, its key, its
--- headers (as text) and its body, whatever its state.
+-- idempotency_bytes (009) counted only the bodies of stored answers: a key's row and its headers
+-- cost nothing, so an org sending many keyed requests with small answers (a free warm answer is ~100
+-- bytes) kept millions of rows a day, most of their size uncounted. From here each answered row costs
+-- what lsp_idem_row_bytes says: a fixed overhead, its key, its headers (as text) and its body.
+--
+-- A key in flight (no answer yet) still costs nothing, as in 009, and that is for the locks: the
+-- count is a row per org, and a claim that had to update it when it inserts its key would take that
+-- lock after its sweep of expired keys had taken others' (the sweep deletes any org's, and an
+-- answered key's deletion updates its org's count) and while another claim of the same key waits
+-- on its insert: two claims could each wait for the other. Keys in flight are bounded by their lease
+-- and by the org's requests in flight.
 --
 -- The overhead, 256 bytes, is a round estimate of what a row takes besides its key, headers and body.
 -- Heap, about 180: line pointer 4, tuple header 24, org ~8, request_hash 65 (hex SHA-256), attempt 33
@@ -15,18 +21,21 @@
 -- The key counts once, though the primary key's index holds it again.
 --
 -- Locks: every claim writes idempotency_keys (its sweep, its insert), so the migration blocks them
--- all while it runs, and DROP TRIGGER takes ACCESS EXCLUSIVE anyway. Taking that lock first, before
--- anything else here touches the table, means this transaction never upgrades a weaker lock (which
--- could deadlock with a claim that has read the table and waits to write it), and that no row
--- changes between the recount below and the new trigger: the recount is exact.
+-- all while it runs, and DROP TRIGGER takes ACCESS EXCLUSIVE anyway. Taking that lock before this
+-- file touches the table means no row changes between the recount below and the new trigger: the
+-- recount is exact. On a database at 008 or older, 009 runs in the same transaction and has locked
+-- the table more weakly already, so this is an upgrade: a claim from an older proxy during a rolling
+-- deploy may then deadlock with it, Postgres aborts one of the two, and an aborted migration is
+-- retried at the proxy's next start.
 LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE;
 
 -- What one idempotency_keys row costs its org, in bytes. The one definition the trigger and the
 -- recount share.
 CREATE FUNCTION lsp_idem_row_bytes(p_key text, p_headers jsonb, p_body bytea) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT 256 + octet_length(p_key)::bigint + coalesce(octet_length(p_headers::text), 0)
-           + coalesce(octet_length(p_body), 0)
+    SELECT CASE WHEN p_body IS NULL THEN 0 -- in flight (above)
+                ELSE 256 + octet_length(p_key)::bigint + coalesce(octet_length(p_headers::text), 0)
+                     + octet_length(p_body) END
 $$;
 
 -- lsp_idem_add_bytes adds p_delta to p_org's count. A negative change updates the row the bytes

@@ -17,8 +17,8 @@
 //   - idempotency_keys (004): Idempotency-Key records per (org, key): the hash of route and body, the
 //     attempt that holds the key and its lease, and once known the stored answer; kept 24 hours
 //     (lsp_idem_begin, lsp_idem_finish, lsp_idem_abandon).
-//   - idempotency_bytes (009, 010): per org, the bytes its idempotency_keys rows cost (each row: ~256
-//     bytes of overhead, its key, headers and body; lsp_idem_row_bytes), kept by a trigger in the
+//   - idempotency_bytes (009, 010): per org, the bytes its idempotency_keys rows cost (each answered
+//     row: ~256 bytes of overhead, its key, headers and body; lsp_idem_row_bytes), kept by a trigger in the
 //     transaction of every change; lsp_idem_claim refuses an org's new key at its bound.
 //
 // Documented read-only views for dashboards (granted to ReadonlyRole, which sees every org):

@@ -38,8 +38,9 @@ type IdempotencyRequest struct {
 	// Lease bounds how long an attempt may hold the key without an answer (its proxy may have died);
 	// a retry after it takes the key over.
 	Lease time.Duration
-	// MaxOrgBytes bounds the bytes the org's keys hold (0: no bound): each key's row counts ~256
-	// bytes of overhead, its key, its headers and its answer, in flight too. An org at it claims no
+	// MaxOrgBytes bounds the bytes the org's keys hold (0: no bound): each answered key's row counts
+	// ~256 bytes of overhead, its key, its headers and its answer (a key in flight nothing yet). An
+	// org at it claims no
 	// new key; a key it holds still replays (migrations 009, 010).
 	MaxOrgBytes int64
 }

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -187,22 +188,23 @@ func TestIdempotencyKeyRefusesBadInput(t *testing.T) {
 	}
 }
 
-// idemRowOverhead is what migration 010 charges an idempotency_keys row besides its key, headers and
-// body. The tests keep their own copy of the formula, so that a change of the migration's shows.
+// idemRowOverhead is what migration 010 charges an answered idempotency_keys row besides its key,
+// headers and body. The tests keep their own copy of the formula, so that a change of the
+// migration's shows.
 const idemRowOverhead = 256
 
-// idemRowBytes is what one row costs its org: headers is the text of the stored jsonb ("" for none,
-// as in flight), body its length.
+// idemRowBytes is what one answered row costs its org: headers is the text of the stored jsonb (""
+// for none), body its length. A row in flight costs nothing.
 func idemRowBytes(key, headers string, body int) int64 {
 	return idemRowOverhead + int64(len(key)) + int64(len(headers)) + int64(body)
 }
 
 // idemCountSQL sums the rows' cost per org afresh, for comparison with the trigger's idempotency_bytes.
-const idemCountSQL = `SELECT org, sum(256 + octet_length(key) + coalesce(octet_length(headers::text), 0)
-	+ coalesce(octet_length(body), 0))::bigint FROM idempotency_keys GROUP BY org`
+const idemCountSQL = `SELECT org, sum(CASE WHEN body IS NULL THEN 0 ELSE 256 + octet_length(key)
+	+ coalesce(octet_length(headers::text), 0) + octet_length(body) END)::bigint FROM idempotency_keys GROUP BY org`
 
-// An org's keys hold at most MaxOrgBytes, each row counted whole (its overhead, key, headers and
-// answer; an in-flight key its overhead and key): past it a new key is refused ("full") while a key
+// An org's keys hold at most MaxOrgBytes, each answered row counted whole (its overhead, key,
+// headers and answer; a key in flight counts nothing yet): past it a new key is refused ("full") while a key
 // the org holds still replays; as its keys expire, or are given back, room comes back. The count
 // follows every way a row comes and goes (claim, store, give back, expiry, takeover), and other orgs
 // are not touched.
@@ -213,7 +215,6 @@ func TestIdempotencyOrgBound(t *testing.T) {
 	header := map[string]string{"Content-Type": "application/json"}
 	const headerText = `{"Content-Type": "application/json"}` // as jsonb prints it
 	answer := func(key string, n int) int64 { return idemRowBytes(key, headerText, n) }
-	inFlight := func(key string) int64 { return idemRowBytes(key, "", 0) }
 	// Two answers fill it.
 	bound := answer("k1", 600) + answer("k2", 400)
 	bounded := func(org, key, hash, attempt string) ledger.IdempotencyRequest {
@@ -247,8 +248,8 @@ func TestIdempotencyOrgBound(t *testing.T) {
 		if s, _ := claim(t, l, bounded("acme", key, "h-"+key, attempt)); s != ledger.IdempotencyClaimed {
 			t.Fatalf("claim %s: %s", key, s)
 		}
-		// In flight, the key already counts its row.
-		if got, want := count("acme"), before+inFlight(key); got != want {
+		// In flight, the key counts nothing yet.
+		if got, want := count("acme"), before; got != want {
 			t.Fatalf("%s in flight: %d bytes; want %d", key, got, want)
 		}
 		if err := l.StoreIdempotentAnswer(ctx, "acme", key, attempt, ledger.StoredAnswer{Status: 200, Header: header, Body: make([]byte, n)}); err != nil {
@@ -275,16 +276,15 @@ func TestIdempotencyOrgBound(t *testing.T) {
 	if s, _ := claim(t, l, bounded("other", "k3", "h", "b1")); s != ledger.IdempotencyClaimed {
 		t.Fatalf("another org: %s", s)
 	}
-	// k2 expires: the next new key deletes it and fits; in flight it counts its key and overhead.
+	// k2 expires: the next new key deletes it and fits.
 	expire("k2")
 	if s, _ := claim(t, l, bounded("acme", "k3", "h-k3", "a5")); s != ledger.IdempotencyClaimed {
 		t.Fatalf("a new key once one expired: %s", s)
 	}
-	if n, want := count("acme"), answer("k1", 600)+inFlight("k3"); n != want {
+	if n, want := count("acme"), answer("k1", 600); n != want {
 		t.Fatalf("after the expired key went: %d bytes; want %d", n, want)
 	}
-	// Given back, a key's row is free; taken over after its expiry, its old answer and headers go
-	// and its in-flight row stays.
+	// Given back, a key's row is gone; taken over after its expiry, its old answer and headers go.
 	if err := l.ReleaseIdempotencyKey(ctx, "acme", "k3", "a5"); err != nil {
 		t.Fatal(err)
 	}
@@ -295,8 +295,8 @@ func TestIdempotencyOrgBound(t *testing.T) {
 	if s, _ := claim(t, l, bounded("acme", "k1", "h-k1b", "a6")); s != ledger.IdempotencyClaimed {
 		t.Fatalf("an expired key claimed again: %s", s)
 	}
-	if n, want := count("acme"), inFlight("k1"); n != want {
-		t.Fatalf("after the expired key was claimed again: %d bytes; want %d", n, want)
+	if n := count("acme"); n != 0 {
+		t.Fatalf("after the expired key was claimed again: %d bytes", n)
 	}
 	if err := l.ReleaseIdempotencyKey(ctx, "acme", "k1", "a6"); err != nil {
 		t.Fatal(err)
@@ -304,35 +304,38 @@ func TestIdempotencyOrgBound(t *testing.T) {
 	if n := count("acme"); n != 0 {
 		t.Fatalf("with no key left: %d bytes", n)
 	}
-	if n, want := count("other"), inFlight("k3"); n != want {
-		t.Fatalf("the other org: %d bytes; want %d", n, want)
+	if n := count("other"); n != 0 {
+		t.Fatalf("the other org, its key in flight: %d bytes", n)
 	}
 }
 
-// Keys without answers fill the bound too: an org claiming keys and never answering (or answering
-// with nearly nothing) is held to it by the rows themselves.
-func TestIdempotencyOrgBoundCountsKeysInFlight(t *testing.T) {
+// A claim takes no lock on its org's count: keys in flight cost nothing (migration 010), so a claim
+// never waits for the count's row, which another claim's sweep may hold while it waits on this
+// claim's key — the deadlock 010 would otherwise have brought. A claim goes through while another
+// transaction holds the org's count.
+func TestIdempotencyClaimTakesNoCountLock(t *testing.T) {
 	t.Parallel()
-	l, _ := open(t)
-	keys := []string{"key-1", "key-2", "key-3"}
-	var bound int64
-	for _, k := range keys {
-		bound += idemRowBytes(k, "", 0)
-	}
-	for i, k := range keys {
-		r := idem("acme", k, "h", fmt.Sprint("a", i))
-		r.MaxOrgBytes = bound
-		if s, _ := claim(t, l, r); s != ledger.IdempotencyClaimed {
-			t.Fatalf("claim %s: %s", k, s)
-		}
-	}
-	r := idem("acme", "key-4", "h", "a4")
-	r.MaxOrgBytes = bound
-	if s, _ := claim(t, l, r); s != ledger.IdempotencyFull {
-		t.Fatalf("a new key once keys in flight fill the bound: %s", s)
-	}
-	r.MaxOrgBytes = bound + 1
+	l, url := open(t)
+	conn := connect(t, url)
+	r := idem("acme", "k0", "h", "a0")
 	if s, _ := claim(t, l, r); s != ledger.IdempotencyClaimed {
-		t.Fatalf("a new key a byte under the bound: %s", s)
+		t.Fatalf("claim: %s", s)
+	}
+	if err := l.StoreIdempotentAnswer(ctx, "acme", "k0", "a0", ledger.StoredAnswer{Status: 200, Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT bytes FROM idempotency_bytes WHERE org = 'acme' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, _, err := l.ClaimIdempotencyKey(cctx, idem("acme", "k1", "h", "a1"))
+	if err != nil || s != ledger.IdempotencyClaimed {
+		t.Fatalf("a claim while the org's count is locked: %s %v", s, err)
 	}
 }
