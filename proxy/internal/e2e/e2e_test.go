@@ -71,10 +71,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	// Some tests here hammer one org (the ledger outage test) to count
-	// rows: the default per-org rate limit is off for this stack; its own
-	// test is in e2e/stacks (TestRateLimit, TestMadeUpSHAOnTheFreeProbe).
+	// rows, or run its prepares at once (the money tests): the default
+	// per-org rate limit and prepare share are off for this stack; their
+	// own tests are in e2e/stacks (TestRateLimit,
+	// TestMadeUpSHAOnTheFreeProbe) and operation (TestPrepareShareOfAnOrg).
 	stack, err = devstack.Start(ctx, devstack.Options{Dir: filepath.Join(dir, "stack"), DaemonBin: daemonBin, Gopls: gopls, TypeScript: typescript, Log: log,
-		ProxyEnv: map[string]string{"LSP_RATE_LIMIT": "0"}})
+		ProxyEnv: map[string]string{"LSP_RATE_LIMIT": "0", "LSP_MAX_PREPARES_PER_ORG": "8"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start stack:", err)
 		return 1
