@@ -137,8 +137,12 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 // serves commits by sha.
 func (g *gitForge) reachable(ctx context.Context, log *slog.Logger, cred Credential, auth, repoURL, sha string, filter bool) error {
 	const op = "resolve"
+	release, err := takeProofSlot(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	f := &fetcher{g: g, op: op, log: log, secrets: cred.secrets(), auth: auth, url: repoURL, commit: sha, lim: g.lim, maxPack: packBound(g.lim)}
-	var err error
 	if f.home, err = os.MkdirTemp("", "lsp-forge-"); err != nil {
 		log.Error("forge: temp dir", "err", err)
 		return newError(op, ErrUnavailable, "no room to check the commit")

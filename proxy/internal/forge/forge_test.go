@@ -276,6 +276,16 @@ func TestResolveOlderSHA(t *testing.T) {
 			if !errors.Is(err, ErrNotFound) || err.Error() != "resolve: repository not found" {
 				t.Errorf("Resolve without access = %v, want repository not found", err)
 			}
+			// Proved once, the commit is proved for another credential
+			// with access without a download (provenTTL).
+			downloads := fx.forge.PackDownloads("acme", "app")
+			got, err = f.Resolve(ctx, Credential{Mode: "basic", Token: basicToken}, "acme", "app", mustRev(t, fx.c0))
+			if err != nil || got != fx.c0 {
+				t.Fatalf("Resolve(older sha) with another credential = %q, %v", got, err)
+			}
+			if n := fx.forge.PackDownloads("acme", "app") - downloads; n != 0 {
+				t.Errorf("a commit proved a moment ago was downloaded again %d times", n)
+			}
 		})
 	}
 }

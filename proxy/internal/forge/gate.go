@@ -35,16 +35,16 @@ func orgOf(ctx context.Context) string {
 
 // NewGate wraps f so that at most total of its downloads run at once in
 // this process, and at most perOrg for one org (WithOrg). A download is
-// every Fetch, and a Resolve of a full sha, which may have to fetch history
-// to prove the commit reachable (a branch or tag resolve lists refs only
-// and passes freely). A call waits up to GateWait for a slot, then fails
+// every Fetch, and the proof a Resolve of a full sha makes when the sha is
+// no ref tip (a resolve that lists refs only passes freely). A call waits up to GateWait for a slot, then fails
 // with ErrBusy (its org's bound) or ErrCapacity (the process's). A bound
 // <= 0 is no bound.
 //
-// Proofs (full-sha resolves) run before the payment gate, for anyone who
-// can read the repository, so they are bounded apart from the fetches an
-// org has paid for: they take slots of their own, a quarter of total and
-// half of perOrg (at least one each), and the history download a proof
+// Proofs (that a full sha which is no ref tip is reachable: a download)
+// run before the payment gate, for anyone who can read the repository, so
+// they are bounded apart from the fetches an org has paid for: they take
+// slots of their own, half of total and of perOrg (at least one each), and
+// the history download a proof
 // falls back to when the forge will not serve the commit by sha (every
 // branch's and tag's history: gitForge.reachable) is allowed an org
 // historyPerMinute times a minute, in bursts of up to a third of that
@@ -60,7 +60,7 @@ func NewGate(f Forge, total, perOrg, historyPerMinute int) Forge {
 	return &gate{
 		next:      f,
 		downloads: slots{total: total, perOrg: perOrg, per: map[string]int{}},
-		proofs:    slots{total: part(total, 4), perOrg: part(perOrg, 2), per: map[string]int{}},
+		proofs:    slots{total: part(total, 2), perOrg: part(perOrg, 2), per: map[string]int{}},
 		history:   ratelimit.New(float64(historyPerMinute)/60, max(1, historyPerMinute/3)),
 		wait:      GateWait,
 		changed:   make(chan struct{}),
@@ -132,32 +132,41 @@ type BusyError struct {
 }
 
 func (e *BusyError) Error() string        { return "fetch: " + e.msg }
+func (e *BusyError) Reason() string       { return e.msg } // for the caller's answer
 func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
-type historyKey struct{}
+type proofKey struct{}
+
+// takeProofSlot takes, through a proof's context, one of the gate's proof
+// slots for the org (a download that proves an older commit reachable,
+// gitForge.reachable); outside a gate it takes nothing.
+func takeProofSlot(ctx context.Context) (func(), error) {
+	g, _ := ctx.Value(proofKey{}).(*gate)
+	if g == nil {
+		return func() {}, nil
+	}
+	return g.acquire(ctx, &g.proofs, orgOf(ctx))
+}
 
 // allowHistory is the gate's say, through a proof's context, on the history
 // download the proof is about to fall back to: nil, or a *BusyError once
 // the org has used its history proofs for now. Outside a gate: nil.
 func allowHistory(ctx context.Context) error {
-	l, _ := ctx.Value(historyKey{}).(*ratelimit.Limiter)
-	if ok, wait := l.Allow(orgOf(ctx)); !ok {
+	g, _ := ctx.Value(proofKey{}).(*gate)
+	if g == nil {
+		return nil
+	}
+	if ok, wait := g.history.Allow(orgOf(ctx)); !ok {
 		return &BusyError{msg: "too many proofs of older commits for this org; retry later", RetryAfter: wait}
 	}
 	return nil
 }
 
-// Resolve implements Forge.
+// Resolve implements Forge. Listing refs passes freely; a proof that a
+// full sha which is no ref tip is reachable asks the gate, through the
+// context, once it knows it must download (takeProofSlot, allowHistory).
 func (g *gate) Resolve(ctx context.Context, cred Credential, owner, repo string, rev Rev) (string, error) {
-	if _, isSHA := rev.Commit(); !isSHA {
-		return g.next.Resolve(ctx, cred, owner, repo, rev)
-	}
-	release, err := g.acquire(ctx, &g.proofs, orgOf(ctx))
-	if err != nil {
-		return "", err
-	}
-	defer release()
-	return g.next.Resolve(context.WithValue(ctx, historyKey{}, g.history), cred, owner, repo, rev)
+	return g.next.Resolve(context.WithValue(ctx, proofKey{}, g), cred, owner, repo, rev)
 }
 
 // Fetch implements Forge.

@@ -19,6 +19,12 @@ func (b *blockingForge) Resolve(ctx context.Context, _ Credential, _, _ string, 
 	if _, isSHA := rev.Commit(); !isSHA {
 		return strings.Repeat("b", 40), nil // a branch: answered at once
 	}
+	// A sha that is no tip: a proof, as gitForge.reachable makes it.
+	release, err := takeProofSlot(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer release()
 	b.entered <- struct{}{}
 	<-b.release
 	return strings.Repeat("a", 40), nil
@@ -86,12 +92,12 @@ func TestGate(t *testing.T) {
 	}
 }
 
-// TestGateProofs: full-sha resolves, which run before anyone pays, have
-// slots of their own — a quarter of the process's, half of an org's — so
+// TestGateProofs: proofs of older commits, which run before anyone pays,
+// have slots of their own — half of the process's and of an org's — so
 // that probes filling theirs leave the paid fetches theirs.
 func TestGateProofs(t *testing.T) {
 	b := &blockingForge{entered: make(chan struct{}, 10), release: make(chan struct{})}
-	g := NewGate(b, 12, 2, 0).(*gate) // proofs: 3 in all, 1 an org
+	g := NewGate(b, 6, 2, 0).(*gate) // proofs: 3 in all, 1 an org
 	g.wait = 100 * time.Millisecond
 	sha := mustRev(t, strings.Repeat("ab", 20))
 	org := func(name string) context.Context { return WithOrg(context.Background(), name) }

@@ -42,6 +42,8 @@ type gitForge struct {
 	log    *slog.Logger
 	// lim bounds Resolve's downloads, which take no Limits (reachable).
 	lim Limits
+	// proven remembers the older commits reachable proved (provenTTL).
+	proven *provenSet
 
 	baseErr error
 }
@@ -63,7 +65,7 @@ func NewGit(baseURL string, httpClient *http.Client, gitBinary string, lim Limit
 		gitBinary = "git"
 	}
 	c := noRedirects(httpClient)
-	g := &gitForge{client: &c, git: gitBinary, log: log, lim: lim.withDefaults()}
+	g := &gitForge{client: &c, git: gitBinary, log: log, lim: lim.withDefaults(), proven: newProvenSet()}
 	g.base, g.baseErr = parseBaseURL(baseURL)
 	if g.baseErr != nil {
 		log.Error("forge: unusable forge URL", "err", g.baseErr)
@@ -146,10 +148,15 @@ func (g *gitForge) Resolve(ctx context.Context, cred Credential, owner, repo str
 	if !matchesFormat(sha, adv.objectFormat()) {
 		return "", newError(op, ErrNotFound, revNotFound)
 	}
-	// Not a tip: the git CLI proves reachability, within g.lim's bound.
+	// Not a tip: the git CLI proves reachability, within g.lim's bound,
+	// unless it was proved lately.
+	if g.proven.has(u, sha) {
+		return sha, nil
+	}
 	if err := g.reachable(ctx, log, cred, auth, u, sha, adv.filter()); err != nil {
 		return "", err
 	}
+	g.proven.add(u, sha)
 	return sha, nil
 }
 

@@ -123,6 +123,7 @@ func forgeError(err error) error {
 		e := apierr.Wrap(err, http.StatusTooManyRequests, apierr.RateLimited, "too many forge downloads for this org at once; retry after the time in Retry-After")
 		e.RetryAfter = forge.GateWait
 		if busy := (*forge.BusyError)(nil); errors.As(err, &busy) {
+			e.Message = busy.Reason() + "; retry after the time in Retry-After"
 			e.RetryAfter = busy.RetryAfter
 		}
 		return e
