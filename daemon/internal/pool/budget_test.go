@@ -381,7 +381,18 @@ func TestDiskBudget(t *testing.T) {
 // does not fit beside.
 func TestRSSEstimateReserves(t *testing.T) {
 	p, s := testPool(t, Budget{})
-	k0 := key("a", "estimate", 0)
+	startOverEstimate(t, p, s, "estimate")
+	if n, _ := goplsLive(t); n != 1 {
+		t.Fatalf("%d gopls live: the estimate reserved nothing", n)
+	}
+}
+
+// startOverEstimate starts the servers of two workspaces of name: k0's,
+// then, under a budget of three measured servers and an estimate that
+// fills it (only the RSS budget set), k1's, which evicts k0's for memory.
+func startOverEstimate(t *testing.T, p *Pool, s *Spec, name string) (k0, k1 workspace.Key) {
+	t.Helper()
+	k0, k1 = key("a", name, 0), key("a", name, 1)
 	prepare(t, p, k0, 0)
 	if err := use(t, p, s, k0); err != nil {
 		t.Fatal(err)
@@ -390,20 +401,16 @@ func TestRSSEstimateReserves(t *testing.T) {
 	if one <= 0 {
 		t.Fatal("no RSS measured for gopls")
 	}
-	// Room for three measured servers, but the estimate says one fills it.
 	p.SetBudget(Budget{MaxRSS: 3 * one})
 	p.mu.Lock()
 	p.specs[0].RSSEstimate = 3 * one
 	p.mu.Unlock()
 	s.RSSEstimate = 3 * one
-	k1 := key("a", "estimate", 1)
 	prepare(t, p, k1, 0)
 	if err := use(t, p, s, k1); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := goplsLive(t); n != 1 {
-		t.Fatalf("%d gopls live: the estimate reserved nothing", n)
-	}
+	return k0, k1
 }
 
 // TestRSSEvictionKills: a server evicted for memory is killed, never asked
@@ -414,36 +421,15 @@ func TestRSSEvictionKills(t *testing.T) {
 	p, s := testPool(t, Budget{})
 	tap := &stdinTap{Spawner: p.spawner, sent: map[string]*bytes.Buffer{}}
 	p.spawner = tap // no server has started yet
-	k0 := key("a", "kill", 0)
-	prepare(t, p, k0, 0)
-	if err := use(t, p, s, k0); err != nil {
-		t.Fatal(err)
+	k0, _ := startOverEstimate(t, p, s, "kill")
+	if hasServers(p, k0) {
+		t.Fatal("k0's server was not evicted")
 	}
 	w0, release, ok := p.Acquire(k0)
 	if !ok {
 		t.Fatal("k0 is not held")
 	}
 	release()
-	_, one := goplsLive(t)
-	if one <= 0 {
-		t.Fatal("no RSS measured for gopls")
-	}
-	// As in TestRSSEstimateReserves: the estimate leaves no room for k0's
-	// server beside k1's, and only the RSS budget is set, so starting k1's
-	// evicts k0's for memory.
-	p.SetBudget(Budget{MaxRSS: 3 * one})
-	p.mu.Lock()
-	p.specs[0].RSSEstimate = 3 * one
-	p.mu.Unlock()
-	s.RSSEstimate = 3 * one
-	k1 := key("a", "kill", 1)
-	prepare(t, p, k1, 0)
-	if err := use(t, p, s, k1); err != nil {
-		t.Fatal(err)
-	}
-	if hasServers(p, k0) {
-		t.Fatal("k0's server was not evicted")
-	}
 	if !tap.saw(w0.Dir, "initialize") {
 		t.Fatal("the tap saw nothing sent to k0's server")
 	}

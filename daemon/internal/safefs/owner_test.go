@@ -4,7 +4,6 @@ package safefs
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,7 +118,11 @@ func runAsNobody(t *testing.T, test string) {
 		}
 	}
 	bin := filepath.Join(dir, "safefs.test")
-	if err := copyFile(os.Args[0], bin); err != nil {
+	exe, err := os.ReadFile(os.Args[0])
+	if err == nil {
+		err = os.WriteFile(bin, exe, 0o755)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-test.run=^"+test+"$", "-test.v", "-test.count=1")
@@ -129,21 +132,4 @@ func runAsNobody(t *testing.T, test string) {
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
 		t.Fatalf("%s as uid 65534: %v\n%s", test, err, out)
 	}
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
