@@ -36,20 +36,19 @@ func orgOf(ctx context.Context) string {
 // NewGate wraps f so that at most total of its downloads run at once in
 // this process, and at most perOrg for one org (WithOrg). A download is
 // every Fetch, and the proof a Resolve of a full sha makes when the sha is
-// no ref tip (a resolve that lists refs only passes freely). A call waits up to GateWait for a slot, then fails
-// with ErrBusy (its org's bound) or ErrCapacity (the process's). A bound
-// <= 0 is no bound.
+// no ref tip (a resolve that lists refs only passes freely). A call waits
+// up to GateWait for a slot, then fails with ErrBusy (its org's bound) or
+// ErrCapacity (the process's). A bound <= 0 is no bound.
 //
-// Proofs (that a full sha which is no ref tip is reachable: a download)
-// run before the payment gate, for anyone who can read the repository, so
-// they are bounded apart from the fetches an org has paid for: they take
-// slots of their own, half of total and of perOrg (at least one each), and
-// the history download a proof
-// falls back to when the forge will not serve the commit by sha (every
-// branch's and tag's history: gitForge.reachable) is allowed an org
-// historyPerMinute times a minute, in bursts of up to a third of that
-// (<= 0: no limit). Without that, free probes of made-up shas made the
-// proxy download the whole history once each.
+// Proofs run before the payment gate, for anyone who can read the
+// repository, so they are bounded apart from the fetches an org has paid
+// for: they take slots of their own, half of total and of perOrg (at least
+// one each), and the history download a proof falls back to when the forge
+// will not serve the commit by sha (every branch's and tag's history:
+// gitForge.reachable) is allowed an org historyPerMinute times a minute,
+// in bursts of up to a third of that (<= 0: no limit). Without that, free
+// probes of made-up shas made the proxy download the whole history once
+// each.
 func NewGate(f Forge, total, perOrg, historyPerMinute int) Forge {
 	part := func(n, d int) int {
 		if n <= 0 {
@@ -107,7 +106,7 @@ func (g *gate) acquire(ctx context.Context, s *slots, org string) (func(), error
 			return nil, &opError{op: "fetch", msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctx.Err()}
 		case <-timer.C:
 			if orgFull {
-				return nil, &BusyError{msg: "too many forge downloads for this org; retry later", RetryAfter: GateWait}
+				return nil, &BusyError{msg: "too many forge downloads for this org at once", RetryAfter: GateWait}
 			}
 			return nil, &opError{op: "fetch", msg: "too many forge downloads; retry later", kind: ErrCapacity}
 		}
@@ -157,7 +156,7 @@ func allowHistory(ctx context.Context) error {
 		return nil
 	}
 	if ok, wait := g.history.Allow(orgOf(ctx)); !ok {
-		return &BusyError{msg: "too many proofs of older commits for this org; retry later", RetryAfter: wait}
+		return &BusyError{msg: "too many proofs of older commits for this org", RetryAfter: wait}
 	}
 	return nil
 }
