@@ -56,8 +56,8 @@ type Config struct {
 	UsageRetention time.Duration // LSP_USAGE_RETENTION: usage rows kept (whole days; rollups forever)
 	LedgerSettle   time.Duration // LSP_LEDGER_SETTLE: GET /ledger lists rows this old and older
 	// IdempotencyMaxBytes (LSP_IDEMPOTENCY_MAX_BYTES) bounds the bytes
-	// one org's Idempotency-Keys hold: each key's row, its stored answer
-	// among them (0: no bound).
+	// one org's Idempotency-Keys hold: each answered key's row, its stored
+	// answer among them (0: no bound).
 	IdempotencyMaxBytes int64
 	// HoldSettleInterval (LSP_HOLD_SETTLE_INTERVAL) is how often holds a
 	// prepare left unsettled are decided by asking their daemon again.
@@ -215,6 +215,10 @@ func Load(getenv func(string) string) (*Config, error) {
 		// Two seconds' worth by default: room for a client's short burst.
 		c.RateBurst = max(1, int(math.Ceil(2*c.RateLimit)))
 	}
+	if c.MaxPreparesPerOrg == 0 {
+		// A quarter of the proxy's prepares by default.
+		c.MaxPreparesPerOrg = max(1, c.MaxPrepares/4)
+	}
 	if err := errors.Join(p.errs...); err != nil {
 		return nil, err
 	}
@@ -328,11 +332,8 @@ func (c *Config) validate() error {
 	if c.MaxPrepares < 1 {
 		bad("LSP_MAX_PREPARES must be at least 1")
 	}
-	switch {
-	case c.MaxPreparesPerOrg < 0 || c.MaxPreparesPerOrg > c.MaxPrepares:
+	if c.MaxPreparesPerOrg < 1 || c.MaxPreparesPerOrg > c.MaxPrepares {
 		bad("LSP_MAX_PREPARES_PER_ORG must be between 1 and LSP_MAX_PREPARES (unset: a quarter of it)")
-	case c.MaxPreparesPerOrg == 0:
-		c.MaxPreparesPerOrg = max(1, c.MaxPrepares/4)
 	}
 	if c.PrepareCents < 0 {
 		bad("LSP_PREPARE_CENTS must not be negative")

@@ -274,7 +274,19 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return clip(s, n) + "…"
+}
+
+// clip cuts s to at most n bytes on a character's boundary: a character
+// cut in two would reach the client as U+FFFD.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func fieldSet(names ...string) map[string]bool {

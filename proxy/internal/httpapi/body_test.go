@@ -369,3 +369,11 @@ func FuzzParseBodyAgrees(f *testing.F) {
 		}
 	})
 }
+
+// A name cut for an error message is cut between characters: a character
+// cut in two would reach the client as U+FFFD.
+func TestTruncateOnACharacter(t *testing.T) {
+	if got := truncate("ééé", 3); got != "é…" {
+		t.Fatalf("truncate(ééé, 3) = %q, want %q", got, "é…")
+	}
+}

@@ -114,9 +114,7 @@ func renderText(name string, out map[string]any) string {
 	}
 	s := b.String()
 	if len(s) > maxTextRendering {
-		// On a character's boundary: a cut one would reach the client
-		// as U+FFFD.
-		s = strings.ToValidUTF8(s[:maxTextRendering], "") + "\n… (cut; the structured content has the whole answer)\n"
+		s = clip(s, maxTextRendering) + "\n… (cut; the structured content has the whole answer)\n"
 	}
 	return s
 }
