@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,7 +93,7 @@ func (c *client) do(ctx context.Context, r req) (string, answer, error) {
 	a, elapsed, err := c.send(ctx, id, r)
 	o := outcome{id: id, org: r.org, op: r.op, status: a.status, code: a.code, cold: a.prepared, elapsed: elapsed,
 		retryAfter: a.header.Get("Retry-After")}
-	o.rule = ruleFor(a.status, a.code)
+	o.rule = ruleFor(a.status, a.code, a.message)
 	if e := r.expect; e != nil && e.status == a.status && e.code == a.code {
 		o.rule = e.rule
 	}
@@ -161,17 +162,21 @@ func (c *client) send(ctx context.Context, id string, r req) (answer, time.Durat
 }
 
 // ruleFor is the ledger rule for a well-formed operation request answered
-// with status and code. Refusals of the request itself come before the
-// daemon; money refusals and tree bounds come after the daemon asked for the
-// tree; a 404 is the forge's (no row) or the daemon's (a row), so the
+// with status, code and message. Refusals of the request itself come before
+// the daemon; money refusals and tree bounds come after the daemon asked for
+// the tree; a 404 is the forge's (no row) or the daemon's (a row), so the
 // load, whose paths all exist, only sees the forge's kind in fault windows.
-func ruleFor(status int, code string) rowRule {
+// An org over its share of a proxy's prepares is refused, as a proxy out of
+// prepare slots is (503), once the daemon has said the revision is cold: a
+// row, unless the daemon was not reached; every other 429 comes before it.
+func ruleFor(status int, code, message string) rowRule {
 	switch {
 	case status == http.StatusOK, code == "insufficient_funds", code == "spend_cap_exceeded",
 		code == "tree_too_large", code == "position_out_of_range", code == "unsupported_language",
 		code == "capability_unavailable":
 		return rowsOne
-	case status == 0, status >= 500, code == "not_found":
+	case status == 0, status >= 500, code == "not_found",
+		code == "rate_limited" && strings.Contains(message, "prepares at once"):
 		return rowsAtMost1
 	default: // 400, 401, 403, 429
 		return rowsNone
