@@ -35,6 +35,8 @@ import (
 //	           times as much garbage, as a type checker does, then says so
 //	uidlease   leases a uid range as a daemon does (see uidlease_test.go)
 //	planter    plants links in its home (JAILTEST_PLANT), then exits
+//	unlinker   writes JAILTEST_ALLOC bytes into a file of its home it has
+//	           deleted, says so, and holds it open until stdin closes
 const serverEnv = "JAILTEST_SERVER"
 
 // The adversary's attacks, by hover line.
@@ -95,6 +97,23 @@ func testServerMain() (int, bool) {
 		}
 		goruntime.KeepAlive(live)
 		fmt.Println("churned", len(live), "MiB live")
+		return 0, true
+	case "unlinker":
+		n, _ := strconv.ParseInt(os.Getenv("JAILTEST_ALLOC"), 10, 64)
+		f, err := os.CreateTemp(os.Getenv("HOME"), "unlinked")
+		if err == nil {
+			err = os.Remove(f.Name())
+		}
+		if err == nil {
+			_, err = io.CopyN(f, zeroes{}, n)
+		}
+		if err != nil {
+			fmt.Println("unlinker:", err)
+			return 1, true
+		}
+		fmt.Println("written", n)
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		goruntime.KeepAlive(f)
 		return 0, true
 	case "alloc", "hold":
 		n, _ := strconv.ParseInt(os.Getenv("JAILTEST_ALLOC"), 10, 64)
@@ -280,4 +299,12 @@ func (a *adversary) attack(line int) attackReport {
 		a.children = append(a.children, cmd)
 	}
 	return r
+}
+
+// zeroes reads as endless zero bytes.
+type zeroes struct{}
+
+func (zeroes) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
 }

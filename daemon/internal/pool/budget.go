@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
@@ -195,23 +197,7 @@ type rssMeasure struct {
 // measureRSS measures every running server's tree and remembers each
 // spec's largest.
 func (p *Pool) measureRSS() rssMeasure {
-	type running struct {
-		w    *Workspace
-		spec string
-		srv  *runtime.Server
-	}
-	var rs []running
-	p.mu.Lock()
-	for _, w := range p.live {
-		w.mu.Lock()
-		for id, sl := range w.servers {
-			if isDone(sl.ready) && sl.srv != nil {
-				rs = append(rs, running{w, id, sl.srv})
-			}
-		}
-		w.mu.Unlock()
-	}
-	p.mu.Unlock()
+	rs := p.runningServers()
 	pids := make([]int, len(rs))
 	for i, r := range rs {
 		pids[i] = r.srv.Pid()
@@ -229,6 +215,52 @@ func (p *Pool) measureRSS() rssMeasure {
 	}
 	p.mu.Unlock()
 	return m
+}
+
+// runningServer is one server that has started, with its workspace.
+type runningServer struct {
+	w    *Workspace
+	spec string
+	srv  *runtime.Server
+}
+
+// runningServers lists every server that has started.
+func (p *Pool) runningServers() []runningServer {
+	var rs []runningServer
+	p.mu.Lock()
+	for _, w := range p.live {
+		w.mu.Lock()
+		for id, sl := range w.servers {
+			if isDone(sl.ready) && sl.srv != nil {
+				rs = append(rs, runningServer{w, id, sl.srv})
+			}
+		}
+		w.mu.Unlock()
+	}
+	p.mu.Unlock()
+	return rs
+}
+
+// unlinkedByTenant is what each tenant's running servers hold on the
+// workspaces' filesystem in unlinked open files (TreeUnlinked).
+func (p *Pool) unlinkedByTenant() map[string]int64 {
+	var root unix.Stat_t
+	if err := unix.Stat(p.store.Root(), &root); err != nil {
+		return nil
+	}
+	rs := p.runningServers()
+	pids := make([]int, len(rs))
+	for i, r := range rs {
+		pids[i] = r.srv.Pid()
+	}
+	by := TreeUnlinked(pids, uint64(root.Dev))
+	out := map[string]int64{}
+	for i, r := range rs {
+		if n := by[pids[i]]; n > 0 {
+			out[r.w.Key.TenantKey] += n
+		}
+	}
+	return out
 }
 
 // enforceRSS evicts servers until the measured total plus extra (what req
@@ -324,6 +356,13 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 		for i, h := range homes {
 			total += sizes[i]
 			held[h.TenantKey] += sizes[i]
+		}
+		// Files a server deleted while holding them open are on the disk
+		// too; its tenant is charged, so its workspaces go first, and
+		// evicting one stops its servers, which frees them.
+		for tenant, n := range p.unlinkedByTenant() {
+			total += n
+			held[tenant] += n
 		}
 		if total <= max {
 			return

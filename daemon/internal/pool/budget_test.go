@@ -35,6 +35,21 @@ var goplsPath = func() string {
 // both process shapes), with extra specs after it.
 func testPool(t *testing.T, b Budget, extra ...Spec) (*Pool, *Spec) {
 	t.Helper()
+	return poolOf(t, b, append([]Spec{goplsSpec()}, extra...))
+}
+
+// goplsSpec is the reviewed entry of the real gopls, unjailed.
+func goplsSpec() Spec {
+	return Spec{Spec: runtime.Spec{
+		ID: "gopls", Language: "go", Executable: goplsPath, Args: []string{"serve"},
+		RequestTimeout: 2 * time.Minute,
+	}, Extensions: []string{".go"}}
+}
+
+// poolOf is testPool with specs of the test's own, the first of them
+// returned.
+func poolOf(t *testing.T, b Budget, specs []Spec) (*Pool, *Spec) {
+	t.Helper()
 	if _, err := os.Stat(goplsPath); err != nil {
 		t.Skipf("gopls is not installed at %s: the pool tests run it", goplsPath)
 	}
@@ -43,11 +58,7 @@ func testPool(t *testing.T, b Budget, extra ...Spec) (*Pool, *Spec) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	specs := []Spec{{Spec: runtime.Spec{
-		ID: "gopls", Language: "go", Executable: goplsPath, Args: []string{"serve"},
-		RequestTimeout: 2 * time.Minute,
-	}, Extensions: []string{".go"}}}
-	p := New(store, append(specs, extra...), runtime.Unjailed(log), log)
+	p := New(store, specs, runtime.Unjailed(log), log)
 	p.SetBudget(b)
 	t.Cleanup(func() { p.Close(context.Background()) })
 	return p, &p.Specs()[0]

@@ -26,6 +26,20 @@ import (
 // when the daemon is root.
 func TreeRSS(roots []int) map[int]int64 {
 	out := make(map[int]int64, len(roots))
+	for root, pids := range processTrees(roots) {
+		var sum int64
+		for _, pid := range pids {
+			sum += vmRSS(pid)
+		}
+		out[root] = sum
+	}
+	return out
+}
+
+// processTrees lists each root's process tree (TreeRSS says which
+// processes that is) from one pass over /proc, by root pid.
+func processTrees(roots []int) map[int][]int {
+	out := make(map[int][]int, len(roots))
 	if len(roots) == 0 {
 		return out
 	}
@@ -48,7 +62,7 @@ func TreeRSS(roots []int) map[int]int64 {
 				queue = append(queue, p.PID)
 			}
 		}
-		var sum int64
+		var tree []int
 		for len(queue) > 0 {
 			pid := queue[0]
 			queue = queue[1:]
@@ -56,10 +70,10 @@ func TreeRSS(roots []int) map[int]int64 {
 				continue
 			}
 			seen[pid] = true
-			sum += vmRSS(pid)
+			tree = append(tree, pid)
 			queue = append(queue, children[pid]...)
 		}
-		out[root] = sum
+		out[root] = tree
 	}
 	return out
 }

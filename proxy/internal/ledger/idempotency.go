@@ -65,11 +65,17 @@ func (l *Ledger) ClaimIdempotencyKey(ctx context.Context, r IdempotencyRequest) 
 	var status *int32
 	var header []byte
 	var body []byte
-	err := l.pool.QueryRow(ctx,
-		`SELECT o_state, o_http_status, o_headers, o_body
-		   FROM lsp_idem_claim($1, $2, $3, $4, make_interval(secs => $5), make_interval(secs => $6), $7)`,
-		r.Org, r.Key, r.RequestHash, r.Attempt, r.TTL.Seconds(), r.Lease.Seconds(), max(r.MaxOrgBytes, 0)).
-		Scan(&state, &status, &header, &body)
+	// Every claim's sweep deletes expired keys of any org, and an answered key's deletion updates its
+	// org's count: two sweeps (or a sweep and an org's own cleanup at its bound) may take two orgs'
+	// counts in opposite orders. Postgres breaks such a deadlock by aborting one statement, which then
+	// did nothing, so it runs again.
+	err := retryAborted(func() error {
+		return l.pool.QueryRow(ctx,
+			`SELECT o_state, o_http_status, o_headers, o_body
+			   FROM lsp_idem_claim($1, $2, $3, $4, make_interval(secs => $5), make_interval(secs => $6), $7)`,
+			r.Org, r.Key, r.RequestHash, r.Attempt, r.TTL.Seconds(), r.Lease.Seconds(), max(r.MaxOrgBytes, 0)).
+			Scan(&state, &status, &header, &body)
+	})
 	if err != nil {
 		return "", nil, wrap("claim idempotency key", err)
 	}

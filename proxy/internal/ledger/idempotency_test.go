@@ -339,3 +339,75 @@ func TestIdempotencyClaimTakesNoCountLock(t *testing.T) {
 		t.Fatalf("a claim while the org's count is locked: %s %v", s, err)
 	}
 }
+
+// A claim that Postgres aborts to break a deadlock runs again. Org a is at its bound with an
+// expired answered key, org b has one too: a's claim deletes a's (locking a's count), then its sweep
+// deletes b's and waits for b's count, which another transaction holds while it goes on to a's.
+// Postgres aborts the claim (the other side waits 30 s before looking for deadlocks); its retry
+// waits for the other side to finish and claims.
+func TestIdempotencyClaimRetriedAfterDeadlock(t *testing.T) {
+	t.Parallel()
+	l, url := open(t)
+	conn := connect(t, url)
+	for _, org := range []string{"a", "b"} {
+		if _, err := conn.Exec(ctx, `INSERT INTO idempotency_keys
+			(org, key, request_hash, state, attempt, http_status, headers, body, lease_until, expires_at)
+			VALUES ($1, 'old', 'h', 'done', 'x', 200, '{}', 'x', now() - interval '2 days', now() - interval '1 day')`, org); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SET LOCAL deadlock_timeout = '30s'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT bytes FROM idempotency_bytes WHERE org = 'b' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		s   ledger.IdempotencyState
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r := idem("a", "new", "h", "a1")
+		r.MaxOrgBytes = 1
+		s, _, err := l.ClaimIdempotencyKey(ctx, r)
+		done <- result{s, err}
+	}()
+	// The claim waits for b's count.
+	waitForLockWait(t, url, 1)
+	if _, err := tx.Exec(ctx, `UPDATE idempotency_bytes SET bytes = bytes WHERE org = 'a'`); err != nil {
+		t.Fatalf("the other side of the deadlock was aborted, not the claim: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil || res.s != ledger.IdempotencyClaimed {
+		t.Fatalf("a claim aborted by a deadlock: %s %v", res.s, res.err)
+	}
+}
+
+// waitForLockWait waits until n sessions of the test's database wait for a lock.
+func waitForLockWait(t *testing.T, url string, n int) {
+	t.Helper()
+	conn := connect(t, url)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var waiting int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions wait for a lock after 10 s, want %d", waiting, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

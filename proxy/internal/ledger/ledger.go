@@ -114,6 +114,21 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
+// retryAborted runs one statement of its own transaction, at most three times, while Postgres
+// aborts it to break a deadlock (40P01) or a serialization failure (40001): an aborted statement
+// changed nothing, and the other side has usually finished by the time it runs again (a deadlock
+// is found only after deadlock_timeout).
+func retryAborted(run func() error) error {
+	var err error
+	for range 3 {
+		var pe *pgconn.PgError
+		if err = run(); !errors.As(err, &pe) || pe.Code != "40P01" && pe.Code != "40001" {
+			return err
+		}
+	}
+	return err
+}
+
 func unavailable(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false // the caller gave up; the database may be fine
