@@ -353,9 +353,16 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 			hasTree[k.Home()] = true
 		}
 		sizes := p.homeSizes(homes, maxAge)
+		over := map[workspace.Home]bool{}
 		for i, h := range homes {
-			total += sizes[i]
-			held[h.TenantKey] += sizes[i]
+			n := sizes[i].bytes
+			if sizes[i].over {
+				// Too many entries to measure: over the whole budget, so
+				// it goes first and its tenant's workspaces before others'.
+				n, over[h] = max+1, true
+			}
+			total += n
+			held[h.TenantKey] += n
 		}
 		// Files a server deleted while holding them open are on the disk
 		// too; its tenant is charged, so its workspaces go first, and
@@ -370,7 +377,8 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 		if p.onDiskMeasured != nil {
 			p.onDiskMeasured()
 		}
-		// Over: a home without a tree goes first, the one changed longest ago.
+		// Over: a home without a tree goes first, one too large to measure,
+		// then the one changed longest ago.
 		var orphans []workspace.Home
 		modTime := map[workspace.Home]time.Time{}
 		for _, h := range homes {
@@ -380,7 +388,15 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 			orphans = append(orphans, h)
 			modTime[h] = p.store.HomeModTime(h)
 		}
-		slices.SortFunc(orphans, func(a, b workspace.Home) int { return modTime[a].Compare(modTime[b]) })
+		slices.SortFunc(orphans, func(a, b workspace.Home) int {
+			if over[a] != over[b] {
+				if over[a] {
+					return -1
+				}
+				return 1
+			}
+			return modTime[a].Compare(modTime[b])
+		})
 		// The trees were listed before the homes were measured, which takes
 		// seconds: a prepare of the repository may have published since.
 		// Whether the home is still an orphan is decided again, under the
@@ -445,6 +461,7 @@ type homeCache struct {
 
 type homeMeasure struct {
 	bytes int64
+	over  bool // too many entries to measure (Store.HomeBytes): over any budget
 	at    time.Time // when the measure began
 	stamp uint64    // the home's stamp then
 	idle  bool      // no writer was active then
@@ -471,9 +488,9 @@ func (c *homeCache) forget(h workspace.Home) {
 // only where it may have changed: a home measured while nothing wrote it
 // and untouched since is not; one something may be writing is when its
 // measure is older than maxAge.
-func (p *Pool) homeSizes(hs []workspace.Home, maxAge time.Duration) []int64 {
+func (p *Pool) homeSizes(hs []workspace.Home, maxAge time.Duration) []homeMeasure {
 	now := time.Now()
-	sizes := make([]int64, len(hs))
+	sizes := make([]homeMeasure, len(hs))
 	next := make([]homeMeasure, len(hs))
 	var walk []int
 	p.mu.Lock()
@@ -493,7 +510,7 @@ func (p *Pool) homeSizes(hs []workspace.Home, maxAge time.Duration) []int64 {
 		switch {
 		case ok && m.idle && next[i].idle && m.stamp == next[i].stamp,
 			ok && now.Sub(m.at) < maxAge:
-			sizes[i] = m.bytes
+			sizes[i] = m
 		default:
 			walk = append(walk, i)
 		}
@@ -501,8 +518,10 @@ func (p *Pool) homeSizes(hs []workspace.Home, maxAge time.Duration) []int64 {
 	p.homes.mu.Unlock()
 	p.mu.Unlock()
 	for _, i := range walk {
-		next[i].bytes = p.store.HomeBytes(hs[i])
-		sizes[i] = next[i].bytes
+		var complete bool
+		next[i].bytes, complete = p.store.HomeBytes(hs[i])
+		next[i].over = !complete
+		sizes[i] = next[i]
 		p.homes.mu.Lock()
 		p.homes.measured[hs[i]] = next[i]
 		p.homes.mu.Unlock()

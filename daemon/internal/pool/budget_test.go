@@ -352,20 +352,20 @@ func TestDiskBudget(t *testing.T) {
 	prepare(t, p, k1, pad)
 	one := p.store.TreeBytes(k0)
 	homes, _ := p.store.Homes()
-	var homeBytes int64
+	var homesBytes int64
 	for _, h := range homes {
-		homeBytes += p.store.HomeBytes(h)
+		homesBytes += homeBytes(t, p.store, h)
 	}
 	// Room for the home and two trees, not three.
-	p.SetBudget(Budget{MaxDisk: homeBytes + 2*one + one/2})
+	p.SetBudget(Budget{MaxDisk: homesBytes + 2*one + one/2})
 	if err := use(t, p, s, k1); err != nil { // k1 is now more recent than k0
 		t.Fatal(err)
 	}
-	homeBytes = 0
+	homesBytes = 0
 	for _, h := range homes {
-		homeBytes += p.store.HomeBytes(h)
+		homesBytes += homeBytes(t, p.store, h)
 	}
-	p.SetBudget(Budget{MaxDisk: homeBytes + 2*one + one/2})
+	p.SetBudget(Budget{MaxDisk: homesBytes + 2*one + one/2})
 	prepare(t, p, k2, pad)
 	if p.store.Published(k0) {
 		t.Fatal("the least recently used tree survived the disk budget")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -29,7 +30,7 @@ func TestHomeWalkedOnlyWhenWritten(t *testing.T) {
 	k0, k1 := key("a", "homes", 0), key("a", "homes", 1)
 	prepare(t, p, k0, 0)
 	h := k0.Home()
-	measure := func(maxAge time.Duration) int64 { return p.homeSizes([]workspace.Home{h}, maxAge)[0] }
+	measure := func(maxAge time.Duration) int64 { return p.homeSizes([]workspace.Home{h}, maxAge)[0].bytes }
 	plant := func(name string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(p.store.HomeDir(k0), name), []byte(strings.Repeat("x", 1<<20)), 0o600); err != nil {
@@ -203,7 +204,7 @@ func TestDiskCountsTreesBeingWritten(t *testing.T) {
 	var onDisk int64
 	homes, _ := p.store.Homes()
 	for _, h := range homes {
-		onDisk += p.store.HomeBytes(h)
+		onDisk += homeBytes(t, p.store, h)
 	}
 	onDisk += p.store.TreeBytes(k0)
 	p.SetBudget(Budget{MaxDisk: onDisk + size/2})
@@ -254,5 +255,58 @@ func TestCloseIsFinal(t *testing.T) {
 	files := []*daemonv1.FileEntry{{Path: "go.mod", Size: uint64(len(content)), Sha256: hex.EncodeToString(sum[:])}}
 	if _, _, err := p.Prepare(context.Background(), k1, "00000000-0000-4000-8000-"+k1.Commit[:12], files, strings.NewReader(content), nil, nil); !errors.Is(err, ErrPoolClosed) {
 		t.Fatalf("a prepare after Close: %v, want ErrPoolClosed", err)
+	}
+}
+
+// homeBytes is h's measure, which must be complete.
+func homeBytes(t *testing.T, s *workspace.Store, h workspace.Home) int64 {
+	t.Helper()
+	n, complete := s.HomeBytes(h)
+	if !complete {
+		t.Fatalf("home %v: too many entries to measure", h)
+	}
+	return n
+}
+
+// TestHomeTooLargeToMeasure: a home with more entries than the walk
+// measures (a jail's millions of empty files, nearly free in bytes) counts
+// as over the whole disk budget: it is deleted first, before a home left
+// longer ago, which stays since the rest then fits.
+func TestHomeTooLargeToMeasure(t *testing.T) {
+	lim := workspace.DefaultLimits()
+	lim.MaxHomeEntries = 500
+	store, err := workspace.NewStore(t.TempDir(), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	p := New(store, nil, runtime.Unjailed(log), log)
+	t.Cleanup(func() { p.Close(context.Background()) })
+	old := filepath.Join(store.Root(), "homes", tenant("b"), "old")
+	wide := filepath.Join(store.Root(), "homes", tenant("a"), "wide")
+	for _, dir := range []string{old, wide} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(old, "cache"), make([]byte, 64<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		if err := os.WriteFile(filepath.Join(wide, fmt.Sprint("empty", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	longAgo := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(old, longAgo, longAgo); err != nil {
+		t.Fatal(err)
+	}
+	p.SetBudget(Budget{MaxDisk: 1 << 30}) // both fit a thousand times over, in bytes
+	p.enforceDisk(context.Background(), 0)
+	if _, err := os.Stat(wide); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the home of 1,000 empty files, over the walk's 500, is still there: %v", err)
+	}
+	if _, err := os.Stat(old); err != nil {
+		t.Fatalf("the home left an hour ago was deleted too: %v", err)
 	}
 }

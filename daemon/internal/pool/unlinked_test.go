@@ -45,7 +45,7 @@ exec "$0" serve`, goplsPath}
 	var walked int64
 	homes, _ := p.store.Homes()
 	for _, h := range homes {
-		walked += p.store.HomeBytes(h)
+		walked += homeBytes(t, p.store, h)
 	}
 	for _, k := range []workspace.Key{ka, kb} {
 		walked += p.store.TreeBytes(k)

@@ -58,10 +58,11 @@ func TestLockedOutByOwner(t *testing.T) {
 	lock()
 	before, _ := os.Stat(hostDir)
 	var files int64
-	if err := open(t, home).StatTree(func(st *unix.Stat_t) {
+	if err := open(t, home).StatTree(func(st *unix.Stat_t) bool {
 		if st.Mode&unix.S_IFMT == unix.S_IFREG {
 			files += st.Size
 		}
+		return true
 	}); err != nil {
 		t.Fatalf("StatTree of a home with locked directories: %v", err)
 	}

@@ -621,13 +621,16 @@ var errMoved = errors.New("moved while walked")
 // and not entered. An entry that cannot be read is passed over and its
 // error returned at the end; a directory moved while the walk is below it
 // ends the walk (what was reported stays reported). Each directory is
-// read readBatch entries at a time.
-func (d *Dir) StatTree(fn func(*unix.Stat_t)) error {
+// read readBatch entries at a time. The walk ends, with what it has
+// returned so far, as soon as fn returns false.
+func (d *Dir) StatTree(fn func(*unix.Stat_t) bool) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(d.fd, &st); err != nil {
 		return &os.PathError{Op: "stat", Path: d.name, Err: err}
 	}
-	fn(&st)
+	if !fn(&st) {
+		return nil
+	}
 	// A descriptor of its own: reading a directory moves its offset.
 	rfd, err := openat2(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
@@ -681,7 +684,9 @@ func (d *Dir) StatTree(fn func(*unix.Stat_t)) error {
 			}
 			continue
 		}
-		fn(&cs)
+		if !fn(&cs) {
+			return first
+		}
 		if cs.Mode&unix.S_IFMT != unix.S_IFDIR {
 			continue
 		}

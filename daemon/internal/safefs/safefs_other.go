@@ -46,7 +46,7 @@ func (d *Dir) ReadNames(int) ([]string, error)                        { return n
 func (d *Dir) Owner() (Owner, error)                                  { return Keep, ErrUnsupported }
 func (d *Dir) MoveIn(*Dir, string, os.FileMode) (bool, error)         { return false, ErrUnsupported }
 func (d *Dir) ChownTree(int, int) error                               { return ErrUnsupported }
-func (d *Dir) StatTree(func(*unix.Stat_t)) error                      { return ErrUnsupported }
+func (d *Dir) StatTree(func(*unix.Stat_t) bool) error                 { return ErrUnsupported }
 func (d *Dir) RemoveAll(string) error                                 { return ErrUnsupported }
 func TempName() string                                                { return ".tmp" }
 

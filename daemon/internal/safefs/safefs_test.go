@@ -450,7 +450,7 @@ func TestStatTreeDeepNoLinks(t *testing.T) {
 	}
 	fds := openFds(t)
 	var dirs, links, files, bottomFds int
-	err := d.StatTree(func(st *unix.Stat_t) {
+	err := d.StatTree(func(st *unix.Stat_t) bool {
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
 			dirs++
@@ -465,6 +465,7 @@ func TestStatTreeDeepNoLinks(t *testing.T) {
 				bottomFds = openFds(t)
 			}
 		}
+		return true
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -500,7 +501,7 @@ func TestStatTreeSwappedForLink(t *testing.T) {
 	if err := syscall.Stat(hostFile, &host); err != nil {
 		t.Fatal(err)
 	}
-	err := open(t, home).StatTree(func(st *unix.Stat_t) {
+	err := open(t, home).StatTree(func(st *unix.Stat_t) bool {
 		if st.Ino == subSt.Ino {
 			if err := unix.Renameat2(unix.AT_FDCWD, sub, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
 				t.Fatal(err)
@@ -509,6 +510,7 @@ func TestStatTreeSwappedForLink(t *testing.T) {
 		if st.Ino == host.Ino {
 			t.Error("walked into the host directory through a swapped link")
 		}
+		return true
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -537,7 +539,7 @@ func TestStatTreeMovedAbove(t *testing.T) {
 	// The directory at depth 3: its descriptor is long released when the
 	// walk reaches the bottom.
 	moved := filepath.Join(home, "d", "d", "d")
-	err := d.StatTree(func(st *unix.Stat_t) {
+	err := d.StatTree(func(st *unix.Stat_t) bool {
 		if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 6 {
 			if err := os.Rename(moved, filepath.Join(hostDir, "moved")); err != nil {
 				t.Fatal(err)
@@ -546,6 +548,7 @@ func TestStatTreeMovedAbove(t *testing.T) {
 		if st.Ino == host.Ino {
 			t.Error("walked the host directory")
 		}
+		return true
 	})
 	if !errors.Is(err, errMoved) {
 		t.Errorf("StatTree = %v, want %v", err, errMoved)
@@ -645,7 +648,7 @@ func TestWideDirBatched(t *testing.T) {
 		t.Helper()
 		seen := map[uint64]bool{}
 		var gotFiles, gotDirs, gotLinks int
-		err := open(t, home).StatTree(func(st *unix.Stat_t) {
+		err := open(t, home).StatTree(func(st *unix.Stat_t) bool {
 			if seen[st.Ino] {
 				t.Fatalf("inode %d reported twice", st.Ino) // and the walk ends
 			}
@@ -661,6 +664,7 @@ func TestWideDirBatched(t *testing.T) {
 			case unix.S_IFLNK:
 				gotLinks++
 			}
+			return true
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -710,7 +714,7 @@ func TestStatTreeDeepBatched(t *testing.T) {
 	level.Close()
 	seen := map[uint64]bool{}
 	var files, dirs int
-	err := d.StatTree(func(st *unix.Stat_t) {
+	err := d.StatTree(func(st *unix.Stat_t) bool {
 		if seen[st.Ino] {
 			t.Fatalf("inode %d reported twice", st.Ino) // and the walk ends
 		}
@@ -721,6 +725,7 @@ func TestStatTreeDeepBatched(t *testing.T) {
 		case unix.S_IFDIR:
 			dirs++
 		}
+		return true
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,10 @@ type Limits struct {
 	MaxFileBytes  int64
 	MaxDepth      int
 	MaxPathBytes  int
+	// MaxHomeEntries bounds the walk that measures one home (with the
+	// daemon's cache of its repository): past it the home is not measured
+	// further (Store.HomeBytes).
+	MaxHomeEntries int
 }
 
 // DefaultLimits are generous for real repositories and small enough that one
@@ -36,6 +40,9 @@ func DefaultLimits() Limits {
 		MaxFileBytes:  64 << 20,
 		MaxDepth:      64,
 		MaxPathBytes:  daemonv1.MaxTreePathBytes,
+		// A large Go workspace's build and module caches hold tens of
+		// thousands; a million is walked in seconds.
+		MaxHomeEntries: 1_000_000,
 	}
 }
 

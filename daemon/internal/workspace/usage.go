@@ -24,39 +24,48 @@ type Home struct {
 // several links once. A jail writes the homes, so the walk follows no
 // link (a link counts as itself) and goes by descriptor, at any depth
 // (safefs.StatTree); what it cannot read it passes over.
-func Usage(dir string) int64 { return usage(dir, false) }
+func Usage(dir string) int64 {
+	n, _ := usage(dir, false, 0)
+	return n
+}
 
 // usage is Usage; with unshared, a regular file with more than one link
 // is left out: the daemon's cache shares its files with the node_modules
 // of the trees it was linked into (deps.packageCache), which count them.
-func usage(dir string, unshared bool) int64 {
+// With maxEntries > 0 the walk stops after that many entries, and entries
+// reports how many it saw.
+func usage(dir string, unshared bool, maxEntries int) (n int64, entries int) {
 	// A jail that shares the daemon's uid could have locked its home's top
 	// out of the measure.
 	_ = safefs.GrantOwner(dir, 0o500)
 	d, err := safefs.Open(dir)
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	defer d.Close()
-	var n int64
 	// The inodes with more than one link seen so far: ten thousand links
 	// to one file are one file's disk.
 	type inode struct{ dev, ino uint64 }
 	seen := map[inode]bool{}
-	_ = d.StatTree(func(st *unix.Stat_t) {
+	bytes := func(st *unix.Stat_t) int64 {
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink > 1 {
 			if unshared && st.Mode&unix.S_IFMT == unix.S_IFREG {
-				return
+				return 0
 			}
 			id := inode{uint64(st.Dev), uint64(st.Ino)}
 			if seen[id] {
-				return
+				return 0
 			}
 			seen[id] = true
 		}
-		n += st.Blocks * 512
+		return st.Blocks * 512
+	}
+	_ = d.StatTree(func(st *unix.Stat_t) bool {
+		n += bytes(st)
+		entries++
+		return maxEntries <= 0 || entries < maxEntries
 	})
-	return n
+	return n, entries
 }
 
 // TreeBytes is the disk k's published tree and its metadata take.
@@ -93,8 +102,25 @@ func (s *Store) cacheDir(h Home) string { return filepath.Join(s.root, "caches",
 // links too: a file the cache shares is counted with a tree (its trees
 // are measured whole), once the last such tree is gone with the cache.
 // Nothing is missed; two revisions sharing a file count it twice.
-func (s *Store) HomeBytes(h Home) int64 {
-	return Usage(s.homeDir(h)) + usage(s.cacheDir(h), true)
+//
+// complete is false when the two hold more than Limits.MaxHomeEntries
+// entries: the walk stopped there, and bytes is what it had counted. A
+// jail writes the home and could fill it with millions of empty files,
+// nearly free in bytes but not in inodes, whose walk would hold the disk
+// budget's pass (and every cold prepare waiting for it) for minutes; the
+// pool counts such a home as over its whole budget.
+func (s *Store) HomeBytes(h Home) (bytes int64, complete bool) {
+	max := s.limits.MaxHomeEntries
+	home, entries := usage(s.homeDir(h), false, max)
+	if max > 0 && entries >= max {
+		return home, false
+	}
+	left := 0
+	if max > 0 {
+		left = max - entries
+	}
+	cache, more := usage(s.cacheDir(h), true, left)
+	return home + cache, max <= 0 || entries+more < max
 }
 
 // HomeModTime is when a home's directory last changed.

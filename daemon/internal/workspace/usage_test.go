@@ -94,7 +94,7 @@ func TestUsageNeverFollowsASwappedDir(t *testing.T) {
 	}()
 	var got int64
 	for range 1000 {
-		if got = s.HomeBytes(h); got >= sentinel {
+		if got = homeBytes(t, s, h); got >= sentinel {
 			break
 		}
 	}
@@ -103,7 +103,7 @@ func TestUsageNeverFollowsASwappedDir(t *testing.T) {
 	if got >= sentinel {
 		t.Fatalf("home bytes %d: the walk followed a swapped link to the %d-byte sentinel", got, sentinel)
 	}
-	if got := s.HomeBytes(h); got >= sentinel {
+	if got := homeBytes(t, s, h); got >= sentinel {
 		t.Fatalf("home bytes %d: the walk followed a link to the %d-byte sentinel", got, sentinel)
 	}
 }
@@ -123,14 +123,14 @@ func TestUsageHardLinksOnce(t *testing.T) {
 	if err := os.Mkdir(links, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	before := s.HomeBytes(h)
+	before := homeBytes(t, s, h)
 	for i := range 10000 {
 		if err := os.Link(f, filepath.Join(links, fmt.Sprintf("l%05d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// What the links add is the directory's own entries.
-	if got := s.HomeBytes(h); before < size || got-before >= size {
+	if got := homeBytes(t, s, h); before < size || got-before >= size {
 		t.Fatalf("home bytes %d with one 1 MiB file, %d with 10000 more links to it", before, got)
 	}
 }
@@ -140,12 +140,12 @@ func TestUsageHardLinksOnce(t *testing.T) {
 func TestUsageBeyondPathMax(t *testing.T) {
 	s, h := homeStore(t)
 	bottom := deepChain(t, s.HomeDir(testKey), 2100) // "d/" × 2100: 4200 bytes
-	before := s.HomeBytes(h)
+	before := homeBytes(t, s, h)
 	const size = 1 << 20
 	if err := bottom.WriteFile("f", make([]byte, size), 0o644, safefs.Keep); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.HomeBytes(h); got-before < size {
+	if got := homeBytes(t, s, h); got-before < size {
 		t.Fatalf("home bytes %d with a 1 MiB file past PATH_MAX, %d without", got, before)
 	}
 }
@@ -182,5 +182,74 @@ func TestDeleteHomeDeep(t *testing.T) {
 	}
 	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s survived RemoveAll: %v", dir, err)
+	}
+}
+
+// homeBytes is h's measure, which must be complete.
+func homeBytes(t *testing.T, s *Store, h Home) int64 {
+	t.Helper()
+	n, complete := s.HomeBytes(h)
+	if !complete {
+		t.Fatalf("home %v: too many entries to measure", h)
+	}
+	return n
+}
+
+// TestHomeEntriesBound: the walk measuring a home stops at
+// MaxHomeEntries, counting the daemon's cache of the repository with it,
+// and says the measure is incomplete; under the bound it is complete.
+func TestHomeEntriesBound(t *testing.T) {
+	lim := DefaultLimits()
+	lim.MaxHomeEntries = 100
+	s, err := NewStore(t.TempDir(), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := testKey.Home()
+	fill := func(dir string, n int, content []byte) {
+		t.Helper()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprint("f", i)), content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fill(filepath.Join(s.homeDir(h), "a"), 40, nil)
+	if _, complete := s.HomeBytes(h); !complete {
+		t.Fatal("a home of 42 entries, bound 100: incomplete")
+	}
+	fill(filepath.Join(s.cacheDir(h), "a"), 40, nil)
+	if _, complete := s.HomeBytes(h); !complete {
+		t.Fatal("a home and cache of 84 entries, bound 100: incomplete")
+	}
+	fill(filepath.Join(s.cacheDir(h), "b"), 40, nil)
+	if _, complete := s.HomeBytes(h); complete {
+		t.Fatal("a home and cache of 125 entries, bound 100: complete")
+	}
+	// Links to one file count once in bytes, yet each is an entry.
+	links, err := NewStore(t.TempDir(), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(links.homeDir(h), 1, []byte("x"))
+	for i := range 200 {
+		if err := os.Link(filepath.Join(links.homeDir(h), "f0"), filepath.Join(links.homeDir(h), fmt.Sprint("l", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, complete := links.HomeBytes(h); complete {
+		t.Fatal("a home of 202 entries, 201 of them links to one file, bound 100: complete")
+	}
+	// A thousand files of a block each: the walk stops near the bound.
+	fill(filepath.Join(s.homeDir(h), "b"), 1000, []byte("x"))
+	n, complete := s.HomeBytes(h)
+	if complete {
+		t.Fatal("a home of 1,043 entries, bound 100: complete")
+	}
+	if n > 200*4096 {
+		t.Fatalf("the walk of a home bounded to 100 entries counted %d bytes: it went on past the bound", n)
 	}
 }
