@@ -461,7 +461,7 @@ type homeCache struct {
 
 type homeMeasure struct {
 	bytes int64
-	over  bool // too many entries to measure (Store.HomeBytes): over any budget
+	over  bool      // too many entries to measure (Store.HomeBytes): over any budget
 	at    time.Time // when the measure began
 	stamp uint64    // the home's stamp then
 	idle  bool      // no writer was active then
