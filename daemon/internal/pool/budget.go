@@ -241,9 +241,9 @@ func (p *Pool) runningServers() []runningServer {
 	return rs
 }
 
-// unlinkedByTenant is what each tenant's running servers hold on the
-// workspaces' filesystem in unlinked open files (TreeUnlinked).
-func (p *Pool) unlinkedByTenant() map[string]int64 {
+// unlinkedByWorkspace is what each workspace's running servers hold on
+// the workspaces' filesystem in unlinked open files (TreeUnlinked).
+func (p *Pool) unlinkedByWorkspace() map[workspace.Key]int64 {
 	var root unix.Stat_t
 	if err := unix.Stat(p.store.Root(), &root); err != nil {
 		return nil
@@ -254,10 +254,10 @@ func (p *Pool) unlinkedByTenant() map[string]int64 {
 		pids[i] = r.srv.Pid()
 	}
 	by := TreeUnlinked(pids, uint64(root.Dev))
-	out := map[string]int64{}
+	out := map[workspace.Key]int64{}
 	for i, r := range rs {
 		if n := by[pids[i]]; n > 0 {
-			out[r.w.Key.TenantKey] += n
+			out[r.w.Key] += n
 		}
 	}
 	return out
@@ -330,6 +330,9 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 	p.enforcingDisk.Lock()
 	defer p.enforcingDisk.Unlock()
 	undeletable := map[workspace.Home]bool{}
+	// Homes too large to measure that could not be deleted this pass:
+	// their workspaces were busy.
+	stuck := map[workspace.Home]bool{}
 	for {
 		keys, err := p.store.List()
 		if err != nil {
@@ -353,32 +356,45 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 			hasTree[k.Home()] = true
 		}
 		sizes := p.homeSizes(homes, maxAge)
-		over := map[workspace.Home]bool{}
+		var tooLarge []workspace.Home
 		for i, h := range homes {
-			n := sizes[i].bytes
-			if sizes[i].over {
-				// Too many entries to measure: over the whole budget, so
-				// it goes first and its tenant's workspaces before others'.
-				n, over[h] = max+1, true
+			total += sizes[i].bytes
+			held[h.TenantKey] += sizes[i].bytes
+			if sizes[i].over && !undeletable[h] && !stuck[h] {
+				tooLarge = append(tooLarge, h)
 			}
-			total += n
-			held[h.TenantKey] += n
 		}
 		// Files a server deleted while holding them open are on the disk
-		// too; its tenant is charged, so its workspaces go first, and
-		// evicting one stops its servers, which frees them.
-		for tenant, n := range p.unlinkedByTenant() {
+		// too: charged to its tenant, and its workspace is that tenant's
+		// first victim (evicting it stops its servers, which frees them).
+		unlinked := p.unlinkedByWorkspace()
+		for k, n := range unlinked {
 			total += n
-			held[tenant] += n
+			held[k.TenantKey] += n
 		}
-		if total <= max {
+		if total <= max && len(tooLarge) == 0 {
 			return
 		}
 		if p.onDiskMeasured != nil {
 			p.onDiskMeasured()
 		}
-		// Over: a home without a tree goes first, one too large to measure,
-		// then the one changed longest ago.
+		// A home too large to measure goes whatever the total, with its
+		// repository's workspaces, and costs nothing else: what it holds is
+		// unknown, so it must not evict another tenant's.
+		if len(tooLarge) > 0 {
+			h := tooLarge[0]
+			var gone bool
+			if hasTree[h] {
+				gone = p.evictHomeTrees(ctx, keys, h)
+			} else if !p.preparingRepo(h) {
+				gone = p.deleteOrphan(h, undeletable, "reason", "entries")
+			}
+			if !gone {
+				stuck[h] = true
+			}
+			continue
+		}
+		// Over: a home without a tree goes first, the one changed longest ago.
 		var orphans []workspace.Home
 		modTime := map[workspace.Home]time.Time{}
 		for _, h := range homes {
@@ -388,43 +404,17 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 			orphans = append(orphans, h)
 			modTime[h] = p.store.HomeModTime(h)
 		}
-		slices.SortFunc(orphans, func(a, b workspace.Home) int {
-			if over[a] != over[b] {
-				if over[a] {
-					return -1
-				}
-				return 1
-			}
-			return modTime[a].Compare(modTime[b])
-		})
-		// The trees were listed before the homes were measured, which takes
-		// seconds: a prepare of the repository may have published since.
-		// Whether the home is still an orphan is decided again, under the
-		// pool's lock, as it is taken for deletion.
-		var orphan *workspace.Home
-		var deleting chan struct{}
-		p.mu.Lock()
+		slices.SortFunc(orphans, func(a, b workspace.Home) int { return modTime[a].Compare(modTime[b]) })
+		deleted := false
 		for _, h := range orphans {
-			if done, ok := p.claimHomeLocked(h, workspace.Key{}); ok {
-				orphan, deleting = &h, done
+			if deleted = p.deleteOrphan(h, undeletable, "reason", "disk", "total", total, "budget", max); deleted {
 				break
 			}
 		}
-		p.mu.Unlock()
-		if orphan != nil {
-			p.log.Info("evicted a home", "reason", "disk", "total", total, "budget", max)
-			err := p.store.DeleteHome(*orphan)
-			p.homes.forget(*orphan)
-			p.releaseHome(*orphan, deleting)
-			if err != nil {
-				// Passed over from now on, not tried again and again:
-				// one home that will not go must not stop the budget.
-				p.log.Warn("disk budget: delete home", "err", err)
-				undeletable[*orphan] = true
-			}
+		if deleted {
 			continue
 		}
-		victim, ok := p.pickTree(keys, held)
+		victim, ok := p.pickTree(keys, held, unlinked)
 		if !ok {
 			p.log.Warn("disk budget exceeded and every workspace is busy", "total", total, "budget", max)
 			return
@@ -434,6 +424,46 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 		}
 		p.log.Info("evicted a workspace", "reason", "disk", "workspace", victim.String(), "total", total, "budget", max)
 	}
+}
+
+// deleteOrphan deletes home h, listed without a tree, unless something of
+// its repository has come since: the trees were listed before the homes
+// were measured, which takes seconds, so a prepare of the repository may
+// have published meanwhile. Whether h is still an orphan is decided again,
+// under the pool's lock, as it is taken for deletion. It reports whether h
+// was taken; one that would not go is added to undeletable, passed over
+// from then on rather than tried again and again (one home that will not
+// go must not stop the budget).
+// The log line says why, with logArgs.
+func (p *Pool) deleteOrphan(h workspace.Home, undeletable map[workspace.Home]bool, logArgs ...any) bool {
+	p.mu.Lock()
+	deleting, ok := p.claimHomeLocked(h, workspace.Key{})
+	p.mu.Unlock()
+	if !ok {
+		return false
+	}
+	p.log.Info("evicted a home", logArgs...)
+	err := p.store.DeleteHome(h)
+	p.homes.forget(h)
+	p.releaseHome(h, deleting)
+	if err != nil {
+		p.log.Warn("disk budget: delete home", "err", err)
+		undeletable[h] = true
+	}
+	return true
+}
+
+// evictHomeTrees evicts every workspace of home h's repository that is not
+// busy (the last one takes the home with it); it reports whether any went.
+func (p *Pool) evictHomeTrees(ctx context.Context, keys []workspace.Key, h workspace.Home) bool {
+	var any bool
+	for _, k := range keys {
+		if k.Home() == h && p.evictTree(ctx, k) {
+			p.log.Info("evicted a workspace", "reason", "entries", "workspace", k.String())
+			any = true
+		}
+	}
+	return any
 }
 
 // activeHomeMaxAge is how old the measure of a home something may be
@@ -622,14 +652,15 @@ func (p *Pool) preparingRepo(h workspace.Home) bool {
 }
 
 // pickTree chooses the published tree to evict: not busy, not being
-// written or evicted, from the tenant holding the most disk, then the least
+// written or evicted, from the tenant holding the most disk, then the one
+// whose servers hold the most in unlinked open files, then the least
 // recently used (a tree no request touched since the daemon started counts
 // from its publication).
-func (p *Pool) pickTree(keys []workspace.Key, held map[string]int64) (workspace.Key, bool) {
+func (p *Pool) pickTree(keys []workspace.Key, held map[string]int64, unlinked map[workspace.Key]int64) (workspace.Key, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var best workspace.Key
-	var bestHeld, bestUsed int64
+	var bestHeld, bestUnlinked, bestUsed int64
 	found := false
 	for _, k := range keys {
 		if _, busy := p.preparing[k]; busy {
@@ -644,9 +675,9 @@ func (p *Pool) pickTree(keys []workspace.Key, held map[string]int64) (workspace.
 		} else {
 			used = p.store.ModTime(k).UnixNano()
 		}
-		h := held[k.TenantKey]
-		if !found || h > bestHeld || (h == bestHeld && used < bestUsed) {
-			best, bestHeld, bestUsed, found = k, h, used, true
+		h, u := held[k.TenantKey], unlinked[k]
+		if !found || h > bestHeld || h == bestHeld && (u > bestUnlinked || u == bestUnlinked && used < bestUsed) {
+			best, bestHeld, bestUnlinked, bestUsed, found = k, h, u, used, true
 		}
 	}
 	return best, found

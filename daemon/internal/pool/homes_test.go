@@ -309,4 +309,36 @@ func TestHomeTooLargeToMeasure(t *testing.T) {
 	if _, err := os.Stat(old); err != nil {
 		t.Fatalf("the home left an hour ago was deleted too: %v", err)
 	}
+
+	// With a tree: the repository's workspaces go with the home, and no
+	// other tenant's; while one of them is busy nothing goes, and the pass
+	// ends.
+	ka, kb := key("a", "wide", 0), key("b", "calm", 0)
+	prepare(t, p, ka, 0)
+	prepare(t, p, kb, 0)
+	for i := range 1000 {
+		if err := os.WriteFile(filepath.Join(wide, fmt.Sprint("empty", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.homes.touch(ka) // as a server that wrote them does when it exits
+	_, release, ok := p.Acquire(ka)
+	if !ok {
+		t.Fatal("a's workspace is not held")
+	}
+	p.enforceDisk(context.Background(), 0)
+	if !p.store.Published(ka) || !p.store.Published(kb) {
+		t.Fatalf("published while a's workspace is busy: a %v, b %v; want both", p.store.Published(ka), p.store.Published(kb))
+	}
+	release()
+	p.enforceDisk(context.Background(), 0)
+	if p.store.Published(ka) {
+		t.Fatal("the workspace of a home too large to measure was not evicted")
+	}
+	if _, err := os.Stat(wide); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the home went not with its last workspace: %v", err)
+	}
+	if !p.store.Published(kb) {
+		t.Fatal("another tenant's workspace was evicted for a home too large to measure")
+	}
 }

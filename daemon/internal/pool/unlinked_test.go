@@ -32,11 +32,11 @@ exec "$0" serve`, goplsPath}
 	if err := use(t, p, spec, kb); err != nil {
 		t.Fatal(err)
 	}
-	unlinked := p.unlinkedByTenant()
-	if n := unlinked[tenant("a")]; n < hog {
+	unlinked := p.unlinkedByWorkspace()
+	if n := unlinked[ka]; n < hog {
 		t.Fatalf("tenant a's server holds %d bytes of unlinked files, want at least %d", n, hog)
 	}
-	if n := unlinked[tenant("b")]; n != 0 {
+	if n := unlinked[kb]; n != 0 {
 		t.Fatalf("tenant b's server holds %d bytes of unlinked files, want none", n)
 	}
 
@@ -58,7 +58,7 @@ exec "$0" serve`, goplsPath}
 	if !p.store.Published(kb) {
 		t.Fatal("the other tenant's workspace was evicted")
 	}
-	if n := p.unlinkedByTenant()[tenant("a")]; n != 0 {
+	if n := p.unlinkedByWorkspace()[ka]; n != 0 {
 		t.Fatalf("%d bytes of unlinked files still held after the eviction", n)
 	}
 }

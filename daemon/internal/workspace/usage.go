@@ -103,24 +103,18 @@ func (s *Store) cacheDir(h Home) string { return filepath.Join(s.root, "caches",
 // are measured whole), once the last such tree is gone with the cache.
 // Nothing is missed; two revisions sharing a file count it twice.
 //
-// complete is false when the two hold more than Limits.MaxHomeEntries
-// entries: the walk stopped there, and bytes is what it had counted. A
-// jail writes the home and could fill it with millions of empty files,
-// nearly free in bytes but not in inodes, whose walk would hold the disk
-// budget's pass (and every cold prepare waiting for it) for minutes; the
-// pool counts such a home as over its whole budget.
+// complete is false when the home holds Limits.MaxHomeEntries entries or
+// more: the walk stopped there, and bytes is what it had counted. A jail
+// writes the home and could fill it with millions of empty files, nearly
+// free in bytes but not in inodes, whose walk would hold the disk budget's
+// pass (and every cold prepare waiting for it) for minutes; the pool
+// deletes such a home first. The cache is the daemon's own writing (the
+// packages its installs unpacked) and is walked whole.
 func (s *Store) HomeBytes(h Home) (bytes int64, complete bool) {
 	max := s.limits.MaxHomeEntries
 	home, entries := usage(s.homeDir(h), false, max)
-	if max > 0 && entries >= max {
-		return home, false
-	}
-	left := 0
-	if max > 0 {
-		left = max - entries
-	}
-	cache, more := usage(s.cacheDir(h), true, left)
-	return home + cache, max <= 0 || entries+more < max
+	cache, _ := usage(s.cacheDir(h), true, 0)
+	return home + cache, max <= 0 || entries < max
 }
 
 // HomeModTime is when a home's directory last changed.

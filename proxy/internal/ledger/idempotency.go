@@ -112,8 +112,12 @@ func (l *Ledger) StoreIdempotentAnswer(ctx context.Context, org, key, attempt st
 		body = []byte{}
 	}
 	var ok bool
-	if err := l.pool.QueryRow(ctx, `SELECT lsp_idem_finish($1, $2, $3, $4, $5, $6)`,
-		org, key, attempt, a.Status, header, body).Scan(&ok); err != nil {
+	// A finish holds its key's row as it updates its org's count, which a claim cleaning up the org's
+	// expired keys may hold while it waits for that row: Postgres aborts one (retryAborted).
+	if err := retryAborted(func() error {
+		return l.pool.QueryRow(ctx, `SELECT lsp_idem_finish($1, $2, $3, $4, $5, $6)`,
+			org, key, attempt, a.Status, header, body).Scan(&ok)
+	}); err != nil {
 		return wrap("store idempotent answer", err)
 	}
 	if !ok {
@@ -125,6 +129,8 @@ func (l *Ledger) StoreIdempotentAnswer(ctx context.Context, org, key, attempt st
 // ReleaseIdempotencyKey gives the key back so that a retry runs afresh: for attempts that ended having
 // done nothing a retry could repeat. Releasing a key the attempt no longer holds does nothing.
 func (l *Ledger) ReleaseIdempotencyKey(ctx context.Context, org, key, attempt string) error {
-	_, err := l.pool.Exec(ctx, `SELECT lsp_idem_abandon($1, $2, $3)`, org, key, attempt)
-	return wrap("release idempotency key", err)
+	return wrap("release idempotency key", retryAborted(func() error {
+		_, err := l.pool.Exec(ctx, `SELECT lsp_idem_abandon($1, $2, $3)`, org, key, attempt)
+		return err
+	}))
 }
