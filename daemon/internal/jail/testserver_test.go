@@ -37,6 +37,8 @@ import (
 //	planter    plants links in its home (JAILTEST_PLANT), then exits
 //	unlinker   writes JAILTEST_ALLOC bytes into a file of its home it has
 //	           deleted, says so, and holds it open until stdin closes
+//	mapper     as unlinker, but holds the file by a shared mapping alone
+//	           (mapped, closed, then deleted)
 const serverEnv = "JAILTEST_SERVER"
 
 // The adversary's attacks, by hover line.
@@ -98,14 +100,20 @@ func testServerMain() (int, bool) {
 		goruntime.KeepAlive(live)
 		fmt.Println("churned", len(live), "MiB live")
 		return 0, true
-	case "unlinker":
+	case "unlinker", "mapper":
 		n, _ := strconv.ParseInt(os.Getenv("JAILTEST_ALLOC"), 10, 64)
 		f, err := os.CreateTemp(os.Getenv("HOME"), "unlinked")
 		if err == nil {
-			err = os.Remove(f.Name())
+			_, err = io.CopyN(f, zeroes{}, n)
+		}
+		var mapped []byte
+		if err == nil && os.Getenv(serverEnv) == "mapper" {
+			if mapped, err = syscall.Mmap(int(f.Fd()), 0, int(n), syscall.PROT_READ, syscall.MAP_SHARED); err == nil {
+				err = f.Close()
+			}
 		}
 		if err == nil {
-			_, err = io.CopyN(f, zeroes{}, n)
+			err = os.Remove(f.Name())
 		}
 		if err != nil {
 			fmt.Println("unlinker:", err)
@@ -114,6 +122,7 @@ func testServerMain() (int, bool) {
 		fmt.Println("written", n)
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		goruntime.KeepAlive(f)
+		goruntime.KeepAlive(mapped)
 		return 0, true
 	case "alloc", "hold":
 		n, _ := strconv.ParseInt(os.Getenv("JAILTEST_ALLOC"), 10, 64)

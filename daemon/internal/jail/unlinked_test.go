@@ -16,39 +16,41 @@ import (
 )
 
 // TestUnlinkedFileMeasured: a jailed process that writes a file of its
-// home and deletes it while holding it open still takes that disk, and the
-// daemon's disk budget measures it through the process's descriptors
-// (pool.TreeUnlinked), across the jail's user and PID namespaces.
+// home and deletes it while holding it open, or while it has it mapped
+// alone, still takes that disk, and the daemon's disk budget measures it
+// through the process's descriptors and mappings (pool.TreeUnlinked),
+// across the jail's user and PID namespaces.
 func TestUnlinkedFileMeasured(t *testing.T) {
 	const n = 24 << 20
 	s := newSpawner(t, Options{})
 	ws := newLayout(t).workspace(t, "tenant", map[string]string{"a.txt": "a\n"})
-	p, err := s.Spawn(context.Background(), runtime.Spec{
-		ID: "unlinker", Language: "plaintext", Executable: testExecutable(t),
-		Env: []string{serverEnv + "=unlinker", "JAILTEST_ALLOC=" + strconv.Itoa(n)},
-	}, ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = p.Stdin().Close()
-		_ = p.Kill()
-		_ = p.Wait()
-	}()
-	line, _ := bufio.NewReader(p.Stdout()).ReadString('\n')
-	if !strings.HasPrefix(line, "written") {
-		t.Fatalf("the jailed writer said %q", line)
-	}
 	var home unix.Stat_t
 	if err := unix.Stat(ws.Home, &home); err != nil {
 		t.Fatal(err)
 	}
-	got := pool.TreeUnlinked([]int{p.Pid()}, uint64(home.Dev))[p.Pid()]
-	t.Logf("%s: %d bytes held in an unlinked file", s.Describe(), got)
-	if got < n {
-		t.Fatalf("measured %d bytes of unlinked open files in the jail, want at least %d", got, n)
-	}
-	if other := pool.TreeUnlinked([]int{p.Pid()}, uint64(home.Dev)+1)[p.Pid()]; other != 0 {
-		t.Fatalf("%d bytes counted on another device", other)
+	for _, how := range []string{"unlinker", "mapper"} {
+		p, err := s.Spawn(context.Background(), runtime.Spec{
+			ID: how, Language: "plaintext", Executable: testExecutable(t),
+			Env: []string{serverEnv + "=" + how, "JAILTEST_ALLOC=" + strconv.Itoa(n)},
+		}, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, _ := bufio.NewReader(p.Stdout()).ReadString('\n')
+		got := pool.TreeUnlinked([]int{p.Pid()}, uint64(home.Dev))[p.Pid()]
+		other := pool.TreeUnlinked([]int{p.Pid()}, uint64(home.Dev)+1)[p.Pid()]
+		_ = p.Stdin().Close()
+		_ = p.Kill()
+		_ = p.Wait()
+		if !strings.HasPrefix(line, "written") {
+			t.Fatalf("%s: the jailed writer said %q", how, line)
+		}
+		t.Logf("%s: %d bytes held in an unlinked file", how, got)
+		if got < n {
+			t.Errorf("%s: measured %d bytes of unlinked files held in the jail, want at least %d", how, got, n)
+		}
+		if other != 0 {
+			t.Errorf("%s: %d bytes counted on another device", how, other)
+		}
 	}
 }
