@@ -387,9 +387,55 @@ func (m *manifest) checkResources(t testing.TB) {
 				if c.Resources.Limits.Memory().Cmp(resource.MustParse("4Gi")) < 0 {
 					t.Errorf("%s: a shard below 4 GiB holds too few warm workspaces (gopls 200-800 MiB each)", id)
 				}
+				checkPoolBudgets(t, w, c)
 			}
 		}
 	}
+}
+
+// checkPoolBudgets: a shard sets the pool's memory and disk budgets, and
+// each fits what the pod has: the servers' memory its container's limit
+// less 1 GiB for the daemon and the trees being pushed, trees and homes
+// 85 % of its root claim (the filesystem keeps 5 % for root, which the
+// daemon is not here; bin/ and the trees being deleted need room too).
+// Without them its disk fills until every prepare fails, and the memory
+// limit kills servers instead of the pool evicting idle ones.
+func checkPoolBudgets(t testing.TB, w workload, c corev1.Container) {
+	t.Helper()
+	id := w.id + "/" + c.Name
+	budget := func(name string) int64 {
+		v := envValue(c, name)
+		// As the daemon reads them (config.ParseBytes), in binary units.
+		for i, unit := range []string{"KiB", "MiB", "GiB", "TiB"} {
+			if num, ok := strings.CutSuffix(v, unit); ok {
+				if n, err := strconv.ParseInt(num, 10, 64); err == nil && n > 0 {
+					return n << (10 * (i + 1))
+				}
+			}
+		}
+		t.Errorf("%s: %s=%q: want a whole number of KiB, MiB, GiB or TiB", id, name, v)
+		return 0
+	}
+	if rss, room := budget("LSP_POOL_MAX_RSS"), c.Resources.Limits.Memory().Value()-1<<30; rss > room {
+		t.Errorf("%s: LSP_POOL_MAX_RSS %d bytes > the memory limit less 1 GiB (%d)", id, rss, room)
+	}
+	root := envValue(c, "LSP_DAEMON_ROOT")
+	for _, vm := range c.VolumeMounts {
+		if vm.MountPath != root {
+			continue
+		}
+		for _, pvc := range w.claims {
+			if pvc.Name != vm.Name {
+				continue
+			}
+			size := pvc.Spec.Resources.Requests.Storage().Value()
+			if disk := budget("LSP_POOL_MAX_DISK"); disk > size/100*85 {
+				t.Errorf("%s: LSP_POOL_MAX_DISK %d bytes > 85 %% of the %s claim (%d)", id, disk, pvc.Name, size)
+			}
+			return
+		}
+	}
+	t.Errorf("%s: LSP_DAEMON_ROOT=%q is on no claim", id, root)
 }
 
 // checkPrepareRoom: the proxy's memory limit and /tmp volume hold
