@@ -97,6 +97,14 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	}
 	p := pool.New(store, specs, spawner, log)
 	p.SetBudget(pool.Budget{MaxServers: env.PoolMaxServers, MaxRSS: env.PoolMaxRSS, MaxDisk: env.PoolMaxDisk})
+	// Unbounded is the default for a developer's machine; a deployment
+	// that forgot them fills its disk and meets its memory limit's killer.
+	if env.PoolMaxRSS <= 0 {
+		log.Warn("no LSP_POOL_MAX_RSS: language servers are never evicted for memory")
+	}
+	if env.PoolMaxDisk <= 0 {
+		log.Warn("no LSP_POOL_MAX_DISK: trees and homes are never evicted for disk, and LSP_DAEMON_ROOT may fill")
+	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		p.Close(cctx)
