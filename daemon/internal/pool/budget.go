@@ -328,7 +328,20 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 		return
 	}
 	p.enforcingDisk.Lock()
-	defer p.enforcingDisk.Unlock()
+	p.enforceDiskLocked(ctx, max, maxAge)
+	graves := p.graves
+	p.graves = nil
+	p.enforcingDisk.Unlock()
+	// What the pass evicted is out of the store and of its measure; its
+	// removal can take long (a home may hold a million entries), and every
+	// cold prepare waits for the pass's lock, so it is removed after.
+	if err := workspace.RemoveGraves(graves); err != nil {
+		p.log.Warn("disk budget: remove evicted files", "err", err)
+	}
+}
+
+// enforceDiskLocked is enforceDisk's pass, under enforcingDisk.
+func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Duration) {
 	undeletable := map[workspace.Home]bool{}
 	// Homes too large to measure that could not be deleted this pass:
 	// their workspaces were busy.
@@ -426,15 +439,15 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 	}
 }
 
-// deleteOrphan deletes home h, listed without a tree, unless something of
+// deleteOrphan moves home h out of the store (p.graves: called under
+// enforcingDisk), h listed without a tree, unless something of
 // its repository has come since: the trees were listed before the homes
 // were measured, which takes seconds, so a prepare of the repository may
 // have published meanwhile. Whether h is still an orphan is decided again,
 // under the pool's lock, as it is taken for deletion. It reports whether h
 // was taken; one that would not go is added to undeletable, passed over
 // from then on rather than tried again and again (one home that will not
-// go must not stop the budget).
-// The log line says why, with logArgs.
+// go must not stop the budget). The log line says why, with logArgs.
 func (p *Pool) deleteOrphan(h workspace.Home, undeletable map[workspace.Home]bool, logArgs ...any) bool {
 	p.mu.Lock()
 	deleting, ok := p.claimHomeLocked(h, workspace.Key{})
@@ -443,7 +456,8 @@ func (p *Pool) deleteOrphan(h workspace.Home, undeletable map[workspace.Home]boo
 		return false
 	}
 	p.log.Info("evicted a home", logArgs...)
-	err := p.store.DeleteHome(h)
+	graves, err := p.store.BuryHome(h)
+	p.graves = append(p.graves, graves...)
 	p.homes.forget(h)
 	p.releaseHome(h, deleting)
 	if err != nil {
@@ -683,9 +697,10 @@ func (p *Pool) pickTree(keys []workspace.Key, held map[string]int64, unlinked ma
 	return best, found
 }
 
-// evictTree stops k's servers and deletes its tree, and its repository's
-// home when no other tree of it remains. While it runs, k answers "needs
-// tree" and a prepare of k waits. It reports false when k became busy.
+// evictTree stops k's servers and moves its tree out of the store, and its
+// repository's home when no other tree of it remains (p.graves: called
+// under enforcingDisk). While it runs, k answers "needs tree" and a prepare
+// of k waits. It reports false when k became busy.
 func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 	p.mu.Lock()
 	w, live := p.live[k]
@@ -706,7 +721,9 @@ func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 	if live {
 		w.close(ctx)
 	}
-	if err := p.store.Delete(k); err != nil {
+	graves, err := p.store.Bury(k)
+	p.graves = append(p.graves, graves...)
+	if err != nil {
 		p.log.Warn("disk budget: delete tree", "workspace", k.String(), "err", err)
 	}
 	h := k.Home()
@@ -719,7 +736,9 @@ func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 			p.mu.Unlock()
 		}
 		if last {
-			if err := p.store.DeleteHome(h); err != nil {
+			graves, err := p.store.BuryHome(h)
+			p.graves = append(p.graves, graves...)
+			if err != nil {
 				p.log.Warn("disk budget: delete home", "err", err)
 			}
 			p.homes.forget(h)

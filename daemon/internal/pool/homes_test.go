@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -340,5 +341,42 @@ func TestHomeTooLargeToMeasure(t *testing.T) {
 	}
 	if !p.store.Published(kb) {
 		t.Fatal("another tenant's workspace was evicted for a home too large to measure")
+	}
+}
+
+// TestDiskPassRemovesAfterItsLock: what a disk pass evicts leaves the
+// store under the pass's lock but is removed only once the pass has let
+// go of it: a home of a million entries takes long to remove, and every
+// cold prepare waits for that lock.
+func TestDiskPassRemovesAfterItsLock(t *testing.T) {
+	p, _ := testPool(t, Budget{})
+	home := filepath.Join(p.store.Root(), "homes", tenant("a"), "gone")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "cache"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.SetBudget(Budget{MaxDisk: 64 << 10})
+	p.enforcingDisk.Lock()
+	p.enforceDiskLocked(context.Background(), 64<<10, 0)
+	graves := slices.Clone(p.graves)
+	p.enforcingDisk.Unlock()
+	if _, err := os.Stat(home); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the evicted home is still in the store: %v", err)
+	}
+	if len(graves) == 0 {
+		t.Fatal("the pass removed what it evicted under its lock")
+	}
+	for _, g := range graves {
+		if _, err := os.Stat(g); err != nil {
+			t.Fatalf("moved aside, then gone already: %v", err)
+		}
+	}
+	p.enforceDisk(context.Background(), 0) // the next pass removes them after its own
+	for _, g := range graves {
+		if _, err := os.Stat(g); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s not removed after the pass: %v", g, err)
+		}
 	}
 }

@@ -134,6 +134,9 @@ type Pool struct {
 	// evicts, and two at once would evict twice for one excess.
 	enforcingRSS  sync.Mutex
 	enforcingDisk sync.Mutex
+	// graves are what a disk pass evicted, moved aside (under
+	// enforcingDisk) and removed once the pass has let go of it.
+	graves []string
 	// onDiskMeasured, for tests, runs in each disk pass once it has
 	// measured, before it decides what to evict.
 	onDiskMeasured func()

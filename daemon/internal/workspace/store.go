@@ -326,16 +326,42 @@ func writeWarnings(name string, w []string) error {
 
 // Delete removes k's tree. The home (caches) stays for the next revision.
 func (s *Store) Delete(k Key) error {
-	dst := s.workspaceDir(k)
-	if _, err := os.Stat(dst); errors.Is(err, fs.ErrNotExist) {
-		return nil
+	graves, err := s.Bury(k)
+	return errors.Join(err, RemoveGraves(graves))
+}
+
+// Bury moves k's tree out of the store, atomically, and returns where it
+// went for RemoveGraves: a caller holding a lock others wait for removes
+// it once it has let go.
+func (s *Store) Bury(k Key) ([]string, error) {
+	grave, err := s.bury(s.workspaceDir(k))
+	if err != nil {
+		return nil, fmt.Errorf("delete workspace: %w", err)
 	}
-	// Move aside first so that the tree disappears atomically.
+	return grave, nil
+}
+
+// bury moves dir into staging, so that it disappears atomically, and
+// returns where it went (nothing when there was no dir).
+func (s *Store) bury(dir string) ([]string, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	grave := filepath.Join(s.root, "staging", "del-"+randomHex())
-	if err := os.Rename(dst, grave); err != nil {
-		return fmt.Errorf("delete workspace: %w", err)
+	if err := os.Rename(dir, grave); err != nil {
+		return nil, err
 	}
-	return RemoveAll(grave)
+	return []string{grave}, nil
+}
+
+// RemoveGraves removes what Bury and BuryHome moved aside. What it leaves
+// (the daemon stopped) goes at the next start with the rest of staging.
+func RemoveGraves(graves []string) error {
+	var errs []error
+	for _, g := range graves {
+		errs = append(errs, RemoveAll(g))
+	}
+	return errors.Join(errs...)
 }
 
 // List returns the keys of every published tree (for start-up recovery).

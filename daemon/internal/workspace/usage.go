@@ -3,7 +3,6 @@ package workspace
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -130,21 +129,24 @@ func (s *Store) HomeModTime(h Home) time.Time {
 // the same repository; the caller makes sure no server and no dependency
 // phase uses them. Each disappears atomically, like a tree.
 func (s *Store) DeleteHome(h Home) error {
+	graves, err := s.BuryHome(h)
+	return errors.Join(err, RemoveGraves(graves))
+}
+
+// BuryHome is DeleteHome but for the removal: it returns where the home
+// and cache went, for RemoveGraves (a home can hold a million entries).
+func (s *Store) BuryHome(h Home) ([]string, error) {
+	var graves []string
 	for _, dir := range []string{s.cacheDir(h), s.homeDir(h)} {
-		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		grave := filepath.Join(s.root, "staging", "del-"+randomHex())
 		// Moving a directory to another parent writes its "..": a home
 		// its jail locked (the daemon's own uid, unprivileged) is
 		// unlocked first.
 		_ = safefs.GrantOwner(dir, 0o700)
-		if err := os.Rename(dir, grave); err != nil {
-			return fmt.Errorf("delete home: %w", err)
+		g, err := s.bury(dir)
+		if err != nil {
+			return graves, fmt.Errorf("delete home: %w", err)
 		}
-		if err := RemoveAll(grave); err != nil {
-			return err
-		}
+		graves = append(graves, g...)
 	}
-	return nil
+	return graves, nil
 }
