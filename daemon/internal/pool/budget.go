@@ -361,11 +361,18 @@ func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Dur
 			held[k.TenantKey] += n
 		}
 		p.mu.Unlock()
+		// inodes: what the trees and homes take of the filesystem's inodes,
+		// in all and by tenant (a jail's millions of empty files are nearly
+		// free in bytes).
+		var inodes int64
+		heldInodes := map[string]int64{}
 		hasTree := map[workspace.Home]bool{}
 		for _, k := range keys {
-			n := p.treeSize(k)
-			total += n
-			held[k.TenantKey] += n
+			m := p.treeSize(k)
+			total += m.bytes
+			held[k.TenantKey] += m.bytes
+			inodes += m.inodes
+			heldInodes[k.TenantKey] += m.inodes
 			hasTree[k.Home()] = true
 		}
 		sizes := p.homeSizes(homes, maxAge)
@@ -373,6 +380,8 @@ func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Dur
 		for i, h := range homes {
 			total += sizes[i].bytes
 			held[h.TenantKey] += sizes[i].bytes
+			inodes += sizes[i].inodes
+			heldInodes[h.TenantKey] += sizes[i].inodes
 			if sizes[i].over && !undeletable[h] && !stuck[h] {
 				tooLarge = append(tooLarge, h)
 			}
@@ -385,7 +394,8 @@ func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Dur
 			total += n
 			held[k.TenantKey] += n
 		}
-		if total <= max && len(tooLarge) == 0 {
+		short := p.inodesShort(inodes)
+		if total <= max && !short && len(tooLarge) == 0 {
 			return
 		}
 		if p.onDiskMeasured != nil {
@@ -407,7 +417,8 @@ func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Dur
 			}
 			continue
 		}
-		// Over: a home without a tree goes first, the one changed longest ago.
+		// Over, in bytes or inodes: a home without a tree goes first, the one
+		// changed longest ago.
 		var orphans []workspace.Home
 		modTime := map[workspace.Home]time.Time{}
 		for _, h := range homes {
@@ -427,16 +438,39 @@ func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Dur
 		if deleted {
 			continue
 		}
-		victim, ok := p.pickTree(keys, held, unlinked)
+		by := held
+		if short {
+			by = heldInodes
+		}
+		victim, ok := p.pickTree(keys, by, unlinked)
 		if !ok {
-			p.log.Warn("disk budget exceeded and every workspace is busy", "total", total, "budget", max)
+			p.log.Warn("disk budget exceeded and every workspace is busy", "total", total, "budget", max, "inodes_short", short)
 			return
 		}
 		if !p.evictTree(ctx, victim) {
 			continue
 		}
-		p.log.Info("evicted a workspace", "reason", "disk", "workspace", victim.String(), "total", total, "budget", max)
+		p.log.Info("evicted a workspace", "reason", "disk", "workspace", victim.String(), "total", total, "budget", max, "inodes_short", short)
 	}
+}
+
+// inodeReservePercent is the share of the workspaces' filesystem's inodes
+// that stays free: below it the disk pass evicts by inodes held.
+const inodeReservePercent = 5
+
+// inodesShort reports whether the filesystem holding the store has fewer
+// than inodeReservePercent of its inodes free while the pool's own trees
+// and homes (inodes) take most of those in use: only then does evicting
+// them give inodes back (on a filesystem shared with others, what others
+// use is not the pool's to free). A filesystem that makes inodes as it
+// needs them (btrfs: no count) is never short.
+func (p *Pool) inodesShort(inodes int64) bool {
+	var fs unix.Statfs_t
+	if unix.Statfs(p.store.Root(), &fs) != nil || fs.Files == 0 {
+		return false
+	}
+	used := int64(fs.Files - fs.Ffree)
+	return fs.Ffree < fs.Files*inodeReservePercent/100 && inodes > used/2
 }
 
 // deleteOrphan moves home h out of the store (p.graves: called under
@@ -487,7 +521,7 @@ func (p *Pool) evictHomeTrees(ctx context.Context, keys []workspace.Key, h works
 // servers cache, slowly beside a tree; the tree's own bytes are exact).
 const activeHomeMaxAge = 30 * time.Second
 
-// homeCache keeps each home's last measure: Store.HomeBytes walks every file
+// homeCache keeps each home's last measure: Store.HomeUsage walks every file
 // under a home (a Go workspace's build and module caches hold thousands),
 // and a daemon keeps the homes of every repository it served. A home
 // changes only while something of its repository writes it: a server of
@@ -504,11 +538,12 @@ type homeCache struct {
 }
 
 type homeMeasure struct {
-	bytes int64
-	over  bool      // too many entries to measure (Store.HomeBytes): over any budget
-	at    time.Time // when the measure began
-	stamp uint64    // the home's stamp then
-	idle  bool      // no writer was active then
+	bytes  int64
+	inodes int64
+	over   bool      // too many entries to measure (Store.HomeUsage)
+	at     time.Time // when the measure began
+	stamp  uint64    // the home's stamp then
+	idle   bool      // no writer was active then
 }
 
 // touch stamps k's home. A writer registers under the lock homeSizes
@@ -528,7 +563,7 @@ func (c *homeCache) forget(h workspace.Home) {
 	c.mu.Unlock()
 }
 
-// homeSizes is the disk each of hs takes (Store.HomeBytes), walked again
+// homeSizes is the disk each of hs takes (Store.HomeUsage), walked again
 // only where it may have changed: a home measured while nothing wrote it
 // and untouched since is not; one something may be writing is when its
 // measure is older than maxAge.
@@ -563,7 +598,7 @@ func (p *Pool) homeSizes(hs []workspace.Home, maxAge time.Duration) []homeMeasur
 	p.mu.Unlock()
 	for _, i := range walk {
 		var complete bool
-		next[i].bytes, complete = p.store.HomeBytes(hs[i])
+		next[i].bytes, next[i].inodes, complete = p.store.HomeUsage(hs[i])
 		next[i].over = !complete
 		sizes[i] = next[i]
 		p.homes.mu.Lock()
@@ -591,29 +626,29 @@ func (p *Pool) writersLocked() map[workspace.Home]bool {
 
 // treeMeasure is one measurement of a published tree's disk.
 type treeMeasure struct {
-	bytes int64
+	bytes, inodes int64
 	// deps: the workspace's node_modules was there when measured. A tree
 	// measured before its dependency phase installed them is measured
 	// again, so the budget counts the packages too.
 	deps bool
 }
 
-func (p *Pool) treeSize(k workspace.Key) int64 {
+func (p *Pool) treeSize(k workspace.Key) treeMeasure {
 	nm := runtime.NodeModules(runtime.Workspace{Root: p.store.TreeDir(k)})
 	p.mu.Lock()
 	m, ok := p.treeBytes[k]
 	p.mu.Unlock()
 	if ok && (m.deps || !exists(nm)) {
-		return m.bytes
+		return m
 	}
 	// Looked at before measuring: packages that appear during the walk
 	// are counted at the next pass.
 	m.deps = exists(nm)
-	m.bytes = p.store.TreeBytes(k)
+	m.bytes, m.inodes = p.store.TreeUsage(k)
 	p.mu.Lock()
 	p.treeBytes[k] = m
 	p.mu.Unlock()
-	return m.bytes
+	return m
 }
 
 func exists(p string) bool {

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
@@ -262,7 +264,7 @@ func TestCloseIsFinal(t *testing.T) {
 // homeBytes is h's measure, which must be complete.
 func homeBytes(t *testing.T, s *workspace.Store, h workspace.Home) int64 {
 	t.Helper()
-	n, complete := s.HomeBytes(h)
+	n, _, complete := s.HomeUsage(h)
 	if !complete {
 		t.Fatalf("home %v: too many entries to measure", h)
 	}
@@ -378,5 +380,61 @@ func TestDiskPassRemovesAfterItsLock(t *testing.T) {
 		if _, err := os.Stat(g); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("%s not removed after the pass: %v", g, err)
 		}
+	}
+}
+
+// TestDiskInodesShort: when the workspaces' filesystem runs short of
+// inodes and the pool holds most of those in use, the disk pass evicts by
+// inodes held, not bytes: the workspace whose home holds thousands of
+// empty files goes (nearly free in bytes), another tenant's workspace of
+// more bytes and few files stays. A tmpfs of 4,000 inodes stands for the
+// filesystem.
+func TestDiskInodesShort(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("lsp-pool-test", dir, "tmpfs", 0, "nr_inodes=4000,size=256m"); err != nil {
+		t.Fatalf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	store, err := workspace.NewStore(filepath.Join(dir, "root"), workspace.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	p := New(store, nil, runtime.Unjailed(log), log)
+	t.Cleanup(func() { p.Close(context.Background()) })
+	ka, kb := key("a", "many", 0), key("b", "big", 0)
+	prepare(t, p, ka, 0)
+	prepare(t, p, kb, 8<<20)
+	many := filepath.Join(store.Root(), "homes", tenant("a"), "many")
+	if err := os.MkdirAll(many, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3850 {
+		if err := os.WriteFile(filepath.Join(many, fmt.Sprint("empty", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.homes.touch(ka) // as a server that wrote them does when it exits
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d of %d inodes free", fs.Ffree, fs.Files)
+	p.SetBudget(Budget{MaxDisk: 1 << 30}) // both fit many times over in bytes
+	p.enforceDisk(context.Background(), 0)
+	if p.store.Published(ka) {
+		t.Fatal("the workspace whose home holds 3,850 empty files stayed with the filesystem's inodes short")
+	}
+	if !p.store.Published(kb) {
+		t.Fatal("the other tenant's workspace, more bytes and few files, was evicted")
+	}
+	if err := unix.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Ffree < fs.Files*inodeReservePercent/100 {
+		t.Fatalf("after the pass %d of %d inodes free", fs.Ffree, fs.Files)
 	}
 }

@@ -17,7 +17,7 @@ func TestDiskCountsNodeModules(t *testing.T) {
 	p, _ := testPool(t, Budget{})
 	k := key("a", "npm", 0)
 	prepare(t, p, k, 0)
-	before := p.treeSize(k)
+	before := p.treeSize(k).bytes
 	nm := runtime.NodeModules(runtime.Workspace{Root: p.store.TreeDir(k)})
 	const size = 4 << 20
 	if err := os.MkdirAll(filepath.Join(nm, "big"), 0o755); err != nil {
@@ -35,7 +35,7 @@ func TestDiskCountsNodeModules(t *testing.T) {
 	if err := os.Chmod(filepath.Join(nm, "big"), 0o555); err != nil {
 		t.Fatal(err)
 	}
-	if after := p.treeSize(k); after < before+size {
+	if after := p.treeSize(k).bytes; after < before+size {
 		t.Fatalf("tree measured %d before and %d after %d bytes of packages appeared", before, after, size)
 	}
 	if ok, err := p.Delete(context.Background(), k); err != nil || !ok {

@@ -24,51 +24,65 @@ type Home struct {
 // link (a link counts as itself) and goes by descriptor, at any depth
 // (safefs.StatTree); what it cannot read it passes over.
 func Usage(dir string) int64 {
-	n, _ := usage(dir, false, 0)
+	n, _, _ := usage(dir, false, 0)
 	return n
 }
 
-// usage is Usage; with unshared, a regular file with more than one link
-// is left out: the daemon's cache shares its files with the node_modules
-// of the trees it was linked into (deps.packageCache), which count them.
-// With maxEntries > 0 the walk stops after that many entries, and entries
-// reports how many it saw.
-func usage(dir string, unshared bool, maxEntries int) (n int64, entries int) {
+// usage is Usage, with the inodes counted as the bytes are; with
+// unshared, a regular file with more than one link is left out: the
+// daemon's cache shares its files with the node_modules of the trees it
+// was linked into (deps.packageCache), which count them. With maxEntries
+// > 0 the walk stops after that many entries (each name, links too);
+// entries reports how many it saw.
+func usage(dir string, unshared bool, maxEntries int64) (bytes, inodes, entries int64) {
 	// A jail that shares the daemon's uid could have locked its home's top
 	// out of the measure.
 	_ = safefs.GrantOwner(dir, 0o500)
 	d, err := safefs.Open(dir)
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	defer d.Close()
 	// The inodes with more than one link seen so far: ten thousand links
 	// to one file are one file's disk.
 	type inode struct{ dev, ino uint64 }
 	seen := map[inode]bool{}
-	bytes := func(st *unix.Stat_t) int64 {
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink > 1 {
-			if unshared && st.Mode&unix.S_IFMT == unix.S_IFREG {
-				return 0
-			}
-			id := inode{uint64(st.Dev), uint64(st.Ino)}
-			if seen[id] {
-				return 0
-			}
-			seen[id] = true
+	counts := func(st *unix.Stat_t) bool {
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Nlink <= 1 {
+			return true
 		}
-		return st.Blocks * 512
+		if unshared && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			return false
+		}
+		id := inode{uint64(st.Dev), uint64(st.Ino)}
+		if seen[id] {
+			return false
+		}
+		seen[id] = true
+		return true
 	}
 	_ = d.StatTree(func(st *unix.Stat_t) bool {
-		n += bytes(st)
+		if counts(st) {
+			bytes += st.Blocks * 512
+			inodes++
+		}
 		entries++
 		return maxEntries <= 0 || entries < maxEntries
 	})
-	return n, entries
+	return bytes, inodes, entries
 }
 
 // TreeBytes is the disk k's published tree and its metadata take.
-func (s *Store) TreeBytes(k Key) int64 { return Usage(s.workspaceDir(k)) }
+func (s *Store) TreeBytes(k Key) int64 {
+	n, _ := s.TreeUsage(k)
+	return n
+}
+
+// TreeUsage is TreeBytes with the inodes the tree takes.
+func (s *Store) TreeUsage(k Key) (bytes, inodes int64) {
+	bytes, inodes, _ = usage(s.workspaceDir(k), false, 0)
+	return bytes, inodes
+}
 
 // Homes lists every server home on disk, with or without a published tree.
 func (s *Store) Homes() ([]Home, error) {
@@ -96,7 +110,7 @@ func (s *Store) homeDir(h Home) string { return filepath.Join(s.root, "homes", h
 
 func (s *Store) cacheDir(h Home) string { return filepath.Join(s.root, "caches", h.TenantKey, h.Repo) }
 
-// HomeBytes is the disk a home takes, with the daemon's cache for the
+// HomeUsage is the disk a home takes, with the daemon's cache for the
 // same repository (Store.CacheDir). Of the cache, only the files no tree
 // links too: a file the cache shares is counted with a tree (its trees
 // are measured whole), once the last such tree is gone with the cache.
@@ -109,11 +123,12 @@ func (s *Store) cacheDir(h Home) string { return filepath.Join(s.root, "caches",
 // pass (and every cold prepare waiting for it) for minutes; the pool
 // deletes such a home first. The cache is the daemon's own writing (the
 // packages its installs unpacked) and is walked whole.
-func (s *Store) HomeBytes(h Home) (bytes int64, complete bool) {
-	max := s.limits.MaxHomeEntries
-	home, entries := usage(s.homeDir(h), false, max)
-	cache, _ := usage(s.cacheDir(h), true, 0)
-	return home + cache, max <= 0 || entries < max
+// inodes are counted as the bytes are.
+func (s *Store) HomeUsage(h Home) (bytes, inodes int64, complete bool) {
+	max := int64(s.limits.MaxHomeEntries)
+	home, homeInodes, entries := usage(s.homeDir(h), false, max)
+	cache, cacheInodes, _ := usage(s.cacheDir(h), true, 0)
+	return home + cache, homeInodes + cacheInodes, max <= 0 || entries < max
 }
 
 // HomeModTime is when a home's directory last changed.

@@ -188,7 +188,7 @@ func TestDeleteHomeDeep(t *testing.T) {
 // homeBytes is h's measure, which must be complete.
 func homeBytes(t *testing.T, s *Store, h Home) int64 {
 	t.Helper()
-	n, complete := s.HomeBytes(h)
+	n, _, complete := s.HomeUsage(h)
 	if !complete {
 		t.Fatalf("home %v: too many entries to measure", h)
 	}
@@ -219,11 +219,11 @@ func TestHomeEntriesBound(t *testing.T) {
 	}
 	fill(filepath.Join(s.homeDir(h), "a"), 97, nil)
 	fill(filepath.Join(s.cacheDir(h), "a"), 200, nil)
-	if _, complete := s.HomeBytes(h); !complete {
+	if _, _, complete := s.HomeUsage(h); !complete {
 		t.Fatal("a home of 99 entries (its cache of 202), bound 100: incomplete")
 	}
 	fill(filepath.Join(s.homeDir(h), "b"), 0, nil)
-	if _, complete := s.HomeBytes(h); complete {
+	if _, _, complete := s.HomeUsage(h); complete {
 		t.Fatal("a home of 100 entries, bound 100: complete")
 	}
 	// Links to one file count once in bytes, yet each is an entry.
@@ -237,12 +237,12 @@ func TestHomeEntriesBound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, complete := links.HomeBytes(h); complete {
+	if _, _, complete := links.HomeUsage(h); complete {
 		t.Fatal("a home of 202 entries, 201 of them links to one file, bound 100: complete")
 	}
 	// A thousand files of a block each: the walk stops near the bound.
 	fill(filepath.Join(s.homeDir(h), "b"), 1000, []byte("x"))
-	n, complete := s.HomeBytes(h)
+	n, _, complete := s.HomeUsage(h)
 	if complete {
 		t.Fatal("a home of 1,100 entries, bound 100: complete")
 	}
