@@ -329,15 +329,34 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 	}
 	p.enforcingDisk.Lock()
 	p.enforceDiskLocked(ctx, max, maxAge)
-	graves := p.graves
-	p.graves = nil
+	graves, inodes := p.graves, int64(p.gravesInodes)
+	p.graves, p.gravesInodes = nil, 0
 	p.enforcingDisk.Unlock()
+	if len(graves) == 0 {
+		return
+	}
 	// What the pass evicted is out of the store and of its measure; its
 	// removal can take long (a home may hold a million entries), and every
-	// cold prepare waits for the pass's lock, so it is removed after.
-	if err := workspace.RemoveGraves(graves); err != nil {
-		p.log.Warn("disk budget: remove evicted files", "err", err)
-	}
+	// cold prepare waits for the pass's lock and the periodic pass holds up
+	// the RSS budget's, so it is removed after, in the background. A pass
+	// meanwhile counts its inodes free and no longer sees its bytes, which
+	// are on their way out.
+	p.removing.Add(inodes)
+	p.removals.Add(1)
+	go func() {
+		defer p.removals.Done()
+		if err := workspace.RemoveGraves(graves); err != nil {
+			p.log.Warn("disk budget: remove evicted files", "err", err)
+		}
+		p.removing.Add(-inodes)
+	}()
+}
+
+// bury keeps what a pass moved out of the store for removal once the pass
+// has let go (enforcingDisk held).
+func (p *Pool) bury(graves []string, inodes float64) {
+	p.graves = append(p.graves, graves...)
+	p.gravesInodes += inodes
 }
 
 // enforceDiskLocked is enforceDisk's pass, under enforcingDisk.
@@ -364,7 +383,7 @@ func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Dur
 		// inodes: what the trees and homes take of the filesystem's inodes,
 		// in all and by tenant (a jail's millions of empty files are nearly
 		// free in bytes).
-		var inodes int64
+		var inodes float64
 		heldInodes := map[string]int64{}
 		hasTree := map[workspace.Home]bool{}
 		for _, k := range keys {
@@ -372,7 +391,7 @@ func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Dur
 			total += m.bytes
 			held[k.TenantKey] += m.bytes
 			inodes += m.inodes
-			heldInodes[k.TenantKey] += m.inodes
+			heldInodes[k.TenantKey] += int64(m.inodes)
 			hasTree[k.Home()] = true
 		}
 		sizes := p.homeSizes(homes, maxAge)
@@ -381,7 +400,7 @@ func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Dur
 			total += sizes[i].bytes
 			held[h.TenantKey] += sizes[i].bytes
 			inodes += sizes[i].inodes
-			heldInodes[h.TenantKey] += sizes[i].inodes
+			heldInodes[h.TenantKey] += int64(sizes[i].inodes)
 			if sizes[i].over && !undeletable[h] && !stuck[h] {
 				tooLarge = append(tooLarge, h)
 			}
@@ -464,13 +483,16 @@ const inodeReservePercent = 5
 // them give inodes back (on a filesystem shared with others, what others
 // use is not the pool's to free). A filesystem that makes inodes as it
 // needs them (btrfs: no count) is never short.
-func (p *Pool) inodesShort(inodes int64) bool {
+func (p *Pool) inodesShort(inodes float64) bool {
 	var fs unix.Statfs_t
-	if unix.Statfs(p.store.Root(), &fs) != nil || fs.Files == 0 {
+	if unix.Statfs(p.store.Root(), &fs) != nil || fs.Files == 0 || fs.Ffree > fs.Files {
 		return false
 	}
-	used := int64(fs.Files - fs.Ffree)
-	return fs.Ffree < fs.Files*inodeReservePercent/100 && inodes > used/2
+	// Moved aside, not yet removed: free as far as this pass can help.
+	pending := p.gravesInodes + float64(p.removing.Load())
+	free := float64(fs.Ffree) + pending
+	used := float64(fs.Files-fs.Ffree) - pending
+	return free < float64(fs.Files)*inodeReservePercent/100 && inodes > used/2
 }
 
 // deleteOrphan moves home h out of the store (p.graves: called under
@@ -490,8 +512,9 @@ func (p *Pool) deleteOrphan(h workspace.Home, undeletable map[workspace.Home]boo
 		return false
 	}
 	p.log.Info("evicted a home", logArgs...)
+	inodes := p.homes.inodes(h)
 	graves, err := p.store.BuryHome(h)
-	p.graves = append(p.graves, graves...)
+	p.bury(graves, inodes)
 	p.homes.forget(h)
 	p.releaseHome(h, deleting)
 	if err != nil {
@@ -539,7 +562,7 @@ type homeCache struct {
 
 type homeMeasure struct {
 	bytes  int64
-	inodes int64
+	inodes float64
 	over   bool      // too many entries to measure (Store.HomeUsage)
 	at     time.Time // when the measure began
 	stamp  uint64    // the home's stamp then
@@ -561,6 +584,13 @@ func (c *homeCache) forget(h workspace.Home) {
 	delete(c.touched, h)
 	delete(c.measured, h)
 	c.mu.Unlock()
+}
+
+// inodes is what h's last measure counted of inodes (0: never measured).
+func (c *homeCache) inodes(h workspace.Home) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.measured[h].inodes
 }
 
 // homeSizes is the disk each of hs takes (Store.HomeUsage), walked again
@@ -626,7 +656,8 @@ func (p *Pool) writersLocked() map[workspace.Home]bool {
 
 // treeMeasure is one measurement of a published tree's disk.
 type treeMeasure struct {
-	bytes, inodes int64
+	bytes  int64
+	inodes float64
 	// deps: the workspace's node_modules was there when measured. A tree
 	// measured before its dependency phase installed them is measured
 	// again, so the budget counts the packages too.
@@ -751,13 +782,14 @@ func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 	p.homes.touch(k)
 	p.preparing[k] = done
 	delete(p.live, k)
+	tree := p.treeBytes[k]
 	delete(p.treeBytes, k)
 	p.mu.Unlock()
 	if live {
 		w.close(ctx)
 	}
 	graves, err := p.store.Bury(k)
-	p.graves = append(p.graves, graves...)
+	p.bury(graves, tree.inodes)
 	if err != nil {
 		p.log.Warn("disk budget: delete tree", "workspace", k.String(), "err", err)
 	}
@@ -771,8 +803,9 @@ func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 			p.mu.Unlock()
 		}
 		if last {
+			inodes := p.homes.inodes(h)
 			graves, err := p.store.BuryHome(h)
-			p.graves = append(p.graves, graves...)
+			p.bury(graves, inodes)
 			if err != nil {
 				p.log.Warn("disk budget: delete home", "err", err)
 			}

@@ -376,6 +376,7 @@ func TestDiskPassRemovesAfterItsLock(t *testing.T) {
 		}
 	}
 	p.enforceDisk(context.Background(), 0) // the next pass removes them after its own
+	p.removals.Wait()
 	for _, g := range graves {
 		if _, err := os.Stat(g); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("%s not removed after the pass: %v", g, err)
@@ -385,10 +386,12 @@ func TestDiskPassRemovesAfterItsLock(t *testing.T) {
 
 // TestDiskInodesShort: when the workspaces' filesystem runs short of
 // inodes and the pool holds most of those in use, the disk pass evicts by
-// inodes held, not bytes: the workspace whose home holds thousands of
-// empty files goes (nearly free in bytes), another tenant's workspace of
-// more bytes and few files stays. A tmpfs of 4,000 inodes stands for the
-// filesystem.
+// inodes held, not bytes, and only until the reserve is back: tenant a's
+// two workspaces, whose homes hold 1,400 empty files each (nearly free in
+// bytes), against tenant b's, of more bytes and a home of 1,000 files. The
+// one of a's used longest ago goes; a's other stays, though a still holds
+// more inodes than b, since its removal gave the reserve back; b stays. A
+// tmpfs of 4,000 inodes stands for the filesystem.
 func TestDiskInodesShort(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
@@ -405,32 +408,44 @@ func TestDiskInodesShort(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	p := New(store, nil, runtime.Unjailed(log), log)
 	t.Cleanup(func() { p.Close(context.Background()) })
-	ka, kb := key("a", "many", 0), key("b", "big", 0)
-	prepare(t, p, ka, 0)
-	prepare(t, p, kb, 8<<20)
-	many := filepath.Join(store.Root(), "homes", tenant("a"), "many")
-	if err := os.MkdirAll(many, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3850 {
-		if err := os.WriteFile(filepath.Join(many, fmt.Sprint("empty", i)), nil, 0o644); err != nil {
+	a1, a2, b := key("a", "many1", 0), key("a", "many2", 0), key("b", "big", 0)
+	fill := func(k workspace.Key, n int) {
+		t.Helper()
+		home := filepath.Join(store.Root(), "homes", k.TenantKey, k.Repo)
+		if err := os.MkdirAll(home, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		for i := range n {
+			if err := os.WriteFile(filepath.Join(home, fmt.Sprint("empty", i)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.homes.touch(k) // as a server that wrote them does when it exits
 	}
-	p.homes.touch(ka) // as a server that wrote them does when it exits
+	prepare(t, p, a1, 0)
+	time.Sleep(10 * time.Millisecond) // a1's tree is the older
+	prepare(t, p, a2, 0)
+	prepare(t, p, b, 8<<20)
+	fill(a1, 1400)
+	fill(a2, 1400)
+	fill(b, 1000)
 	var fs unix.Statfs_t
 	if err := unix.Statfs(dir, &fs); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d of %d inodes free", fs.Ffree, fs.Files)
-	p.SetBudget(Budget{MaxDisk: 1 << 30}) // both fit many times over in bytes
+	p.SetBudget(Budget{MaxDisk: 1 << 30}) // all fit many times over in bytes
 	p.enforceDisk(context.Background(), 0)
-	if p.store.Published(ka) {
-		t.Fatal("the workspace whose home holds 3,850 empty files stayed with the filesystem's inodes short")
+	if p.store.Published(a1) {
+		t.Fatal("a's workspace used longest ago stayed with the filesystem's inodes short")
 	}
-	if !p.store.Published(kb) {
-		t.Fatal("the other tenant's workspace, more bytes and few files, was evicted")
+	if !p.store.Published(a2) {
+		t.Fatal("a's other workspace was evicted too: the pass went on past the reserve")
 	}
+	if !p.store.Published(b) {
+		t.Fatal("b's workspace, more bytes and fewer inodes, was evicted")
+	}
+	p.removals.Wait()
 	if err := unix.Statfs(dir, &fs); err != nil {
 		t.Fatal(err)
 	}

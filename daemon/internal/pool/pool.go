@@ -135,8 +135,14 @@ type Pool struct {
 	enforcingRSS  sync.Mutex
 	enforcingDisk sync.Mutex
 	// graves are what a disk pass evicted, moved aside (under
-	// enforcingDisk) and removed once the pass has let go of it.
-	graves []string
+	// enforcingDisk) and removed once the pass has let go of it, in the
+	// background (removals); gravesInodes are their inodes, and removing
+	// those of passes done whose graves are still being removed: free
+	// already, for the inode budget.
+	graves       []string
+	gravesInodes float64
+	removing     atomic.Int64
+	removals     sync.WaitGroup
 	// onDiskMeasured, for tests, runs in each disk pass once it has
 	// measured, before it decides what to evict.
 	onDiskMeasured func()
@@ -1279,4 +1285,5 @@ func (p *Pool) Close(ctx context.Context) {
 		go func() { defer wg.Done(); w.close(ctx) }()
 	}
 	wg.Wait()
+	p.removals.Wait()
 }

@@ -28,13 +28,16 @@ func Usage(dir string) int64 {
 	return n
 }
 
-// usage is Usage, with the inodes counted as the bytes are; with
-// unshared, a regular file with more than one link is left out: the
-// daemon's cache shares its files with the node_modules of the trees it
-// was linked into (deps.packageCache), which count them. With maxEntries
-// > 0 the walk stops after that many entries (each name, links too);
+// usage is Usage, with the inodes; with unshared, a regular file with
+// more than one link is left out of the bytes: the daemon's cache shares
+// its files with the node_modules of the trees it was linked into
+// (deps.packageCache), which count them. An inode counts 1/links for each
+// of its names, so that a file linked from a tree and the cache, or from
+// several revisions' trees, makes one inode over all the walks (a
+// directory's links are its subdirectories': it counts one). With
+// maxEntries > 0 the walk stops after that many entries (each name);
 // entries reports how many it saw.
-func usage(dir string, unshared bool, maxEntries int64) (bytes, inodes, entries int64) {
+func usage(dir string, unshared bool, maxEntries int64) (bytes int64, inodes float64, entries int64) {
 	// A jail that shares the daemon's uid could have locked its home's top
 	// out of the measure.
 	_ = safefs.GrantOwner(dir, 0o500)
@@ -64,7 +67,11 @@ func usage(dir string, unshared bool, maxEntries int64) (bytes, inodes, entries 
 	_ = d.StatTree(func(st *unix.Stat_t) bool {
 		if counts(st) {
 			bytes += st.Blocks * 512
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Nlink <= 1 {
 			inodes++
+		} else {
+			inodes += 1 / float64(st.Nlink)
 		}
 		entries++
 		return maxEntries <= 0 || entries < maxEntries
@@ -79,7 +86,7 @@ func (s *Store) TreeBytes(k Key) int64 {
 }
 
 // TreeUsage is TreeBytes with the inodes the tree takes.
-func (s *Store) TreeUsage(k Key) (bytes, inodes int64) {
+func (s *Store) TreeUsage(k Key) (bytes int64, inodes float64) {
 	bytes, inodes, _ = usage(s.workspaceDir(k), false, 0)
 	return bytes, inodes
 }
@@ -123,8 +130,8 @@ func (s *Store) cacheDir(h Home) string { return filepath.Join(s.root, "caches",
 // pass (and every cold prepare waiting for it) for minutes; the pool
 // deletes such a home first. The cache is the daemon's own writing (the
 // packages its installs unpacked) and is walked whole.
-// inodes are counted as the bytes are.
-func (s *Store) HomeUsage(h Home) (bytes, inodes int64, complete bool) {
+// inodes are counted as usage says.
+func (s *Store) HomeUsage(h Home) (bytes int64, inodes float64, complete bool) {
 	max := int64(s.limits.MaxHomeEntries)
 	home, homeInodes, entries := usage(s.homeDir(h), false, max)
 	cache, cacheInodes, _ := usage(s.cacheDir(h), true, 0)
