@@ -341,14 +341,27 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 	// the RSS budget's, so it is removed after, in the background. A pass
 	// meanwhile counts its inodes free and no longer sees its bytes, which
 	// are on their way out.
-	p.removing.Add(inodes)
-	p.removals.Add(1)
-	go func() {
-		defer p.removals.Done()
+	remove := func() {
 		if err := workspace.RemoveGraves(graves); err != nil {
 			p.log.Warn("disk budget: remove evicted files", "err", err)
 		}
 		p.removing.Add(-inodes)
+	}
+	p.removing.Add(inodes)
+	// Added under p.mu, before Close (which sets closed under it) waits.
+	p.mu.Lock()
+	closed := p.closed
+	if !closed {
+		p.removals.Add(1)
+	}
+	p.mu.Unlock()
+	if closed {
+		remove()
+		return
+	}
+	go func() {
+		defer p.removals.Done()
+		remove()
 	}()
 }
 
