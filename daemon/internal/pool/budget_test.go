@@ -161,7 +161,7 @@ func goplsLive(t *testing.T) (n int, rss int64) {
 		}
 		if pr.PPID == os.Getpid() {
 			n++
-			rss += vmRSS(pr.PID)
+			rss += vmRSS(pr)
 		}
 	}
 	return n, rss

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 )
 
@@ -26,10 +28,10 @@ import (
 // when the daemon is root.
 func TreeRSS(roots []int) map[int]int64 {
 	out := make(map[int]int64, len(roots))
-	for root, pids := range processTrees(roots) {
+	for root, procs := range processTrees(roots) {
 		var sum int64
-		for _, pid := range pids {
-			sum += vmRSS(pid)
+		for _, p := range procs {
+			sum += vmRSS(p)
 		}
 		out[root] = sum
 	}
@@ -38,8 +40,8 @@ func TreeRSS(roots []int) map[int]int64 {
 
 // processTrees lists each root's process tree (TreeRSS says which
 // processes that is) from one pass over /proc, by root pid.
-func processTrees(roots []int) map[int][]int {
-	out := make(map[int][]int, len(roots))
+func processTrees(roots []int) map[int][]runtime.ProcStat {
+	out := make(map[int][]runtime.ProcStat, len(roots))
 	if len(roots) == 0 {
 		return out
 	}
@@ -47,8 +49,10 @@ func processTrees(roots []int) map[int][]int {
 	if err != nil {
 		return out
 	}
+	byPID := make(map[int]runtime.ProcStat, len(procs))
 	children := map[int][]int{}
 	for _, p := range procs {
+		byPID[p.PID] = p
 		children[p.PPID] = append(children[p.PPID], p.PID)
 	}
 	for _, root := range roots {
@@ -62,7 +66,7 @@ func processTrees(roots []int) map[int][]int {
 				queue = append(queue, p.PID)
 			}
 		}
-		var tree []int
+		var tree []runtime.ProcStat
 		for len(queue) > 0 {
 			pid := queue[0]
 			queue = queue[1:]
@@ -70,7 +74,9 @@ func processTrees(roots []int) map[int][]int {
 				continue
 			}
 			seen[pid] = true
-			tree = append(tree, pid)
+			if p, ok := byPID[pid]; ok {
+				tree = append(tree, p)
+			}
 			queue = append(queue, children[pid]...)
 		}
 		out[root] = tree
@@ -78,13 +84,20 @@ func processTrees(roots []int) map[int][]int {
 	return out
 }
 
-// vmRSS reads a process's resident set in bytes (0 when it is gone or a
-// zombie, which has no VmRSS line).
-func vmRSS(pid int) int64 {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+// vmRSS reads a process's resident set in bytes (0 when it is gone, its
+// pid perhaps another's since the listing, or a zombie, which has no VmRSS
+// line).
+func vmRSS(p runtime.ProcStat) int64 {
+	dir, err := runtime.OpenProc(p)
 	if err != nil {
 		return 0
 	}
+	defer dir.Close()
+	fd, err := unix.Openat(int(dir.Fd()), "status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	f := os.NewFile(uintptr(fd), "status")
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

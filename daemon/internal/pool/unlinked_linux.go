@@ -2,9 +2,10 @@ package pool
 
 import (
 	"os"
-	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
 )
 
 // TreeUnlinked measures the disk each root's process tree (processTrees)
@@ -25,27 +26,42 @@ import (
 func TreeUnlinked(roots []int, dev uint64) map[int]int64 {
 	out := make(map[int]int64, len(roots))
 	seen := map[[2]uint64]bool{}
-	for root, pids := range processTrees(roots) {
+	for root, procs := range processTrees(roots) {
 		var sum int64
-		for _, pid := range pids {
-			for _, dir := range []string{"fd", "map_files"} {
-				sum += unlinkedIn("/proc/"+strconv.Itoa(pid)+"/"+dir, dev, seen)
-			}
+		for _, p := range procs {
+			sum += unlinkedOf(p, dev, seen)
 		}
 		out[root] = sum
 	}
 	return out
 }
 
+// unlinkedOf is unlinkedIn over p's descriptors and mappings, read through
+// its /proc directory (runtime.OpenProc): a pid given to another process
+// since the listing is not read.
+func unlinkedOf(p runtime.ProcStat, dev uint64, seen map[[2]uint64]bool) int64 {
+	proc, err := runtime.OpenProc(p)
+	if err != nil {
+		return 0
+	}
+	defer proc.Close()
+	var n int64
+	for _, name := range []string{"fd", "map_files"} {
+		fd, err := unix.Openat(int(proc.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // gone, or not ours to look at
+		}
+		dir := os.NewFile(uintptr(fd), name)
+		n += unlinkedIn(dir, dev, seen)
+		dir.Close()
+	}
+	return n
+}
+
 // unlinkedIn is what the files behind the links of dir (a process's fd or
 // map_files) that are unlinked and on dev take, leaving out (and adding
 // to) seen.
-func unlinkedIn(path string, dev uint64, seen map[[2]uint64]bool) int64 {
-	dir, err := os.Open(path)
-	if err != nil {
-		return 0 // gone, or not ours to look at
-	}
-	defer dir.Close()
+func unlinkedIn(dir *os.File, dev uint64, seen map[[2]uint64]bool) int64 {
 	fd := int(dir.Fd())
 	var n int64
 	for {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -22,6 +23,9 @@ import (
 type ProcStat struct {
 	PID, PPID, PGRP int
 	State           byte
+	// Start is when the process started, in clock ticks since boot: with
+	// the pid it names one process, never a later one given the same pid.
+	Start uint64
 }
 
 // ListProcs reads pid, state, parent and process group of every process
@@ -64,7 +68,37 @@ func parseStat(pid int, b []byte) (ProcStat, bool) {
 	if err1 != nil || err2 != nil {
 		return ProcStat{}, false
 	}
-	return ProcStat{PID: pid, PPID: ppid, PGRP: pgrp, State: f[0][0]}, true
+	st := ProcStat{PID: pid, PPID: ppid, PGRP: pgrp, State: f[0][0]}
+	if len(f) > 19 { // starttime, the 22nd field
+		st.Start, _ = strconv.ParseUint(f[19], 10, 64)
+	}
+	return st, true
+}
+
+// OpenProc opens /proc/<pid> of the process p describes, and only of it: a
+// process that has exited since p was read, its pid perhaps given to
+// another, is an error. What is read through the directory afterwards
+// (openat) is that process's or fails, never another's.
+func OpenProc(p ProcStat) (*os.File, error) {
+	dir, err := os.Open("/proc/" + strconv.Itoa(p.PID))
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Openat(int(dir.Fd()), "stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		f := os.NewFile(uintptr(fd), "stat")
+		var b []byte
+		b, err = io.ReadAll(io.LimitReader(f, 4096))
+		f.Close()
+		if st, ok := parseStat(p.PID, b); err == nil && (!ok || st.Start != p.Start) {
+			err = errors.New("not the process listed")
+		}
+	}
+	if err != nil {
+		dir.Close()
+		return nil, fmt.Errorf("/proc/%d: %w", p.PID, err)
+	}
+	return dir, nil
 }
 
 // reapDeadline bounds the cleanup of one process group.
