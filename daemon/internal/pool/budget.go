@@ -198,10 +198,7 @@ type rssMeasure struct {
 // spec's largest.
 func (p *Pool) measureRSS() rssMeasure {
 	rs := p.runningServers()
-	pids := make([]int, len(rs))
-	for i, r := range rs {
-		pids[i] = r.srv.Pid()
-	}
+	pids := serverPids(rs)
 	rss := TreeRSS(pids)
 	m := rssMeasure{by: map[*Workspace]int64{}}
 	p.mu.Lock()
@@ -241,6 +238,15 @@ func (p *Pool) runningServers() []runningServer {
 	return rs
 }
 
+// serverPids are the pids of rs, in their order.
+func serverPids(rs []runningServer) []int {
+	pids := make([]int, len(rs))
+	for i, r := range rs {
+		pids[i] = r.srv.Pid()
+	}
+	return pids
+}
+
 // unlinkedByWorkspace is what each workspace's running servers hold on
 // the workspaces' filesystem in unlinked open files (TreeUnlinked).
 func (p *Pool) unlinkedByWorkspace() map[workspace.Key]int64 {
@@ -249,10 +255,7 @@ func (p *Pool) unlinkedByWorkspace() map[workspace.Key]int64 {
 		return nil
 	}
 	rs := p.runningServers()
-	pids := make([]int, len(rs))
-	for i, r := range rs {
-		pids[i] = r.srv.Pid()
-	}
+	pids := serverPids(rs)
 	by := TreeUnlinked(pids, uint64(root.Dev))
 	out := map[workspace.Key]int64{}
 	for i, r := range rs {

@@ -3,10 +3,7 @@ package pool
 import (
 	"bufio"
 	"bytes"
-	"os"
 	"strconv"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 )
@@ -88,16 +85,15 @@ func processTrees(roots []int) map[int][]runtime.ProcStat {
 // pid perhaps another's since the listing, or a zombie, which has no VmRSS
 // line).
 func vmRSS(p runtime.ProcStat) int64 {
-	dir, err := runtime.OpenProc(p)
+	proc, err := runtime.OpenProc(p)
 	if err != nil {
 		return 0
 	}
-	defer dir.Close()
-	fd, err := unix.Openat(int(dir.Fd()), "status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	defer proc.Close()
+	f, err := proc.Open("status")
 	if err != nil {
 		return 0
 	}
-	f := os.NewFile(uintptr(fd), "status")
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

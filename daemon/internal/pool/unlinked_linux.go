@@ -20,9 +20,10 @@ import (
 // root found holding it. Not seen: a descriptor in flight on a socket.
 //
 // Each descriptor and mapping is looked at with fstatat on its link in
-// /proc/<pid>/fd or /proc/<pid>/map_files (the latter readable by a root
-// daemon only), which the kernel resolves to the open file itself: nothing
-// a jailed process named is walked, and nothing is opened or read.
+// /proc/<pid>/fd or /proc/<pid>/map_files (the latter only with
+// CAP_SYS_ADMIN: a root daemon's), which the kernel resolves to the open
+// file itself: nothing a jailed process named is walked, and nothing is
+// opened or read.
 func TreeUnlinked(roots []int, dev uint64) map[int]int64 {
 	out := make(map[int]int64, len(roots))
 	seen := map[[2]uint64]bool{}
@@ -47,11 +48,10 @@ func unlinkedOf(p runtime.ProcStat, dev uint64, seen map[[2]uint64]bool) int64 {
 	defer proc.Close()
 	var n int64
 	for _, name := range []string{"fd", "map_files"} {
-		fd, err := unix.Openat(int(proc.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		dir, err := proc.Open(name)
 		if err != nil {
 			continue // gone, or not ours to look at
 		}
-		dir := os.NewFile(uintptr(fd), name)
 		n += unlinkedIn(dir, dev, seen)
 		dir.Close()
 	}

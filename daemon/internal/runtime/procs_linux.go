@@ -75,18 +75,21 @@ func parseStat(pid int, b []byte) (ProcStat, bool) {
 	return st, true
 }
 
+// Proc is one process's /proc directory, opened by OpenProc.
+type Proc struct{ dir *os.File }
+
 // OpenProc opens /proc/<pid> of the process p describes, and only of it: a
 // process that has exited since p was read, its pid perhaps given to
-// another, is an error. What is read through the directory afterwards
-// (openat) is that process's or fails, never another's.
-func OpenProc(p ProcStat) (*os.File, error) {
+// another, is an error. What is read through it afterwards (Proc.Open) is
+// that process's or fails, never another's.
+func OpenProc(p ProcStat) (*Proc, error) {
 	dir, err := os.Open("/proc/" + strconv.Itoa(p.PID))
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.Openat(int(dir.Fd()), "stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	proc := &Proc{dir}
+	f, err := proc.Open("stat")
 	if err == nil {
-		f := os.NewFile(uintptr(fd), "stat")
 		var b []byte
 		b, err = io.ReadAll(io.LimitReader(f, 4096))
 		f.Close()
@@ -98,8 +101,21 @@ func OpenProc(p ProcStat) (*os.File, error) {
 		dir.Close()
 		return nil, fmt.Errorf("/proc/%d: %w", p.PID, err)
 	}
-	return dir, nil
+	return proc, nil
 }
+
+// Open opens name (a file or a directory) in the process's /proc
+// directory, read-only.
+func (p *Proc) Open(name string) (*os.File, error) {
+	fd, err := unix.Openat(int(p.dir.Fd()), name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// Close closes the directory.
+func (p *Proc) Close() error { return p.dir.Close() }
 
 // reapDeadline bounds the cleanup of one process group.
 const reapDeadline = 5 * time.Second
