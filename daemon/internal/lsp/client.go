@@ -1167,7 +1167,12 @@ func (c *Client) waitQuiet(ctx context.Context, quiet time.Duration, loadOnly bo
 			quiet = min(quiet, diagnosisSettle)
 		}
 		rest := quiet - time.Since(since)
-		busy := c.foregroundLocked() > 0
+		// A server that publishes its anchor once parsed (clangd) is not
+		// quiet while the anchor it was given waits to be parsed: no
+		// progress covers the parse, which takes longer than any quiet on
+		// a loaded machine (CI, 2026-12-07: the wait ended with main.c's
+		// missing header unpublished). The caller's bound ends it.
+		busy := c.foregroundLocked() > 0 || c.anchorPendingLocked()
 		loaded := (loadOnly && !c.progressEnd.IsZero()) || c.quiescent
 		ch := c.changed
 		c.mu.Unlock()
@@ -1257,6 +1262,13 @@ func (c *Client) anchorPublishedLocked() bool {
 		return false
 	}
 	return signs.AnchorPublishes || p.diags.Truncated || len(p.diags.Items) >= c.anchorWant
+}
+
+// anchorPendingLocked: the server publishes its anchor once parsed
+// (LoadSigns.AnchorPublishes), has it open, and has not yet published it
+// for as open; c.mu must be held.
+func (c *Client) anchorPendingLocked() bool {
+	return c.opts.LoadSigns.AnchorPublishes && c.anchor != "" && c.docs[c.anchor] != nil && !c.anchorPublishedLocked()
 }
 
 // ReportsLoad reports that the server's diagnosis reports say when its

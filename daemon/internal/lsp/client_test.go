@@ -823,9 +823,10 @@ func TestBackgroundBeginEndsTheLoad(t *testing.T) {
 
 // TestAnchorPublicationEndsTheLoad: with AnchorPublishes (clangd), the
 // first-load wait ends once the anchor has been published for as open,
-// however long its quiet; a publication of another document, or one of
-// the anchor from before its open, does not end it; without the sign
-// only the quiet does.
+// however long its quiet, and not before, however short its quiet (the
+// parse has no progress to hold it); a publication of another document,
+// or one of the anchor from before its open, does not end it; without
+// the sign only the quiet does.
 func TestAnchorPublicationEndsTheLoad(t *testing.T) {
 	ctx := context.Background()
 	for _, publishes := range []bool{true, false} {
@@ -855,6 +856,12 @@ func TestAnchorPublicationEndsTheLoad(t *testing.T) {
 		publish("file:///w/b.cc")
 		if !held() {
 			t.Fatalf("publishes %v: the wait ended before the anchor's publication", publishes)
+		}
+		qctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		shortQuiet := c.WaitQuiet(qctx, time.Millisecond)
+		cancel()
+		if (shortQuiet != nil) != publishes {
+			t.Fatalf("publishes %v: a wait with a quiet of 1 ms, the anchor unpublished: %v", publishes, shortQuiet)
 		}
 		publish(anchor)
 		if held() == publishes {
