@@ -103,7 +103,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 		log.Warn("no LSP_POOL_MAX_RSS: language servers are never evicted for memory")
 	}
 	if env.PoolMaxDisk <= 0 {
-		log.Warn("no LSP_POOL_MAX_DISK: trees and homes are never evicted for disk, and LSP_DAEMON_ROOT may fill")
+		log.Warn("no LSP_POOL_MAX_DISK: trees and homes are evicted only to keep 5% of LSP_DAEMON_ROOT's filesystem free")
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -33,7 +34,10 @@ import (
 // the next query restarts them. MaxDisk evicts whole workspaces (servers
 // and tree); the next query answers "needs tree" and the proxy prepares it
 // again. Homes (warm caches) count on disk too: one without any tree left
-// goes first, and a repository's home goes with its last tree.
+// goes first, and a repository's home goes with its last tree. With
+// MaxDisk or without, the disk pass keeps the filesystem holding the
+// store a reserve of free blocks and inodes (fsShort): a daemon started
+// without a disk budget does not fill its disk.
 //
 // This eviction samples, so it is soft. Where servers are jailed with a
 // memory cgroup, MaxRSS is also the kernel's limit on the cgroup holding
@@ -42,7 +46,7 @@ import (
 type Budget struct {
 	MaxServers int   // live language servers
 	MaxRSS     int64 // bytes of resident memory over every server's process tree (TreeRSS)
-	MaxDisk    int64 // allocated bytes of published trees plus homes
+	MaxDisk    int64 // allocated bytes of published trees plus homes; 0: the filesystem's reserve alone
 }
 
 // ErrBudget is returned when a server cannot start within the budget
@@ -320,20 +324,29 @@ func manifestBytes(files []*daemonv1.FileEntry) int64 {
 // enforceDisk evicts homes without a tree, then whole workspaces, until the
 // trees and homes on disk plus the trees being written (their manifests'
 // bytes: each prepare checks before its first byte, and two at once must
-// not both count on the same room) fit MaxDisk. A home something may be
-// writing is measured again when its last measure is older than maxAge (0:
-// always; homeSizes).
+// not both count on the same room) fit MaxDisk and leave the filesystem
+// its reserve (fsShort). A home something may be writing is measured again
+// when its last measure is older than maxAge (0: always; homeSizes).
+// Without MaxDisk only the reserve holds, and nothing is measured while
+// the filesystem has room even if the pool took it all.
 func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 	p.mu.Lock()
 	max := p.budget.MaxDisk
+	var incoming int64
+	for _, n := range p.incoming {
+		incoming += n
+	}
 	p.mu.Unlock()
 	if max <= 0 {
-		return
+		max = math.MaxInt64
+		if bytes, inodes := p.fsShort(math.MaxInt64, math.Inf(1), incoming); !bytes && !inodes {
+			return
+		}
 	}
 	p.enforcingDisk.Lock()
 	p.enforceDiskLocked(ctx, max, maxAge)
-	graves, inodes := p.graves, int64(p.gravesInodes)
-	p.graves, p.gravesInodes = nil, 0
+	graves, bytes, inodes := p.graves, p.gravesBytes, int64(p.gravesInodes)
+	p.graves, p.gravesBytes, p.gravesInodes = nil, 0, 0
 	p.enforcingDisk.Unlock()
 	if len(graves) == 0 {
 		return
@@ -342,15 +355,17 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 	// removal can take long (a home may hold a million entries), and every
 	// cold prepare waits for the pass's lock and the periodic pass holds up
 	// the RSS budget's, so it is removed after, in the background. A pass
-	// meanwhile counts its inodes free and no longer sees its bytes, which
-	// are on their way out.
+	// meanwhile counts its bytes and inodes free: they are on their way
+	// out.
 	remove := func() {
 		if err := workspace.RemoveGraves(graves); err != nil {
 			p.log.Warn("disk budget: remove evicted files", "err", err)
 		}
 		p.removing.Add(-inodes)
+		p.removingBytes.Add(-bytes)
 	}
 	p.removing.Add(inodes)
+	p.removingBytes.Add(bytes)
 	// Added under p.mu, before Close (which sets closed under it) waits.
 	p.mu.Lock()
 	closed := p.closed
@@ -370,8 +385,9 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 
 // bury keeps what a pass moved out of the store for removal once the pass
 // has let go (enforcingDisk held).
-func (p *Pool) bury(graves []string, inodes float64) {
+func (p *Pool) bury(graves []string, bytes int64, inodes float64) {
 	p.graves = append(p.graves, graves...)
+	p.gravesBytes += bytes
 	p.gravesInodes += inodes
 }
 
@@ -388,14 +404,15 @@ func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Dur
 			return
 		}
 		homes, _ := p.store.Homes()
-		var total int64
+		var total, incoming int64
 		held := map[string]int64{}
 		p.mu.Lock()
 		for k, n := range p.incoming {
-			total += n
+			incoming += n
 			held[k.TenantKey] += n
 		}
 		p.mu.Unlock()
+		total = incoming
 		// inodes: what the trees and homes take of the filesystem's inodes,
 		// in all and by tenant (a jail's millions of empty files are nearly
 		// free in bytes).
@@ -429,8 +446,8 @@ func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Dur
 			total += n
 			held[k.TenantKey] += n
 		}
-		short := p.inodesShort(inodes)
-		if total <= max && !short && len(tooLarge) == 0 {
+		bytesShort, inodesShort := p.fsShort(total, inodes, incoming)
+		if total <= max && !bytesShort && !inodesShort && len(tooLarge) == 0 {
 			return
 		}
 		if p.onDiskMeasured != nil {
@@ -466,49 +483,73 @@ func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Dur
 		slices.SortFunc(orphans, func(a, b workspace.Home) int { return modTime[a].Compare(modTime[b]) })
 		deleted := false
 		for _, h := range orphans {
-			if deleted = p.deleteOrphan(h, undeletable, "reason", "disk", "total", total, "budget", max); deleted {
+			if deleted = p.deleteOrphan(h, undeletable, "reason", "disk", "total", total, "budget", budgetArg(max)); deleted {
 				break
 			}
 		}
 		if deleted {
 			continue
 		}
+		// By what is short: bytes (over the budget, or the filesystem's
+		// blocks), else inodes.
 		by := held
-		if short {
+		if total <= max && !bytesShort {
 			by = heldInodes
 		}
 		victim, ok := p.pickTree(keys, by, unlinked)
 		if !ok {
-			p.log.Warn("disk budget exceeded and every workspace is busy", "total", total, "budget", max, "inodes_short", short)
+			p.log.Warn("disk budget exceeded and every workspace is busy", "total", total, "budget", budgetArg(max), "bytes_short", bytesShort, "inodes_short", inodesShort)
 			return
 		}
 		if !p.evictTree(ctx, victim) {
 			continue
 		}
-		p.log.Info("evicted a workspace", "reason", "disk", "workspace", victim.String(), "total", total, "budget", max, "inodes_short", short)
+		p.log.Info("evicted a workspace", "reason", "disk", "workspace", victim.String(), "total", total, "budget", budgetArg(max), "bytes_short", bytesShort, "inodes_short", inodesShort)
 	}
 }
 
-// inodeReservePercent is the share of the workspaces' filesystem's inodes
-// that stays free: below it the disk pass evicts by inodes held.
-const inodeReservePercent = 5
+// reservePercent is the share of the workspaces' filesystem's blocks, and
+// of its inodes, that stays free whatever the budget: below it the disk
+// pass evicts by the bytes, or the inodes, each tenant holds.
+const reservePercent = 5
 
-// inodesShort reports whether the filesystem holding the store has fewer
-// than inodeReservePercent of its inodes free while the pool's own trees
-// and homes (inodes) take most of those in use: only then does evicting
-// them give inodes back (on a filesystem shared with others, what others
-// use is not the pool's to free). A filesystem that makes inodes as it
-// needs them (btrfs: no count) is never short.
-func (p *Pool) inodesShort(inodes float64) bool {
+// fsShort reports whether the filesystem holding the store has fewer than
+// reservePercent of its blocks (bytes), or of its inodes (inodes), free
+// once the trees being written (incoming bytes, not yet on it) are, while
+// the pool's own trees and homes (held bytes, with incoming; inodes) take
+// most of what is in use: only then does evicting them give room back (on
+// a filesystem shared with others, what others use is not the pool's to
+// free). Blocks count as an unprivileged writer sees them (a jailed
+// server: f_bavail, without the blocks kept for root). A filesystem that
+// makes inodes as it needs them (btrfs: no count) is never short of them.
+func (p *Pool) fsShort(held int64, inodes float64, incoming int64) (bytes, inodesShort bool) {
 	var fs unix.Statfs_t
-	if unix.Statfs(p.store.Root(), &fs) != nil || fs.Files == 0 || fs.Ffree > fs.Files {
-		return false
+	if unix.Statfs(p.store.Root(), &fs) != nil {
+		return false, false
 	}
 	// Moved aside, not yet removed: free as far as this pass can help.
-	pending := p.gravesInodes + float64(p.removing.Load())
-	free := float64(fs.Ffree) + pending
-	used := float64(fs.Files-fs.Ffree) - pending
-	return free < float64(fs.Files)*inodeReservePercent/100 && inodes > used/2
+	pendingBytes := float64(p.gravesBytes + p.removingBytes.Load())
+	pendingInodes := p.gravesInodes + float64(p.removing.Load())
+	if fs.Bavail <= fs.Bfree && fs.Bfree <= fs.Blocks {
+		bs := float64(fs.Bsize)
+		free := float64(fs.Bavail)*bs + pendingBytes - float64(incoming)
+		used := float64(fs.Blocks-fs.Bfree)*bs - pendingBytes + float64(incoming)
+		bytes = free < (free+used)*reservePercent/100 && float64(held) > used/2
+	}
+	if fs.Files > 0 && fs.Ffree <= fs.Files {
+		free := float64(fs.Ffree) + pendingInodes
+		used := float64(fs.Files-fs.Ffree) - pendingInodes
+		inodesShort = free < float64(fs.Files)*reservePercent/100 && inodes > used/2
+	}
+	return bytes, inodesShort
+}
+
+// budgetArg is max for a log line: none when only the reserve bounds.
+func budgetArg(max int64) any {
+	if max == math.MaxInt64 {
+		return "none"
+	}
+	return max
 }
 
 // deleteOrphan moves home h out of the store (p.graves: called under
@@ -528,9 +569,9 @@ func (p *Pool) deleteOrphan(h workspace.Home, undeletable map[workspace.Home]boo
 		return false
 	}
 	p.log.Info("evicted a home", logArgs...)
-	inodes := p.homes.inodes(h)
+	m := p.homes.last(h)
 	graves, err := p.store.BuryHome(h)
-	p.bury(graves, inodes)
+	p.bury(graves, m.bytes, m.inodes)
 	p.homes.forget(h)
 	p.releaseHome(h, deleting)
 	if err != nil {
@@ -602,11 +643,11 @@ func (c *homeCache) forget(h workspace.Home) {
 	c.mu.Unlock()
 }
 
-// inodes is what h's last measure counted of inodes (0: never measured).
-func (c *homeCache) inodes(h workspace.Home) float64 {
+// last is h's last measure (zero: never measured).
+func (c *homeCache) last(h workspace.Home) homeMeasure {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.measured[h].inodes
+	return c.measured[h]
 }
 
 // homeSizes is the disk each of hs takes (Store.HomeUsage), walked again
@@ -805,7 +846,7 @@ func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 		w.close(ctx)
 	}
 	graves, err := p.store.Bury(k)
-	p.bury(graves, tree.inodes)
+	p.bury(graves, tree.bytes, tree.inodes)
 	if err != nil {
 		p.log.Warn("disk budget: delete tree", "workspace", k.String(), "err", err)
 	}
@@ -819,9 +860,9 @@ func (p *Pool) evictTree(ctx context.Context, k workspace.Key) bool {
 			p.mu.Unlock()
 		}
 		if last {
-			inodes := p.homes.inodes(h)
+			m := p.homes.last(h)
 			graves, err := p.store.BuryHome(h)
-			p.bury(graves, inodes)
+			p.bury(graves, m.bytes, m.inodes)
 			if err != nil {
 				p.log.Warn("disk budget: delete home", "err", err)
 			}

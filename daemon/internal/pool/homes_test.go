@@ -449,7 +449,55 @@ func TestDiskInodesShort(t *testing.T) {
 	if err := unix.Statfs(dir, &fs); err != nil {
 		t.Fatal(err)
 	}
-	if fs.Ffree < fs.Files*inodeReservePercent/100 {
+	if fs.Ffree < fs.Files*reservePercent/100 {
 		t.Fatalf("after the pass %d of %d inodes free", fs.Ffree, fs.Files)
+	}
+}
+
+// TestDiskReserveWithoutBudget: with no LSP_POOL_MAX_DISK the pool still
+// keeps its filesystem's reserve of blocks. A tree that would leave under
+// 5 % free evicts, before a byte of it is written, the least recently used
+// workspace of the tenant holding the most bytes, and the pass stops once
+// what it moved aside (removed after it) gives the reserve back.
+func TestDiskReserveWithoutBudget(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("lsp-pool-test", dir, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	store, err := workspace.NewStore(filepath.Join(dir, "root"), workspace.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	p := New(store, nil, runtime.Unjailed(log), log)
+	t.Cleanup(func() { p.Close(context.Background()) })
+	a1, a2, b := key("a", "one", 0), key("a", "two", 0), key("b", "three", 0)
+	prepare(t, p, a1, 24<<20)
+	time.Sleep(10 * time.Millisecond) // a1's tree is the older
+	prepare(t, p, a2, 24<<20)
+	if !p.store.Published(a1) {
+		t.Fatal("a1 was evicted with the filesystem's reserve free")
+	}
+	prepare(t, p, b, 13<<20) // 61 of 64 MiB: under the reserve
+	if p.store.Published(a1) {
+		t.Fatal("a's workspace used longest ago stayed while b's tree took the filesystem's reserve")
+	}
+	if !p.store.Published(a2) {
+		t.Fatal("a's other workspace was evicted too: the pass went on past the reserve")
+	}
+	if !p.store.Published(b) {
+		t.Fatal("b's workspace, the tenant holding fewer bytes, was evicted")
+	}
+	p.removals.Wait()
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Bavail < fs.Blocks*reservePercent/100 {
+		t.Fatalf("after the pass %d of %d blocks free", fs.Bavail, fs.Blocks)
 	}
 }

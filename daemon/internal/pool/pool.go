@@ -136,13 +136,16 @@ type Pool struct {
 	enforcingDisk sync.Mutex
 	// graves are what a disk pass evicted, moved aside (under
 	// enforcingDisk) and removed once the pass has let go of it, in the
-	// background (removals); gravesInodes are their inodes, and removing
-	// those of passes done whose graves are still being removed: free
-	// already, for the inode budget.
-	graves       []string
-	gravesInodes float64
-	removing     atomic.Int64
-	removals     sync.WaitGroup
+	// background (removals); gravesBytes and gravesInodes are their bytes
+	// and inodes, and removingBytes and removing those of passes done
+	// whose graves are still being removed: free already, for the
+	// filesystem's reserve (fsShort).
+	graves        []string
+	gravesBytes   int64
+	gravesInodes  float64
+	removingBytes atomic.Int64
+	removing      atomic.Int64
+	removals      sync.WaitGroup
 	// onDiskMeasured, for tests, runs in each disk pass once it has
 	// measured, before it decides what to evict.
 	onDiskMeasured func()
