@@ -18,6 +18,7 @@ import (
 
 	"github.com/hanzoai/lsp/daemon/internal/config"
 	"github.com/hanzoai/lsp/daemon/internal/deps"
+	"github.com/hanzoai/lsp/daemon/internal/jail"
 	"github.com/hanzoai/lsp/daemon/internal/pool"
 	"github.com/hanzoai/lsp/daemon/internal/qualify"
 	"github.com/hanzoai/lsp/daemon/internal/query"
@@ -84,6 +85,15 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	if !fetcher.Enabled() {
 		log.Info("no LSP_DEPS_GO_PROXY or LSP_DEPS_NPM_REGISTRY: workspaces get no dependencies")
 	}
+	// Unset, the memory budget is what the daemon's cgroup or machine
+	// allows less its own share: a server past it is evicted, not killed
+	// by the container's limit (jailed, it is the jails' cgroup limit too).
+	if env.PoolMaxRSS <= 0 {
+		if limit, from := jail.MemoryLimit(); limit > 0 {
+			env.PoolMaxRSS = config.PoolRSSFor(limit)
+			log.Info("no LSP_POOL_MAX_RSS: the pool's memory budget follows the daemon's memory", "limit", limit, "from", from, "budget", env.PoolMaxRSS)
+		}
+	}
 	// Without LSP_UNJAILED: the jail, proven by its self-test, or no service.
 	spawner, closeSpawner, err := newSpawner(ctx, env, tsLibs, log)
 	if err != nil {
@@ -100,7 +110,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	// Unbounded is the default for a developer's machine; a deployment
 	// that forgot them fills its disk and meets its memory limit's killer.
 	if env.PoolMaxRSS <= 0 {
-		log.Warn("no LSP_POOL_MAX_RSS: language servers are never evicted for memory")
+		log.Warn("no LSP_POOL_MAX_RSS and no memory limit found: language servers are never evicted for memory")
 	}
 	if env.PoolMaxDisk <= 0 {
 		log.Warn("no LSP_POOL_MAX_DISK: trees and homes are evicted only to keep 5% of LSP_DAEMON_ROOT's filesystem free")

@@ -38,3 +38,14 @@ func ParseBytes(s string) (int64, error) {
 	}
 	return n * mult, nil
 }
+
+// PoolRSSFor is the pool's memory budget when LSP_POOL_MAX_RSS is unset,
+// for a daemon whose cgroup or machine has limit bytes in all: the limit
+// less 1 GiB for the daemon itself and the page cache its trees are read
+// through (as the k8s manifests set it), or half of a limit under 2 GiB.
+func PoolRSSFor(limit int64) int64 {
+	if limit < 2<<30 {
+		return limit / 2
+	}
+	return limit - 1<<30
+}

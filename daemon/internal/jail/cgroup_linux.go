@@ -253,6 +253,52 @@ func setupCgroups(poolMemory int64) (*cgroups, []string, error) {
 	return newCgroups(kernelFS{}, hs, poolMemory, os.Getpid())
 }
 
+// MemoryLimit is the memory the daemon and all it runs can have: the
+// tightest limit on its own memory cgroup and its ancestors, as far as its
+// view of the hierarchy reaches (a container's limit, a systemd unit's
+// MemoryMax), when that is below the machine's memory, else the machine's.
+// from says which ("cgroup", "machine"); limit is 0 when neither is known.
+func MemoryLimit() (limit int64, from string) {
+	var si syscall.Sysinfo_t
+	if syscall.Sysinfo(&si) == nil {
+		limit, from = int64(si.Totalram)*int64(si.Unit), "machine"
+	}
+	mi, err1 := os.ReadFile("/proc/self/mountinfo")
+	sc, err2 := os.ReadFile("/proc/self/cgroup")
+	if err1 != nil || err2 != nil {
+		return limit, from
+	}
+	if h, ok := findHierarchies(mi, sc, readV2Controllers, ctrlMemory)[ctrlMemory]; ok {
+		if n, ok := memoryLimit(kernelFS{}, h); ok && (limit == 0 || n < limit) {
+			limit, from = n, "cgroup"
+		}
+	}
+	return limit, from
+}
+
+// memoryLimit walks from h's directory up while the limit's control file
+// is there (the hierarchy's root has none in v2; the mount's parent has
+// none in either). "max" (v2) and v1's page-counter maximum are no limit.
+func memoryLimit(fsys cgroupFS, h hierarchy) (int64, bool) {
+	file := "memory.limit_in_bytes"
+	if h.v2 {
+		file = "memory.max"
+	}
+	var limit int64
+	found := false
+	for dir := h.dir; fsys.Has(dir, file); dir = filepath.Dir(dir) {
+		b, err := fsys.Read(dir, file)
+		n, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err == nil && perr == nil && n > 0 && n < 1<<62 && (!found || n < limit) {
+			limit, found = n, true
+		}
+		if dir == filepath.Dir(dir) {
+			break
+		}
+	}
+	return limit, found
+}
+
 // newCgroups creates the parents in the hierarchies hs (controller →
 // the daemon's own cgroup), through fsys; pid is the daemon's, which v2 may
 // have to move out of its own cgroup (see enableV2).

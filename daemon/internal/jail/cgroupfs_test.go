@@ -265,3 +265,54 @@ func TestCgroupV2Shared(t *testing.T) {
 		t.Errorf("jail parents left behind: %v", kids)
 	}
 }
+
+// TestMemoryLimit: the tightest limit from the daemon's cgroup up to the
+// hierarchy's root is the one that binds; "max" and v1's "unlimited" are
+// none, and nothing above the mount is read.
+func TestMemoryLimit(t *testing.T) {
+	v1 := t.TempDir()
+	own := filepath.Join(v1, "memory", "kubepods", "pod1", "ctr")
+	if err := os.MkdirAll(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for dir, val := range map[string]string{
+		filepath.Join(v1, "memory"):                     "9223372036854771712",
+		filepath.Join(v1, "memory", "kubepods"):         "20000000000",
+		filepath.Join(v1, "memory", "kubepods", "pod1"): "8589934592",
+		own: "9223372036854771712",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(val+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, ok := memoryLimit(kernelFS{}, hierarchy{dir: own}); !ok || n != 8<<30 {
+		t.Fatalf("v1: %d %v, want the pod's 8 GiB", n, ok)
+	}
+	if n, ok := memoryLimit(kernelFS{}, hierarchy{dir: filepath.Join(v1, "memory")}); ok {
+		t.Fatalf("v1 root, unlimited: %d %v, want none", n, ok)
+	}
+	f := newFakeV2(t, "memory")
+	if err := f.set(f.root, "cgroup.subtree_control", "memory"); err != nil {
+		t.Fatal(err)
+	}
+	unit := filepath.Join(f.root, "system.slice")
+	if err := f.Mkdir(unit); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.set(unit, "cgroup.subtree_control", "memory"); err != nil {
+		t.Fatal(err)
+	}
+	svc := filepath.Join(unit, "lsp.service")
+	if err := f.Mkdir(svc); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := memoryLimit(f, hierarchy{v2: true, dir: svc}); ok {
+		t.Fatalf("v2, max everywhere: %d %v, want none", n, ok)
+	}
+	if err := f.set(unit, "memory.max", "4294967296"); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := memoryLimit(f, hierarchy{v2: true, dir: svc}); !ok || n != 4<<30 {
+		t.Fatalf("v2: %d %v, want the slice's 4 GiB", n, ok)
+	}
+}

@@ -40,3 +40,6 @@ func SelfTest(context.Context, *Spawner, SelfTestParams) error { return errNotLi
 
 // Main handles no hidden mode outside Linux.
 func Main([]string) (int, bool) { return 0, false }
+
+// MemoryLimit knows no limit outside Linux.
+func MemoryLimit() (limit int64, from string) { return 0, "" }
