@@ -89,7 +89,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	// allows less its own share: a server past it is evicted, not killed
 	// by the container's limit (jailed, it is the jails' cgroup limit too).
 	if env.PoolMaxRSS <= 0 {
-		if limit, from := jail.MemoryLimit(); limit > 0 {
+		if limit, from := jail.MemoryLimit(); config.PoolRSSFor(limit) > 0 {
 			env.PoolMaxRSS = config.PoolRSSFor(limit)
 			log.Info("no LSP_POOL_MAX_RSS: the pool's memory budget follows the daemon's memory", "limit", limit, "from", from, "budget", env.PoolMaxRSS)
 		}
@@ -110,7 +110,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 	// Unbounded is the default for a developer's machine; a deployment
 	// that forgot them fills its disk and meets its memory limit's killer.
 	if env.PoolMaxRSS <= 0 {
-		log.Warn("no LSP_POOL_MAX_RSS and no memory limit found: language servers are never evicted for memory")
+		log.Warn("no LSP_POOL_MAX_RSS, and the daemon's memory is unknown or under 128 MiB: language servers are never evicted for memory")
 	}
 	if env.PoolMaxDisk <= 0 {
 		log.Warn("no LSP_POOL_MAX_DISK: trees and homes are evicted only to keep 5% of LSP_DAEMON_ROOT's filesystem free")

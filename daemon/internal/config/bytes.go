@@ -42,9 +42,14 @@ func ParseBytes(s string) (int64, error) {
 // PoolRSSFor is the pool's memory budget when LSP_POOL_MAX_RSS is unset,
 // for a daemon whose cgroup or machine has limit bytes in all: the limit
 // less 1 GiB for the daemon itself and the page cache its trees are read
-// through (as the k8s manifests set it), or half of a limit under 2 GiB.
+// through (as the k8s manifests set it), or half of a limit under 2 GiB;
+// none (0) under 128 MiB, where it would be below what the jail accepts
+// as a pool's memory (64 MiB).
 func PoolRSSFor(limit int64) int64 {
-	if limit < 2<<30 {
+	switch {
+	case limit < 128<<20:
+		return 0
+	case limit < 2<<30:
 		return limit / 2
 	}
 	return limit - 1<<30

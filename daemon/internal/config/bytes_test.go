@@ -59,7 +59,7 @@ func TestPoolBudgetEnv(t *testing.T) {
 
 func TestPoolRSSFor(t *testing.T) {
 	for _, tc := range []struct{ limit, want int64 }{
-		{8 << 30, 7 << 30}, {16 << 30, 15 << 30}, {2 << 30, 1 << 30}, {1 << 30, 512 << 20}, {0, 0},
+		{8 << 30, 7 << 30}, {16 << 30, 15 << 30}, {2 << 30, 1 << 30}, {1 << 30, 512 << 20}, {128 << 20, 64 << 20}, {127 << 20, 0}, {0, 0},
 	} {
 		if got := PoolRSSFor(tc.limit); got != tc.want {
 			t.Errorf("PoolRSSFor(%d) = %d, want %d", tc.limit, got, tc.want)

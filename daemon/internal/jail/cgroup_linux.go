@@ -28,8 +28,9 @@ const (
 // hierarchy is where one controller is mounted and where this process sits
 // in it.
 type hierarchy struct {
-	v2  bool
-	dir string // the daemon's own cgroup directory in that hierarchy
+	v2    bool
+	dir   string // the daemon's own cgroup directory in that hierarchy
+	mount string // where the hierarchy is mounted: dir is under it
 }
 
 // findHierarchies reads mountinfo and /proc/self/cgroup and returns, for
@@ -89,14 +90,14 @@ func findHierarchies(mountinfo, selfCgroup []byte, v2Controllers func(mount stri
 	for _, c := range want {
 		if m, ok := v1[c]; ok {
 			if p, ok := v1Path[c]; ok {
-				out[c] = hierarchy{dir: joinCgroup(m.point, m.root, p)}
+				out[c] = hierarchy{dir: joinCgroup(m.point, m.root, p), mount: m.point}
 			}
 			continue
 		}
 		if v2 != nil && hasV2Path {
 			for _, have := range v2Controllers(v2.point) {
 				if have == c {
-					out[c] = hierarchy{v2: true, dir: joinCgroup(v2.point, v2.root, v2Path)}
+					out[c] = hierarchy{v2: true, dir: joinCgroup(v2.point, v2.root, v2Path), mount: v2.point}
 				}
 			}
 		}
@@ -276,27 +277,35 @@ func MemoryLimit() (limit int64, from string) {
 	return limit, from
 }
 
-// memoryLimit walks from h's directory up while the limit's control file
-// is there (the hierarchy's root has none in v2; the mount's parent has
-// none in either). "max" (v2) and v1's page-counter maximum are no limit.
+// memoryLimit reads the limit of h's directory and of each parent up to
+// the hierarchy's mount, never above it. A cgroup without the control
+// file is passed over: in v2 only those whose parent enables the memory
+// controller have one (a container's init moved to a leaf of its own has
+// none, its parent the container's limit), and the root never does.
+// "max" (v2) and v1's page-counter maximum are no limit.
 func memoryLimit(fsys cgroupFS, h hierarchy) (int64, bool) {
 	file := "memory.limit_in_bytes"
 	if h.v2 {
 		file = "memory.max"
 	}
+	rel, err := filepath.Rel(h.mount, h.dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return 0, false
+	}
 	var limit int64
 	found := false
-	for dir := h.dir; fsys.Has(dir, file); dir = filepath.Dir(dir) {
-		b, err := fsys.Read(dir, file)
-		n, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if err == nil && perr == nil && n > 0 && n < 1<<62 && (!found || n < limit) {
-			limit, found = n, true
+	for dir := h.dir; ; dir = filepath.Dir(dir) {
+		if fsys.Has(dir, file) {
+			b, err := fsys.Read(dir, file)
+			n, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			if err == nil && perr == nil && n > 0 && n < 1<<62 && (!found || n < limit) {
+				limit, found = n, true
+			}
 		}
-		if dir == filepath.Dir(dir) {
-			break
+		if dir == h.mount || dir == filepath.Dir(dir) {
+			return limit, found
 		}
 	}
-	return limit, found
 }
 
 // newCgroups creates the parents in the hierarchies hs (controller →

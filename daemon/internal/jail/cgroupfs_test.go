@@ -267,8 +267,9 @@ func TestCgroupV2Shared(t *testing.T) {
 }
 
 // TestMemoryLimit: the tightest limit from the daemon's cgroup up to the
-// hierarchy's root is the one that binds; "max" and v1's "unlimited" are
-// none, and nothing above the mount is read.
+// hierarchy's mount is the one that binds, past cgroups without the file;
+// "max" and v1's "unlimited" are none, and nothing above the mount is
+// read.
 func TestMemoryLimit(t *testing.T) {
 	v1 := t.TempDir()
 	own := filepath.Join(v1, "memory", "kubepods", "pod1", "ctr")
@@ -285,11 +286,19 @@ func TestMemoryLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, ok := memoryLimit(kernelFS{}, hierarchy{dir: own}); !ok || n != 8<<30 {
+	mount := filepath.Join(v1, "memory")
+	if n, ok := memoryLimit(kernelFS{}, hierarchy{dir: own, mount: mount}); !ok || n != 8<<30 {
 		t.Fatalf("v1: %d %v, want the pod's 8 GiB", n, ok)
 	}
-	if n, ok := memoryLimit(kernelFS{}, hierarchy{dir: filepath.Join(v1, "memory")}); ok {
+	if n, ok := memoryLimit(kernelFS{}, hierarchy{dir: mount, mount: mount}); ok {
 		t.Fatalf("v1 root, unlimited: %d %v, want none", n, ok)
+	}
+	// A limit file above the mount is not the hierarchy's.
+	if err := os.WriteFile(filepath.Join(v1, "memory.limit_in_bytes"), []byte("1048576\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := memoryLimit(kernelFS{}, hierarchy{dir: own, mount: mount}); !ok || n != 8<<30 {
+		t.Fatalf("v1 with a file above the mount: %d %v, want the pod's 8 GiB", n, ok)
 	}
 	f := newFakeV2(t, "memory")
 	if err := f.set(f.root, "cgroup.subtree_control", "memory"); err != nil {
@@ -306,13 +315,25 @@ func TestMemoryLimit(t *testing.T) {
 	if err := f.Mkdir(svc); err != nil {
 		t.Fatal(err)
 	}
-	if n, ok := memoryLimit(f, hierarchy{v2: true, dir: svc}); ok {
+	if n, ok := memoryLimit(f, hierarchy{v2: true, dir: svc, mount: f.root}); ok {
 		t.Fatalf("v2, max everywhere: %d %v, want none", n, ok)
 	}
 	if err := f.set(unit, "memory.max", "4294967296"); err != nil {
 		t.Fatal(err)
 	}
-	if n, ok := memoryLimit(f, hierarchy{v2: true, dir: svc}); !ok || n != 4<<30 {
+	if n, ok := memoryLimit(f, hierarchy{v2: true, dir: svc, mount: f.root}); !ok || n != 4<<30 {
 		t.Fatalf("v2: %d %v, want the slice's 4 GiB", n, ok)
+	}
+	// A leaf its parent does not enable memory for has no memory.max: the
+	// parent's limit still binds.
+	leaf := filepath.Join(svc, "init")
+	if err := f.Mkdir(leaf); err != nil {
+		t.Fatal(err)
+	}
+	if f.Has(leaf, "memory.max") {
+		t.Fatal("the fake gave a leaf memory.max its parent does not enable")
+	}
+	if n, ok := memoryLimit(f, hierarchy{v2: true, dir: leaf, mount: f.root}); !ok || n != 4<<30 {
+		t.Fatalf("v2 leaf without memory.max: %d %v, want the slice's 4 GiB", n, ok)
 	}
 }

@@ -39,27 +39,27 @@ func TestFindHierarchies(t *testing.T) {
 		{
 			name: "v1 controllers win over an empty v2", mountinfo: mountinfoV1, cgroup: cgroupV1,
 			want: map[string]hierarchy{
-				"pids":   {dir: "/sys/fs/cgroup/pids"},
-				"memory": {dir: "/sys/fs/cgroup/memory/process_api/abc"},
+				"pids":   {dir: "/sys/fs/cgroup/pids", mount: "/sys/fs/cgroup/pids"},
+				"memory": {dir: "/sys/fs/cgroup/memory/process_api/abc", mount: "/sys/fs/cgroup/memory"},
 			},
 		},
 		{
 			name: "pure v2", mountinfo: mountinfoV2, cgroup: "0::/system.slice/lsp-daemon.service\n",
 			v2ctrls: []string{"cpu", "memory", "pids"},
 			want: map[string]hierarchy{
-				"pids":   {v2: true, dir: "/sys/fs/cgroup/system.slice/lsp-daemon.service"},
-				"memory": {v2: true, dir: "/sys/fs/cgroup/system.slice/lsp-daemon.service"},
+				"pids":   {v2: true, dir: "/sys/fs/cgroup/system.slice/lsp-daemon.service", mount: "/sys/fs/cgroup"},
+				"memory": {v2: true, dir: "/sys/fs/cgroup/system.slice/lsp-daemon.service", mount: "/sys/fs/cgroup"},
 			},
 		},
 		{
 			name: "v2 without the pids controller", mountinfo: mountinfoV2, cgroup: "0::/x\n",
 			v2ctrls: []string{"memory"},
-			want:    map[string]hierarchy{"memory": {v2: true, dir: "/sys/fs/cgroup/x"}},
+			want:    map[string]hierarchy{"memory": {v2: true, dir: "/sys/fs/cgroup/x", mount: "/sys/fs/cgroup"}},
 		},
 		{
 			name: "a container's v1 mount shows a subtree", cgroup: "8:pids:/docker/abc\n",
 			mountinfo: "39 31 0:36 /docker/abc /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n",
-			want:      map[string]hierarchy{"pids": {dir: "/sys/fs/cgroup/pids"}},
+			want:      map[string]hierarchy{"pids": {dir: "/sys/fs/cgroup/pids", mount: "/sys/fs/cgroup/pids"}},
 		},
 		{name: "no cgroups at all", mountinfo: "1 0 8:1 / / rw - ext4 /dev/root rw\n", cgroup: "", want: map[string]hierarchy{}},
 	}

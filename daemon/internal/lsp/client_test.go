@@ -870,6 +870,32 @@ func TestAnchorPublicationEndsTheLoad(t *testing.T) {
 	}
 }
 
+// TestAnchorHoldBounded: an anchor whose publication never comes holds
+// the wait for anchorHold after it was marked, not for the caller's bound.
+func TestAnchorHoldBounded(t *testing.T) {
+	defer func(d time.Duration) { anchorHold = d }(anchorHold)
+	anchorHold = 300 * time.Millisecond
+	ctx := context.Background()
+	c, _, err := connectPeer(t, basicInit, Options{LoadSigns: LoadSigns{AnchorPublishes: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const anchor = "file:///w/a.c"
+	c.MarkAnchor(anchor)
+	if err := c.DidOpen(ctx, anchor, "c", "int x;"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.WaitQuiet(wctx, time.Millisecond); err != nil {
+		t.Fatalf("the wait for an anchor never published ran to the caller's bound: %v", err)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond {
+		t.Fatalf("the wait ended after %v, before the anchor's hold", took)
+	}
+}
+
 // TestDiagnosisReportsEndTheLoad: with diagnosis reports (gopls's
 // verboseWorkDoneProgress), the first-load wait ends once a diagnosis of
 // the whole workspace has run to its end, however long the quiet it was

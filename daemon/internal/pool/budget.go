@@ -339,7 +339,10 @@ func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {
 	p.mu.Unlock()
 	if max <= 0 {
 		max = math.MaxInt64
-		if bytes, inodes := p.fsShort(math.MaxInt64, math.Inf(1), incoming); !bytes && !inodes {
+		// Not under enforcingDisk, so without the graves of a pass in
+		// progress: they would only make the filesystem look roomier.
+		pending := diskPending{float64(p.removingBytes.Load()), float64(p.removing.Load())}
+		if bytes, inodes := p.fsShort(math.MaxInt64, math.Inf(1), incoming, pending); !bytes && !inodes {
 			return
 		}
 	}
@@ -446,7 +449,7 @@ func (p *Pool) enforceDiskLocked(ctx context.Context, max int64, maxAge time.Dur
 			total += n
 			held[k.TenantKey] += n
 		}
-		bytesShort, inodesShort := p.fsShort(total, inodes, incoming)
+		bytesShort, inodesShort := p.fsShort(total, inodes, incoming, p.pendingLocked())
 		if total <= max && !bytesShort && !inodesShort && len(tooLarge) == 0 {
 			return
 		}
@@ -519,29 +522,47 @@ const reservePercent = 5
 // the pool's own trees and homes (held bytes, with incoming; inodes) take
 // most of what is in use: only then does evicting them give room back (on
 // a filesystem shared with others, what others use is not the pool's to
-// free). Blocks count as an unprivileged writer sees them (a jailed
-// server: f_bavail, without the blocks kept for root). A filesystem that
-// makes inodes as it needs them (btrfs: no count) is never short of them.
-func (p *Pool) fsShort(held int64, inodes float64, incoming int64) (bytes, inodesShort bool) {
+// free). Nor when evicting all the pool holds could not give the reserve
+// back (trees being written that can never fit: their write fails, and
+// the workspaces stay). Blocks count as an unprivileged writer sees them
+// (a jailed server: f_bavail, without the blocks kept for root), in
+// fragments (f_frsize). A filesystem that makes inodes as it needs them
+// (btrfs: no count) is never short of them. pending is what passes moved
+// aside and have not yet removed: free as far as a pass can help.
+func (p *Pool) fsShort(held int64, inodes float64, incoming int64, pending diskPending) (bytes, inodesShort bool) {
 	var fs unix.Statfs_t
 	if unix.Statfs(p.store.Root(), &fs) != nil {
 		return false, false
 	}
-	// Moved aside, not yet removed: free as far as this pass can help.
-	pendingBytes := float64(p.gravesBytes + p.removingBytes.Load())
-	pendingInodes := p.gravesInodes + float64(p.removing.Load())
 	if fs.Bavail <= fs.Bfree && fs.Bfree <= fs.Blocks {
-		bs := float64(fs.Bsize)
-		free := float64(fs.Bavail)*bs + pendingBytes - float64(incoming)
-		used := float64(fs.Blocks-fs.Bfree)*bs - pendingBytes + float64(incoming)
-		bytes = free < (free+used)*reservePercent/100 && float64(held) > used/2
+		unit := float64(fs.Frsize)
+		if unit <= 0 {
+			unit = float64(fs.Bsize)
+		}
+		free := float64(fs.Bavail)*unit + pending.bytes - float64(incoming)
+		used := float64(fs.Blocks-fs.Bfree)*unit - pending.bytes + float64(incoming)
+		reserve := (free + used) * reservePercent / 100
+		evictable := float64(held) - float64(incoming)
+		bytes = free < reserve && float64(held) > used/2 && free+evictable >= reserve
 	}
 	if fs.Files > 0 && fs.Ffree <= fs.Files {
-		free := float64(fs.Ffree) + pendingInodes
-		used := float64(fs.Files-fs.Ffree) - pendingInodes
+		free := float64(fs.Ffree) + pending.inodes
+		used := float64(fs.Files-fs.Ffree) - pending.inodes
 		inodesShort = free < float64(fs.Files)*reservePercent/100 && inodes > used/2
 	}
 	return bytes, inodesShort
+}
+
+// diskPending is what disk passes moved aside and have not yet removed.
+type diskPending struct{ bytes, inodes float64 }
+
+// pendingLocked is diskPending with the graves of the pass in progress;
+// enforcingDisk must be held.
+func (p *Pool) pendingLocked() diskPending {
+	return diskPending{
+		bytes:  float64(p.gravesBytes + p.removingBytes.Load()),
+		inodes: p.gravesInodes + float64(p.removing.Load()),
+	}
 }
 
 // budgetArg is max for a log line: none when only the reserve bounds.

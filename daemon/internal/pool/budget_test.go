@@ -84,6 +84,13 @@ func key(tn, repo string, i int) workspace.Key {
 // prepare pushes a tiny Go module (plus pad bytes of filler) under k.
 func prepare(t *testing.T, p *Pool, k workspace.Key, pad int) {
 	t.Helper()
+	if err := tryPrepare(p, k, pad); err != nil {
+		t.Fatalf("prepare %s: %v", k, err)
+	}
+}
+
+// tryPrepare is prepare, reporting its error.
+func tryPrepare(p *Pool, k workspace.Key, pad int) error {
 	files := map[string]string{
 		"go.mod":  "module example.com/m\n\ngo 1.22\n",
 		"main.go": "package main\n\nimport \"fmt\"\n\nfunc Greet(name string) string { return \"hello \" + name }\n\nfunc main() { fmt.Println(Greet(\"x\")) }\n",
@@ -103,9 +110,8 @@ func prepare(t *testing.T, p *Pool, k workspace.Key, pad int) {
 		body.WriteString(s)
 	}
 	id := "00000000-0000-4000-8000-" + k.Commit[:12]
-	if _, _, err := p.Prepare(context.Background(), k, id, entries, &body, nil, nil); err != nil {
-		t.Fatalf("prepare %s: %v", k, err)
-	}
+	_, _, err := p.Prepare(context.Background(), k, id, entries, &body, nil, nil)
+	return err
 }
 
 // use runs one request on k's gopls, as a query does: Acquire, start the

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -458,7 +459,8 @@ func TestDiskInodesShort(t *testing.T) {
 // keeps its filesystem's reserve of blocks. A tree that would leave under
 // 5 % free evicts, before a byte of it is written, the least recently used
 // workspace of the tenant holding the most bytes, and the pass stops once
-// what it moved aside (removed after it) gives the reserve back.
+// what it moved aside (removed after it) gives the reserve back. A tree
+// no eviction could make room for evicts nothing.
 func TestDiskReserveWithoutBudget(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
@@ -499,5 +501,15 @@ func TestDiskReserveWithoutBudget(t *testing.T) {
 	}
 	if fs.Bavail < fs.Blocks*reservePercent/100 {
 		t.Fatalf("after the pass %d of %d blocks free", fs.Bavail, fs.Blocks)
+	}
+	// A tree that could not fit were every workspace gone fails to write
+	// and takes nobody with it.
+	// 63 MiB (a file's bound is 64): 27 free and 37 evictable leave 1.
+	err = tryPrepare(p, key("c", "huge", 0), 63<<20)
+	if err == nil || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a 63 MiB tree with 64 MiB of room in all: %v, want ENOSPC", err)
+	}
+	if !p.store.Published(a2) || !p.store.Published(b) {
+		t.Fatal("a tree that could never fit evicted the others")
 	}
 }
