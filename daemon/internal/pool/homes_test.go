@@ -394,21 +394,8 @@ func TestDiskPassRemovesAfterItsLock(t *testing.T) {
 // more inodes than b, since its removal gave the reserve back; b stays. A
 // tmpfs of 4,000 inodes stands for the filesystem.
 func TestDiskInodesShort(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("lsp-pool-test", dir, "tmpfs", 0, "nr_inodes=4000,size=256m"); err != nil {
-		t.Fatalf("mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	store, err := workspace.NewStore(filepath.Join(dir, "root"), workspace.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	p := New(store, nil, runtime.Unjailed(log), log)
-	t.Cleanup(func() { p.Close(context.Background()) })
+	p, dir := tmpfsPool(t, "nr_inodes=4000,size=256m")
+	store := p.store
 	a1, a2, b := key("a", "many1", 0), key("a", "many2", 0), key("b", "big", 0)
 	fill := func(k workspace.Key, n int) {
 		t.Helper()
@@ -462,21 +449,7 @@ func TestDiskInodesShort(t *testing.T) {
 // what it moved aside (removed after it) gives the reserve back. A tree
 // no eviction could make room for evicts nothing.
 func TestDiskReserveWithoutBudget(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("lsp-pool-test", dir, "tmpfs", 0, "size=64m"); err != nil {
-		t.Fatalf("mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	store, err := workspace.NewStore(filepath.Join(dir, "root"), workspace.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	p := New(store, nil, runtime.Unjailed(log), log)
-	t.Cleanup(func() { p.Close(context.Background()) })
+	p, dir := tmpfsPool(t, "size=64m")
 	a1, a2, b := key("a", "one", 0), key("a", "two", 0), key("b", "three", 0)
 	prepare(t, p, a1, 24<<20)
 	time.Sleep(10 * time.Millisecond) // a1's tree is the older
@@ -505,11 +478,33 @@ func TestDiskReserveWithoutBudget(t *testing.T) {
 	// A tree that could not fit were every workspace gone fails to write
 	// and takes nobody with it.
 	// 63 MiB (a file's bound is 64): 27 free and 37 evictable leave 1.
-	err = tryPrepare(p, key("c", "huge", 0), 63<<20)
+	err := tryPrepare(p, key("c", "huge", 0), 63<<20)
 	if err == nil || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("a 63 MiB tree with 64 MiB of room in all: %v, want ENOSPC", err)
 	}
 	if !p.store.Published(a2) || !p.store.Published(b) {
 		t.Fatal("a tree that could never fit evicted the others")
 	}
+}
+
+// tmpfsPool is a pool without servers whose store is on a tmpfs mounted
+// with opts (its size, its inodes) at dir; it skips unless root.
+func tmpfsPool(t *testing.T, opts string) (p *Pool, dir string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir = t.TempDir()
+	if err := unix.Mount("lsp-pool-test", dir, "tmpfs", 0, opts); err != nil {
+		t.Fatalf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	store, err := workspace.NewStore(filepath.Join(dir, "root"), workspace.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	p = New(store, nil, runtime.Unjailed(log), log)
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return p, dir
 }
