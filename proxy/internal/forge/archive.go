@@ -193,8 +193,7 @@ func (a *archiveReader) entry(r io.Reader, hdr *tar.Header, p string) error {
 	return nil
 }
 
-// finish turns empty directories into the submodules they stand for and
-// refuses a tree git could not hold.
+// finish turns empty directories into the submodules they stand for.
 func (a *archiveReader) finish() error {
 	t := a.tr
 	sort.Strings(a.dirs)
@@ -218,11 +217,8 @@ func (a *archiveReader) finish() error {
 			t.dirs[p] = true
 		}
 	}
-	for p, e := range t.entries {
-		if t.dirs[p] && e.kind != kindSubmodule {
-			return fmt.Errorf("%w: %s is both a file and a directory", errArchive, p)
-		}
-	}
+	// A file that is also a directory is dropped in normalise, as for the
+	// git kind.
 	return nil
 }
 

@@ -130,7 +130,7 @@ func (c *cache) Resolve(ctx context.Context, cred Credential, owner, repo string
 			select {
 			case <-cl.done:
 			case <-ctx.Done():
-				return "", &opError{op: "resolve", msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctx.Err()}
+				return "", lateError("resolve", ctx.Err())
 			}
 			// The leader's own deadline is not ours: try again.
 			if errors.Is(cl.err, context.Canceled) || errors.Is(cl.err, context.DeadlineExceeded) {

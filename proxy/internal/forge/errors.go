@@ -75,3 +75,10 @@ func (e *opError) Unwrap() error { return e.cause }
 func newError(op string, kind error, msg string) error {
 	return &opError{op: op, msg: msg, kind: kind}
 }
+
+// lateError is the forge not answering within the request's time (cause:
+// the context's error, kept so callers can tell a deadline from an
+// outage).
+func lateError(op string, cause error) error {
+	return &opError{op: op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: cause}
+}

@@ -105,6 +105,9 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 			best, bestDepth = r, n
 		}
 	}
+	if ctx.Err() != nil {
+		return nil, lateError(op, ctx.Err())
+	}
 	if best == "" {
 		return nil, newError(op, ErrNotFound, revNotFound)
 	}
@@ -157,6 +160,10 @@ func (g *gitForge) reachable(ctx context.Context, log *slog.Logger, cred Credent
 	switch {
 	case err == nil:
 		out, _, terr := g.output(ctx, dir, f.home, 64, "cat-file", "-t", sha)
+		if ctx.Err() != nil {
+			// Cut short, not absent: a not-found would be cached.
+			return lateError(op, ctx.Err())
+		}
 		if terr != nil || strings.TrimSpace(out) != "commit" {
 			return newError(op, ErrNotFound, revNotFound)
 		}
@@ -306,7 +313,7 @@ func (f *fetcher) fetch(ctx context.Context, name string, proto int, over overBo
 		return dir, nil
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return "", &opError{op: f.op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctxErr}
+		return "", lateError(f.op, ctxErr)
 	}
 	stderr = redact(stderr, f.secrets)
 	switch classify(stderr) {
@@ -338,7 +345,7 @@ func (f *fetcher) containing(ctx context.Context, dir string) ([]string, error) 
 		"--count="+strconv.Itoa(maxContainingRefs), "--contains", f.commit,
 		"--format=%(refname)", "refs/heads", "refs/tags")
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return nil, &opError{op: f.op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctxErr}
+		return nil, lateError(f.op, ctxErr)
 	}
 	refs := strings.Fields(out)
 	if err != nil || len(refs) == 0 {

@@ -103,7 +103,7 @@ func (g *gate) acquire(ctx context.Context, s *slots, org string) (func(), error
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, &opError{op: "fetch", msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctx.Err()}
+			return nil, lateError("fetch", ctx.Err())
 		case <-timer.C:
 			if orgFull {
 				return nil, &BusyError{msg: "too many forge downloads for this org at once", RetryAfter: GateWait}

@@ -212,7 +212,7 @@ func (g *gitForge) do(ctx context.Context, op string, log *slog.Logger, secrets 
 	resp, err := g.client.Do(req)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, &opError{op: op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctxErr}
+			return nil, lateError(op, ctxErr)
 		}
 		reason := "forge unreachable"
 		var ne net.Error
@@ -248,7 +248,7 @@ func (g *gitForge) do(ctx context.Context, op string, log *slog.Logger, secrets 
 
 func (g *gitForge) protocolError(ctx context.Context, op string, log *slog.Logger, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return &opError{op: op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctxErr}
+		return lateError(op, ctxErr)
 	}
 	log.Warn("forge: bad protocol answer", "err", err.Error())
 	switch {

@@ -198,7 +198,7 @@ func (c *giteaCall) send(ctx context.Context, method, apiPath string, client *ht
 	resp, err := client.Do(req)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, &opError{op: c.op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctxErr}
+			return nil, lateError(c.op, ctxErr)
 		}
 		reason := "forge unreachable"
 		var ne net.Error
@@ -266,7 +266,7 @@ func (c *giteaCall) decode(ctx context.Context, resp *http.Response, out any) er
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIBytes+1))
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return &opError{op: c.op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctxErr}
+			return lateError(c.op, ctxErr)
 		}
 		return newError(c.op, ErrUnavailable, "forge connection failed")
 	}
@@ -407,7 +407,7 @@ func (g *giteaForge) Fetch(ctx context.Context, cred Credential, owner, repo, co
 	case errors.As(err, &tooLarge):
 		return nil, err
 	case ctx.Err() != nil:
-		return nil, &opError{op: op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctx.Err()}
+		return nil, lateError(op, ctx.Err())
 	}
 	log.Warn("forge: unusable archive", "err", redact(err.Error(), c.secrets))
 	return nil, newError(op, ErrUnavailable, "forge sent an unusable archive")

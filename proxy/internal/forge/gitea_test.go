@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -321,8 +322,9 @@ func TestGiteaJWTAndBasic(t *testing.T) {
 	}
 }
 
-// TestGiteaHostileAnswers: redirects are not followed, and an archive that
-// is not the commit's is refused.
+// TestGiteaHostileAnswers: redirects are not followed, an archive that is
+// not the commit's is refused, and one git could not have written loses
+// only what no checkout could hold.
 func TestGiteaHostileAnswers(t *testing.T) {
 	var elsewhere atomic.Int32
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
@@ -358,11 +360,19 @@ func TestGiteaHostileAnswers(t *testing.T) {
 	})
 	f := fx.newGitea()
 	ctx := context.Background()
-	for _, m := range []string{"redirect", "garbage", "other-commit", "escape", "both"} {
+	for _, m := range []string{"redirect", "garbage", "other-commit", "escape"} {
 		mode.Store(m)
 		if _, err := f.Fetch(ctx, bearer(readerToken), "acme", "app", fx.c3, Limits{}); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("%s: Fetch = %v, want ErrUnavailable", m, err)
 		}
+	}
+	// A path that is a file and a directory: the file is dropped and said
+	// so, as the git kind does (TestListingFileAlsoDirectory); before, the
+	// repository could never be prepared.
+	mode.Store("both")
+	if tree, err := f.Fetch(ctx, bearer(readerToken), "acme", "app", fx.c3, Limits{}); err != nil || len(tree.Files) != 1 || tree.Files[0].Path != "a/b" ||
+		!contains(tree.Warnings, "dropped a file that is also a directory: a") {
+		t.Errorf("both: Fetch = %v, %v; want a/b alone and a warning", tree, err)
 	}
 	if elsewhere.Load() != 0 {
 		t.Error("a redirect was followed")
@@ -438,6 +448,8 @@ func TestReadArchiveEdges(t *testing.T) {
 		{"duplicate", []tarEntry{{name: "r/", dir: true}, {name: "r/a", data: "1"}, {name: "r/a", data: "2"}},
 			[]string{"a"}, []string{"dropped duplicate path: a"}, nil},
 		{"exec bit", []tarEntry{{name: "r/", dir: true}, {name: "r/x", data: "#!", mode: 0o775}}, []string{"x*"}, nil, nil},
+		{"file and directory", []tarEntry{{name: "r/", dir: true}, {name: "r/a", data: "x"}, {name: "r/a/b", data: "y"}},
+			[]string{"a/b"}, []string{"dropped a file that is also a directory: a"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tree, err := readArchive(bytes.NewReader(tarGz(t, tc.entries)), "r", commit, DefaultLimits(), nil)
@@ -518,6 +530,18 @@ func checkTreeBounds(t *testing.T, tree *Tree, lim Limits) {
 	}
 	if total > lim.MaxTotalBytes || len(tree.Files) > lim.MaxFiles || len(tree.Warnings) > daemonv1.MaxTreeWarnings {
 		t.Fatalf("tree over its bounds: %d bytes, %d files, %d warnings", total, len(tree.Files), len(tree.Warnings))
+	}
+	// The daemon refuses a tree in which a path is a file and a directory.
+	files := map[string]bool{}
+	for _, fl := range tree.Files {
+		files[fl.Path] = true
+	}
+	for _, fl := range tree.Files {
+		for d := path.Dir(fl.Path); d != "."; d = path.Dir(d) {
+			if files[d] {
+				t.Fatalf("%q sent as a file and as the directory of %q", d, fl.Path)
+			}
+		}
 	}
 }
 

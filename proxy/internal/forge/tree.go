@@ -170,7 +170,7 @@ type entry struct {
 func (g *gitForge) readTree(ctx context.Context, op string, log *slog.Logger, home, dir, commit string, lim Limits) (*Tree, error) {
 	if out, _, err := g.output(ctx, dir, home, 64, "cat-file", "-t", commit); err != nil || strings.TrimSpace(out) != "commit" {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, &opError{op: op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctxErr}
+			return nil, lateError(op, ctxErr)
 		}
 		return nil, newError(op, ErrNotFound, revNotFound)
 	}
@@ -248,7 +248,7 @@ func (tr *treeReader) fail(ctx context.Context, err error) error {
 	case errors.As(err, &tooLarge), errors.As(err, &oe):
 		return err
 	case ctx.Err() != nil:
-		return &opError{op: tr.op, msg: "forge did not answer in time", kind: ErrUnavailable, cause: ctx.Err()}
+		return lateError(tr.op, ctx.Err())
 	}
 	tr.log.Error("forge: reading the fetched tree failed", "err", err)
 	return newError(tr.op, ErrUnavailable, "reading the fetched tree failed")
@@ -442,6 +442,7 @@ func (tr *treeReader) build(ctx context.Context) (*Tree, error) {
 // Both forge kinds end here, so they yield the same tree for the same
 // commit.
 func (tr *treeReader) normalise(cf blobSource) (*Tree, error) {
+	tr.dropShadowed()
 	// Symlink targets first: they decide which files are sent.
 	var links []*entry
 	targets := make(map[string]string)
@@ -573,6 +574,24 @@ func isLFSPointer(data []byte) bool {
 		}
 	}
 	return false
+}
+
+// dropShadowed drops, with a warning, each file or symlink whose path is
+// also a directory of the tree. git never writes such a tree, but a forge
+// that does not check what is pushed can hold one, and no checkout could:
+// the directory's files are sent, the entry is not (the daemon would
+// refuse the whole tree). Both forge kinds end here.
+func (tr *treeReader) dropShadowed() {
+	kept := tr.order[:0]
+	for _, e := range tr.order {
+		if tr.dirs[e.path] {
+			tr.warn("dropped a file that is also a directory: %s", e.path)
+			delete(tr.entries, e.path)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	tr.order = kept
 }
 
 // resolve follows the symlink at link (whose content is target) through the

@@ -103,3 +103,27 @@ func FuzzTreeListing(f *testing.F) {
 		}
 	})
 }
+
+// TestListingFileAlsoDirectory: a listing in which "a" is a file and the
+// directory of "a/b" (a tree no checkout could hold, which a forge that
+// does not check pushes may serve) sends a/b and drops a with a warning,
+// as the archive kind does (TestReadArchiveEdges): the daemon refuses a
+// tree holding both, and the repository could never be prepared.
+func TestListingFileAlsoDirectory(t *testing.T) {
+	lim := DefaultLimits()
+	tr := &treeReader{op: "fetch", log: slog.New(slog.DiscardHandler), lim: lim, entries: make(map[string]*entry), dirs: make(map[string]bool)}
+	if err := tr.parseListing(bufio.NewReader(strings.NewReader("100644 blob o1 1\ta\x00100644 blob o2 1\ta/b\x00"))); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := tr.normalise(&boundedSource{blobSource: catFileOf([]byte("o2 blob 1\ny\n")), t: t, lim: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTreeBounds(t, tree, lim)
+	if len(tree.Files) != 1 || tree.Files[0].Path != "a/b" || string(tree.Files[0].Data) != "y" {
+		t.Fatalf("files %+v, want a/b alone", tree.Files)
+	}
+	if want := []string{"dropped a file that is also a directory: a"}; !equalSlices(tree.Warnings, want) {
+		t.Fatalf("warnings %q, want %q", tree.Warnings, want)
+	}
+}

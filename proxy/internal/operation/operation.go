@@ -428,9 +428,10 @@ func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key, me
 				return nil, ctx.Err()
 			}
 		}
-		if f.err != nil && !leader && errors.Is(f.err, context.Canceled) {
-			// The leader's client went away before the push: try again,
-			// possibly as the new leader.
+		if f.err != nil && !leader && ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
+			// The leader's client went away, or its time ran out, before
+			// the push: neither is ours. Try again, possibly as the new
+			// leader.
 			continue
 		}
 		if f.err != nil {

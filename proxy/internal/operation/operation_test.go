@@ -140,3 +140,74 @@ func TestPrepareShareOfAnOrg(t *testing.T) {
 		<-done
 	}
 }
+
+// expiring is a context whose deadline passes when expire is called.
+type expiring struct {
+	context.Context
+	done chan struct{}
+}
+
+func newExpiring() expiring { return expiring{context.Background(), make(chan struct{})} }
+
+func (e expiring) expire()               { close(e.done) }
+func (e expiring) Done() <-chan struct{} { return e.done }
+func (e expiring) Err() error {
+	select {
+	case <-e.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// A request waiting on another's prepare of the same tree does not take on
+// that request's deadline: when the leader's time runs out before its
+// push, the waiter prepares the tree itself, within its own time.
+func TestWaiterOutlivesTheLeadersDeadline(t *testing.T) {
+	bg := context.Background()
+	l, err := ledger.Open(bg, pgtest.NewDatabase(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	if err := l.Credit(bg, "o", 10, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f := heldForge{entered: make(chan string, 4)}
+	s := New(f, l, nil, Config{PrepareCents: 2, PrepareTimeout: time.Minute, MaxPrepares: 4, MaxPreparesPerOrg: 2}, slog.New(slog.DiscardHandler), nil)
+	key := daemonclient.Key{TenantKey: "t1", Repo: "r", Commit: "c1"}
+	leaderCtx := newExpiring()
+	leaderDone := make(chan error, 1)
+	go func() {
+		_, err := s.ensure(leaderCtx, Caller{Org: "o", TenantKey: "t1", Subject: "leader"}, key, daemonclient.PushMeta{})
+		leaderDone <- err
+	}()
+	<-f.entered
+	waiterCtx, waiterCancel := context.WithCancel(bg)
+	defer waiterCancel()
+	joined := make(chan struct{}, 1)
+	waiter := Caller{Org: "o", TenantKey: "t1", Subject: "waiter", Progress: func(p Progress) {
+		if p.Stage == StageWaiting {
+			joined <- struct{}{}
+		}
+	}}
+	waiterDone := make(chan error, 1)
+	go func() {
+		_, err := s.ensure(waiterCtx, waiter, key, daemonclient.PushMeta{})
+		waiterDone <- err
+	}()
+	<-joined
+	leaderCtx.expire()
+	if err := <-leaderDone; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the leader ended with %v, want its deadline", err)
+	}
+	select {
+	case <-f.entered:
+	case err := <-waiterDone:
+		t.Fatalf("the waiter ended with the leader's deadline: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter neither prepared nor ended")
+	}
+	waiterCancel()
+	<-waiterDone
+}
