@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -235,13 +236,21 @@ func (f *fetcher) tooLarge(over overBound) error {
 	return &TooLargeError{Bound: "history", Limit: f.maxPack}
 }
 
-// objectsSize is the bytes of dir's objects on disk.
-func objectsSize(dir string) int64 {
+// fetchSize is the disk a fetch's repository takes: the allocated blocks
+// of every file under dir. Not only its objects: a fetch of the tips
+// writes one file per branch and tag under refs/ (a loose ref takes a
+// block), and a repository of a million tags on one commit sends a pack
+// of a few kilobytes.
+func fetchSize(dir string) int64 {
 	var n int64
-	_ = filepath.WalkDir(filepath.Join(dir, "objects"), func(_ string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					n += st.Blocks * 512
+				} else {
+					n += fi.Size()
+				}
 			}
 		}
 		return nil
@@ -249,21 +258,24 @@ func objectsSize(dir string) int64 {
 	return n
 }
 
-// watchPack polls the size of dir's objects while a fetch runs and calls
-// over once it passes max. It returns when stop is closed.
-func watchPack(dir string, max int64, over func(), stop <-chan struct{}) {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
+// watchPack polls the disk dir takes while a fetch runs and calls over
+// once it passes bound. It returns when stop is closed. The poll waits at
+// least four times as long as its last walk took, so that walking many
+// refs does not become the work.
+func watchPack(dir string, bound int64, over func(), stop <-chan struct{}) {
+	wait := 20 * time.Millisecond
 	for {
 		select {
 		case <-stop:
 			return
-		case <-t.C:
+		case <-time.After(wait):
 		}
-		if objectsSize(dir) > max {
+		start := time.Now()
+		if fetchSize(dir) > bound {
 			over()
 			return
 		}
+		wait = max(20*time.Millisecond, 4*time.Since(start))
 	}
 }
 
@@ -302,7 +314,7 @@ func (f *fetcher) fetch(ctx context.Context, name string, proto int, over overBo
 	<-watched
 	// A fast forge can finish between two polls: what it left counts too,
 	// so the bound does not depend on timing.
-	if err == nil && f.maxPack > 0 && objectsSize(dir) > f.maxPack {
+	if err == nil && f.maxPack > 0 && fetchSize(dir) > f.maxPack {
 		tooLarge.Store(true)
 	}
 	if tooLarge.Load() {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -161,5 +162,48 @@ func TestResolveOlderSHAStopsAtTheBound(t *testing.T) {
 	}
 	if n := sent.Load() - before; n > blob {
 		t.Fatalf("a proof by sha of a small commit downloaded %d bytes", n)
+	}
+}
+
+// TestResolveOlderSHAManyTags: the proof of an older sha on a forge that
+// serves no commit by sha fetches the tips, and git writes each branch and
+// tag as a file of its own: thousands of tags on one commit make a pack of
+// a few kilobytes and a block per tag on disk. The fetch's bound counts
+// the whole repository's disk, not only its objects, so such a proof
+// stops at it (413 history) instead of writing one file per tag.
+func TestResolveOlderSHAManyTags(t *testing.T) {
+	must := musts(t)
+	fx := newFixture(t, nil)
+	old := must(devforge.CreateRepo(fx.root, "acme", "tags", map[string]string{"a.go": "package a\n"}, "old"))
+	tip := must(devforge.CreateRepo(fx.root, "acme", "tags", map[string]string{"a.go": "package a\n\nvar X int\n"}, "tip"))
+	bare := filepath.Join(fx.root, "acme", "tags.git")
+	var refs strings.Builder
+	const tags = 3000 // 12 MiB in 4 KiB blocks, against a bound of about 3 MiB
+	for i := range tags {
+		fmt.Fprintf(&refs, "create refs/tags/t%d %s\n", i, tip)
+	}
+	cmd := exec.Command("git", "update-ref", "--stdin")
+	cmd.Dir, cmd.Stdin = bare, strings.NewReader(refs.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git update-ref: %v: %s", err, out)
+	}
+	gitIn(t, bare, "pack-refs", "--all")
+	if err := fx.forge.SetAllowReachableSHA1InWant("acme", "tags", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.forge.SetAllowFilter("acme", "tags", false); err != nil {
+		t.Fatal(err)
+	}
+	lim := Limits{MaxFiles: 10, MaxTotalBytes: 2 << 20}
+	bound := packBound(lim.withDefaults())
+	f := NewGit(fx.server.URL, fx.client, "", lim, slog.New(slog.NewTextHandler(fx.logs, nil)))
+	_, err := f.Resolve(context.Background(), bearer(readerToken), "acme", "tags", mustRev(t, old))
+	var tl *TooLargeError
+	if !errors.As(err, &tl) || tl.Bound != "history" || tl.Limit != bound {
+		t.Fatalf("Resolve(old sha) with %d tags: %v; want TooLargeError{history, %d}", tags, err, bound)
+	}
+	// The tip needs no proof.
+	if got, err := f.Resolve(context.Background(), bearer(readerToken), "acme", "tags", mustRev(t, tip)); err != nil || got != tip {
+		t.Fatalf("Resolve(tip) = %q, %v", got, err)
 	}
 }
