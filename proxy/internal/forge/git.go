@@ -133,7 +133,7 @@ func (g *gitForge) Resolve(ctx context.Context, cred Credential, owner, repo str
 			log.Warn("forge: protocol v2 without ls-refs")
 			return "", newError(op, ErrUnavailable, "forge does not speak git smart HTTP")
 		}
-		refs, err = g.lsRefs(ctx, op, log, secrets, auth, u, adv.objectFormat(), refPrefixes(rev))
+		refs, err = g.lsRefs(ctx, op, log, secrets, auth, u, adv.objectFormat(), refPrefixes(rev), rev.keepRefs())
 		if err != nil {
 			return "", err
 		}
@@ -181,7 +181,7 @@ func (g *gitForge) advertise(ctx context.Context, op string, log *slog.Logger, s
 }
 
 // lsRefs POSTs one protocol v2 ls-refs command.
-func (g *gitForge) lsRefs(ctx context.Context, op string, log *slog.Logger, secrets []string, auth, repoURL, objectFormat string, prefixes []string) ([]ref, error) {
+func (g *gitForge) lsRefs(ctx context.Context, op string, log *slog.Logger, secrets []string, auth, repoURL, objectFormat string, prefixes []string, keep func(ref) bool) ([]ref, error) {
 	body := lsRefsRequest(objectFormat, prefixes)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, repoURL+"/git-upload-pack", bytes.NewReader(body))
 	if err != nil {
@@ -195,7 +195,7 @@ func (g *gitForge) lsRefs(ctx context.Context, op string, log *slog.Logger, secr
 		return nil, err
 	}
 	defer drain(resp.Body)
-	refs, err := parseLsRefs(resp.Body, maxLsRefsBytes)
+	refs, err := parseLsRefs(resp.Body, maxLsRefsBytes, keep)
 	if err != nil {
 		return nil, g.protocolError(ctx, op, log, err)
 	}

@@ -85,7 +85,7 @@ func TestParseLsRefs(t *testing.T) {
 		testSHA2+" refs/tags/v2 peeled:"+testSHA+"\n",
 		"unborn refs/heads/x\n",
 		"0000")
-	refs, err := parseLsRefs(bytes.NewReader(resp), 1<<20)
+	refs, err := parseLsRefs(bytes.NewReader(resp), 1<<20, nil)
 	if err != nil || len(refs) != 3 {
 		t.Fatalf("%+v, %v", refs, err)
 	}
@@ -108,6 +108,22 @@ func TestParseLsRefs(t *testing.T) {
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("pick(%v) = %q, %v; want %q, %v", tc.rev, got, ok, tc.want, tc.ok)
 		}
+		// The listing kept for the rev alone answers it the same, and for a
+		// sha keeps nothing but its tips.
+		kept, err := parseLsRefs(bytes.NewReader(resp), 1<<20, tc.rev.keepRefs())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := pick(kept, tc.rev); got != tc.want || ok != tc.ok {
+			t.Errorf("pick(%v) over the kept refs = %q, %v; want %q, %v", tc.rev, got, ok, tc.want, tc.ok)
+		}
+		if _, sha := tc.rev.Commit(); sha {
+			for _, r := range kept {
+				if !tc.rev.isTip(r) {
+					t.Errorf("for %v kept %+v, not one of its tips", tc.rev, r)
+				}
+			}
+		}
 	}
 	for name, bad := range map[string][]byte{
 		"ERR":        pkts("ERR nope\n"),
@@ -117,7 +133,7 @@ func TestParseLsRefs(t *testing.T) {
 		"no flush":   pkts(testSHA + " refs/heads/main\n"),
 		"delim":      pkts("0001"),
 	} {
-		if _, err := parseLsRefs(bytes.NewReader(bad), 1<<20); err == nil {
+		if _, err := parseLsRefs(bytes.NewReader(bad), 1<<20, nil); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -187,7 +203,7 @@ func FuzzPktLine(f *testing.F) {
 				}
 			}
 		}
-		if refs, err := parseLsRefs(bytes.NewReader(data), limit); err == nil {
+		if refs, err := parseLsRefs(bytes.NewReader(data), limit, nil); err == nil {
 			for _, rf := range refs {
 				if !isFullSHA(rf.oid) || rf.name == "" || (rf.peeled != "" && !isFullSHA(rf.peeled)) {
 					t.Fatalf("listed ref %+v", rf)

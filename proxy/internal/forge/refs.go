@@ -165,8 +165,10 @@ func lsRefsRequest(objectFormat string, prefixes []string) []byte {
 
 // parseLsRefs parses a protocol v2 ls-refs answer:
 // "<oid> <name>[ symref-target:<t>][ peeled:<oid>]" lines up to a flush.
-// Unborn refs (an empty repository's HEAD) carry no commit and are skipped.
-func parseLsRefs(r io.Reader, limit int64) ([]ref, error) {
+// Unborn refs (an empty repository's HEAD) carry no commit and are skipped,
+// and so is every ref keep (when not nil) does not take: a forge's million
+// tags, listed for a sha, are read and let go one by one.
+func parseLsRefs(r io.Reader, limit int64, keep func(ref) bool) ([]ref, error) {
 	p := newPktReader(r, limit)
 	var refs []ref
 	for {
@@ -206,7 +208,9 @@ func parseLsRefs(r io.Reader, limit int64) ([]ref, error) {
 				}
 			}
 		}
-		refs = append(refs, rf)
+		if keep == nil || keep(rf) {
+			refs = append(refs, rf)
+		}
 	}
 }
 
@@ -254,14 +258,28 @@ func pick(refs []ref, rev Rev) (string, bool) {
 		}
 		return find("refs/tags/" + rev.name)
 	}
-	// An annotated tag's own object is not a commit: only what it peels to
-	// counts.
 	for _, r := range refs {
-		if r.peeled == rev.name || (r.peeled == "" && r.oid == rev.name) {
+		if rev.isTip(r) {
 			return rev.name, true
 		}
 	}
 	return "", false
+}
+
+// isTip reports whether t is a tip of sha r: an annotated tag's own
+// object is not a commit, only what it peels to counts.
+func (r Rev) isTip(t ref) bool {
+	return t.peeled == r.name || (t.peeled == "" && t.oid == r.name)
+}
+
+// keepRefs is what a listing of refPrefixes(r) need keep to answer r
+// (pick): for a sha, its tips alone; nil (every ref) for a name, whose
+// prefixes already name it.
+func (r Rev) keepRefs() func(ref) bool {
+	if _, ok := r.Commit(); ok {
+		return r.isTip
+	}
+	return nil
 }
 
 func trimLF(b []byte) []byte { return bytes.TrimSuffix(b, []byte("\n")) }
