@@ -56,7 +56,7 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 
 	// One cheap round trip first: it answers "not found" without starting
 	// git, and says which hash and which fetch options the forge has.
-	adv, err := g.advertise(ctx, op, log, f.secrets, auth, f.url)
+	adv, err := g.advertise(ctx, op, log, f.secrets, auth, f.url, noRefs)
 	if err != nil {
 		return nil, err
 	}

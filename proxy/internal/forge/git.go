@@ -123,7 +123,7 @@ func (g *gitForge) Resolve(ctx context.Context, cred Credential, owner, repo str
 	secrets := cred.secrets()
 	u := g.repoURL(owner, repo)
 
-	adv, err := g.advertise(ctx, op, log, secrets, auth, u)
+	adv, err := g.advertise(ctx, op, log, secrets, auth, u, rev.keepRefs())
 	if err != nil {
 		return "", err
 	}
@@ -160,8 +160,9 @@ func (g *gitForge) Resolve(ctx context.Context, cred Credential, owner, repo str
 	return sha, nil
 }
 
-// advertise GETs /info/refs asking for protocol v2.
-func (g *gitForge) advertise(ctx context.Context, op string, log *slog.Logger, secrets []string, auth, repoURL string) (*advert, error) {
+// advertise GETs /info/refs asking for protocol v2; of a v0 forge's
+// advertisement it keeps the refs keep takes (parseAdvertisement).
+func (g *gitForge) advertise(ctx context.Context, op string, log *slog.Logger, secrets []string, auth, repoURL string, keep func(ref) bool) (*advert, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, repoURL+"/info/refs?service=git-upload-pack", nil)
 	if err != nil {
 		return nil, newError(op, ErrUnavailable, "forge request failed")
@@ -173,7 +174,7 @@ func (g *gitForge) advertise(ctx context.Context, op string, log *slog.Logger, s
 		return nil, err
 	}
 	defer drain(resp.Body)
-	adv, err := parseAdvertisement(resp.Body, maxAdvertBytes)
+	adv, err := parseAdvertisement(resp.Body, maxAdvertBytes, keep)
 	if err != nil {
 		return nil, g.protocolError(ctx, op, log, err)
 	}

@@ -3,6 +3,7 @@ package forge
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func pkts(lines ...string) []byte {
 
 func TestParseAdvertisement(t *testing.T) {
 	v2 := pkts("version 2\n", "agent=git/2.39.5\n", "ls-refs=unborn\n", "fetch=shallow wait-for-done filter\n", "object-format=sha1\n", "0000")
-	a, err := parseAdvertisement(bytes.NewReader(v2), 1<<20)
+	a, err := parseAdvertisement(bytes.NewReader(v2), 1<<20, nil)
 	if err != nil || a.version != 2 || !a.filter() || a.objectFormat() != "sha1" {
 		t.Fatalf("v2: %+v, %v", a, err)
 	}
@@ -36,7 +37,7 @@ func TestParseAdvertisement(t *testing.T) {
 		t.Fatal("v2: ls-refs missing")
 	}
 	// With the smart-HTTP preamble, as GitHub sends it.
-	a, err = parseAdvertisement(bytes.NewReader(append(pkts("# service=git-upload-pack\n", "0000"), v2...)), 1<<20)
+	a, err = parseAdvertisement(bytes.NewReader(append(pkts("# service=git-upload-pack\n", "0000"), v2...)), 1<<20, nil)
 	if err != nil || a.version != 2 {
 		t.Fatalf("v2 with preamble: %+v, %v", a, err)
 	}
@@ -46,7 +47,7 @@ func TestParseAdvertisement(t *testing.T) {
 		testSHA2+" refs/tags/v1\n",
 		testSHA+" refs/tags/v1^{}\n",
 		"0000")
-	a, err = parseAdvertisement(bytes.NewReader(v0), 1<<20)
+	a, err = parseAdvertisement(bytes.NewReader(v0), 1<<20, nil)
 	if err != nil || a.version != 0 || !a.filter() || len(a.refs) != 3 {
 		t.Fatalf("v0: %+v, %v", a, err)
 	}
@@ -56,8 +57,38 @@ func TestParseAdvertisement(t *testing.T) {
 	if c, ok := pick(a.refs, Rev{kind: revName, name: "v1"}); !ok || c != testSHA {
 		t.Fatalf("pick(v1) = %q, %v", c, ok)
 	}
+	// Kept for one rev, the refs answer it alike and hold nothing else:
+	// the tag peels to testSHA, so it is one of its tips; its own object
+	// (testSHA2) is none.
+	for _, tc := range []struct {
+		rev  Rev
+		want []string
+	}{
+		{Rev{kind: revName, name: "v1"}, []string{"refs/tags/v1"}},
+		{Rev{kind: revSHA, name: testSHA}, []string{"HEAD", "refs/heads/main", "refs/tags/v1"}},
+		{Rev{kind: revSHA, name: testSHA2}, nil},
+		{Rev{}, []string{"HEAD"}},
+	} {
+		k, err := parseAdvertisement(bytes.NewReader(v0), 1<<20, tc.rev.keepRefs())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, r := range k.refs {
+			names = append(names, r.name)
+		}
+		if !equalSlices(names, tc.want) {
+			t.Errorf("v0 kept for %v: %q, want %q", tc.rev, names, tc.want)
+		}
+		if got, ok := pick(k.refs, tc.rev); fmt.Sprint(pick(a.refs, tc.rev)) != fmt.Sprint(got, ok) {
+			t.Errorf("pick(%v) over the kept refs = %q, %v; over all, otherwise", tc.rev, got, ok)
+		}
+	}
+	if k, err := parseAdvertisement(bytes.NewReader(v0), 1<<20, noRefs); err != nil || len(k.refs) != 0 || !k.filter() {
+		t.Fatalf("no refs kept: %+v, %v", k, err)
+	}
 	empty := pkts(strings.Repeat("0", 40)+" capabilities^{}\x00agent=x\n", "0000")
-	if a, err = parseAdvertisement(bytes.NewReader(empty), 1<<20); err != nil || len(a.refs) != 0 {
+	if a, err = parseAdvertisement(bytes.NewReader(empty), 1<<20, nil); err != nil || len(a.refs) != 0 {
 		t.Fatalf("empty repository: %+v, %v", a, err)
 	}
 	for name, bad := range map[string][]byte{
@@ -72,7 +103,7 @@ func TestParseAdvertisement(t *testing.T) {
 		"delim in v2":  pkts("version 2\n", "0001"),
 		"empty answer": nil,
 	} {
-		if _, err := parseAdvertisement(bytes.NewReader(bad), 1024); err == nil {
+		if _, err := parseAdvertisement(bytes.NewReader(bad), 1024, nil); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -196,7 +227,7 @@ func FuzzPktLine(f *testing.F) {
 		if r.n > limit {
 			t.Fatalf("read %d bytes past the %d limit", r.n, limit)
 		}
-		if a, err := parseAdvertisement(bytes.NewReader(data), limit); err == nil {
+		if a, err := parseAdvertisement(bytes.NewReader(data), limit, nil); err == nil {
 			for _, rf := range a.refs {
 				if !isFullSHA(rf.oid) || rf.name == "" {
 					t.Fatalf("advertised ref %+v", rf)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -48,8 +49,10 @@ func (a *advert) objectFormat() string {
 
 // parseAdvertisement parses the answer to GET /info/refs?service=git-upload-pack,
 // either a protocol v2 capability advertisement or a v0/v1 ref advertisement,
-// with or without the smart-HTTP "# service=" preamble.
-func parseAdvertisement(r io.Reader, limit int64) (*advert, error) {
+// with or without the smart-HTTP "# service=" preamble. Of a v0 ref
+// advertisement it keeps the refs keep takes (all when keep is nil),
+// deciding each once its peeled line, if any, has been read.
+func parseAdvertisement(r io.Reader, limit int64, keep func(ref) bool) (*advert, error) {
 	p := newPktReader(r, limit)
 	kind, line, err := p.next()
 	if err != nil {
@@ -99,8 +102,16 @@ func parseAdvertisement(r io.Reader, limit int64) (*advert, error) {
 	// Protocol v0: "<oid> <name>\0<caps>" first, then "<oid> <name>" lines,
 	// then a flush. An empty repository advertises "capabilities^{}".
 	first := true
+	var pending *ref // the last ref, until its peeled line could follow
+	settle := func() {
+		if pending != nil && (keep == nil || keep(*pending)) {
+			a.refs = append(a.refs, *pending)
+		}
+		pending = nil
+	}
 	for {
 		if kind == pktFlush {
+			settle()
 			return a, nil
 		}
 		if kind != pktData {
@@ -133,12 +144,12 @@ func parseAdvertisement(r io.Reader, limit int64) (*advert, error) {
 		switch {
 		case name == "capabilities^{}":
 		case strings.HasSuffix(name, "^{}"):
-			base := strings.TrimSuffix(name, "^{}")
-			if n := len(a.refs); n > 0 && a.refs[n-1].name == base {
-				a.refs[n-1].peeled = oid
+			if pending != nil && pending.name == strings.TrimSuffix(name, "^{}") {
+				pending.peeled = oid
 			}
 		default:
-			a.refs = append(a.refs, ref{name: name, oid: oid, symref: a.caps["symref "+name]})
+			settle()
+			pending = &ref{name: name, oid: oid, symref: a.caps["symref "+name]}
 		}
 		if kind, line, err = p.next(); err != nil {
 			return nil, err
@@ -272,14 +283,18 @@ func (r Rev) isTip(t ref) bool {
 	return t.peeled == r.name || (t.peeled == "" && t.oid == r.name)
 }
 
-// keepRefs is what a listing of refPrefixes(r) need keep to answer r
-// (pick): for a sha, its tips alone; nil (every ref) for a name, whose
-// prefixes already name it.
+// noRefs keeps no ref: a fetch wants the advertisement's capabilities.
+func noRefs(ref) bool { return false }
+
+// keepRefs is what a listing of refs need keep to answer r (pick): for a
+// sha its tips, for a name the refs refPrefixes names exactly (a v0
+// forge advertises every ref, ls-refs those under the prefixes).
 func (r Rev) keepRefs() func(ref) bool {
 	if _, ok := r.Commit(); ok {
 		return r.isTip
 	}
-	return nil
+	names := refPrefixes(r)
+	return func(t ref) bool { return slices.Contains(names, t.name) }
 }
 
 func trimLF(b []byte) []byte { return bytes.TrimSuffix(b, []byte("\n")) }
