@@ -236,22 +236,27 @@ func (f *fetcher) tooLarge(over overBound) error {
 	return &TooLargeError{Bound: "history", Limit: f.maxPack}
 }
 
-// fetchSize is the disk a fetch's repository takes: the allocated blocks
-// of every file under dir. Not only its objects: a fetch of the tips
-// writes one file per branch and tag under refs/ (a loose ref takes a
-// block), and a repository of a million tags on one commit sends a pack
-// of a few kilobytes.
+// fetchSize is the disk a fetch's repository takes: its objects' bytes,
+// and the allocated blocks of every other file under dir. Not only its
+// objects: a fetch of the tips writes one file per branch and tag under
+// refs/ (a loose ref takes a block), and a repository of a million tags
+// on one commit sends a pack of a few kilobytes. Objects count by size, as
+// a pack being written may have blocks allocated ahead of it (XFS).
 func fetchSize(dir string) int64 {
+	objects := filepath.Join(dir, "objects") + string(filepath.Separator)
 	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-					n += st.Blocks * 512
-				} else {
-					n += fi.Size()
-				}
-			}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && !strings.HasPrefix(p, objects) {
+			n += st.Blocks * 512
+		} else {
+			n += fi.Size()
 		}
 		return nil
 	})
@@ -259,9 +264,9 @@ func fetchSize(dir string) int64 {
 }
 
 // watchPack polls the disk dir takes while a fetch runs and calls over
-// once it passes bound. It returns when stop is closed. The poll waits at
-// least four times as long as its last walk took, so that walking many
-// refs does not become the work.
+// once it passes bound. It returns when stop is closed. The poll waits
+// four times as long as its last walk took, so that walking many refs
+// does not become the work, within 20 ms and 1 s.
 func watchPack(dir string, bound int64, over func(), stop <-chan struct{}) {
 	wait := 20 * time.Millisecond
 	for {
@@ -275,7 +280,7 @@ func watchPack(dir string, bound int64, over func(), stop <-chan struct{}) {
 			over()
 			return
 		}
-		wait = max(20*time.Millisecond, 4*time.Since(start))
+		wait = min(max(20*time.Millisecond, 4*time.Since(start)), time.Second)
 	}
 }
 

@@ -592,6 +592,13 @@ func (tr *treeReader) dropShadowed() {
 		kept = append(kept, e)
 	}
 	tr.order = kept
+	// A submodule (dropped already, and said so) whose path is a
+	// directory too is a directory to the symlinks that pass through it.
+	for p, e := range tr.entries {
+		if e.kind == kindSubmodule && tr.dirs[p] {
+			delete(tr.entries, p)
+		}
+	}
 }
 
 // resolve follows the symlink at link (whose content is target) through the

@@ -127,3 +127,27 @@ func TestListingFileAlsoDirectory(t *testing.T) {
 		t.Fatalf("warnings %q, want %q", tree.Warnings, want)
 	}
 }
+
+// TestListingSubmoduleAlsoDirectory: a submodule whose path is also the
+// directory of a file is dropped (and said so), and a symlink through
+// that path reaches the file, as it would in a checkout.
+func TestListingSubmoduleAlsoDirectory(t *testing.T) {
+	lim := DefaultLimits()
+	tr := &treeReader{op: "fetch", log: slog.New(slog.DiscardHandler), lim: lim, entries: make(map[string]*entry), dirs: make(map[string]bool)}
+	listing := "160000 commit o4 -\ta\x00100644 blob o1 1\ta/b\x00120000 blob o3 3\tl\x00"
+	if err := tr.parseListing(bufio.NewReader(strings.NewReader(listing))); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := tr.normalise(&boundedSource{blobSource: catFileOf([]byte("o3 blob 3\na/b\no1 blob 1\ny\n")), t: t, lim: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTreeBounds(t, tree, lim)
+	var got []string
+	for _, f := range tree.Files {
+		got = append(got, f.Path+"="+string(f.Data))
+	}
+	if want := []string{"a/b=y", "l=y"}; !equalSlices(got, want) {
+		t.Fatalf("files %q, want %q (warnings %q)", got, want, tree.Warnings)
+	}
+}

@@ -11,6 +11,10 @@ type flight struct {
 	ready chan struct{}
 	p     *prepared
 	err   error
+	// leaderGone: the leader's request had ended (its client left, its
+	// deadline passed) when the prepare did; its error is the leader's,
+	// not the tree's.
+	leaderGone bool
 }
 
 // flightGroup deduplicates prepares of one workspace inside this proxy.

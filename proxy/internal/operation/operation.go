@@ -410,6 +410,7 @@ func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key, me
 			go func() {
 				defer s.run.inflight.Done()
 				f.p, f.err = s.boundedPrepare(ctx, c, key, meta)
+				f.leaderGone = ctx.Err() != nil
 				s.flights.done(key, f)
 			}()
 		}
@@ -428,10 +429,12 @@ func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key, me
 				return nil, ctx.Err()
 			}
 		}
-		if f.err != nil && !leader && ctx.Err() == nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
+		if f.err != nil && !leader && f.leaderGone && ctx.Err() == nil {
 			// The leader's client went away, or its time ran out, before
 			// the push: neither is ours. Try again, possibly as the new
-			// leader.
+			// leader. (A prepare's own timeouts — the push's, the hold's —
+			// fail every follower alike: trying again would hold funds
+			// again for the same failure.)
 			continue
 		}
 		if f.err != nil {

@@ -3,6 +3,7 @@ package operation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"testing"
@@ -51,14 +52,7 @@ func (goneForge) Fetch(ctx context.Context, _ forge.Credential, _, _, _ string, 
 // sees the client gone.
 func TestPrepareReleasesAHoldItsClientLeft(t *testing.T) {
 	bg := context.Background()
-	l, err := ledger.Open(bg, pgtest.NewDatabase(t), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
-	if err := l.Credit(bg, "o", 10, "test"); err != nil {
-		t.Fatal(err)
-	}
+	l := creditedLedger(t, "o")
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
 	s := New(goneForge{}, cancelAfterHold{l, cancel}, nil, Config{PrepareCents: 2, PrepareTimeout: time.Minute}, slog.New(slog.DiscardHandler), nil)
@@ -97,16 +91,7 @@ func (f heldForge) Fetch(ctx context.Context, _ forge.Credential, _, _, commit s
 // gets a slot.
 func TestPrepareShareOfAnOrg(t *testing.T) {
 	bg := context.Background()
-	l, err := ledger.Open(bg, pgtest.NewDatabase(t), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
-	for _, org := range []string{"a", "b"} {
-		if err := l.Credit(bg, org, 10, "test"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := creditedLedger(t, "a", "b")
 	f := heldForge{entered: make(chan string, 4)}
 	s := New(f, l, nil, Config{PrepareCents: 2, PrepareTimeout: time.Minute, MaxPrepares: 4, MaxPreparesPerOrg: 1}, slog.New(slog.DiscardHandler), nil)
 	ctx, cancel := context.WithCancel(bg)
@@ -165,14 +150,7 @@ func (e expiring) Err() error {
 // push, the waiter prepares the tree itself, within its own time.
 func TestWaiterOutlivesTheLeadersDeadline(t *testing.T) {
 	bg := context.Background()
-	l, err := ledger.Open(bg, pgtest.NewDatabase(t), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
-	if err := l.Credit(bg, "o", 10, "test"); err != nil {
-		t.Fatal(err)
-	}
+	l := creditedLedger(t, "o")
 	f := heldForge{entered: make(chan string, 4)}
 	s := New(f, l, nil, Config{PrepareCents: 2, PrepareTimeout: time.Minute, MaxPrepares: 4, MaxPreparesPerOrg: 2}, slog.New(slog.DiscardHandler), nil)
 	key := daemonclient.Key{TenantKey: "t1", Repo: "r", Commit: "c1"}
@@ -210,4 +188,79 @@ func TestWaiterOutlivesTheLeadersDeadline(t *testing.T) {
 	}
 	waiterCancel()
 	<-waiterDone
+}
+
+// creditedLedger is a ledger on a fresh database in which each of orgs
+// holds 10¢.
+func creditedLedger(t *testing.T, orgs ...string) *ledger.Ledger {
+	t.Helper()
+	l, err := ledger.Open(context.Background(), pgtest.NewDatabase(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	for _, org := range orgs {
+		if err := l.Credit(context.Background(), org, 10, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+// timedOutForge fails each fetch, once released, with a deadline of the
+// prepare's own (a stream past PrepareTimeout), its caller still there.
+type timedOutForge struct {
+	forge.Forge
+	entered chan string
+	release chan struct{}
+}
+
+func (f timedOutForge) Fetch(_ context.Context, _ forge.Credential, _, _, commit string, _ forge.Limits) (*forge.Tree, error) {
+	f.entered <- commit
+	<-f.release
+	return nil, fmt.Errorf("stream: %w", context.DeadlineExceeded)
+}
+
+// A prepare that fails on a timeout of its own, its leader's request still
+// there, fails its followers alike: they do not prepare again, each
+// holding funds for the same failure.
+func TestFollowerSharesThePreparesOwnTimeout(t *testing.T) {
+	l := creditedLedger(t, "o")
+	f := timedOutForge{entered: make(chan string, 4), release: make(chan struct{})}
+	s := New(f, l, nil, Config{PrepareCents: 2, PrepareTimeout: time.Minute, MaxPrepares: 4, MaxPreparesPerOrg: 2}, slog.New(slog.DiscardHandler), nil)
+	key := daemonclient.Key{TenantKey: "t1", Repo: "r", Commit: "c1"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leaderDone := make(chan error, 1)
+	go func() {
+		_, err := s.ensure(ctx, Caller{Org: "o", TenantKey: "t1", Subject: "leader"}, key, daemonclient.PushMeta{})
+		leaderDone <- err
+	}()
+	<-f.entered
+	joined := make(chan struct{}, 1)
+	follower := Caller{Org: "o", TenantKey: "t1", Subject: "follower", Progress: func(p Progress) {
+		if p.Stage == StageWaiting {
+			joined <- struct{}{}
+		}
+	}}
+	followerDone := make(chan error, 1)
+	go func() {
+		_, err := s.ensure(ctx, follower, key, daemonclient.PushMeta{})
+		followerDone <- err
+	}()
+	<-joined
+	close(f.release)
+	if err := <-leaderDone; err == nil {
+		t.Fatal("the leader's prepare succeeded")
+	}
+	select {
+	case err := <-followerDone:
+		if err == nil {
+			t.Fatal("the follower's prepare succeeded")
+		}
+	case <-f.entered:
+		t.Fatal("the follower prepared again after the prepare's own timeout")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the follower neither ended nor prepared")
+	}
 }
