@@ -41,7 +41,9 @@ func TestBuildSeed(t *testing.T) {
 		return append(out, "CGO_ENABLED=1", "CC=/usr/bin/gcc", "COMPILER_PATH=/usr/bin")
 	}
 	root := filepath.Join(t.TempDir(), "gobuild-seed")
-	seed := NewBuildSeed(context.Background(), root, env(root), slog.New(slog.DiscardHandler))
+	// Logged: a seed that was not made says why (CI saw one fail within
+	// 40 ms once, 2026-12-07, its reason discarded).
+	seed := NewBuildSeed(context.Background(), root, env(root), testLog(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	if !seed.Wait(ctx) {
