@@ -155,26 +155,9 @@ func TestWaiterOutlivesTheLeadersDeadline(t *testing.T) {
 	s := New(f, l, nil, Config{PrepareCents: 2, PrepareTimeout: time.Minute, MaxPrepares: 4, MaxPreparesPerOrg: 2}, slog.New(slog.DiscardHandler), nil)
 	key := daemonclient.Key{TenantKey: "t1", Repo: "r", Commit: "c1"}
 	leaderCtx := newExpiring()
-	leaderDone := make(chan error, 1)
-	go func() {
-		_, err := s.ensure(leaderCtx, Caller{Org: "o", TenantKey: "t1", Subject: "leader"}, key, daemonclient.PushMeta{})
-		leaderDone <- err
-	}()
-	<-f.entered
 	waiterCtx, waiterCancel := context.WithCancel(bg)
 	defer waiterCancel()
-	joined := make(chan struct{}, 1)
-	waiter := Caller{Org: "o", TenantKey: "t1", Subject: "waiter", Progress: func(p Progress) {
-		if p.Stage == StageWaiting {
-			joined <- struct{}{}
-		}
-	}}
-	waiterDone := make(chan error, 1)
-	go func() {
-		_, err := s.ensure(waiterCtx, waiter, key, daemonclient.PushMeta{})
-		waiterDone <- err
-	}()
-	<-joined
+	leaderDone, waiterDone := leadAndFollow(leaderCtx, waiterCtx, s, key, f.entered)
 	leaderCtx.expire()
 	if err := <-leaderDone; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the leader ended with %v, want its deadline", err)
@@ -188,6 +171,30 @@ func TestWaiterOutlivesTheLeadersDeadline(t *testing.T) {
 	}
 	waiterCancel()
 	<-waiterDone
+}
+
+// leadAndFollow starts a request for key's tree on leaderCtx and, once its
+// fetch has begun (entered), another on followerCtx, and returns when the
+// second waits on the first's flight; each channel gets its request's end.
+func leadAndFollow(leaderCtx, followerCtx context.Context, s *Service, key daemonclient.Key, entered <-chan string) (leaderDone, followerDone chan error) {
+	leaderDone, followerDone = make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := s.ensure(leaderCtx, Caller{Org: "o", TenantKey: key.TenantKey, Subject: "leader"}, key, daemonclient.PushMeta{})
+		leaderDone <- err
+	}()
+	<-entered
+	joined := make(chan struct{}, 1)
+	follower := Caller{Org: "o", TenantKey: key.TenantKey, Subject: "follower", Progress: func(p Progress) {
+		if p.Stage == StageWaiting {
+			joined <- struct{}{}
+		}
+	}}
+	go func() {
+		_, err := s.ensure(followerCtx, follower, key, daemonclient.PushMeta{})
+		followerDone <- err
+	}()
+	<-joined
+	return leaderDone, followerDone
 }
 
 // creditedLedger is a ledger on a fresh database in which each of orgs
@@ -231,24 +238,7 @@ func TestFollowerSharesThePreparesOwnTimeout(t *testing.T) {
 	key := daemonclient.Key{TenantKey: "t1", Repo: "r", Commit: "c1"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	leaderDone := make(chan error, 1)
-	go func() {
-		_, err := s.ensure(ctx, Caller{Org: "o", TenantKey: "t1", Subject: "leader"}, key, daemonclient.PushMeta{})
-		leaderDone <- err
-	}()
-	<-f.entered
-	joined := make(chan struct{}, 1)
-	follower := Caller{Org: "o", TenantKey: "t1", Subject: "follower", Progress: func(p Progress) {
-		if p.Stage == StageWaiting {
-			joined <- struct{}{}
-		}
-	}}
-	followerDone := make(chan error, 1)
-	go func() {
-		_, err := s.ensure(ctx, follower, key, daemonclient.PushMeta{})
-		followerDone <- err
-	}()
-	<-joined
+	leaderDone, followerDone := leadAndFollow(ctx, ctx, s, key, f.entered)
 	close(f.release)
 	if err := <-leaderDone; err == nil {
 		t.Fatal("the leader's prepare succeeded")
