@@ -19,6 +19,7 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/auth"
 	"github.com/hanzoai/lsp/proxy/internal/config"
 	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
+	"github.com/hanzoai/lsp/proxy/internal/forge"
 	"github.com/hanzoai/lsp/proxy/internal/httpapi"
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
 	"github.com/hanzoai/lsp/proxy/internal/listener"
@@ -99,6 +100,7 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 	cacheSecret := make([]byte, 32)
 	_, _ = rand.Read(cacheSecret) // access-cache keys never leave this process
 	fg := newForge(cfg, cacheSecret, log)
+	defer forge.ReleaseHeld()
 
 	var opLedger operation.Ledger = led
 	if opts.WrapLedger != nil {

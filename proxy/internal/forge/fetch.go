@@ -64,6 +64,15 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 		return nil, newError(op, ErrNotFound, revNotFound)
 	}
 
+	// What this caller's proof of the commit downloaded (reachable): the
+	// tree, or history holding it.
+	if h := held.take(heldKey(auth, f.url, commit)); h != nil {
+		os.RemoveAll(f.home)
+		f.home = h.home
+		log.Debug("forge: the tree comes from the proof's download")
+		return keep(g.readTree(ctx, op, log, f.home, h.dir, commit, lim))
+	}
+
 	// By commit, over protocol v0 so the forge checks reachability; a tip is
 	// always served, an older commit when the forge allows it.
 	// One commit, no history: its pack can only be larger than packBound if
@@ -151,7 +160,16 @@ func (g *gitForge) reachable(ctx context.Context, log *slog.Logger, cred Credent
 		log.Error("forge: temp dir", "err", err)
 		return newError(op, ErrUnavailable, "no room to check the commit")
 	}
-	defer os.RemoveAll(f.home)
+	// Unfiltered, a proof downloads what the fetch after the payment gate
+	// needs: it is held for that fetch (heldDownloads) rather than removed.
+	kept := ""
+	defer func() {
+		if kept != "" {
+			held.put(heldKey(auth, repoURL, sha), f.home, kept)
+		} else {
+			os.RemoveAll(f.home)
+		}
+	}()
 
 	var extra []string
 	if filter {
@@ -168,6 +186,9 @@ func (g *gitForge) reachable(ctx context.Context, log *slog.Logger, cred Credent
 		if terr != nil || strings.TrimSpace(out) != "commit" {
 			return newError(op, ErrNotFound, revNotFound)
 		}
+		if !filter {
+			kept = dir
+		}
 		return nil
 	case err != errRefused:
 		return err
@@ -182,7 +203,9 @@ func (g *gitForge) reachable(ctx context.Context, log *slog.Logger, cred Credent
 	if err != nil {
 		return f.notRefused(err)
 	}
-	_, err = f.containing(ctx, dir)
+	if _, err = f.containing(ctx, dir); err == nil && !filter {
+		kept = dir
+	}
 	return err
 }
 

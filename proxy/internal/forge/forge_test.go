@@ -30,6 +30,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("TMPDIR", tmp)
 	code := m.Run()
+	ReleaseHeld()
 	if left, _ := filepath.Glob(filepath.Join(tmp, "lsp-forge-*")); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "temporary repositories left behind: %v\n", left)
 		code = 1
@@ -677,5 +678,54 @@ func TestFetchStreamed(t *testing.T) {
 	}
 	if calls >= len(whole.Files) {
 		t.Fatalf("Stream went on after its consumer failed (%d calls)", calls)
+	}
+}
+
+// TestFetchTakesTheProofsDownload: on a forge that cannot filter, the
+// proof of an older commit downloads its tree before the payment gate; the
+// fetch that follows with the same credential reads that download instead
+// of downloading again, and a fetch with another credential does not.
+func TestFetchTakesTheProofsDownload(t *testing.T) {
+	for _, allowReachable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reachable-in-want=%v", allowReachable), func(t *testing.T) {
+			fx := newFixture(t, nil)
+			if err := fx.forge.SetAllowReachableSHA1InWant("acme", "app", allowReachable); err != nil {
+				t.Fatal(err)
+			}
+			if err := fx.forge.SetAllowFilter("acme", "app", false); err != nil {
+				t.Fatal(err)
+			}
+			f := fx.newForge("")
+			ctx := context.Background()
+			fetch := func(cred Credential, commit, want string) (downloads int) {
+				t.Helper()
+				before := fx.forge.PackDownloads("acme", "app")
+				tree, err := f.Fetch(ctx, cred, "acme", "app", commit, Limits{})
+				if err != nil {
+					t.Fatalf("Fetch(%s): %v", commit, err)
+				}
+				defer tree.Close()
+				if len(tree.Files) != 1 || tree.Files[0].Path != "main.go" || string(tree.Files[0].Data) != want {
+					t.Fatalf("Fetch(%s) = %+v", commit, tree.Files)
+				}
+				return fx.forge.PackDownloads("acme", "app") - before
+			}
+			if _, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, fx.c0)); err != nil {
+				t.Fatal(err)
+			}
+			if n := fetch(bearer(readerToken), fx.c0, "package main // 0\n"); n != 0 {
+				t.Errorf("the fetch after the proof downloaded %d more times", n)
+			}
+			// Taken once: the next fetch downloads.
+			if n := fetch(bearer(readerToken), fx.c0, "package main // 0\n"); n == 0 {
+				t.Error("a second fetch found the proof's download again")
+			}
+			if _, err := f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, fx.c1)); err != nil {
+				t.Fatal(err)
+			}
+			if n := fetch(Credential{Mode: "basic", Token: basicToken}, fx.c1, "package main // 1\n"); n == 0 {
+				t.Error("a fetch with another credential took the proof's download")
+			}
+		})
 	}
 }

@@ -324,7 +324,7 @@ func (g *giteaForge) Resolve(ctx context.Context, cred Credential, owner, repo s
 		// commit object of this repository, reachable or not, is what the
 		// caller can read through the forge anyway.
 		if err := c.getJSON(ctx, base+"/git/commits/"+rev.name+"?stat=false&verification=false&files=false", &cm); err != nil {
-			return "", err
+			return "", c.missing(ctx, base, rev, err)
 		}
 		if strings.ToLower(cm.SHA) != rev.name {
 			log.Warn("forge: the commit answer names another commit")
@@ -332,19 +332,37 @@ func (g *giteaForge) Resolve(ctx context.Context, cred Credential, owner, repo s
 		}
 		return rev.name, nil
 	case revBranch:
-		return c.branch(ctx, base, rev.name)
+		commit, err := c.branch(ctx, base, rev.name)
+		return commit, c.missing(ctx, base, rev, err)
 	case revTag:
-		return c.tag(ctx, base, rev.name)
+		commit, err := c.tag(ctx, base, rev.name)
+		return commit, c.missing(ctx, base, rev, err)
 	}
 	commit, err := c.branch(ctx, base, rev.name)
 	if errors.Is(err, ErrNotFound) {
 		commit, err = c.tag(ctx, base, rev.name)
 	}
-	if errors.Is(err, ErrNotFound) {
-		// begin found the repository: what is missing is the ref.
-		return "", rev.errNoSuchRef(op)
+	return commit, c.missing(ctx, base, rev, err)
+}
+
+// missing gives a lookup's not-found the answer the git kind gives. Gitea
+// answers 404 alike for a repository the caller cannot see and for a
+// branch, tag or commit the repository lacks, so on that path alone the
+// repository itself is asked for: invisible or absent, it is "repository
+// not found" whatever rev named (an all-hex name is not called an
+// abbreviated sha before a repository is found); found, the rev is what is
+// missing. Any other error, and nil, pass through.
+func (c *giteaCall) missing(ctx context.Context, base string, rev Rev, err error) error {
+	if !errors.Is(err, ErrNotFound) {
+		return err
 	}
-	return commit, err
+	var r struct {
+		ID int64 `json:"id"`
+	}
+	if err := c.getJSON(ctx, base, &r); err != nil {
+		return err
+	}
+	return rev.errNoSuchRef(c.op)
 }
 
 func (c *giteaCall) branch(ctx context.Context, base, name string) (string, error) {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +69,24 @@ func TestRealGitea(t *testing.T) {
 			_, missing := kind.f.Resolve(ctx, bearer(bobTok), "acme", "nope", Rev{})
 			if !errors.Is(hidden, ErrNotFound) || !errors.Is(missing, ErrNotFound) || hidden.Error() != missing.Error() {
 				t.Errorf("bob: private %v, missing %v; want the same not found", hidden, missing)
+			}
+			// What is missing answers alike on both kinds: a repository bob
+			// cannot see whatever the rev names (a hex name is not called an
+			// abbreviated sha before the repository is found), and a rev
+			// alice's repository lacks.
+			for _, rev := range []string{"", "main", "refs/heads/main", "refs/tags/v1", "cafe", "abc1234", "nope", c1} {
+				_, hidden := kind.f.Resolve(ctx, bearer(bobTok), "acme", "app", mustRev(t, rev))
+				_, missing := kind.f.Resolve(ctx, bearer(bobTok), "acme", "nope", mustRev(t, rev))
+				for _, err := range []error{hidden, missing} {
+					if !errors.Is(err, ErrNotFound) || err.Error() != newError("resolve", ErrNotFound, repoNotFound).Error() {
+						t.Errorf("bob, rev %q: %v; want %q", rev, err, repoNotFound)
+					}
+				}
+			}
+			for _, rev := range []string{"nope", "refs/heads/nope", "refs/tags/nope", strings.Repeat("0", 40)} {
+				if _, err := kind.f.Resolve(ctx, bearer(aliceTok), "acme", "app", mustRev(t, rev)); !errors.Is(err, ErrNotFound) || err.Error() != newError("resolve", ErrNotFound, revNotFound).Error() {
+					t.Errorf("alice, rev %q: %v; want %q", rev, err, revNotFound)
+				}
 			}
 			// Basic: the token as the password.
 			if got, err := kind.f.Resolve(ctx, Credential{Mode: "basic", Token: aliceTok, User: alice.Login}, "acme", "app", Rev{}); err != nil || got != c2 {
