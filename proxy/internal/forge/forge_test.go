@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hanzoai/lsp/proxy/internal/devforge"
 	"go.uber.org/goleak"
@@ -727,5 +728,59 @@ func TestFetchTakesTheProofsDownload(t *testing.T) {
 				t.Error("a fetch with another credential took the proof's download")
 			}
 		})
+	}
+}
+
+// TestProofCutShortIsNotNotFound: a request that ends while its proof
+// checks what it downloaded (between the fetch and `git cat-file`) is
+// "did not answer in time", not a "revision not found" the resolve cache
+// would keep for its negative TTL: the next request proves the commit.
+func TestProofCutShortIsNotNotFound(t *testing.T) {
+	realGit, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	hang, reached := filepath.Join(dir, "hang"), filepath.Join(dir, "reached")
+	wrapper := filepath.Join(dir, "git")
+	script := fmt.Sprintf("#!/bin/sh\ncase \"$*\" in *cat-file*) if [ -e %s ]; then : > %s; exec sleep 30; fi;; esac\nexec %s \"$@\"\n", hang, reached, realGit)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hang, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fx := newFixture(t, nil)
+	if err := fx.forge.SetAllowReachableSHA1InWant("acme", "app", true); err != nil {
+		t.Fatal(err)
+	}
+	f := NewCache(fx.newForge(wrapper), time.Minute, time.Minute, nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for {
+			if _, err := os.Stat(reached); err == nil {
+				cancel()
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	_, err = f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, fx.c0))
+	cancel()
+	if _, serr := os.Stat(reached); serr != nil {
+		t.Fatalf("the proof never checked its download (%v); Resolve: %v", serr, err)
+	}
+	if errors.Is(err, ErrNotFound) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Resolve cut short = %v, want the forge's lateness, not a not-found", err)
+	}
+	if err := os.Remove(hang); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.Resolve(context.Background(), bearer(readerToken), "acme", "app", mustRev(t, fx.c0)); err != nil || got != fx.c0 {
+		t.Fatalf("Resolve after the cut-short one = %q, %v; want %q", got, err, fx.c0)
 	}
 }
