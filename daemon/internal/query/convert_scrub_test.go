@@ -8,6 +8,8 @@ import (
 	"github.com/hanzoai/lsp/daemon/internal/lsp"
 	"github.com/hanzoai/lsp/daemon/internal/pool"
 	"github.com/hanzoai/lsp/daemon/internal/uri"
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestConvertScrubsEveryText: every string an answer carries from a server
@@ -36,5 +38,25 @@ func TestConvertScrubsEveryText(t *testing.T) {
 		if s := fmt.Sprint(o); strings.Contains(s, daemonRoot) {
 			t.Errorf("a host path in an answer: %s", s)
 		}
+	}
+}
+
+// TestConvertDropsUnsendablePaths: a location whose decoded path is not
+// UTF-8 or holds a control character is dropped and counted (the answer
+// is partial), and what is kept marshals: one such location from a server
+// used to fail the whole answer in proto.Marshal.
+func TestConvertDropsUnsendablePaths(t *testing.T) {
+	root := "/var/lib/lsp-daemon/trees/t/app/c/tree"
+	c := &converter{pol: uri.Policy{Root: root}}
+	in := []lsp.Location{{URI: lsp.DocumentURI("file://" + root + "/a.go")}}
+	for _, bad := range []string{"/a%ff.go", "/a%1b%5b2J.go", "/a%0a.go"} {
+		in = append(in, lsp.Location{URI: lsp.DocumentURI("file://" + root + bad)})
+	}
+	out := c.locations(in)
+	if len(out) != 1 || out[0].GetPath() != "a.go" || c.dropped != 3 {
+		t.Fatalf("locations = %v, dropped %d; want a.go alone, 3 dropped", out, c.dropped)
+	}
+	if _, err := proto.Marshal(&daemonv1.Locations{Items: out}); err != nil {
+		t.Fatalf("the kept locations do not marshal: %v", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"path"
 	"strings"
 	"unicode/utf8"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
 
 // Location is where a URI points, in the terms an answer may use.
@@ -48,8 +50,23 @@ func (p Policy) FileURI(rel string) string {
 	return u.String()
 }
 
-// Map applies the policy to one URI.
+// Map applies the policy to one URI. What it returns keeps the tree path
+// rule (daemonv1.CheckTreePath) in its path and module: a decoded escape
+// that is not UTF-8 (which an answer's proto strings cannot carry, so one
+// such location failed the whole answer) or a control character is
+// refused like any other URI the policy does not allow.
 func (p Policy) Map(raw string) (Location, error) {
+	loc, err := p.mapURI(raw)
+	if err != nil {
+		return Location{}, err
+	}
+	if !daemonv1.ValidTreePath(loc.Path) || loc.Module != "" && !daemonv1.ValidTreePath(loc.Module) {
+		return Location{}, ErrRefused
+	}
+	return loc, nil
+}
+
+func (p Policy) mapURI(raw string) (Location, error) {
 	abs, err := parseFileURI(raw)
 	if err != nil {
 		return Location{}, err
@@ -87,7 +104,7 @@ func parseFileURI(raw string) (string, error) {
 		return "", ErrRefused
 	}
 	p := u.Path
-	if p == "" || !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) || strings.Contains(p, "\\") {
+	if p == "" || !strings.HasPrefix(p, "/") || !utf8.ValidString(p) || strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
 		return "", ErrRefused
 	}
 	// An escaped '/' or any '..' would let a URI name one thing and mean

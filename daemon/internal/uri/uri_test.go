@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
 
 var pol = Policy{
@@ -50,6 +52,14 @@ func TestMapRefuses(t *testing.T) {
 		"file:///srv/homes/t/demo/go/pkg/mod/cache/download/x@v1/y",
 		"file:///srv/homes/t/demo/go/pkg/mod/github.com/Bad@v1/x.go",
 		"relative/x.go",
+		// Decoded, not UTF-8 or a control character: an answer's proto
+		// string cannot carry the first, a client must not get the second.
+		"file:///srv/ws/t/demo/abc/a%ff.go",
+		"file:///srv/ws/t/demo/abc/a%1b%5b2J.go",
+		"file:///srv/ws/t/demo/abc/a%0ab.go",
+		"file:///srv/ws/t/demo/abc/a%5cb.go",
+		"file:///srv/homes/t/demo/go/pkg/mod/example.com/m%ff@v1.0.0/x.go",
+		"file:///srv/homes/t/demo/go/pkg/mod/example.com/m@v1.0.0/a%7f.go",
 	} {
 		if got, err := pol.Map(in); !errors.Is(err, ErrRefused) {
 			t.Errorf("Map(%q) = %+v, %v; want ErrRefused", in, got, err)
@@ -67,6 +77,9 @@ func FuzzMap(f *testing.F) {
 		}
 		if strings.HasPrefix(loc.Path, "/") || strings.Contains("/"+loc.Path+"/", "/../") || strings.Contains(loc.Path, "/srv/") {
 			t.Fatalf("Map(%q) leaked or escaped: %+v", in, loc)
+		}
+		if daemonv1.CheckTreePath(loc.Path) != nil || loc.Module != "" && daemonv1.CheckTreePath(loc.Module) != nil {
+			t.Fatalf("Map(%q) = %+v, which no answer may carry", in, loc)
 		}
 	})
 }
