@@ -72,8 +72,11 @@ func parseBody(raw []byte, allowed map[string]bool) (*body, error) {
 		return nil, apierr.BadRequest("the body is not valid UTF-8")
 	}
 	// One value and nothing after it, an object: checked without
-	// allocating, so that the walk below meets no syntax error.
-	raw = bytes.TrimSpace(raw)
+	// allocating, so that the walk below meets no syntax error. Only JSON's
+	// own whitespace is trimmed: with Unicode's (\v, U+00A0, U+2028) the
+	// bytes parsed here and not in the idempotency middleware's replay read,
+	// whose empty read then failed every replay of the key with a 400.
+	raw = bytes.Trim(raw, " \t\r\n")
 	if !json.Valid(raw) || raw[0] != '{' {
 		return nil, apierr.BadRequest("the body must be one JSON object")
 	}

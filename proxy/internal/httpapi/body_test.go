@@ -337,6 +337,7 @@ func FuzzParseBodyAgrees(f *testing.F) {
 		`{"line":3.0}`, `{"include_declaration":1,"owner":2}`, "{\"repo\":\"\\ud800\"}", `{"\u0072epo":"r"}`,
 		`{"repo":"x\",\"repo","repo":"y"}`, `{"text":"} ,","line":1,"line":2}`, `{"repo":"\\","path":"[{"}`,
 		`{"repo":"r","REV":"x"}`, `{"repo":"r","limit":100,"re\u0076":"main"}`, `{"repo":"r","limit":null,"rev":null}`,
+		"{\"repo\":\"r\"}\v", "\u00a0{}", "{\"repo\":\"r\"}\u2028", "\f{\"limit\":1000}", " \t\r\n{\"repo\":\"r\"}\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -205,6 +205,7 @@ func (s *Service) Do(ctx context.Context, c Caller, req Request) (*Result, error
 	for attempt := 0; qerr == nil && ans.GetStatus() == daemonv1.Status_STATUS_NEEDS_TREE && attempt < 2 && !res.Prepared && !req.WarmOnly && req.CursorCommit == ""; attempt++ {
 		var p *prepared
 		if p, perr = s.ensure(ctx, c, key, daemonclient.PushMeta{Focus: req.Path, QueryFollows: true}); perr != nil {
+			heldBy(res, perr)
 			break
 		}
 		if p.byUs {
@@ -270,6 +271,7 @@ func (s *Service) Prepare(ctx context.Context, c Caller, repo string, rev forge.
 		switch {
 		case perr != nil:
 			opErr = perr // refused at the gate, or the fetch or push failed
+			heldBy(res, perr)
 		default:
 			res.Prepared, res.PrepareID, res.Warnings = p.byUs, p.prepareID, p.warnings
 			c.report(Progress{Stage: StageIndexing})
@@ -383,6 +385,27 @@ func (s *Service) record(ctx context.Context, c Caller, req Request, res *Result
 	return nil
 }
 
+// heldError is a leader's prepare that failed with its hold left live: the
+// push broke and the daemon could not say whether it published under the
+// prepare id (the next answer from the workspace captures it, or the hold
+// expires). The request holds funds as surely as one that prepared
+// (CONTRACT §5: a retry never takes a second hold), so its result names the
+// prepare id (heldBy). Only the leader sees it; followers get err.
+type heldError struct {
+	prepareID string
+	err       error
+}
+
+func (e *heldError) Error() string { return e.err.Error() }
+func (e *heldError) Unwrap() error { return e.err }
+
+// heldBy names in res the prepare id of a hold that perr left live.
+func heldBy(res *Result, perr error) {
+	if he := (*heldError)(nil); errors.As(perr, &he) {
+		res.PrepareID = he.prepareID
+	}
+}
+
 // prepared is the shared outcome of one single-flight prepare.
 type prepared struct {
 	prepareID string
@@ -436,6 +459,9 @@ func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key, me
 			// fail every follower alike: trying again would hold funds
 			// again for the same failure.)
 			continue
+		}
+		if he := (*heldError)(nil); f.err != nil && !leader && errors.As(f.err, &he) {
+			return nil, he.err // the leader's hold, not this request's
 		}
 		if f.err != nil {
 			return nil, f.err
@@ -528,12 +554,19 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key, m
 			}
 			release()
 		}
+		perr := pushError(err)
 		if se := (*daemonclient.SourceError)(nil); errors.As(err, &se) {
 			// Reading the fetched tree failed; the daemon, which never got
 			// the trailer, published nothing.
-			return nil, forgeError(se.Err)
+			perr = forgeError(se.Err)
 		}
-		return nil, pushError(err)
+		if !released {
+			// The hold stays live: this request has held funds, so its
+			// Idempotency-Key must not be given back for a retry that
+			// would hold them again (heldError).
+			return nil, &heldError{prepareID: prepareID, err: perr}
+		}
+		return nil, perr
 	}
 	if !resp.GetPrepared() || resp.GetPrepareId() != prepareID {
 		release()

@@ -1,0 +1,120 @@
+package operation
+
+import (
+	"context"
+	"net/http"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+	"github.com/hanzoai/lsp/proxy/internal/apierr"
+	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
+	"github.com/hanzoai/lsp/proxy/internal/forge"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// lostDaemon needs the tree (on the first Capabilities, and on every
+// Query), then breaks the push and can no longer say what it holds: a
+// daemon that crashed while it wrote the tree, or a proxy cut off from it.
+type lostDaemon struct {
+	daemonv1.UnimplementedDaemonServer
+	asked atomic.Int32
+}
+
+func (d *lostDaemon) Hello(context.Context, *daemonv1.HelloRequest) (*daemonv1.HelloResponse, error) {
+	return &daemonv1.HelloResponse{ProtocolVersion: uint32(daemonv1.ProtocolVersion_PROTOCOL_VERSION_CURRENT)}, nil
+}
+
+func (d *lostDaemon) Capabilities(context.Context, *daemonv1.CapabilitiesRequest) (*daemonv1.CapabilitiesResponse, error) {
+	if d.asked.Add(1) == 1 {
+		return &daemonv1.CapabilitiesResponse{}, nil
+	}
+	return nil, status.Error(codes.Unavailable, "gone")
+}
+
+func (d *lostDaemon) Query(context.Context, *daemonv1.QueryRequest) (*daemonv1.QueryResponse, error) {
+	return &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_NEEDS_TREE}, nil
+}
+
+func (d *lostDaemon) Prepare(st grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]) error {
+	_, _ = st.Recv()
+	return status.Error(codes.Unavailable, "the stream broke")
+}
+
+// memForge resolves every rev to one commit and fetches a one-file tree.
+type memForge struct{ commit string }
+
+func (f memForge) Resolve(context.Context, forge.Credential, string, string, forge.Rev) (string, error) {
+	return f.commit, nil
+}
+
+func (f memForge) Fetch(context.Context, forge.Credential, string, string, string, forge.Limits) (*forge.Tree, error) {
+	data := []byte("package a\n")
+	return &forge.Tree{Files: []forge.File{{Path: "a.go", Data: data, Size: int64(len(data))}}}, nil
+}
+
+// TestPushLostKeepsTheHoldNamed: a push that broke where the daemon could
+// not say whether it published leaves its hold live (CONTRACT §5: never
+// released while the daemon may still publish under it), and the request's
+// result names that prepare id, so that its Idempotency-Key is kept (a
+// retry must not hold the org's funds again) — before, the 5xx looked as if
+// it held nothing and the key was given back.
+func TestPushLostKeepsTheHoldNamed(t *testing.T) {
+	for _, door := range []string{"prepare", "hover"} {
+		t.Run(door, func(t *testing.T) { pushLost(t, door) })
+	}
+}
+
+func pushLost(t *testing.T, door string) {
+	bg := context.Background()
+	l := creditedLedger(t, "o")
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "d.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &lostDaemon{}
+	if door != "prepare" {
+		d.asked.Store(1) // a query asks no Capabilities before its push
+	}
+	g := grpc.NewServer()
+	daemonv1.RegisterDaemonServer(g, d)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	pool, err := daemonclient.New([]string{"unix://" + ln.Addr().String()}, daemonclient.Options{HealthInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := New(memForge{commit: "c0ffee"}, l, pool, Config{PrepareCents: 2, PrepareTimeout: 5 * time.Second}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	c := Caller{Org: "o", TenantKey: "t1", Subject: "s", RequestID: "r1"}
+
+	var res *Result
+	if door == "prepare" {
+		res, err = s.Prepare(bg, c, "app", forge.Rev{}, "")
+	} else {
+		res, err = s.Do(bg, c, Request{Op: daemonv1.Op_OP_HOVER, OpName: door, Repo: "app", Path: "a.go"})
+	}
+	if err == nil {
+		t.Fatal("a prepare whose push broke succeeded")
+	}
+	var id, state string
+	if err := l.Pool().QueryRow(bg, `SELECT prepare_id, state FROM holds WHERE org = 'o'`).Scan(&id, &state); err != nil {
+		t.Fatal(err)
+	}
+	if state != "live" {
+		t.Fatalf("the hold is %s; want it held while the daemon may still publish", state)
+	}
+	if res.PrepareID != id || res.Prepared {
+		t.Fatalf("result prepare id %q (prepared %v); want the live hold's %q, not prepared", res.PrepareID, res.Prepared, id)
+	}
+	if e := apierr.From(err); e.Status != http.StatusServiceUnavailable && e.Status != http.StatusBadGateway {
+		t.Fatalf("err %v (HTTP %d); want the push's own failure", err, e.Status)
+	}
+}
