@@ -2,9 +2,9 @@ package operation
 
 import (
 	"context"
-	"net/http"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
