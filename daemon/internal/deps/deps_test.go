@@ -381,3 +381,51 @@ func TestPhasesBounded(t *testing.T) {
 		t.Fatalf("a phase after the first ended: warnings %q", w)
 	}
 }
+
+// TestFetchGoUnpackedBounded: module zips are charged what they unpack to
+// before a byte is written, against the phase's byte bound: three modules
+// of a few KiB each that inflate to 4 MiB do not unpack 12 MiB under a
+// 6 MiB bound, and each one refused says so.
+func TestFetchGoUnpackedBounded(t *testing.T) {
+	dir := t.TempDir()
+	var req, sums strings.Builder
+	req.WriteString("module example.com/app\n\ngo 1.22\n\nrequire (\n")
+	for _, name := range []string{"a", "b", "c"} {
+		m := depstest.Module{Path: "example.com/big" + name, Version: "v1.0.0", Files: map[string]string{
+			"go.mod": "module example.com/big" + name + "\n\ngo 1.22\n",
+			"big.go": "package big" + name + "\n\n//" + strings.Repeat(" ", 4<<20) + "\n",
+		}}
+		sum, err := depstest.Write(dir, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums.WriteString(sum)
+		req.WriteString("\texample.com/big" + name + " v1.0.0\n")
+	}
+	req.WriteString(")\n")
+	ws := repo(t, map[string]string{"go.mod": req.String(), "go.sum": sums.String(), "main.go": "package main\n"})
+	u, _ := url.Parse("file://" + dir)
+	w := fetcher(Config{GoProxies: []*url.URL{u}, MaxBytes: 6 << 20}).Fetch(context.Background(), ws)
+	var unpacked int64
+	mc := runtime.ModCache(ws)
+	_ = filepath.WalkDir(mc, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && !strings.Contains(p, "/cache/") {
+			if fi, err := d.Info(); err == nil {
+				unpacked += fi.Size()
+			}
+		}
+		return nil
+	})
+	if unpacked > 6<<20 {
+		t.Errorf("the module zips unpacked %d bytes under a bound of %d", unpacked, 6<<20)
+	}
+	over := 0
+	for _, s := range w {
+		if strings.Contains(s, "is over the size bound") {
+			over++
+		}
+	}
+	if over != 2 || unpacked < 4<<20 {
+		t.Errorf("warnings %q, %d bytes unpacked; want one module unpacked and two over the size bound", w, unpacked)
+	}
+}

@@ -168,7 +168,7 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	if len(f.cfg.GoProxies) > 0 {
 		// Staged beside the tree (daemon-owned), moved into the home's
 		// cache at the end without following a link.
-		c, err := newGoCache(ws.Home, filepath.Dir(ws.Root))
+		c, err := newGoCache(ws.Home, filepath.Dir(ws.Root), f.cfg.MaxBytes)
 		if err != nil {
 			f.log.Error("deps: module cache", "err", err)
 			w.add("the module cache could not be made; Go dependencies were not fetched")

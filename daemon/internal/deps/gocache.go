@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hanzoai/lsp/daemon/internal/safefs"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
@@ -25,16 +26,35 @@ const modCacheRel = "go/pkg/mod"
 type goCache struct {
 	home  string
 	stage string
+	// unpacked is what the phase's module zips may still unpack to
+	// (charge).
+	unpacked atomic.Int64
 }
 
-// newGoCache makes the stage in dir, a daemon-owned directory.
-func newGoCache(home, dir string) (*goCache, error) {
+// newGoCache makes the stage in dir, a daemon-owned directory; its zips may
+// unpack to maxBytes in all.
+func newGoCache(home, dir string, maxBytes int64) (*goCache, error) {
 	stage, err := os.MkdirTemp(dir, ".gomodcache-")
 	if err != nil {
 		return nil, err
 	}
-	return &goCache{home: home, stage: stage}, nil
+	c := &goCache{home: home, stage: stage}
+	c.unpacked.Store(maxBytes)
+	return c, nil
 }
+
+// charge takes n bytes from the unpacked budget: errTooLarge, taking
+// nothing, when fewer are left.
+func (c *goCache) charge(n int64) error {
+	if c.unpacked.Add(-n) < 0 {
+		c.unpacked.Add(n)
+		return errTooLarge
+	}
+	return nil
+}
+
+// refund gives back what a zip that was not unpacked was charged.
+func (c *goCache) refund(n int64) { c.unpacked.Add(n) }
 
 // staged is the stage's path of a cache-relative slash path.
 func (c *goCache) staged(rel string) string { return filepath.Join(c.stage, filepath.FromSlash(rel)) }

@@ -1,6 +1,7 @@
 package deps
 
 import (
+	"archive/zip"
 	"bufio"
 	"bytes"
 	"context"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -579,7 +581,19 @@ func (f *Fetcher) fetchZip(ctx context.Context, m *mirror, v module.Version, rel
 	if h != want {
 		return errMismatch
 	}
+	// What it unpacks to, charged before a byte is: a verified zip is not a
+	// small one (a tenant can publish a module of a few KiB that inflates
+	// to the zip library's 500 MiB), and the download budget counts only
+	// compressed bytes.
+	size, err := zipCost(tmp.Name())
+	if err != nil {
+		return err
+	}
+	if err := c.charge(size); err != nil {
+		return err
+	}
 	if err := extract(v, tmp.Name(), c.staged(dir)); err != nil {
+		c.refund(size)
 		return err
 	}
 	if err := os.Chmod(tmp.Name(), 0o444); err != nil {
@@ -589,6 +603,24 @@ func (f *Fetcher) fetchZip(ctx context.Context, m *mirror, v module.Version, rel
 		return err
 	}
 	return writeAtomic(c.staged(hashFile), []byte(h+"\n"), 0o444)
+}
+
+// zipCost is what a zip unpacks to on disk: its files' bytes and an
+// entryCost each.
+func zipCost(name string) (int64, error) {
+	z, err := zip.OpenReader(name)
+	if err != nil {
+		return 0, fmt.Errorf("open zip: %w", err)
+	}
+	defer z.Close()
+	var n int64
+	for _, f := range z.File {
+		n += min(int64(f.UncompressedSize64), math.MaxInt64/2) + entryCost
+		if n > math.MaxInt64/2 {
+			return 0, errTooLarge
+		}
+	}
+	return n, nil
 }
 
 // extract unzips a verified module zip into dir, read-only, through a
