@@ -29,12 +29,16 @@ func pbRange(r lsp.Range) *daemonv1.Range {
 // converter applies the URI policy and the sanitiser, counting what it had
 // to drop so that the answer can say partial.
 type converter struct {
-	pol      uri.Policy
-	scrub    *strings.Replacer // host paths → repo-relative or placeholders
-	dropped  int
-	warnings []string
-	load     []string // the server's load problems (pool.LoadWarnings), or that it had not loaded (notLoaded)
-	empty    bool     // the answer carries nothing
+	pol     uri.Policy
+	scrub   *strings.Replacer // host paths → repo-relative or placeholders
+	dropped int
+	// unexplained counts the dropped results no warning names: locations
+	// the URI policy refused, elements the decoder could not read. The
+	// evidence says how many, whatever else it warns of.
+	unexplained int
+	warnings    []string
+	load        []string // the server's load problems (pool.LoadWarnings), or that it had not loaded (notLoaded)
+	empty       bool     // the answer carries nothing
 	// ext names the module of calls and type items outside the
 	// workspace, whose wire shapes carry only a path.
 	ext map[any]string
@@ -68,6 +72,7 @@ func (c *converter) location(u lsp.DocumentURI) (uri.Location, bool) {
 	loc, err := c.pol.Map(string(u))
 	if err != nil {
 		c.dropped++
+		c.unexplained++
 		return uri.Location{}, false
 	}
 	return loc, true
@@ -110,12 +115,15 @@ func (c *converter) hover(h *lsp.Hover) *daemonv1.Hover {
 	if h == nil {
 		return &daemonv1.Hover{}
 	}
-	out := &daemonv1.Hover{Present: true, Markdown: sanitize.Markdown(c.clean(joinSplitPaths(h.Markdown, c.scrub)), maxMarkdown)}
+	md, cut := sanitize.MarkdownCut(c.clean(joinSplitPaths(h.Markdown, c.scrub)), maxMarkdown)
+	out := &daemonv1.Hover{Present: true, Markdown: md}
 	if h.Range != nil {
 		out.Range = pbRange(*h.Range)
 	}
-	if h.Truncated {
+	if h.Truncated || cut {
+		// Not the server's whole answer: partial, as a list cut at a bound.
 		c.warnings = append(c.warnings, "hover markdown truncated")
+		c.dropped++
 	}
 	return out
 }

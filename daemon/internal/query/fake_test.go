@@ -31,6 +31,7 @@ import (
 // textDocument/definition with nothing, as a server that has not loaded
 // the project; with -starts (a file counting the starts) only a restart
 // loads that long, the first start at once (still reporting its load).
+// -hostpath names the workspace's host path as each symbol's container.
 // Once loaded, a definition is line 1 of -file.
 const fakeEnv = "LSP_QUERY_FAKE"
 
@@ -52,6 +53,7 @@ func fakeMain(args []string) int {
 	diagnosis := fs.String("diagnosis", "", `"runs", "ends" or "loads": report an initial diagnosis`)
 	load := fs.Duration("load", 0, "how long the load takes once initialized")
 	starts := fs.String("starts", "", "a file counting the starts: only a restart loads for -load")
+	hostPath := fs.Bool("hostpath", false, "name the workspace's host path as each symbol's container")
 	if fs.Parse(args) != nil {
 		return 2
 	}
@@ -126,7 +128,11 @@ func fakeMain(args []string) int {
 							continue
 						}
 						rg := map[string]any{"start": map[string]int{"line": i, "character": 0}, "end": map[string]int{"line": i, "character": len(n)}}
-						syms = append(syms, map[string]any{"name": n, "kind": 12, "location": map[string]any{"uri": root + "/" + *file, "range": rg}})
+						sym := map[string]any{"name": n, "kind": 12, "location": map[string]any{"uri": root + "/" + *file, "range": rg}}
+						if *hostPath {
+							sym["containerName"] = strings.TrimPrefix(root, "file://") + "/" + *file
+						}
+						syms = append(syms, sym)
 					}
 				}
 				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": syms})

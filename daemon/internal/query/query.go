@@ -52,6 +52,13 @@ func (r *Runner) scrubber(w *pool.Workspace) *strings.Replacer {
 	return w.DerivedFromDeps(scrubKey{}, func() any { return w.Scrubber(r.externals(w)) }).(*strings.Replacer)
 }
 
+// converter is the one way an answer's converter is made for w: its URI
+// policy and its host-path scrubber together (a converter without the
+// scrubber let an ambiguous name's candidates carry server text unscrubbed).
+func (r *Runner) converter(w *pool.Workspace) *converter {
+	return &converter{pol: uri.Policy{Root: w.Dir, Externals: r.externals(w)}, scrub: r.scrubber(w)}
+}
+
 // externals are w's external roots, computed once per workspace, once its
 // dependency phase has ended: the npm index behind them is read and parsed
 // only then.
@@ -126,7 +133,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		// A name without a path: every language's workspace symbols. Once
 		// resolved, the request is a position in the symbol's file, which
 		// its own language's server answers.
-		res, st := r.resolveInWorkspace(ctx, w, &converter{pol: uri.Policy{Root: w.Dir, Externals: r.externals(w)}}, symbol)
+		res, st := r.resolveInWorkspace(ctx, w, r.converter(w), symbol)
 		if st != nil {
 			return st
 		}
@@ -167,14 +174,13 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		return fail(daemonv1.Status_STATUS_CURSOR_EXPIRED, "the language server restarted since the cursor was issued")
 	}
 
-	pol := uri.Policy{Root: w.Dir, Externals: r.externals(w)}
-	c := &converter{pol: pol, scrub: r.scrubber(w)}
+	c := r.converter(w)
 	resp := &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_OK}
 	// An instance no wait has seen loaded (restarted after a crash, or
 	// started by this question) loads first, as a prepare waits for it.
-	loaded := r.awaitLoad(ctx, w, spec, client, pol)
-	if !client.IsOpen(lsp.DocumentURI(pol.FileURI(rel))) {
-		if err := client.DidOpen(ctx, lsp.DocumentURI(pol.FileURI(rel)), spec.LanguageID(rel), string(doc.Text)); err != nil {
+	loaded := r.awaitLoad(ctx, w, spec, client, c.pol)
+	if !client.IsOpen(lsp.DocumentURI(c.pol.FileURI(rel))) {
+		if err := client.DidOpen(ctx, lsp.DocumentURI(c.pol.FileURI(rel)), spec.LanguageID(rel), string(doc.Text)); err != nil {
 			return serverFailure(ctx, err)
 		}
 	}
@@ -196,7 +202,7 @@ func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 		pos, resolved = res.pos, res.loc
 	}
 	resp.Resolved = resolved
-	u := lsp.DocumentURI(pol.FileURI(rel))
+	u := lsp.DocumentURI(c.pol.FileURI(rel))
 	limit, offset := req.GetLimit(), req.GetOffset()
 	err = func() error {
 		switch req.GetOp() {
@@ -367,6 +373,7 @@ func (c *converter) truncated(t bool, dropped int) {
 		c.dropped++
 	}
 	c.dropped += dropped
+	c.unexplained += dropped
 }
 
 // readDocument returns a tree file, or the status that refuses it.
@@ -447,9 +454,9 @@ func evidence(info runtime.Info, fingerprint string, gen uint64, doc *pool.Docum
 	}
 	if c.dropped > 0 {
 		e.State = daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL
-		if len(c.warnings) == 0 {
-			e.Warnings = append(e.Warnings, fmt.Sprintf("%d result(s) outside the workspace or malformed were dropped", c.dropped))
-		}
+	}
+	if c.unexplained > 0 {
+		e.Warnings = append(e.Warnings, fmt.Sprintf("%d result(s) outside the workspace or malformed were dropped", c.unexplained))
 	}
 	if c.incomplete {
 		e.State = daemonv1.EvidenceState_EVIDENCE_STATE_PARTIAL

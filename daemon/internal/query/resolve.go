@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -138,7 +139,7 @@ func matchSymbols(syms []lsp.Symbol, query string) []lsp.Symbol {
 }
 
 func posKey(p lsp.Position) string {
-	return string(rune(p.Line)) + "\x00" + string(rune(p.Character))
+	return strconv.FormatUint(uint64(p.Line), 10) + ":" + strconv.FormatUint(uint64(p.Character), 10)
 }
 
 // utf16Len is the length of s in UTF-16 code units.

@@ -167,8 +167,8 @@ func (r *Runner) searchSymbols(ctx context.Context, w *pool.Workspace, req *daem
 	if st != nil {
 		return st
 	}
-	pol := uri.Policy{Root: w.Dir, Externals: r.externals(w)}
-	c := &converter{pol: pol, scrub: r.scrubber(w)}
+	c := r.converter(w)
+	pol := c.pol
 	srcs := r.askWorkspaceSymbols(ctx, w, specs, pol, req.GetQuery())
 	// In an answer of several servers each warning says whose it is.
 	label := func(s *symbolSource, msg string) string {
@@ -210,6 +210,7 @@ func (r *Runner) searchSymbols(ctx context.Context, w *pool.Workspace, req *daem
 			c.warnings = append(c.warnings, label(s, m))
 		}
 		c.dropped += sc.dropped
+		c.unexplained += sc.unexplained
 		c.incomplete = c.incomplete || sc.incomplete
 		for _, m := range w.LoadWarnings(s.spec, s.srv) {
 			c.load = append(c.load, label(s, m))

@@ -53,6 +53,13 @@ var (
 // "handlers[name](req)" and "[key: string]: unknown" are code. URLs are
 // removed everywhere.
 func Markdown(s string, max int) string {
+	s, _ = MarkdownCut(s, max)
+	return s
+}
+
+// MarkdownCut is Markdown, and whether the text was cut at a bound.
+func MarkdownCut(s string, max int) (string, bool) {
+	cut := len(s) > 4*max
 	s = Text(s, 4*max)
 	for _, re := range []struct {
 		re   *regexp.Regexp
@@ -61,7 +68,8 @@ func Markdown(s string, max int) string {
 		s = replaceOutsideCode(s, re.re, re.repl)
 	}
 	s = bareURL.ReplaceAllString(s, "")
-	return truncate(strings.TrimRight(s, "\n "), max)
+	s = strings.TrimRight(s, "\n ")
+	return truncate(s, max), cut || len(s) > max
 }
 
 // replaceOutsideCode replaces the matches of re that start outside code
