@@ -200,6 +200,7 @@ type Workspace struct {
 	lastUsed atomic.Int64
 	busy     atomic.Int32
 	docCount atomic.Int32
+	docBytes atomic.Int64 // bytes offered to the cache (maxCachedDocBytes)
 
 	mu      sync.Mutex
 	servers map[string]*slot
@@ -243,8 +244,13 @@ type Document struct {
 	SHA256 string
 }
 
-// maxCachedDocs bounds the per-workspace document cache.
-const maxCachedDocs = 1024
+// maxCachedDocs and maxCachedDocBytes bound the per-workspace document
+// cache: by count, and by bytes (documents are up to the runner's
+// MaxDocument each, 8 MiB in the daemon).
+const (
+	maxCachedDocs     = 1024
+	maxCachedDocBytes = 64 << 20
+)
 
 // ErrNoDocument is returned for a path that is not a regular file of the tree.
 var ErrNoDocument = errors.New("no such file in this revision")
@@ -319,7 +325,7 @@ func (w *Workspace) Document(rel string, maxBytes int64) (*Document, error) {
 	}
 	sum := sha256.Sum256(b)
 	d := &Document{Text: b, SHA256: hex.EncodeToString(sum[:])}
-	if w.docCount.Add(1) <= maxCachedDocs {
+	if w.docCount.Add(1) <= maxCachedDocs && w.docBytes.Add(int64(len(b))) <= maxCachedDocBytes {
 		w.docs.Store(rel, d)
 	}
 	return d, nil

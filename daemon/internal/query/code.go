@@ -77,9 +77,18 @@ func (cd *coder) file(module, path string) (*source, error) {
 	var text []byte
 	var err error
 	if module == "" {
+		// A file larger than what is left of the budget is not read (it
+		// was read whole and then thrown away, for every such location).
+		budget := maxSourceBytes - cd.read
+		limit := budget
+		if m := cd.r.MaxDocument; m > 0 && m < limit {
+			limit = m
+		}
 		var d *pool.Document
-		if d, err = cd.w.Document(path, cd.r.MaxDocument); err == nil {
+		if d, err = cd.w.Document(path, limit); err == nil {
 			text = d.Text
+		} else if errors.Is(err, pool.ErrDocumentTooLarge) && limit == budget {
+			cd.cut = true
 		}
 	} else {
 		limit := min(maxExternalFile, maxSourceBytes-cd.read)

@@ -149,3 +149,42 @@ func TestCodeBudgetStopsReading(t *testing.T) {
 		t.Error("the answer does not say its code was cut")
 	}
 }
+
+// TestCodeBudgetStopsReadingTreeFiles: the same budget for the tree's own
+// files, which the workspace's document reader reads: a file larger than
+// what is left is not read, and the document cache holds at most its
+// byte bound however many large files an answer touches.
+func TestCodeBudgetStopsReadingTreeFiles(t *testing.T) {
+	root := t.TempDir()
+	w := &pool.Workspace{Dir: filepath.Join(root, "tree"), Home: filepath.Join(root, "home")}
+	if err := os.MkdirAll(w.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("// a line of a large file\n", 7<<20/26)
+	const files = 12
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(w.Dir, fmt.Sprintf("f%d.go", i)), []byte(big), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &Runner{MaxDocument: 8 << 20, Externals: func(*pool.Workspace) []uri.External { return nil }}
+	w.Derived(scrubKey{}, func() any { return strings.NewReplacer() })
+	cd := r.newCoder(w, 0)
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	got := 0
+	for i := range files {
+		if cd.code("", fmt.Sprintf("f%d.go", i), 0, 0) != nil {
+			got++
+		}
+	}
+	goruntime.ReadMemStats(&after)
+	if got != 4 || !cd.cut || cd.read > maxSourceBytes {
+		t.Errorf("%d files carried code, cut %v, read %d; want the four that fit the budget of %d, cut", got, cd.cut, cd.read, maxSourceBytes)
+	}
+	// The four that fit are read once each (and hashed, split); reading
+	// the other eight would add at least 56 MiB.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4*3*(7<<20)+(16<<20) {
+		t.Errorf("twelve files allocated %d MiB: files past the budget were read", alloc>>20)
+	}
+}
