@@ -42,6 +42,15 @@ type Principal struct {
 	Login string
 }
 
+// Clone is a copy of p that shares no slice with it.
+func (p *Principal) Clone() *Principal {
+	c := *p
+	c.Orgs = slices.Clone(p.Orgs)
+	c.Roles = slices.Clone(p.Roles)
+	c.Audience = slices.Clone(p.Audience)
+	return &c
+}
+
 // SelectOrg returns the org a request acts for: the X-Org-Id header value when present, which must be
 // Owner or one of Orgs (else an error wrapping ErrForbidden), and Owner when the header is empty. The
 // comparison is exact: no trimming or case folding, so look-alike names never match.

@@ -28,7 +28,7 @@ const tokenCacheTTL = 30 * time.Second
 const maxCachedTokens = 4096
 
 type cachedToken struct {
-	p     auth.Principal
+	p     *auth.Principal // never handed out: Verify returns clones
 	until time.Time
 }
 
@@ -55,8 +55,7 @@ func (t *tokenCache) Verify(ctx context.Context, raw string) (*auth.Principal, e
 	e, ok := t.m[key]
 	t.mu.Unlock()
 	if ok && now.Before(e.until) {
-		p := e.p
-		return &p, nil
+		return e.p.Clone(), nil
 	}
 	p, err := t.v.Verify(ctx, raw)
 	if err != nil {
@@ -72,7 +71,7 @@ func (t *tokenCache) Verify(ctx context.Context, raw string) (*auth.Principal, e
 	if len(t.m) >= maxCachedTokens {
 		t.m = make(map[[sha256.Size]byte]cachedToken)
 	}
-	t.m[key] = cachedToken{p: *p, until: until}
+	t.m[key] = cachedToken{p: p.Clone(), until: until}
 	t.mu.Unlock()
 	return p, nil
 }

@@ -97,10 +97,15 @@ func TestTokenCache(t *testing.T) {
 		t.Error("an expired token's entry was used")
 	}
 
-	// Callers get their own copies.
+	// Callers get their own copies, slices too (they shared the cached
+	// principal's Orgs, Roles and Audience).
 	p1, _ := verify(good)
 	p1.Owner = "mutated"
-	if p2, _ := verify(good); p2.Owner != "acme" {
+	if len(p1.Audience) == 0 {
+		t.Fatal("the token's principal has no audience to mutate")
+	}
+	p1.Audience[0] = "mutated"
+	if p2, _ := verify(good); p2.Owner != "acme" || p2.Audience[0] == "mutated" {
 		t.Errorf("a caller's change leaked into the cache: %+v", p2)
 	}
 }
