@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
 	"github.com/hanzoai/lsp/proxy/internal/auth"
@@ -117,6 +119,76 @@ func (w *mcpResponse) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController flush the SDK's event streams.
 func (w *mcpResponse) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// sdkErrors rewrites the MCP SDK's own plain-text error answers (an
+// unknown session, a bad Accept header, a batch, …) into the contract's
+// error envelope (CONTRACT §4) with the request's id: the SDK writes them
+// with http.Error. Every other answer passes through untouched.
+type sdkErrors struct {
+	http.ResponseWriter
+	s      *Server
+	reqID  string
+	status int    // a plain-text error's status, held back; 0 otherwise
+	msg    []byte // its text, bounded
+	passed bool   // a header went through as it was
+}
+
+func (w *sdkErrors) WriteHeader(code int) {
+	if !w.passed && w.status == 0 && code >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.status = code
+		return
+	}
+	if w.status == 0 {
+		w.passed = true
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *sdkErrors) Write(b []byte) (int, error) {
+	if w.status != 0 {
+		w.msg = append(w.msg, b[:min(len(b), max(0, 256-len(w.msg)))]...)
+		return len(b), nil
+	}
+	w.passed = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController flush the SDK's event streams.
+func (w *sdkErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish writes the envelope of a held-back error.
+func (w *sdkErrors) finish() {
+	if w.status == 0 {
+		return
+	}
+	code := apierr.InvalidRequest
+	switch {
+	case w.status == http.StatusUnauthorized:
+		code = apierr.Unauthenticated
+	case w.status == http.StatusForbidden:
+		code = apierr.Forbidden
+	case w.status == http.StatusNotFound:
+		code = apierr.NotFound
+	case w.status >= 500:
+		code = apierr.Internal
+	}
+	// The SDK's own words, printable characters only.
+	msg := strings.TrimSpace(strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, string(w.msg)))
+	if msg == "" {
+		msg = http.StatusText(w.status)
+	}
+	status, body, _ := w.s.envelope(apierr.New(w.status, code, "%s", msg), w.reqID)
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Set("Content-Type", "application/json")
+	w.ResponseWriter.WriteHeader(status)
+	_ = json.NewEncoder(w.ResponseWriter).Encode(body)
+}
+
 // mcpSlot memoises a new session's server within its HTTP request: the SDK
 // asks for the server more than once per request.
 type mcpSlot struct {
@@ -168,6 +240,9 @@ func sessionUser(p *auth.Principal, org string) string {
 func (s *Server) mcpGate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reqID := newRequestID()
+		sdk := &sdkErrors{ResponseWriter: w, s: s, reqID: reqID}
+		defer sdk.finish()
+		w = sdk
 		fail := func(err error) {
 			status, body, retry := s.envelope(err, reqID)
 			if status == http.StatusUnauthorized {

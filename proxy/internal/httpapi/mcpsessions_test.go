@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -212,4 +213,42 @@ func TestMCPSessionOrgBound(t *testing.T) {
 		t.Fatalf("after a DELETE the org's slot is free: %d", st)
 	}
 	refused("bob.acme", "acme at its bound again")
+}
+
+// TestMCPSDKErrorsInTheEnvelope: what the MCP SDK refuses itself — an
+// unknown session, an Accept without event streams —
+// answers with the contract's error envelope and status, not the SDK's
+// plain text; a good answer passes untouched.
+func TestMCPSDKErrorsInTheEnvelope(t *testing.T) {
+	_, url := mcpTestServer(t, MCPLimits{})
+	status, id, _ := openMCP(t, url, "alice.acme")
+	if status != http.StatusOK || id == "" {
+		t.Fatalf("initialize: %d, session %q", status, id)
+	}
+	for _, tc := range []struct {
+		name, session, accept, body string
+		status                      int
+		code                        string
+	}{
+		{"unknown session", "no-such-session", "application/json, text/event-stream", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, http.StatusNotFound, "not_found"},
+		{"accept", id, "text/html", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, http.StatusBadRequest, "invalid_request"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/lsp/mcp", strings.NewReader(tc.body))
+		req.Header.Set("Authorization", "Bearer alice.acme")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", tc.accept)
+		req.Header.Set("Mcp-Session-Id", tc.session)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env errorBody
+		derr := json.NewDecoder(resp.Body).Decode(&env)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || derr != nil || env.Error.Code != tc.code || env.Error.Message == "" ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			t.Errorf("%s: %d %s %+v (%v); want %d with the envelope's %s", tc.name, resp.StatusCode, resp.Header.Get("Content-Type"), env, derr, tc.status, tc.code)
+		}
+	}
+	closeMCP(t, url, "alice.acme", id)
 }
