@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
@@ -30,8 +31,12 @@ const (
 	maxSourceBytes   = 32 << 20 // files read for one answer
 )
 
-// errNoSource is returned for a location whose file cannot be read.
-var errNoSource = errors.New("no source for this location")
+// errNoSource is returned for a location whose file cannot be read, and
+// errSourceTooLarge for one over the bound of a file read.
+var (
+	errNoSource       = errors.New("no source for this location")
+	errSourceTooLarge = errors.New("the file is larger than the daemon reads")
+)
 
 // source is one file's lines and digest.
 type source struct {
@@ -76,6 +81,7 @@ func (cd *coder) file(module, path string) (*source, error) {
 	}
 	var text []byte
 	var err error
+	tooLarge := false
 	if module == "" {
 		// A file larger than what is left of the budget is not read (it
 		// was read whole and then thrown away, for every such location).
@@ -87,15 +93,18 @@ func (cd *coder) file(module, path string) (*source, error) {
 		var d *pool.Document
 		if d, err = cd.w.Document(path, limit); err == nil {
 			text = d.Text
-		} else if errors.Is(err, pool.ErrDocumentTooLarge) && limit == budget {
-			cd.cut = true
+		} else if errors.Is(err, pool.ErrDocumentTooLarge) {
+			tooLarge = limit == cd.r.MaxDocument
+			cd.cut = cd.cut || limit == budget
 		}
 	} else {
 		limit := min(maxExternalFile, maxSourceBytes-cd.read)
 		text, err = cd.r.externalFile(cd.w, module, path, limit)
-		if errors.Is(err, safefs.ErrTooLarge) && limit < maxExternalFile {
-			// What is left of the budget cannot hold this file.
-			cd.cut = true
+		if errors.Is(err, safefs.ErrTooLarge) {
+			// Over the file bound, or what is left of the budget cannot
+			// hold it.
+			tooLarge = limit == maxExternalFile
+			cd.cut = cd.cut || limit < maxExternalFile
 		}
 	}
 	if err == nil && cd.read+int64(len(text)) > maxSourceBytes {
@@ -105,6 +114,9 @@ func (cd *coder) file(module, path string) (*source, error) {
 	}
 	if err != nil {
 		cd.files[key] = nil
+		if tooLarge {
+			return nil, errSourceTooLarge
+		}
 		return nil, errNoSource
 	}
 	cd.read += int64(len(text))
@@ -306,7 +318,10 @@ func (r *Runner) read(w *pool.Workspace, req *daemonv1.QueryRequest) *daemonv1.Q
 		}
 	}
 	src, err := cd.file(module, rel)
-	if err != nil {
+	switch {
+	case errors.Is(err, errSourceTooLarge):
+		return fail(daemonv1.Status_STATUS_INVALID_REQUEST, fmt.Sprintf("%s (%d bytes)", err, maxExternalFile))
+	case err != nil:
 		return fail(daemonv1.Status_STATUS_NOT_FOUND, "no such file in this revision or module")
 	}
 	if n := uint32(len(src.lines)); req.GetStartLine() >= n && !(n == 0 && req.GetStartLine() == 0) {

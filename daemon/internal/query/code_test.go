@@ -1,6 +1,7 @@
 package query
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -186,5 +187,31 @@ func TestCodeBudgetStopsReadingTreeFiles(t *testing.T) {
 	// the other eight would add at least 56 MiB.
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4*3*(7<<20)+(16<<20) {
 		t.Errorf("twelve files allocated %d MiB: files past the budget were read", alloc>>20)
+	}
+}
+
+// TestReadTooLargeIsNotMissing: reading an external file over the bound is
+// a 400 saying so, not "no such file"; a file that is not there is still
+// not found.
+func TestReadTooLargeIsNotMissing(t *testing.T) {
+	root := t.TempDir()
+	w := &pool.Workspace{Dir: filepath.Join(root, "tree"), Home: filepath.Join(root, "home")}
+	std := filepath.Join(root, "goroot", "src")
+	if err := os.MkdirAll(std, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(std, "big.go"), bytes.Repeat([]byte("// x\n"), maxExternalFile/5+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Externals: func(*pool.Workspace) []uri.External { return []uri.External{{Dir: std, Module: "std@go1.26.8"}} }}
+	w.Derived(scrubKey{}, func() any { return strings.NewReplacer() })
+	for _, tc := range []struct {
+		path string
+		want daemonv1.Status
+	}{{"big.go", daemonv1.Status_STATUS_INVALID_REQUEST}, {"none.go", daemonv1.Status_STATUS_NOT_FOUND}} {
+		resp := r.read(w, &daemonv1.QueryRequest{Op: daemonv1.Op_OP_READ, Module: "std@go1.26.8", Path: tc.path, EndLine: 10})
+		if resp.GetStatus() != tc.want {
+			t.Errorf("read %s: %v %q; want %v", tc.path, resp.GetStatus(), resp.GetMessage(), tc.want)
+		}
 	}
 }
