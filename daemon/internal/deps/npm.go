@@ -57,6 +57,8 @@ type lockPackage struct {
 // installNPM reads the tree's root lockfile (chooseLockfile says which)
 // and, when it holds, installs its packages beside the tree.
 func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *atomic.Int64, w *warnings) {
+	var pkgs map[string]lockPackage
+	defer func() { nestedLockfiles(ws.Root, pkgs, w) }()
 	name, pkgJSON := chooseLockfile(ws.Root)
 	if name == "" {
 		if declaresDeps(pkgJSON) {
@@ -69,7 +71,6 @@ func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *at
 		w.add("%s: %s; npm packages were not installed", name, reason(err))
 		return
 	}
-	var pkgs map[string]lockPackage
 	switch name {
 	case "pnpm-lock.yaml":
 		var warn []string
@@ -105,6 +106,41 @@ func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *at
 		return
 	}
 	f.install(ctx, runtime.NodeModules(ws), ws.Cache, pkgs, left, w)
+}
+
+// maxNestedLockfiles bounds the nested lockfiles named one by one.
+const maxNestedLockfiles = 16
+
+// nestedLockfiles warns of each lockfile below the tree's root: a project
+// of its own (a web/ or docs/ beside the code) whose packages the phase
+// does not install — only the root's lockfile is read — so that answers in
+// it that lack its packages say why. A workspace of the root's lockfile
+// (a key of pkgs naming a directory of the tree) is installed from the
+// root's: its own lockfile is not named.
+func nestedLockfiles(root string, pkgs map[string]lockPackage, w *warnings) {
+	files, more := findManifests(root, isLockfile, maxNestedLockfiles+4)
+	n := 0
+	for _, f := range files {
+		dir := path.Dir(f)
+		if dir == "." {
+			continue // the root's own
+		}
+		if _, member := pkgs[dir]; member {
+			continue
+		}
+		if n++; n > maxNestedLockfiles {
+			more = true
+			break
+		}
+		w.add("%s: a project below the repository's root; only the root's lockfile is read, so its npm packages were not installed", f)
+	}
+	if more {
+		w.add("more lockfiles below the repository's root than are listed; their npm packages were not installed")
+	}
+}
+
+func isLockfile(name string) bool {
+	return name == "package-lock.json" || name == "pnpm-lock.yaml" || name == "yarn.lock"
 }
 
 // chooseLockfile names the root lockfile the phase reads, "" for none,

@@ -234,3 +234,39 @@ func TestCorpusPackageLocks(t *testing.T) {
 		})
 	}
 }
+
+// TestNestedLockfilesWarned: a lockfile below the root is a project whose
+// packages are not installed (only the root's lockfile is read): each one
+// is named, but not a workspace of the root's lockfile, which the root's
+// installs.
+func TestNestedLockfilesWarned(t *testing.T) {
+	dir, _ := mirrorDir(t)
+	reg, _ := countingMirror(t, dir)
+	root := lock(map[string]any{
+		"":               map[string]any{"name": "mono", "workspaces": []string{"packages/*"}},
+		"node_modules/a": map[string]any{"resolved": "packages/a", "link": true},
+		"packages/a":     map[string]any{"name": "a", "version": "1.0.0"},
+	})
+	nested := lock(map[string]any{})
+	ws := repo(t, map[string]string{
+		"package-lock.json":            root,
+		"package.json":                 `{"name":"mono","workspaces":["packages/*"]}`,
+		"packages/a/package.json":      `{"name":"a","version":"1.0.0"}`,
+		"packages/a/package-lock.json": nested,
+		"web/package.json":             `{"name":"web","dependencies":{"react":"^19.0.0"}}`,
+		"web/package-lock.json":        nested,
+		"docs/site/yarn.lock":          "",
+		"web/node_modules/x/yarn.lock": "",
+	})
+	w := strings.Join(fetcher(Config{NPMRegistry: reg}).Fetch(context.Background(), ws), "\n")
+	for _, want := range []string{"web/package-lock.json: a project below the repository's root", "docs/site/yarn.lock: a project below"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warnings %q; want one with %q", w, want)
+		}
+	}
+	for _, not := range []string{"packages/a/package-lock.json", "node_modules/x"} {
+		if strings.Contains(w, not) {
+			t.Errorf("warnings %q name %s", w, not)
+		}
+	}
+}

@@ -111,10 +111,16 @@ func pythonWarnings(root string) []string {
 	return out
 }
 
-// findPythonManifests lists requirements*.txt and pyproject.toml files
-// (regular files only) by a bounded walk that skips hidden, vendored and
-// installed directories.
+// findPythonManifests lists requirements*.txt and pyproject.toml files.
 func findPythonManifests(root string) (files []string, more bool) {
+	return findManifests(root, isPythonManifest, maxPyManifests)
+}
+
+// findManifests lists, by a bounded walk that skips hidden, vendored and
+// installed directories, up to limit regular files whose name match
+// accepts (tree-relative slash paths); more says the walk or the list was
+// cut.
+func findManifests(root string, match func(name string) bool, limit int) (files []string, more bool) {
 	visited := 0
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -139,10 +145,10 @@ func findPythonManifests(root string) (files []string, more bool) {
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || !isPythonManifest(d.Name()) {
+		if !d.Type().IsRegular() || !match(d.Name()) {
 			return nil
 		}
-		if len(files) == maxPyManifests {
+		if len(files) == limit {
 			more = true
 			return filepath.SkipAll
 		}
