@@ -194,7 +194,7 @@ func declaresDeps(pkgJSON []byte) bool {
 // every package resolves to a tarball under registry, and no spec names
 // git, a file, a link or a plain URL, except a file: directory inside the
 // repository that the project or a workspace declares, which npm links
-// like a workspace (a package with no sha512 integrity is install's to
+// like a workspace (a package with no sha512 or sha1 integrity is install's to
 // leave out, with a warning, not a refusal). npm
 // workspaces are accepted: a link entry (node_modules/foo, link: true)
 // whose resolved is a relative directory inside the repository, that

@@ -126,7 +126,7 @@ type pnpmLinkDep struct{ importer, name, dir string }
 // sha512 integrities, and workspace packages depended on by link: as
 // link entries to their directory in the repository. Packages that do not
 // come from the registry (git, a directory, a tarball elsewhere) or have
-// no sha512 integrity are left out, each with a warning, as are packages
+// no sha512 or sha1 integrity are left out, each with a warning, as are packages
 // a workspace needs in a version the top level already holds. A lockfile
 // that is not YAML, of another version or over the bounds is refused
 // whole. It makes no request.

@@ -391,8 +391,9 @@ func (f *Fetcher) berryLayout(ctx context.Context, ws runtime.Workspace, data []
 	return layout, nil
 }
 
-// errNoIntegrity: the registry's manifest has no sha512 for the version.
-var errNoIntegrity = errors.New("the registry lists no sha512 integrity")
+// errNoIntegrity: the registry's manifest pins the version by neither sha512
+// nor sha1 (what pinnedIntegrity accepts, as for lockfiles).
+var errNoIntegrity = errors.New("the registry lists no sha512 or sha1 integrity")
 
 // resolveBerry fills each registry package's tarball and integrity from
 // the registry's version manifest (<registry>/<name>/<version>, a few
@@ -516,7 +517,7 @@ func (f *Fetcher) versionDist(ctx context.Context, m *mirror, name, version stri
 func (f *Fetcher) explainManifest(id string, err error) string {
 	switch {
 	case errors.Is(err, errNoIntegrity):
-		return "no sha512 integrity on the registry"
+		return "no sha512 or sha1 integrity on the registry"
 	case errors.Is(err, errNotServed):
 		return "not served by the registry (no credential is ever used)"
 	case errors.Is(err, errTooLarge):
