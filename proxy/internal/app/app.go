@@ -137,6 +137,7 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		ForgeSudoToken:      sudo,
 		ForgeJWTAudience:    cfg.ForgeJWTAudience,
 		RateLimit:           ratelimit.New(cfg.RateLimit, cfg.RateBurst),
+		MaxInFlightPerOrg:   cfg.MaxInFlightPerOrg,
 		Issuer:              cfg.JWTIssuer,
 		MCPAllowedOrigins:   cfg.MCPAllowedOrigins,
 		PublicURL:           cfg.PublicURL,

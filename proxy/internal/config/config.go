@@ -88,6 +88,9 @@ type Config struct {
 	// MaxPreparesPerOrg (LSP_MAX_PREPARES_PER_ORG) is one org's share of
 	// them: a quarter by default, at least one.
 	MaxPreparesPerOrg int
+	// MaxInFlightPerOrg (LSP_MAX_INFLIGHT_PER_ORG) bounds one org's
+	// operation requests in flight per proxy (0: no bound).
+	MaxInFlightPerOrg int
 
 	// Connections (package listener): what a client may hold before it
 	// has proven anything.
@@ -125,6 +128,12 @@ const DefaultJWTMaxTTL = 24 * time.Hour
 // agent or an editor sends, low enough that one org cannot make the proxy
 // a load generator for the forge.
 const DefaultRateLimit = 20
+
+// DefaultMaxInFlightPerOrg is one org's operation requests in flight per
+// proxy unless LSP_MAX_INFLIGHT_PER_ORG says otherwise (0 turns it off):
+// far above what an agent's or an editor's concurrency needs, a fraction
+// of the proxy's connections (LSP_MAX_CONNS).
+const DefaultMaxInFlightPerOrg = 64
 
 var orgRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
@@ -191,6 +200,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		RateBurst:         int(p.int("LSP_RATE_BURST", 0)),
 		MaxPrepares:       int(p.int("LSP_MAX_PREPARES", 8)),
 		MaxPreparesPerOrg: int(p.int("LSP_MAX_PREPARES_PER_ORG", 0)),
+		MaxInFlightPerOrg: int(p.int("LSP_MAX_INFLIGHT_PER_ORG", DefaultMaxInFlightPerOrg)),
 
 		MaxConnsPerAddr:   int(p.int("LSP_MAX_CONNS_PER_ADDR", 128)),
 		MaxConns:          int(p.int("LSP_MAX_CONNS", 4096)),
@@ -331,6 +341,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxPrepares < 1 {
 		bad("LSP_MAX_PREPARES must be at least 1")
+	}
+	if c.MaxInFlightPerOrg < 0 {
+		bad("LSP_MAX_INFLIGHT_PER_ORG must not be negative")
 	}
 	if c.MaxPreparesPerOrg < 1 || c.MaxPreparesPerOrg > c.MaxPrepares {
 		bad("LSP_MAX_PREPARES_PER_ORG must be between 1 and LSP_MAX_PREPARES (unset: a quarter of it)")

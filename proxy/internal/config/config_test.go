@@ -31,7 +31,7 @@ func TestDefaults(t *testing.T) {
 	if c.JWTMaxTTL != 24*time.Hour {
 		t.Errorf("JWTMaxTTL = %v; want a 24h default", c.JWTMaxTTL)
 	}
-	if c.RateLimit != DefaultRateLimit || c.RateBurst != 2*DefaultRateLimit || c.MaxPrepares != 8 || c.DaemonHealthInterval != 2*time.Second {
+	if c.RateLimit != DefaultRateLimit || c.RateBurst != 2*DefaultRateLimit || c.MaxPrepares != 8 || c.DaemonHealthInterval != 2*time.Second || c.MaxInFlightPerOrg != DefaultMaxInFlightPerOrg {
 		t.Errorf("operations = %v %v %v %v", c.RateLimit, c.RateBurst, c.MaxPrepares, c.DaemonHealthInterval)
 	}
 	if c.ForgeNegativeCacheTTL != 5*time.Second {

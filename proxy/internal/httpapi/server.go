@@ -66,6 +66,9 @@ type Deps struct {
 	ForgeJWTAudience string
 	// RateLimit is the per-org request limit; nil means none.
 	RateLimit *ratelimit.Limiter
+	// MaxInFlightPerOrg bounds one org's operation requests in flight
+	// (inflight.go); 0 means none.
+	MaxInFlightPerOrg int
 	// Issuer is the authorization server MCP clients are pointed to
 	// (LSP_JWT_ISSUER), in the protected-resource metadata.
 	Issuer string
@@ -88,6 +91,7 @@ type Server struct {
 	metrics *metrics
 
 	mcpSessions *mcpSessions
+	inflight    *orgSlots // one org's operation requests in flight
 
 	mcpVersionsOnce sync.Once
 	mcpVersions     *mcp.Server // answers the SDK's protocol-version question (mcp.go)
@@ -100,7 +104,7 @@ func New(d Deps) *Server {
 	if d.Verifier != nil {
 		d.Verifier = newTokenCache(d.Verifier) // tokencache.go
 	}
-	s := &Server{d: d, e: e, metrics: newMetrics(d.Registry), mcpSessions: newMCPSessions(d.MCP)}
+	s := &Server{d: d, e: e, metrics: newMetrics(d.Registry), mcpSessions: newMCPSessions(d.MCP), inflight: newOrgSlots(d.MaxInFlightPerOrg)}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.requestID, s.observe)
 

@@ -96,6 +96,11 @@ func (s *Server) runOperation(ctx context.Context, rt opRoute, b *body, req oper
 		}
 		req.Offset, req.Generation = cur.Offset, cur.Generation
 	}
+	release, err := s.inflight.take(caller.Org)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	ctx, cancel := s.withRequestTimeout(ctx)
 	defer cancel()
 	res, err := s.d.Ops.Do(ctx, caller, req)
@@ -125,6 +130,11 @@ func (s *Server) runOperation(ctx context.Context, rt opRoute, b *body, req oper
 // the push runs on detached and is charged, while the request answers 504
 // with prepared: true.
 func (s *Server) runPrepare(ctx context.Context, caller operation.Caller, repo string, rev forge.Rev, focus string, start time.Time) (map[string]any, *operation.Result, error) {
+	release, err := s.inflight.take(caller.Org)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout()+max(s.d.PrepareTimeout, 0))
 	defer cancel()
 	res, err := s.d.Ops.Prepare(ctx, caller, repo, rev, focus)
