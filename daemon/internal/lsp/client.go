@@ -972,6 +972,9 @@ func lookupSection(settings any, section string) any {
 	return v
 }
 
+// maxRegistrationID bounds a dynamic registration's id.
+const maxRegistrationID = 256
+
 func (c *Client) register(params json.RawMessage) {
 	var p struct {
 		Registrations json.RawMessage `json:"registrations"`
@@ -985,6 +988,12 @@ func (c *Client) register(params json.RawMessage) {
 			Method string `json:"method"`
 		}
 		if json.Unmarshal(e, &r) != nil || r.ID == "" || r.Method == "" {
+			return true
+		}
+		if len(r.ID) > maxRegistrationID {
+			// Kept as a map key for the server's life: bounded, as a
+			// progress token is (256 ids of a frame each held gigabytes).
+			c.log.Warn("lsp: a dynamic registration's id is too long; ignoring", "method", clipName(r.Method), "bytes", len(r.ID))
 			return true
 		}
 		if _, ok := c.registrations[r.ID]; !ok && len(c.registrations) >= c.lim.MaxRegistrations {
@@ -1361,8 +1370,8 @@ func (c *Client) onProgress(params json.RawMessage) {
 		}
 		if bg := c.opts.LoadSigns.Background; bg != nil && bg(title) {
 			c.quiescent = c.opts.LoadSigns.BackgroundAfterLoad
-			// One over the bound is not tracked: its end then counts as
-			// the end of other work (a quiet restarted, nothing more).
+			// One over the bound is not tracked: its end then ends
+			// nothing.
 			if len(c.background) < c.lim.MaxProgressTokens {
 				c.background[key] = struct{}{}
 			}
@@ -1389,6 +1398,13 @@ func (c *Client) onProgress(params json.RawMessage) {
 		}
 		if _, ok := c.background[key]; ok {
 			delete(c.background, key)
+			return
+		}
+		if _, ok := c.progress[key]; !ok {
+			// Never begun (or its begin was over the bound): no work this
+			// client tracks ended. Counted, an end sent before the load
+			// began ended the load's wait, and an empty answer could then
+			// be marked current.
 			return
 		}
 		c.endProgressLocked(key)

@@ -276,6 +276,18 @@ func TestDynamicRegistration(t *testing.T) {
 	if after := c.CapabilityFingerprint(); after != before {
 		t.Fatal("fingerprint did not return after unregistration")
 	}
+	// An id over the bound is not kept (each was a map key for the
+	// server's life, however long).
+	long := `{"registrations":[{"id":"` + strings.Repeat("i", maxRegistrationID+1) + `","method":"textDocument/declaration"}]}`
+	if err := p.conn.Call(ctx, "client/registerCapability", json.RawMessage(long), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	n := len(c.registrations)
+	c.mu.Unlock()
+	if n != 0 || c.Has(ToolDeclaration) {
+		t.Fatalf("a registration with a %d-byte id was kept", maxRegistrationID+1)
+	}
 }
 
 func TestProgressAndLogs(t *testing.T) {
@@ -1067,5 +1079,66 @@ func TestContentModifiedRetried(t *testing.T) {
 	var rpcErr *jsonrpc.Error
 	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeContentModified || calls.Load() != 1+contentModifiedRetries {
 		t.Fatalf("a server always modified: %v after %d calls, want ContentModified after %d", err, calls.Load(), 1+contentModifiedRetries)
+	}
+}
+
+// TestUntrackedProgressEndEndsNothing: an end for a token that never began
+// (or whose begin was over the bound) is no load's end: before, a server
+// sending one ended WaitLoaded before its load had begun, and an empty
+// answer could then be marked current.
+func TestUntrackedProgressEndEndsNothing(t *testing.T) {
+	signs := LoadSigns{Diagnosis: &DiagnosisReports{
+		Is:        func(title string) bool { return strings.HasPrefix(title, "diag ") },
+		Workspace: func(title string) bool { return strings.HasPrefix(title, "diag ") },
+	}}
+	c, p, err := connectPeer(t, basicInit, Options{LoadSigns: signs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.conn.Notify(ctx, "$/progress", json.RawMessage(`{"token":"never-begun","value":{"kind":"end"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	p.sync(t)
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := c.WaitLoaded(wctx, time.Hour); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitLoaded after an end nothing began: %v; want it still waiting", err)
+	}
+}
+
+// TestReopenedDocumentWaitsForANewPublication: a document closed to keep
+// MaxOpenDocuments and opened again does not take its previous open's
+// publication (versions start again at 1) as settled: only one after the
+// new open settles it.
+func TestReopenedDocumentWaitsForANewPublication(t *testing.T) {
+	c, p, err := connectPeer(t, basicInit, Options{Limits: Limits{MaxOpenDocuments: 1, DiagnosticsWait: 300 * time.Millisecond, DiagnosticsQuiet: 20 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	open := func(uri string) {
+		t.Helper()
+		if err := c.DidOpen(ctx, DocumentURI(uri), "go", "package a\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish := func(uri string) {
+		t.Helper()
+		if err := p.conn.Notify(ctx, "textDocument/publishDiagnostics", json.RawMessage(fmt.Sprintf(`{"uri":%q,"version":1,"diagnostics":[]}`, uri))); err != nil {
+			t.Fatal(err)
+		}
+		p.sync(t)
+	}
+	open("file:///w/a.go")
+	publish("file:///w/a.go")
+	open("file:///w/b.go") // closes a.go
+	open("file:///w/a.go")
+	if d, err := c.Diagnostics(ctx, "file:///w/a.go"); err != nil || d.Settled {
+		t.Fatalf("a.go reopened, nothing published since: %+v, %v; want not settled", d, err)
+	}
+	publish("file:///w/a.go")
+	if d, err := c.Diagnostics(ctx, "file:///w/a.go"); err != nil || !d.Settled {
+		t.Fatalf("a.go published after its reopen: %+v, %v; want settled", d, err)
 	}
 }

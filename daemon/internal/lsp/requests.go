@@ -487,10 +487,13 @@ func decodePullReport(raw json.RawMessage, lim Limits) (DiagnosticsResult, error
 	return DiagnosticsResult{Items: list.Items, Truncated: list.Truncated, Dropped: list.Dropped, Mode: DiagnosticsPull, Settled: true}, nil
 }
 
-// publishedForLocked: p is a publication for doc as open, by version, or
-// any after the open when the server sends no version.
+// publishedForLocked: p is a publication for doc as open — made after the
+// open, and of its version or later when the server sends one. Versions
+// start again at 1 on every open, so a document closed (the least recently
+// used, past MaxOpenDocuments) and opened again would otherwise take the
+// publication of its previous open as settled at once.
 func publishedForLocked(p *published, doc *document) bool {
-	return (p.version != nil && *p.version >= doc.version) || (p.version == nil && p.seq > doc.openSeq)
+	return p.seq > doc.openSeq && (p.version == nil || *p.version >= doc.version)
 }
 
 func (c *Client) awaitPublished(ctx context.Context, key DocumentURI, expected int, spent time.Duration) (DiagnosticsResult, error) {
