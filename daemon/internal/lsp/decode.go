@@ -475,14 +475,16 @@ func decodeCompletion(raw json.RawMessage, lim Limits) (Completion, error) {
 	return out, err
 }
 
-// utf16Slice returns s[start:end] with the offsets counted in UTF-16 code
-// units, as signature parameter label offsets are.
-func utf16Slice(s string, start, end uint32) (string, bool) {
+// utf16Slice returns the byte range of s[start:end] with the offsets
+// counted in UTF-16 code units, as signature parameter label offsets are.
+// It scans s up to end, at most all of s. With clamp (s is the kept head of
+// a longer label), offsets past s's end are its end.
+func utf16Slice(s string, start, end uint32, clamp bool) (from, to int, ok bool) {
 	if start > end {
-		return "", false
+		return 0, 0, false
 	}
 	var units uint32
-	from, to := -1, -1
+	from, to = -1, -1
 	for i, r := range s {
 		if units == start && from < 0 {
 			from = i
@@ -497,17 +499,22 @@ func utf16Slice(s string, start, end uint32) (string, bool) {
 		}
 		units += n
 	}
-	if to < 0 && units == end {
+	if to < 0 && (units == end || clamp) {
 		to = len(s)
 	}
-	if from < 0 && units == start {
+	if from < 0 && (units == start || clamp) {
 		from = len(s)
 	}
 	if from < 0 || to < 0 || from > to {
-		return "", false
+		return 0, 0, false
 	}
-	return s[from:to], true
+	return from, to, true
 }
+
+// maxSignatureParams bounds the parameters of one signature help answer,
+// all its signatures together: each is a scan of its signature's label
+// (utf16Slice), and real signatures have tens.
+const maxSignatureParams = 1024
 
 func decodeSignatureHelp(raw json.RawMessage, lim Limits) (*SignatureHelp, error) {
 	if isNull(raw) {
@@ -522,6 +529,7 @@ func decodeSignatureHelp(raw json.RawMessage, lim Limits) (*SignatureHelp, error
 		return nil, fmt.Errorf("%w: %v", errShape, err)
 	}
 	out := &SignatureHelp{ActiveSignature: w.ActiveSignature, ActiveParameter: w.ActiveParameter}
+	params := 0 // in the whole answer (maxSignatureParams)
 	truncated, err := eachElement(w.Signatures, lim.MaxItems, func(e json.RawMessage) bool {
 		var ws struct {
 			Label           string          `json:"label"`
@@ -533,9 +541,14 @@ func decodeSignatureHelp(raw json.RawMessage, lim Limits) (*SignatureHelp, error
 			return true
 		}
 		sig := SignatureInformation{ActiveParameter: ws.ActiveParameter}
-		sig.Label, _ = clipText(ws.Label, lim.MaxTextBytes)
+		var cut bool
+		sig.Label, cut = clipText(ws.Label, lim.MaxTextBytes)
 		sig.Documentation, _ = clipText(markupToMarkdown(ws.Documentation), lim.MaxTextBytes)
 		t, _ := eachElement(ws.Parameters, lim.MaxItems, func(pe json.RawMessage) bool {
+			if params++; params > maxSignatureParams {
+				out.Truncated = true
+				return false
+			}
 			var wp struct {
 				Label         json.RawMessage `json:"label"`
 				Documentation json.RawMessage `json:"documentation"`
@@ -545,11 +558,18 @@ func decodeSignatureHelp(raw json.RawMessage, lim Limits) (*SignatureHelp, error
 			}
 			var p ParameterInformation
 			var offsets [2]uint32
-			if json.Unmarshal(wp.Label, &p.Label) != nil && json.Unmarshal(wp.Label, &offsets) == nil {
-				// Offsets index the full signature label, not the clipped one.
-				p.Label, _ = utf16Slice(ws.Label, offsets[0], offsets[1])
+			if json.Unmarshal(wp.Label, &p.Label) == nil {
+				p.Label, _ = clipText(p.Label, lim.MaxTextBytes)
+			} else if json.Unmarshal(wp.Label, &offsets) == nil {
+				// Offsets index the signature label; the parameter's label
+				// is the kept (clipped) signature label's bytes there,
+				// shared, not copied (a copy per parameter let a small
+				// reply of many parameters over one long label hold
+				// gigabytes), and only the kept label is scanned.
+				if from, to, ok := utf16Slice(sig.Label, offsets[0], offsets[1], cut); ok {
+					p.Label = sig.Label[from:to]
+				}
 			}
-			p.Label, _ = clipText(p.Label, lim.MaxTextBytes)
 			p.Documentation, _ = clipText(markupToMarkdown(wp.Documentation), lim.MaxTextBytes)
 			sig.Parameters = append(sig.Parameters, p)
 			return true

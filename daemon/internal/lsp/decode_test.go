@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -391,4 +392,37 @@ func FuzzDecodeLocationsFast(f *testing.F) {
 			t.Fatalf("%s:\n fast %+v\n each %+v (%v)", raw, fast, each, err)
 		}
 	})
+}
+
+// TestSignatureHelpBoundedMemory: many parameters whose offsets span one
+// long label share the kept label's bytes (a copy each held gigabytes for
+// a reply of kilobytes), at most maxSignatureParams are read, and a
+// parameter inside the kept label is its text.
+func TestSignatureHelpBoundedMemory(t *testing.T) {
+	lim := Limits{}.withDefaults()
+	label := "f(x int) " + strings.Repeat("a", lim.MaxTextBytes+10000)
+	var b strings.Builder
+	b.WriteString(`{"signatures":[{"label":"` + label + `","parameters":[{"label":[2,7]}`)
+	for range 10000 {
+		b.WriteString(`,{"label":[0,70000]}`)
+	}
+	b.WriteString(`]}]}`)
+	raw := json.RawMessage(b.String())
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	h, err := decodeSignatureHelp(raw, lim)
+	runtime.ReadMemStats(&after)
+	if err != nil || h == nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		t.Errorf("a %d-byte reply allocated %d MiB", len(raw), alloc>>20)
+	}
+	ps := h.Signatures[0].Parameters
+	if len(ps) != maxSignatureParams || !h.Truncated {
+		t.Errorf("%d parameters kept, truncated %v; want %d, truncated", len(ps), h.Truncated, maxSignatureParams)
+	}
+	if ps[0].Label != "x int" || len(ps[1].Label) != len(h.Signatures[0].Label) {
+		t.Errorf("labels %q and %d bytes; want \"x int\" and the kept label's %d", ps[0].Label, len(ps[1].Label), len(h.Signatures[0].Label))
+	}
 }
