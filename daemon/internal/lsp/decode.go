@@ -19,35 +19,82 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
 }
 
-// eachElement streams the elements of the JSON array raw to fn, stopping
-// after max elements or when fn returns false; it reports whether elements
-// were left unread. null is an empty array. Streaming keeps a hostile
-// million-element answer from being materialised as a million values.
+// eachElement calls fn with each element of the JSON array raw, at most
+// max of them; truncated reports elements left over. The elements are views
+// of raw's bytes, not copies: a copy per element, made again at every level
+// of a nested answer (document symbols' children), held the answer's size
+// once per level. raw must be valid JSON (checked: errShape otherwise).
 func eachElement(raw json.RawMessage, max int, fn func(json.RawMessage) bool) (truncated bool, err error) {
 	raw = bytes.TrimSpace(raw)
 	if isNull(raw) {
 		return false, nil
 	}
-	if raw[0] != '[' {
+	if raw[0] != '[' || !json.Valid(raw) {
 		return false, errShape
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil {
-		return false, fmt.Errorf("%w: %v", errShape, err)
+	i := skipSpace(raw, 1)
+	if raw[i] == ']' {
+		return false, nil
 	}
-	for n := 0; dec.More(); n++ {
+	for n := 0; ; n++ {
 		if n >= max {
 			return true, nil
 		}
-		var elem json.RawMessage
-		if err := dec.Decode(&elem); err != nil {
-			return false, fmt.Errorf("%w: %v", errShape, err)
+		end := valueEnd(raw, i)
+		if !fn(json.RawMessage(raw[i:end:end])) {
+			return raw[skipSpace(raw, end)] == ',', nil
 		}
-		if !fn(elem) {
-			return dec.More(), nil
+		i = skipSpace(raw, end)
+		if raw[i] == ']' {
+			return false, nil
+		}
+		i = skipSpace(raw, i+1) // the comma
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd is the offset just past the JSON value starting at b[i]; b is
+// valid JSON.
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '[', '{':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i) - 1
+			case '[', '{':
+				depth++
+			case ']', '}':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return i
+	}
+	for i < len(b) && !strings.ContainsRune(",]} \t\n\r", rune(b[i])) {
+		i++ // a number, true, false or null
+	}
+	return i
+}
+
+// stringEnd is the offset just past the JSON string starting at b[i].
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b) && b[i] != '"'; i++ {
+		if b[i] == '\\' {
+			i++
 		}
 	}
-	return false, nil
+	return i + 1
 }
 
 // clipText cuts s to at most max bytes on a rune boundary. A cut string
@@ -335,14 +382,25 @@ func decodeDiagnostics(raw json.RawMessage, max int, lim Limits) (List[Diagnosti
 }
 
 // wireSymbol accepts DocumentSymbol, SymbolInformation and WorkspaceSymbol.
+// rawView is json.RawMessage without its copy: the value's bytes as a
+// view of the bytes being decoded, for json.Unmarshal of bytes the caller
+// keeps unchanged (never a Decoder's buffer). A symbol's children, copied
+// at every level of the tree, held its size once per level.
+type rawView []byte
+
+func (v *rawView) UnmarshalJSON(b []byte) error {
+	*v = b[:len(b):len(b)]
+	return nil
+}
+
 type wireSymbol struct {
-	Name           string          `json:"name"`
-	Detail         string          `json:"detail"`
-	Kind           SymbolKind      `json:"kind"`
-	Range          *Range          `json:"range"`
-	SelectionRange *Range          `json:"selectionRange"`
-	Children       json.RawMessage `json:"children"`
-	ContainerName  string          `json:"containerName"`
+	Name           string     `json:"name"`
+	Detail         string     `json:"detail"`
+	Kind           SymbolKind `json:"kind"`
+	Range          *Range     `json:"range"`
+	SelectionRange *Range     `json:"selectionRange"`
+	Children       rawView    `json:"children"`
+	ContainerName  string     `json:"containerName"`
 	Location       *struct {
 		URI   DocumentURI `json:"uri"`
 		Range *Range      `json:"range"`
@@ -399,12 +457,12 @@ func decodeSymbols(raw json.RawMessage, doc DocumentURI, lim Limits) (List[Symbo
 				return true
 			}
 			out.Items = append(out.Items, s)
-			if !isNull(w.Children) && w.Location == nil {
+			if !isNull(json.RawMessage(w.Children)) && w.Location == nil {
 				if depth >= maxSymbolDepth {
 					out.Truncated = true
 					return true
 				}
-				t, err := walk(w.Children, s.Name, depth+1)
+				t, err := walk(json.RawMessage(w.Children), s.Name, depth+1)
 				if err != nil {
 					// A malformed child list loses the children, not the parent.
 					out.Dropped++
@@ -611,7 +669,7 @@ func decodeHierarchyItem(raw json.RawMessage, lim Limits) (hierarchyItem, bool) 
 	}
 	w.Name, _ = clipText(w.Name, lim.MaxTextBytes)
 	w.Detail, _ = clipText(w.Detail, lim.MaxTextBytes)
-	w.raw = raw
+	w.raw = bytes.Clone(raw) // raw is a view of the whole answer (eachElement)
 	return w, true
 }
 

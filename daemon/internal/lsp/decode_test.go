@@ -426,3 +426,27 @@ func TestSignatureHelpBoundedMemory(t *testing.T) {
 		t.Errorf("labels %q and %d bytes; want \"x int\" and the kept label's %d", ps[0].Label, len(ps[1].Label), len(h.Signatures[0].Label))
 	}
 }
+
+// TestNestedSymbolsBoundedMemory: a deep document symbol tree is decoded
+// without a copy of each subtree per level (an 8 MiB reply nested 33 deep
+// allocated 1.6 GiB): allocation stays a small multiple of the reply.
+func TestNestedSymbolsBoundedMemory(t *testing.T) {
+	rng := `"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}}`
+	tree := `{"name":"leaf","kind":12,` + rng + `,"detail":"` + strings.Repeat("d", 4<<20) + `"}`
+	for range maxSymbolDepth + 1 {
+		tree = `{"name":"n","kind":5,` + rng + `,"children":[` + tree + `]}`
+	}
+	raw := json.RawMessage("[" + tree + "]")
+	lim := Limits{}.withDefaults()
+	lim.MaxTextBytes = 8 << 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	l, err := decodeSymbols(raw, "file:///a.go", lim)
+	runtime.ReadMemStats(&after)
+	if err != nil || len(l.Items) != maxSymbolDepth+1 || !l.Truncated {
+		t.Fatalf("%d symbols, truncated %v, %v; want the %d levels kept, truncated", len(l.Items), l.Truncated, err, maxSymbolDepth+1)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4*uint64(len(raw)) {
+		t.Errorf("a %d MiB reply allocated %d MiB", len(raw)>>20, alloc>>20)
+	}
+}
