@@ -117,7 +117,8 @@ type Conn struct {
 	handler      Handler
 	log          *slog.Logger
 	writeTimeout time.Duration
-	watcher      Watcher // rwc, when it is one
+	watcher      Watcher      // rwc, when it is one
+	anomalies    atomic.Int64 // malformed messages from the peer (anomaly)
 
 	ctx    context.Context // handler context; cancelled when the Conn stops
 	cancel context.CancelFunc
@@ -224,6 +225,9 @@ func (c *Conn) Close() error {
 
 func (c *Conn) stop(cause error) {
 	c.once.Do(func() {
+		if n := c.anomalies.Load(); n > maxAnomalyLogs {
+			c.log.Warn("jsonrpc: malformed messages from the peer", "count", n)
+		}
 		c.mu.Lock()
 		c.closing = true
 		c.err = &ClosedError{Cause: cause}
@@ -531,7 +535,7 @@ func (c *Conn) dispatch(m *wireMsg) {
 	case hasID:
 		var id int64
 		if err := json.Unmarshal(m.ID, &id); err != nil {
-			c.log.Warn("jsonrpc: reply with a foreign id", "id", string(clip(m.ID)))
+			c.anomaly("jsonrpc: reply with a foreign id", "id", string(clip(m.ID)))
 			return
 		}
 		c.mu.Lock()
@@ -545,15 +549,32 @@ func (c *Conn) dispatch(m *wireMsg) {
 		}
 		ch <- m
 	case m.Error != nil:
-		c.log.Warn("jsonrpc: peer reported an error without an id", "code", m.Error.Code, "message", string(clip([]byte(m.Error.Message))))
+		c.anomaly("jsonrpc: peer reported an error without an id", "code", m.Error.Code, "message", string(clip([]byte(m.Error.Message))))
 	default:
-		c.log.Warn("jsonrpc: message is neither request, notification nor reply")
+		c.anomaly("jsonrpc: message is neither request, notification nor reply")
+	}
+}
+
+// maxAnomalyLogs bounds the warnings one connection logs about what its
+// peer sent wrong: a server writing malformed frames in a loop would
+// otherwise fill the daemon's log, which every tenant shares. The rest are
+// counted, and the count logged when the connection stops.
+const maxAnomalyLogs = 16
+
+// anomaly logs a peer's malformed message, the first maxAnomalyLogs of the
+// connection's.
+func (c *Conn) anomaly(msg string, args ...any) {
+	switch n := c.anomalies.Add(1); {
+	case n <= maxAnomalyLogs:
+		c.log.Warn(msg, args...)
+	case n == maxAnomalyLogs+1:
+		c.log.Warn("jsonrpc: the peer sends more malformed messages; they are counted, not logged")
 	}
 }
 
 func (c *Conn) serve(m *wireMsg) {
 	if m.ID[0] != '"' && (m.ID[0] < '0' || m.ID[0] > '9') && m.ID[0] != '-' {
-		c.log.Warn("jsonrpc: request id is neither number nor string", "method", m.Method)
+		c.anomaly("jsonrpc: request id is neither number nor string", "method", string(clip([]byte(m.Method))))
 		return
 	}
 	var (
@@ -561,7 +582,7 @@ func (c *Conn) serve(m *wireMsg) {
 		err    error
 	)
 	if c.handler == nil {
-		err = &Error{Code: CodeMethodNotFound, Message: "method not found: " + m.Method}
+		err = &Error{Code: CodeMethodNotFound, Message: "method not found: " + string(clip([]byte(m.Method)))}
 	} else {
 		result, err = c.handler(c.ctx, &Request{Method: m.Method, Params: m.Params, ID: m.ID})
 	}
@@ -584,10 +605,10 @@ func (c *Conn) serve(m *wireMsg) {
 	}
 	body, merr := json.Marshal(reply)
 	if merr != nil {
-		c.log.Error("jsonrpc: encode reply", "method", m.Method, "err", merr)
+		c.log.Error("jsonrpc: encode reply", "method", string(clip([]byte(m.Method))), "err", merr)
 		return
 	}
 	if err := c.send(c.ctx, body); err != nil {
-		c.log.Debug("jsonrpc: reply not sent", "method", m.Method, "err", err)
+		c.log.Debug("jsonrpc: reply not sent", "method", string(clip([]byte(m.Method))), "err", err)
 	}
 }

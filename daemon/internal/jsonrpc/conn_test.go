@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -581,4 +582,50 @@ func twoPipes(t *testing.T) (inR, inW, outR, outW *os.File) {
 		t.Fatal(err)
 	}
 	return inR, inW, outR, outW
+}
+
+// countingHandler counts the records logged at Warn and above, and the
+// longest.
+type countingHandler struct {
+	mu      sync.Mutex
+	n, long int
+}
+
+func (h *countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n++
+	size := len(r.Message)
+	r.Attrs(func(a slog.Attr) bool { size += len(a.Value.String()); return true })
+	h.long = max(h.long, size)
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestPeerAnomaliesLogBounded: a peer sending malformed messages in a loop
+// gets a bounded number of log lines, each bounded (a method name of
+// megabytes was logged whole), then one count when the connection stops.
+func TestPeerAnomaliesLogBounded(t *testing.T) {
+	h := &countingHandler{}
+	c, p := newPair(t, Options{Logger: slog.New(h)})
+	for i := range 200 {
+		p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":"foreign-%d","result":null}`, i))
+	}
+	p.write(`{"jsonrpc":"2.0","id":{},"method":"` + strings.Repeat("m", 1<<20) + `"}`)
+	// A call answered proves the reader has handled everything before it.
+	done := make(chan error, 1)
+	go func() { done <- c.Call(context.Background(), "m", nil, nil) }()
+	req := p.read()
+	p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, req.ID))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n > maxAnomalyLogs+2 || h.long > 1024 {
+		t.Fatalf("%d warnings logged, the longest %d bytes; want at most %d, each under 1 KiB", h.n, h.long, maxAnomalyLogs+2)
+	}
 }
