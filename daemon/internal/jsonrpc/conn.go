@@ -119,6 +119,7 @@ type Conn struct {
 	writeTimeout time.Duration
 	watcher      Watcher      // rwc, when it is one
 	anomalies    atomic.Int64 // malformed messages from the peer (anomaly)
+	replies      chan []byte  // replies to the peer's requests, for replyLoop
 
 	ctx    context.Context // handler context; cancelled when the Conn stops
 	cancel context.CancelFunc
@@ -200,9 +201,44 @@ func NewConn(rwc io.ReadWriteCloser, opts Options) *Conn {
 		done:         make(chan struct{}),
 	}
 	c.watcher, _ = rwc.(Watcher)
-	c.wg.Add(1)
+	c.replies = make(chan []byte, maxQueuedReplies)
+	c.wg.Add(2)
 	go c.readLoop()
+	go c.replyLoop()
 	return c
+}
+
+// maxQueuedReplies bounds the replies to the peer's requests waiting for
+// the write turn.
+const maxQueuedReplies = 64
+
+// replyLoop writes the replies to the peer's requests, in turn with the
+// callers' frames. The reader only queues them: waiting for the turn
+// itself, it stopped reading while a caller's large frame was being
+// written, and a peer that writes its request before it reads on (a full
+// pipe each way) held both until the write timeout killed the connection.
+func (c *Conn) replyLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case body := <-c.replies:
+			if err := c.send(c.ctx, body); err != nil {
+				c.log.Debug("jsonrpc: reply not sent", "err", err)
+			}
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// reply queues a reply for replyLoop; a peer with more requests waiting
+// than that has stopped reading its replies, and the connection stops.
+func (c *Conn) reply(body []byte) {
+	select {
+	case c.replies <- body:
+	default:
+		c.stop(fmt.Errorf("%w: the peer sends requests faster than it reads their replies", ErrBadMessage))
+	}
 }
 
 // Done is closed when the connection has stopped.
@@ -608,7 +644,5 @@ func (c *Conn) serve(m *wireMsg) {
 		c.log.Error("jsonrpc: encode reply", "method", string(clip([]byte(m.Method))), "err", merr)
 		return
 	}
-	if err := c.send(c.ctx, body); err != nil {
-		c.log.Debug("jsonrpc: reply not sent", "method", string(clip([]byte(m.Method))), "err", err)
-	}
+	c.reply(body)
 }

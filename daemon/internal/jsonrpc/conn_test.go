@@ -629,3 +629,39 @@ func TestPeerAnomaliesLogBounded(t *testing.T) {
 		t.Fatalf("%d warnings logged, the longest %d bytes; want at most %d, each under 1 KiB", h.n, h.long, maxAnomalyLogs+2)
 	}
 }
+
+// TestReplyDoesNotWaitForTheWriteTurn: a peer that sends a request and
+// more output while a caller is writing a frame to it, and reads on only
+// once its output was read, is not deadlocked: the reply to its request waits in a queue,
+// not in the reader, which reads on. Before, the reader waited for the
+// caller's turn, the caller for the peer, and the write timeout ended the
+// connection.
+func TestReplyDoesNotWaitForTheWriteTurn(t *testing.T) {
+	c, p := newPair(t, Options{WriteTimeout: 500 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { done <- c.Call(context.Background(), "big", strings.Repeat("x", 256<<10), nil) }()
+	// The caller holds the turn once its frame has begun.
+	head := make([]byte, 8)
+	if _, err := io.ReadFull(p.r, head); err != nil {
+		t.Fatal(err)
+	}
+	p.write(`{"jsonrpc":"2.0","id":"s1","method":"window/workDoneProgress/create","params":{"token":1}}`)
+	// More output before it reads on: a log line, which the reader must
+	// take while the caller's frame is still being written.
+	p.write(`{"jsonrpc":"2.0","method":"window/logMessage","params":{"type":3,"message":"busy"}}`)
+	rest, err := ReadFrame(bufio.NewReader(io.MultiReader(strings.NewReader(string(head)), p.r)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var call wireMsg
+	if err := json.Unmarshal(rest, &call); err != nil || call.Method != "big" {
+		t.Fatalf("the call's frame: %v %q", err, call.Method)
+	}
+	if reply := p.read(); string(reply.ID) != `"s1"` {
+		t.Fatalf("the reply to the peer's request: %+v", reply)
+	}
+	p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, call.ID))
+	if err := <-done; err != nil {
+		t.Fatalf("the call: %v", err)
+	}
+}
