@@ -99,12 +99,7 @@ func TestExternalCodeNeverFollowsLinks(t *testing.T) {
 // large files read each in full and threw it away), and code lines carry
 // no host path.
 func TestCodeBudgetStopsReading(t *testing.T) {
-	root := t.TempDir()
-	w := &pool.Workspace{Dir: filepath.Join(root, "tree"), Home: filepath.Join(root, "home")}
-	std := filepath.Join(root, "goroot", "src")
-	if err := os.MkdirAll(std, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	w, root, std := stdWorkspace(t)
 	line := "// " + root + " is where this daemon keeps its files\n"
 	big := strings.Repeat(line, 7<<20/len(line))
 	const files = 12
@@ -194,12 +189,7 @@ func TestCodeBudgetStopsReadingTreeFiles(t *testing.T) {
 // a 400 saying so, not "no such file"; a file that is not there is still
 // not found.
 func TestReadTooLargeIsNotMissing(t *testing.T) {
-	root := t.TempDir()
-	w := &pool.Workspace{Dir: filepath.Join(root, "tree"), Home: filepath.Join(root, "home")}
-	std := filepath.Join(root, "goroot", "src")
-	if err := os.MkdirAll(std, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	w, _, std := stdWorkspace(t)
 	if err := os.WriteFile(filepath.Join(std, "big.go"), bytes.Repeat([]byte("// x\n"), maxExternalFile/5+1), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -214,4 +204,17 @@ func TestReadTooLargeIsNotMissing(t *testing.T) {
 			t.Errorf("read %s: %v %q; want %v", tc.path, resp.GetStatus(), resp.GetMessage(), tc.want)
 		}
 	}
+}
+
+// stdWorkspace is a workspace under a temporary root, and the directory
+// of a standard library's sources beside it (root/goroot/src).
+func stdWorkspace(t *testing.T) (w *pool.Workspace, root, std string) {
+	t.Helper()
+	root = t.TempDir()
+	w = &pool.Workspace{Dir: filepath.Join(root, "tree"), Home: filepath.Join(root, "home")}
+	std = filepath.Join(root, "goroot", "src")
+	if err := os.MkdirAll(std, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return w, root, std
 }
