@@ -16,10 +16,12 @@ var CSVColumns = []string{
 }
 
 // FormulaSafe makes a text cell inert in spreadsheets: a cell starting with = + - @ TAB or CR would be
-// read as a formula, so it gets a leading single quote. Numbers the ledger formats itself (id,
-// amount_cents, http_status) are not text and are written as they are, so "-2" stays a number.
+// read as a formula, so it gets a leading single quote — also when spaces or quote characters come
+// first, which some spreadsheets trim or skip on import (" =HYPERLINK(…)", "\"=1"). Numbers the
+// ledger formats itself (id, amount_cents, http_status) are not text and are written as they are, so
+// "-2" stays a number.
 func FormulaSafe(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+	if t := strings.TrimLeft(s, " \"'"); t != "" && strings.ContainsRune("=+-@\t\r", rune(t[0])) {
 		return "'" + s
 	}
 	return s

@@ -214,6 +214,11 @@ func TestFormulaSafe(t *testing.T) {
 		"\rx":           "'\rx",
 		"a=b":           "a=b",
 		"'quoted":       "'quoted",
+		" =1":           "' =1",
+		"  +1":          "'  +1",
+		"\"=1":          "'\"=1",
+		"' @x":          "'' @x",
+		"  plain":       "  plain",
 	} {
 		if got := ledger.FormulaSafe(in); got != want {
 			t.Errorf("FormulaSafe(%q) = %q; want %q", in, got, want)
