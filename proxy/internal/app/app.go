@@ -106,17 +106,20 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 	if opts.WrapLedger != nil {
 		opLedger = opts.WrapLedger(led)
 	}
-	ops := operation.New(fg, opLedger, pool, operation.Config{
+	opCfg := operation.Config{
 		PrepareCents:      cfg.PrepareCents,
 		PrepareGrace:      cfg.PrepareGrace,
 		PrepareTimeout:    cfg.PrepareTimeout,
+		RequestTimeout:    cfg.RequestTimeout,
 		Limits:            treeLimits(cfg),
 		Owners:            cfg.ForgeOwners,
 		MaxPrepares:       cfg.MaxPrepares,
 		MaxPreparesPerOrg: cfg.MaxPreparesPerOrg,
-	}, log, reg)
+	}
+	ops := operation.New(fg, opLedger, pool, opCfg, log, reg)
 	settled := make(chan struct{})
-	go settleHolds(sweepCtx, ops, led, cfg.HoldSettleInterval, cfg.PrepareTimeout+cfg.RequestTimeout, log, settled)
+	// A hold is settled once no push of its can still be running.
+	go settleHolds(sweepCtx, ops, led, cfg.HoldSettleInterval, opCfg.PushStarted()+cfg.PrepareTimeout, log, settled)
 	defer func() { stopSweep(); <-settled }() // runs before pool.Close: it asks the daemons
 	api := httpapi.New(httpapi.Deps{
 		Verifier:        verifier,
@@ -132,7 +135,7 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 		Money:           led,
 		LedgerSettle:    cfg.LedgerSettle,
 		// A retry may take over an Idempotency-Key only once a dead attempt's hold is gone.
-		IdempotencyLease:    2*cfg.PrepareTimeout + time.Minute + cfg.RequestTimeout,
+		IdempotencyLease:    opCfg.HoldTTL(),
 		IdempotencyMaxBytes: cfg.IdempotencyMaxBytes,
 		ForgeSudoToken:      sudo,
 		ForgeJWTAudience:    cfg.ForgeJWTAudience,

@@ -2,10 +2,13 @@ package operation
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,5 +119,105 @@ func pushLost(t *testing.T, door string) {
 	}
 	if e := apierr.From(err); e.Status != http.StatusServiceUnavailable && e.Status != http.StatusBadGateway {
 		t.Fatalf("err %v (HTTP %d); want the push's own failure", err, e.Status)
+	}
+}
+
+// deletingDaemon holds one workspace; its deletion waits for release once
+// it has said so on deleting.
+type deletingDaemon struct {
+	daemonv1.UnimplementedDaemonServer
+	mu        sync.Mutex
+	prepareID string
+	deleting  chan struct{}
+	release   chan struct{}
+}
+
+func (d *deletingDaemon) Hello(context.Context, *daemonv1.HelloRequest) (*daemonv1.HelloResponse, error) {
+	return &daemonv1.HelloResponse{ProtocolVersion: uint32(daemonv1.ProtocolVersion_PROTOCOL_VERSION_CURRENT)}, nil
+}
+
+func (d *deletingDaemon) Capabilities(context.Context, *daemonv1.CapabilitiesRequest) (*daemonv1.CapabilitiesResponse, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return &daemonv1.CapabilitiesResponse{Warm: d.prepareID != "", PrepareId: d.prepareID}, nil
+}
+
+func (d *deletingDaemon) Prepare(st grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]) error {
+	var id string
+	for {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if h := m.GetHeader(); h != nil {
+			id = h.GetPrepareId()
+		}
+	}
+	d.mu.Lock()
+	d.prepareID = id
+	d.mu.Unlock()
+	return st.SendAndClose(&daemonv1.PrepareResponse{Prepared: true, PrepareId: id})
+}
+
+func (d *deletingDaemon) DeleteWorkspace(context.Context, *daemonv1.DeleteWorkspaceRequest) (*daemonv1.DeleteWorkspaceResponse, error) {
+	d.mu.Lock()
+	d.prepareID = ""
+	d.mu.Unlock()
+	d.deleting <- struct{}{}
+	<-d.release
+	return &daemonv1.DeleteWorkspaceResponse{Deleted: true}, nil
+}
+
+// TestDeleteEndsTheGraceFirst: a prepare that meets the workspace gone
+// while its deletion is still running is charged: the tenant's deletion
+// ends the revision's grace before any shard deletes (before, it ended
+// after, and a prepare in between was a free re-prepare, again and again).
+func TestDeleteEndsTheGraceFirst(t *testing.T) {
+	bg := context.Background()
+	l := creditedLedger(t, "o")
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "d.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &deletingDaemon{deleting: make(chan struct{}), release: make(chan struct{})}
+	g := grpc.NewServer()
+	daemonv1.RegisterDaemonServer(g, d)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	pool, err := daemonclient.New([]string{"unix://" + ln.Addr().String()}, daemonclient.Options{HealthInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := New(memForge{commit: "c0ffee"}, l, pool, Config{PrepareCents: 2, PrepareTimeout: 5 * time.Second, PrepareGrace: time.Hour}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	c := Caller{Org: "o", TenantKey: "t1", Subject: "s", RequestID: "r1"}
+	available := func() int64 {
+		t.Helper()
+		b, err := l.Balance(bg, "o")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.AvailableCents
+	}
+	if _, err := s.Prepare(bg, c, "app", forge.Rev{}, ""); err != nil {
+		t.Fatal(err)
+	}
+	before := available()
+	deleted := make(chan error, 1)
+	go func() { _, err := s.DeleteWorkspace(bg, c, "app", forge.Rev{}); deleted <- err }()
+	<-d.deleting
+	res, err := s.Prepare(bg, c, "app", forge.Rev{}, "")
+	close(d.release)
+	if err != nil || !res.Prepared {
+		t.Fatalf("prepare during the deletion: %+v, %v", res, err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if got := available(); got != before-2 {
+		t.Fatalf("available %d¢ after a prepare during the deletion, %d¢ before; want it charged 2¢", got, before)
 	}
 }

@@ -50,6 +50,9 @@ type Config struct {
 	PrepareCents   int64
 	PrepareGrace   time.Duration
 	PrepareTimeout time.Duration
+	// RequestTimeout is LSP_REQUEST_TIMEOUT: with PrepareTimeout it bounds
+	// how long a prepare's fetch may run (HoldTTL).
+	RequestTimeout time.Duration
 	Limits         forge.Limits
 	Owners         map[string]string // org → forge owner, when the operator maps it
 	// MaxPrepares bounds the prepares this proxy runs at once (each holds
@@ -472,6 +475,18 @@ func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key, me
 	}
 }
 
+// PushStarted bounds how long after its hold a prepare's push can still
+// begin: the fetch runs under its request's deadline, a POST /prepare's
+// being RequestTimeout plus PrepareTimeout. A hold older than this and
+// PrepareTimeout more has no push in flight (the settler's horizon).
+func (c Config) PushStarted() time.Duration { return c.RequestTimeout + c.PrepareTimeout }
+
+// HoldTTL is a hold's lifetime: past the latest a push can begin, plus the
+// push's own PrepareTimeout and a margin, so that it never expires under a
+// running push (2×PrepareTimeout alone was shorter than a POST /prepare's
+// fetch and push with a request timeout over a minute).
+func (c Config) HoldTTL() time.Duration { return c.PushStarted() + c.PrepareTimeout + time.Minute }
+
 // prepare is the leader's work: gate, fetch, push, capture or release.
 func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key, meta daemonclient.PushMeta) (*prepared, error) {
 	prepareID := newPrepareID()
@@ -479,9 +494,7 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key, m
 		PrepareID: prepareID, Org: c.Org, TenantKey: c.TenantKey, Subject: c.Subject,
 		Repo: key.Repo, Commit: key.Commit, RequestID: c.RequestID,
 		Price: s.cfg.PrepareCents, Grace: s.cfg.PrepareGrace,
-		// The hold outlives the longest prepare, so it can never expire
-		// under a running push.
-		TTL: 2*s.cfg.PrepareTimeout + time.Minute,
+		TTL: s.cfg.HoldTTL(),
 	}
 	// Detached: a cancel that lands after the hold committed but before
 	// its reply is read would leave a hold nobody releases (it expires,

@@ -254,3 +254,31 @@ func TestFollowerSharesThePreparesOwnTimeout(t *testing.T) {
 		t.Fatal("the follower neither ended nor prepared")
 	}
 }
+
+// ttlLedger records the lifetime each hold asks for.
+type ttlLedger struct {
+	*ledger.Ledger
+	ttl time.Duration
+}
+
+func (l *ttlLedger) Hold(ctx context.Context, h ledger.HoldRequest) (int64, error) {
+	l.ttl = h.TTL
+	return l.Ledger.Hold(ctx, h)
+}
+
+// A hold outlives the longest prepare: a POST /prepare's fetch runs under
+// the request's time plus a push's, then the push its own PrepareTimeout
+// (2×PrepareTimeout alone let a hold expire under a running push once the
+// request timeout was over a minute).
+func TestHoldOutlivesTheLongestPrepare(t *testing.T) {
+	l := &ttlLedger{Ledger: creditedLedger(t, "o")}
+	cfg := Config{PrepareCents: 2, PrepareTimeout: 10 * time.Minute, RequestTimeout: 5 * time.Minute}
+	s := New(goneForge{}, l, nil, cfg, slog.New(slog.DiscardHandler), nil)
+	c := Caller{Org: "o", TenantKey: "t1", Subject: "s"}
+	if _, err := s.prepare(context.Background(), c, daemonclient.Key{TenantKey: "t1", Repo: "r", Commit: "c0ffee"}, daemonclient.PushMeta{}); err == nil {
+		t.Fatal("a prepare whose fetch failed succeeded")
+	}
+	if longest := cfg.RequestTimeout + 2*cfg.PrepareTimeout; l.ttl <= longest || l.ttl != cfg.HoldTTL() {
+		t.Fatalf("hold TTL %v; want HoldTTL, over the longest prepare's %v", l.ttl, longest)
+	}
+}

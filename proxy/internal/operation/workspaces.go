@@ -67,6 +67,16 @@ func (s *Service) DeleteWorkspace(ctx context.Context, c Caller, repo string, re
 		return d, err
 	}
 	d.Commit = commit
+	// The tenant's own deletion ends the revision's re-prepare grace: its
+	// next prepare is charged (CONTRACT §5). Otherwise one charge would buy
+	// unlimited delete-and-prepare cycles. Ended first: a prepare that met
+	// the workspace gone while the deletion still asked the other shards
+	// was a free re-prepare.
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := s.ledger.EndGrace(gctx, c.Org, repo, commit); err != nil {
+		return d, ledgerError(err)
+	}
 	key := daemonclient.Key{TenantKey: c.TenantKey, Repo: repo, Commit: commit}
 	own := s.daemons.Pick(key)
 	if d.Deleted, err = own.Delete(ctx, key); err != nil {
@@ -82,14 +92,6 @@ func (s *Service) DeleteWorkspace(ctx context.Context, c Caller, repo string, re
 			continue
 		}
 		d.Deleted = d.Deleted || gone
-	}
-	// The tenant's own deletion ends the revision's re-prepare grace: its
-	// next prepare is charged (CONTRACT §5). Otherwise one charge would buy
-	// unlimited delete-and-prepare cycles.
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := s.ledger.EndGrace(gctx, c.Org, repo, commit); err != nil {
-		return d, ledgerError(err)
 	}
 	return d, nil
 }
