@@ -21,6 +21,10 @@ const ReadonlyRole = "lsp_readonly"
 // that a role the operator creates later still receives them.
 var ReadonlyViews = []string{"v_ledger_rows", "v_money_rows", "v_usage_rows", "v_usage_daily", "v_balances", "v_holds"}
 
+// ReadonlyFunctions are the functions ReadonlyRole may EXECUTE, by signature: those its views call
+// (a function in a view runs with the reader's EXECUTE right).
+var ReadonlyFunctions = []string{"lsp_usage_rollup_rows(text, timestamptz, timestamptz, text)"}
+
 // Migration is one numbered SQL file.
 type Migration struct {
 	Version int

@@ -3,9 +3,12 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Usage is kept apart from money (HIP §5): usage_rows, partitioned by UTC day, one row per operation
@@ -29,6 +32,12 @@ func (l *Ledger) EnsureUsagePartitions(ctx context.Context) error {
 // RetainUsage rolls up every ended day (once it has settled) and drops the usage partitions of days
 // older than keep whose rollup is final; it returns how many it dropped. keep ≤ 0 keeps everything
 // (days are still rolled up). It also makes the partitions ahead.
+//
+// Each step is its own short transaction: a DROP locks usage_rows until its transaction ends, and
+// held across a rollup (one transaction, before migration 011) it stopped every usage row's INSERT for
+// as long as the rollup of a day took — longer than a request's ledger bound. A drop that cannot take
+// the lock within usageDropLockTimeout (a long reader holds the table) waits for the next run rather
+// than queue every INSERT behind it.
 func (l *Ledger) RetainUsage(ctx context.Context, keep time.Duration) (int, error) {
 	if err := l.EnsureUsagePartitions(ctx); err != nil {
 		return 0, err
@@ -36,13 +45,102 @@ func (l *Ledger) RetainUsage(ctx context.Context, keep time.Duration) (int, erro
 	if keep <= 0 {
 		keep = 100 * 365 * 24 * time.Hour
 	}
-	var n int
-	err := l.pool.QueryRow(ctx, `SELECT lsp_usage_retain(make_interval(secs => $1), make_interval(secs => $2))`,
-		keep.Seconds(), DefaultUsageSettle.Seconds()).Scan(&n)
-	if err != nil {
+	var now time.Time
+	if err := l.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
 		return 0, wrap("retain usage", err)
 	}
+	parts, err := l.usagePartitions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	today := now.UTC().Truncate(24 * time.Hour)
+	settle := DefaultUsageSettle.Seconds()
+	var drop []usagePartition
+	for _, p := range parts {
+		if !p.day.Before(today) {
+			continue
+		}
+		if _, err := l.pool.Exec(ctx, `SELECT lsp_usage_rollup($1::date, make_interval(secs => $2))`, p.day, settle); err != nil {
+			return 0, wrap("roll up usage", err)
+		}
+		if !p.day.Add(24 * time.Hour).After(now.Add(-keep)) {
+			drop = append(drop, p)
+		}
+	}
+	n := 0
+	for _, p := range drop {
+		ok, err := l.dropUsagePartition(ctx, p)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
 	return n, nil
+}
+
+// usageDropLockTimeout bounds how long a partition's DROP waits for its lock on usage_rows; every
+// INSERT waits behind a DROP that waits.
+const usageDropLockTimeout = time.Second
+
+type usagePartition struct {
+	name string
+	day  time.Time // UTC midnight
+}
+
+// usagePartitions lists the partitions of usage_rows by day, oldest first.
+func (l *Ledger) usagePartitions(ctx context.Context) ([]usagePartition, error) {
+	rows, err := l.pool.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'usage_rows'::regclass ORDER BY c.relname`)
+	if err != nil {
+		return nil, wrap("usage partitions", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, wrap("usage partitions", err)
+	}
+	var out []usagePartition
+	for _, name := range names {
+		d, ok := strings.CutPrefix(name, "usage_rows_")
+		day, err := time.Parse("20060102", d)
+		if !ok || err != nil {
+			continue
+		}
+		out = append(out, usagePartition{name: name, day: day})
+	}
+	return out, nil
+}
+
+// dropUsagePartition drops p if its day's rollup is final, in a transaction of its own under
+// usageDropLockTimeout; false when it was not dropped.
+func (l *Ledger) dropUsagePartition(ctx context.Context, p usagePartition) (bool, error) {
+	tx, err := l.pool.Begin(ctx)
+	if err != nil {
+		return false, wrap("drop usage partition", err)
+	}
+	defer tx.Rollback(ctx)
+	var final bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM usage_rollup_days WHERE day = $1::date)`, p.day).Scan(&final); err != nil {
+		return false, wrap("drop usage partition", err)
+	}
+	if !final {
+		return false, nil
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", usageDropLockTimeout.Milliseconds())); err != nil {
+		return false, wrap("drop usage partition", err)
+	}
+	if _, err := tx.Exec(ctx, "DROP TABLE "+pgx.Identifier{p.name}.Sanitize()); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available
+			return false, nil // the next run drops it
+		}
+		return false, wrap("drop usage partition", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, wrap("drop usage partition", err)
+	}
+	return true, nil
 }
 
 // UsageDay is one daily rollup row: an org's requests of one repository, operation and status on one

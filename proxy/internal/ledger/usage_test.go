@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -181,4 +182,57 @@ func TestUsageRollupsAndRetention(t *testing.T) {
 	}
 	// Money rows are kept forever: the balance still reconciles.
 	mustBalance(t, l, "acme", 2, 0)
+}
+
+// Retention never holds usage_rows's lock across a rollup: with a day past the retention to drop and
+// yesterday's rollup waiting (another session's uncommitted rollup of the same day), a usage row is
+// still written. Before, one transaction dropped the old partition and then rolled up yesterday under
+// the drop's lock, and every INSERT waited for the whole rollup.
+func TestRetentionDoesNotBlockUsageRows(t *testing.T) {
+	t.Parallel()
+	l, url := open(t)
+	conn := connect(t, url)
+	if _, err := conn.Exec(ctx, `SELECT lsp_usage_partition((now() AT TIME ZONE 'UTC')::date - 3),
+		lsp_usage_partition((now() AT TIME ZONE 'UTC')::date - 1)`); err != nil {
+		t.Fatal(err)
+	}
+	// Another session's rollup of yesterday, not committed: a rollup of the same day waits for it.
+	other := connect(t, url)
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `INSERT INTO usage_rollup_days (day) VALUES ((now() AT TIME ZONE 'UTC')::date - 1)`); err != nil {
+		t.Fatal(err)
+	}
+	retained := make(chan error, 1)
+	go func() { _, err := l.RetainUsage(ctx, 24*time.Hour); retained <- err }()
+	// Retention is now at yesterday's rollup, waiting; in the old order it held the drop's lock.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%lsp_usage_r%')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("retention never waited for the other session's rollup")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := l.RecordUsage(wctx, query("acme", "c1", "")); err != nil {
+		t.Fatalf("a usage row during retention: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-retained; err != nil {
+		t.Fatal(err)
+	}
 }
