@@ -78,6 +78,9 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 	kept := make(chan struct{})
 	go keepUsage(sweepCtx, led, cfg.UsageRetention, usageInterval, log, kept)
 	defer func() { stopSweep(); <-kept }()
+	marked := make(chan struct{})
+	go markIDs(sweepCtx, led, ledger.MarkInterval, log, marked)
+	defer func() { stopSweep(); <-marked }()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

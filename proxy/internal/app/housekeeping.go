@@ -73,6 +73,30 @@ func keepUsage(ctx context.Context, led usageKeeper, keep, interval time.Duratio
 	}
 }
 
+// idMarker is the ledger's marking of its id sequence (ledger.MarkIDs).
+type idMarker interface {
+	MarkIDs(ctx context.Context) error
+}
+
+// markIDs marks the ledger's id sequence at start and every interval until
+// ctx ends, then closes done: the ledger's readers list rows up to the
+// newest mark a settle old (GET /ledger's pages, reconcile).
+func markIDs(ctx context.Context, led idMarker, interval time.Duration, log *slog.Logger, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := led.MarkIDs(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("mark ledger ids", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // holdSettler settles the holds prepares left unsettled (operation.Service).
 type holdSettler interface {
 	SettleHolds(ctx context.Context, led operation.HoldLedger, after time.Duration) (captured, released int, err error)

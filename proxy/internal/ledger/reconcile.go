@@ -292,31 +292,11 @@ func (l *Ledger) reconcileHolds(ctx context.Context, r *Reconciliation, margin t
 // reconcileRows runs the row rules over the settled ids past the watermark, one id range per
 // transaction.
 func (l *Ledger) reconcileRows(ctx context.Context, r *Reconciliation, o ReconcileOptions) error {
-	var seq string // already quoted as an identifier
-	if err := l.pool.QueryRow(ctx, `SELECT pg_get_serial_sequence('ledger_rows', 'id')`).Scan(&seq); err != nil {
+	if err := l.MarkIDs(ctx); err != nil {
 		return wrap("reconcile: rows", err)
 	}
-	// The settled bound: the sequence's value as noted by an earlier run at least Settle ago (every id
-	// up to it was drawn before then), or, on a first run, the newest row older than Settle.
-	if _, err := l.pool.Exec(ctx, `INSERT INTO reconcile_state (name, through_id, updated_at)
-		SELECT 'mark:' || to_char(clock_timestamp(), 'YYYYMMDDHH24MISSUS'), last_value, clock_timestamp()
-		  FROM `+seq+` ON CONFLICT (name) DO NOTHING`); err != nil {
-		return wrap("reconcile: rows", err)
-	}
-	var settled int64
-	err := l.pool.QueryRow(ctx, `
-		SELECT greatest(
-		    (SELECT coalesce(max(through_id), 0) FROM reconcile_state
-		      WHERE name LIKE 'mark:%' AND updated_at <= clock_timestamp() - make_interval(secs => $1)),
-		    (SELECT coalesce(max(id), 0) FROM (SELECT id FROM ledger_rows
-		      WHERE created_at < clock_timestamp() - make_interval(secs => $1)
-		      ORDER BY created_at DESC LIMIT 1) x))`, o.Settle.Seconds()).Scan(&settled)
+	settled, err := l.settledID(ctx, o.Settle)
 	if err != nil {
-		return wrap("reconcile: rows", err)
-	}
-	// Marks older than a day are no longer needed.
-	if _, err := l.pool.Exec(ctx, `DELETE FROM reconcile_state WHERE name LIKE 'mark:%' AND updated_at < now() - interval '1 day'
-		AND through_id < (SELECT max(through_id) FROM reconcile_state WHERE name LIKE 'mark:%' AND updated_at < now() - interval '1 day')`); err != nil {
 		return wrap("reconcile: rows", err)
 	}
 	var through int64

@@ -39,11 +39,16 @@ type RowFilter struct {
 	To      time.Time // zero: unbounded; exclusive
 	Model   string    // "", "prepare", "query" or "credit"
 	Repo    string    // "": any
-	// Settle leaves out rows younger than it. Usage rows are written without the account lock, so
-	// their ids do not commit in order; a row older than DefaultUsageSettle has committed or never
-	// will, so a reader that pages on the last id it saw with Settle ≥ DefaultUsageSettle never
-	// misses one. Zero lists every committed row.
+	// Settle leaves out the rows whose ids were drawn less than it ago. Usage rows are written
+	// without the account lock, so their ids do not commit in order; ids drawn more than
+	// DefaultUsageSettle ago have committed or never will, so a reader that pages on the last id it
+	// saw with Settle ≥ DefaultUsageSettle never misses one. The bound is an id (settledID: the id
+	// sequence as marked at least Settle ago), not each row's time: a row's id and its created_at
+	// are drawn apart, and under load a lower id can carry a later time, which a per-row time bound
+	// listed after the higher id, skipped for good. Zero lists every committed row.
 	Settle time.Duration
+	// settledID is Settle's bound, set by QueryRows.
+	settledID int64
 }
 
 // MaxRowsLimit bounds one page of rows.
@@ -60,6 +65,13 @@ func (l *Ledger) Rows(ctx context.Context, org string, afterID int64, limit int)
 // as model "query", 0¢), merged in id order (one sequence numbers both). Each part is one index
 // range scan: (payer_org, model, id), (payer_org, repo, id) or (payer_org, id).
 func (l *Ledger) QueryRows(ctx context.Context, f RowFilter) ([]LedgerRow, error) {
+	if f.Settle > 0 {
+		id, err := l.settledID(ctx, f.Settle)
+		if err != nil {
+			return nil, wrap("read ledger rows", err)
+		}
+		f.settledID = id
+	}
 	sql, args := rowsQuery(f)
 	rows, err := l.pool.Query(ctx, sql, args...)
 	if err != nil {
@@ -99,8 +111,7 @@ func rowsQuery(f RowFilter) (string, []any) {
 		add("x.created_at <", f.To)
 	}
 	if f.Settle > 0 {
-		args = append(args, f.Settle.Seconds())
-		common += fmt.Sprintf(" AND x.created_at < now() - make_interval(secs => $%d)", len(args))
+		add("x.id <=", f.settledID)
 	}
 	if f.Repo != "" {
 		add("x.repo =", f.Repo)

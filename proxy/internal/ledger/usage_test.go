@@ -236,3 +236,48 @@ func TestRetentionDoesNotBlockUsageRows(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A page never lists a row whose id is above one it leaves out: the bound is the id sequence as marked
+// at least Settle ago, not each row's time. Two rows whose ids and clocks were drawn in opposite orders
+// (row N's time after row N+1's, as under load) straddle the time bound: listing by time showed N+1
+// and not N, and a cursor at N+1 then skipped N for good.
+func TestPagesNeverSkipAnId(t *testing.T) {
+	t.Parallel()
+	l, url := open(t)
+	conn := connect(t, url)
+	if err := l.MarkIDs(ctx); err != nil { // the sequence before both rows
+		t.Fatal(err)
+	}
+	var n int64
+	if err := conn.QueryRow(ctx, `SELECT nextval(pg_get_serial_sequence('ledger_rows', 'id'))`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT nextval(pg_get_serial_sequence('ledger_rows', 'id'));
+		SELECT lsp_usage_partition((now() AT TIME ZONE 'UTC')::date - 1);
+		UPDATE reconcile_state SET updated_at = now() - interval '61 seconds' WHERE name LIKE 'mark:%'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.MarkIDs(ctx); err != nil { // after both: not a settle old yet
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO usage_rows (id, created_at, payer_org, op, http_status, prepared)
+		VALUES ($1, now() - interval '59.9 seconds', 'acme', 'locate', 200, false),
+		       ($1 + 1, now() - interval '61 seconds', 'acme', 'locate', 200, false)`, n); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := l.QueryRows(ctx, ledger.RowFilter{Org: "acme", Settle: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 0 {
+		t.Fatalf("listed %v before the ids were a settle old; a cursor past %d would skip %d", rows, rows[len(rows)-1].ID, n)
+	}
+	// A settle later (the newest mark's time moved back) both are listed, in id order.
+	if _, err := conn.Exec(ctx, `UPDATE reconcile_state SET updated_at = now() - interval '61 seconds' WHERE name LIKE 'mark:%'`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = l.QueryRows(ctx, ledger.RowFilter{Org: "acme", Settle: time.Minute})
+	if err != nil || len(rows) != 2 || rows[0].ID != n || rows[1].ID != n+1 {
+		t.Fatalf("a settle later: %v, %v; want ids %d and %d", rows, err, n, n+1)
+	}
+}
