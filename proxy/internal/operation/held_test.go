@@ -3,6 +3,7 @@ package operation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
 	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
 	"github.com/hanzoai/lsp/proxy/internal/forge"
+	"github.com/hanzoai/lsp/proxy/internal/ledger"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -219,5 +221,58 @@ func TestDeleteEndsTheGraceFirst(t *testing.T) {
 	}
 	if got := available(); got != before-2 {
 		t.Fatalf("available %d¢ after a prepare during the deletion, %d¢ before; want it charged 2¢", got, before)
+	}
+}
+
+// captureFailsOnce is a ledger whose first capture fails as an unreachable ledger does.
+type captureFailsOnce struct {
+	*ledger.Ledger
+	failed atomic.Bool
+}
+
+func (l *captureFailsOnce) Capture(ctx context.Context, r ledger.Row) (bool, error) {
+	if l.failed.CompareAndSwap(false, true) {
+		return false, fmt.Errorf("capture: %w", ledger.ErrUnavailable)
+	}
+	return l.Ledger.Capture(ctx, r)
+}
+
+// TestCaptureFailedAfterPublishIsCharged: a tree published under the
+// request's prepare id is charged even when its capture failed: the
+// request's result says prepared, with that id, so its answer says it was
+// charged and its own row captures the hold (before, it said prepared:
+// false and the settler charged the hold minutes later, tied to no
+// request).
+func TestCaptureFailedAfterPublishIsCharged(t *testing.T) {
+	bg := context.Background()
+	l := &captureFailsOnce{Ledger: creditedLedger(t, "o")}
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "d.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &deletingDaemon{}
+	g := grpc.NewServer()
+	daemonv1.RegisterDaemonServer(g, d)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	pool, err := daemonclient.New([]string{"unix://" + ln.Addr().String()}, daemonclient.Options{HealthInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := New(memForge{commit: "c0ffee"}, l, pool, Config{PrepareCents: 2, PrepareTimeout: 5 * time.Second}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	res, err := s.Prepare(bg, Caller{Org: "o", TenantKey: "t1", Subject: "s", RequestID: "r1"}, "app", forge.Rev{}, "")
+	if err == nil {
+		t.Fatal("a prepare whose capture failed succeeded")
+	}
+	var id, state string
+	if err := l.Pool().QueryRow(bg, `SELECT prepare_id, state FROM holds WHERE org = 'o'`).Scan(&id, &state); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Prepared || res.PrepareID != id {
+		t.Fatalf("result prepared %v, id %q; want prepared under the hold's %q", res.Prepared, res.PrepareID, id)
+	}
+	if state != "captured" {
+		t.Fatalf("the hold is %s; want it captured by the request's own row", state)
 	}
 }

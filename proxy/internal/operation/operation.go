@@ -391,11 +391,15 @@ func (s *Service) record(ctx context.Context, c Caller, req Request, res *Result
 // heldError is a leader's prepare that failed with its hold left live: the
 // push broke and the daemon could not say whether it published under the
 // prepare id (the next answer from the workspace captures it, or the hold
-// expires). The request holds funds as surely as one that prepared
-// (CONTRACT §5: a retry never takes a second hold), so its result names the
-// prepare id (heldBy). Only the leader sees it; followers get err.
+// expires), or it published and the capture failed (published). The
+// request holds funds as surely as one that prepared (CONTRACT §5: a retry
+// never takes a second hold), so its result names the prepare id, and says
+// prepared when the tree was published under it (heldBy): its row then
+// captures the hold, and its answer says it was charged. Only the leader
+// sees it; followers get err.
 type heldError struct {
 	prepareID string
+	published bool
 	err       error
 }
 
@@ -406,6 +410,7 @@ func (e *heldError) Unwrap() error { return e.err }
 func heldBy(res *Result, perr error) {
 	if he := (*heldError)(nil); errors.As(perr, &he) {
 		res.PrepareID = he.prepareID
+		res.Prepared = he.published
 	}
 }
 
@@ -561,7 +566,7 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key, m
 		if caps, ok := s.settledCapabilities(pctx, shard, key); ok {
 			if caps.GetWarm() && caps.GetPrepareId() == prepareID {
 				if _, err := s.capture(pctx, c, key, prepareID, caps.GetLanguages()); err != nil {
-					return nil, err
+					return nil, &heldError{prepareID: prepareID, published: true, err: err}
 				}
 				return &prepared{prepareID: prepareID, byUs: true, warnings: tree.Warnings}, nil
 			}
@@ -586,7 +591,10 @@ func (s *Service) prepare(ctx context.Context, c Caller, key daemonclient.Key, m
 		return &prepared{prepareID: resp.GetPrepareId(), warnings: tree.Warnings}, nil
 	}
 	if _, err := s.capture(pctx, c, key, prepareID, resp.GetLanguages()); err != nil {
-		return nil, err
+		// Published under our id: charged whatever happens (the request's
+		// own row captures the hold, or the next answer from the workspace,
+		// or the settler), so the answer says so.
+		return nil, &heldError{prepareID: prepareID, published: true, err: err}
 	}
 	return &prepared{prepareID: prepareID, byUs: true, warnings: append(tree.Warnings, resp.GetWarnings()...)}, nil
 }
