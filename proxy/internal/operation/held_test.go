@@ -80,27 +80,16 @@ func TestPushLostKeepsTheHoldNamed(t *testing.T) {
 func pushLost(t *testing.T, door string) {
 	bg := context.Background()
 	l := creditedLedger(t, "o")
-	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "d.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	d := &lostDaemon{}
 	if door != "prepare" {
 		d.asked.Store(1) // a query asks no Capabilities before its push
 	}
-	g := grpc.NewServer()
-	daemonv1.RegisterDaemonServer(g, d)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	pool, err := daemonclient.New([]string{"unix://" + ln.Addr().String()}, daemonclient.Options{HealthInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := serveDaemon(t, d)
 	s := New(memForge{commit: "c0ffee"}, l, pool, Config{PrepareCents: 2, PrepareTimeout: 5 * time.Second}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	c := Caller{Org: "o", TenantKey: "t1", Subject: "s", RequestID: "r1"}
 
 	var res *Result
+	var err error
 	if door == "prepare" {
 		res, err = s.Prepare(bg, c, "app", forge.Rev{}, "")
 	} else {
@@ -180,20 +169,8 @@ func (d *deletingDaemon) DeleteWorkspace(context.Context, *daemonv1.DeleteWorksp
 func TestDeleteEndsTheGraceFirst(t *testing.T) {
 	bg := context.Background()
 	l := creditedLedger(t, "o")
-	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "d.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	d := &deletingDaemon{deleting: make(chan struct{}), release: make(chan struct{})}
-	g := grpc.NewServer()
-	daemonv1.RegisterDaemonServer(g, d)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	pool, err := daemonclient.New([]string{"unix://" + ln.Addr().String()}, daemonclient.Options{HealthInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := serveDaemon(t, d)
 	s := New(memForge{commit: "c0ffee"}, l, pool, Config{PrepareCents: 2, PrepareTimeout: 5 * time.Second, PrepareGrace: time.Hour}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	c := Caller{Org: "o", TenantKey: "t1", Subject: "s", RequestID: "r1"}
 	available := func() int64 {
@@ -246,20 +223,8 @@ func (l *captureFailsOnce) Capture(ctx context.Context, r ledger.Row) (bool, err
 func TestCaptureFailedAfterPublishIsCharged(t *testing.T) {
 	bg := context.Background()
 	l := &captureFailsOnce{Ledger: creditedLedger(t, "o")}
-	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "d.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	d := &deletingDaemon{}
-	g := grpc.NewServer()
-	daemonv1.RegisterDaemonServer(g, d)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	pool, err := daemonclient.New([]string{"unix://" + ln.Addr().String()}, daemonclient.Options{HealthInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := serveDaemon(t, d)
 	s := New(memForge{commit: "c0ffee"}, l, pool, Config{PrepareCents: 2, PrepareTimeout: 5 * time.Second}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	res, err := s.Prepare(bg, Caller{Org: "o", TenantKey: "t1", Subject: "s", RequestID: "r1"}, "app", forge.Rev{}, "")
 	if err == nil {
@@ -275,4 +240,24 @@ func TestCaptureFailedAfterPublishIsCharged(t *testing.T) {
 	if state != "captured" {
 		t.Fatalf("the hold is %s; want it captured by the request's own row", state)
 	}
+}
+
+// serveDaemon serves d on a unix socket and returns a pool of that one
+// shard.
+func serveDaemon(t *testing.T, d daemonv1.DaemonServer) *daemonclient.Pool {
+	t.Helper()
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "d.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	daemonv1.RegisterDaemonServer(g, d)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	pool, err := daemonclient.New([]string{"unix://" + ln.Addr().String()}, daemonclient.Options{HealthInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
