@@ -231,13 +231,23 @@ func (c *Conn) replyLoop() {
 	}
 }
 
-// reply queues a reply for replyLoop; a peer with more requests waiting
-// than that has stopped reading its replies, and the connection stops.
+// reply queues a reply for replyLoop. With the queue full (a caller's
+// long write holds the turn while the peer sends many requests) the reader
+// waits for room, at most the write timeout: past it the replies are not
+// being written, and the connection stops.
 func (c *Conn) reply(body []byte) {
 	select {
 	case c.replies <- body:
+		return
 	default:
-		c.stop(fmt.Errorf("%w: the peer sends requests faster than it reads their replies", ErrBadMessage))
+	}
+	t := time.NewTimer(c.writeTimeout)
+	defer t.Stop()
+	select {
+	case c.replies <- body:
+	case <-c.done:
+	case <-t.C:
+		c.stop(fmt.Errorf("%w: replies to the peer's requests were not written within %v", ErrBadMessage, c.writeTimeout))
 	}
 }
 

@@ -665,3 +665,49 @@ func TestReplyDoesNotWaitForTheWriteTurn(t *testing.T) {
 		t.Fatalf("the call: %v", err)
 	}
 }
+
+// TestManyRequestsDuringALongWrite: a peer that sends more requests than
+// the reply queue holds while a caller's long frame is being written (it
+// reads that frame, slowly, on its own) keeps its connection: the reader
+// waits for room in the queue rather than stop it.
+func TestManyRequestsDuringALongWrite(t *testing.T) {
+	c, p := newPair(t, Options{WriteTimeout: 5 * time.Second})
+	const requests = 3 * maxQueuedReplies
+	done := make(chan error, 1)
+	go func() { done <- c.Call(context.Background(), "big", strings.Repeat("x", 256<<10), nil) }()
+	head := make([]byte, 8) // the caller holds the turn once its frame has begun
+	if _, err := io.ReadFull(p.r, head); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	var callID json.RawMessage
+	go func() {
+		// The peer's reader, on its own: the rest of the call's frame, then
+		// every reply.
+		time.Sleep(50 * time.Millisecond)
+		r := bufio.NewReader(io.MultiReader(strings.NewReader(string(head)), p.r))
+		for n := 0; n <= requests; n++ {
+			body, err := ReadFrame(r, 0)
+			if err != nil {
+				read <- err
+				return
+			}
+			var m wireMsg
+			_ = json.Unmarshal(body, &m)
+			if m.Method == "big" {
+				callID = m.ID
+			}
+		}
+		read <- nil
+	}()
+	for i := range requests {
+		p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":"s%d","method":"window/workDoneProgress/create","params":{"token":%d}}`, i, i))
+	}
+	if err := <-read; err != nil {
+		t.Fatalf("the peer's reads: %v", err)
+	}
+	p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, callID))
+	if err := <-done; err != nil {
+		t.Fatalf("the call: %v", err)
+	}
+}

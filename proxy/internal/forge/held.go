@@ -37,19 +37,24 @@ type heldDownload struct {
 // (each fetch still asks the forge, as its caller, first). There is one per
 // process (held), so that maxHeld bounds the process's disk.
 type heldDownloads struct {
-	mu   sync.Mutex
-	list []*heldDownload // oldest first
+	mu     sync.Mutex
+	list   []*heldDownload // oldest first
+	closed bool            // ReleaseHeld ran: nothing more is held
 }
 
 var held heldDownloads
 
 // ReleaseHeld removes every proof's download still waiting for its fetch;
 // the proxy calls it as it stops, so that none outlives the process.
-func ReleaseHeld() {
-	held.mu.Lock()
-	list := held.list
-	held.list = nil
-	held.mu.Unlock()
+func ReleaseHeld() { held.release() }
+
+// release removes every download held, and any put after it at once.
+func (h *heldDownloads) release() {
+	h.mu.Lock()
+	list := h.list
+	h.list = nil
+	h.closed = true
+	h.mu.Unlock()
 	for _, d := range list {
 		d.timer.Stop()
 		os.RemoveAll(d.home)
@@ -66,8 +71,13 @@ func heldKey(auth, repoURL, commit string) string {
 // download held when there is no room.
 func (h *heldDownloads) put(key, home, dir string) {
 	d := &heldDownload{key: key, home: home, dir: dir}
-	d.timer = time.AfterFunc(heldTTL, func() { h.remove(d) })
 	h.mu.Lock()
+	if h.closed {
+		// The proxy is stopping: a proof that ends now holds nothing.
+		h.mu.Unlock()
+		os.RemoveAll(home)
+		return
+	}
 	var gone []*heldDownload
 	if old := h.takeLocked(key); old != nil {
 		gone = append(gone, old)
@@ -77,6 +87,8 @@ func (h *heldDownloads) put(key, home, dir string) {
 		h.list = h.list[1:]
 	}
 	h.list = append(h.list, d)
+	// Armed once listed: firing before, it would find nothing to remove.
+	d.timer = time.AfterFunc(heldTTL, func() { h.remove(d) })
 	h.mu.Unlock()
 	for _, old := range gone {
 		old.timer.Stop()

@@ -11,7 +11,7 @@ import (
 // removed first, one per key, each removed from the disk when its time is
 // up unless a fetch took it.
 func TestHeldDownloadsBounded(t *testing.T) {
-	defer ReleaseHeld()
+	var held heldDownloads // the test's own, not the process's
 	home := func() string {
 		d, err := os.MkdirTemp(t.TempDir(), "held-")
 		if err != nil {
@@ -51,5 +51,15 @@ func TestHeldDownloadsBounded(t *testing.T) {
 	}
 	if held.take("d") != nil {
 		t.Fatal("an expired download was still held")
+	}
+
+	// Released (the proxy stops): what is held goes, and so does what a
+	// proof still running puts afterwards.
+	e, f := home(), home()
+	held.put("e", e, filepath.Join(e, "x"))
+	held.release()
+	held.put("f", f, filepath.Join(f, "x"))
+	if exists(e) || exists(f) || held.take("f") != nil {
+		t.Fatalf("after release: e %v, f %v; want both gone, nothing held", exists(e), exists(f))
 	}
 }

@@ -783,6 +783,16 @@ func TestReadonlyRole(t *testing.T) {
 	if _, err := tx.Exec(ctx, "SET LOCAL ROLE lsp_readonly"); err != nil {
 		t.Fatal(err)
 	}
+	// The function v_usage_daily calls runs with its owner's rights, so its search path is fixed,
+	// pg_temp last: unlisted, pg_temp is searched first, and a reader's temporary usage_rows would be
+	// the one read.
+	var config []string
+	if err := conn.QueryRow(ctx, "SELECT proconfig FROM pg_proc WHERE proname = 'lsp_usage_rollup_rows'").Scan(&config); err != nil {
+		t.Fatal(err)
+	}
+	if len(config) != 1 || !strings.HasPrefix(config[0], "search_path=") || !strings.HasSuffix(config[0], ", pg_catalog, pg_temp") {
+		t.Errorf("lsp_usage_rollup_rows's settings %q; want its schema, pg_catalog, then pg_temp", config)
+	}
 	// Every documented view, v_usage_daily among them (its live part is a function, which ran with
 	// the reader's rights and so could not read usage_rows).
 	for _, v := range migrations.ReadonlyViews {

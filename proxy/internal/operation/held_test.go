@@ -261,3 +261,52 @@ func serveDaemon(t *testing.T, d daemonv1.DaemonServer) *daemonclient.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// releasedForge signals each fetch, waits for release, and hands out a
+// one-file tree.
+type releasedForge struct {
+	memForge
+	entered chan string
+	release chan struct{}
+}
+
+func (f releasedForge) Fetch(ctx context.Context, cred forge.Credential, owner, repo, commit string, lim forge.Limits) (*forge.Tree, error) {
+	f.entered <- commit
+	<-f.release
+	return f.memForge.Fetch(ctx, cred, owner, repo, commit, lim)
+}
+
+// A follower of a leader whose client left after its push began, the push
+// then lost with its hold live, does not prepare again: the push started,
+// so trying again would hold the org's funds a second time.
+func TestFollowerSharesALostPush(t *testing.T) {
+	l := creditedLedger(t, "o")
+	f := releasedForge{memForge: memForge{commit: "c1"}, entered: make(chan string, 4), release: make(chan struct{})}
+	d := &lostDaemon{}
+	d.asked.Store(1) // no Capabilities before the push here: every one fails
+	s := New(f, l, serveDaemon(t, d), Config{PrepareCents: 2, PrepareTimeout: 5 * time.Second, MaxPrepares: 4, MaxPreparesPerOrg: 2}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	key := daemonclient.Key{TenantKey: "t1", Repo: "r", Commit: "c1"}
+	leaderCtx, leave := context.WithCancel(context.Background())
+	followerCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leaderDone, followerDone := leadAndFollow(leaderCtx, followerCtx, s, key, f.entered)
+	leave() // the leader's client goes; its fetch then returns, and its push runs detached
+	close(f.release)
+	if err := <-leaderDone; err == nil {
+		t.Fatal("the leader's lost push succeeded")
+	}
+	select {
+	case err := <-followerDone:
+		if err == nil {
+			t.Fatal("the follower's prepare succeeded")
+		}
+	case <-f.entered:
+		t.Fatal("the follower prepared again after the leader's push was lost with its hold live")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the follower neither ended nor prepared")
+	}
+	var holds int
+	if err := l.Pool().QueryRow(context.Background(), `SELECT count(*) FROM holds WHERE org = 'o'`).Scan(&holds); err != nil || holds != 1 {
+		t.Fatalf("%d holds, %v; want the leader's one", holds, err)
+	}
+}

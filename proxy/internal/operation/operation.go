@@ -460,12 +460,13 @@ func (s *Service) ensure(ctx context.Context, c Caller, key daemonclient.Key, me
 				return nil, ctx.Err()
 			}
 		}
-		if f.err != nil && !leader && f.leaderGone && ctx.Err() == nil {
+		if he := (*heldError)(nil); f.err != nil && !leader && f.leaderGone && ctx.Err() == nil && !errors.As(f.err, &he) {
 			// The leader's client went away, or its time ran out, before
 			// the push: neither is ours. Try again, possibly as the new
 			// leader. (A prepare's own timeouts — the push's, the hold's —
 			// fail every follower alike: trying again would hold funds
-			// again for the same failure.)
+			// again for the same failure; so does a push that started and
+			// left its hold live, heldError.)
 			continue
 		}
 		if he := (*heldError)(nil); f.err != nil && !leader && errors.As(f.err, &he) {
