@@ -54,7 +54,7 @@ type Config struct {
 	PrepareCents   int64         // LSP_PREPARE_CENTS
 	PrepareGrace   time.Duration // LSP_PREPARE_GRACE
 	UsageRetention time.Duration // LSP_USAGE_RETENTION: usage rows kept (whole days; rollups forever)
-	LedgerSettle   time.Duration // LSP_LEDGER_SETTLE: GET /ledger lists rows this old and older
+	LedgerSettle   time.Duration // LSP_LEDGER_SETTLE: GET /ledger lists rows whose ids are this old (DefaultLedgerSettle)
 	// IdempotencyMaxBytes (LSP_IDEMPOTENCY_MAX_BYTES) bounds the bytes
 	// one org's Idempotency-Keys hold: each answered key's row, its stored
 	// answer among them (0: no bound).
@@ -129,6 +129,14 @@ const DefaultJWTMaxTTL = 24 * time.Hour
 // a load generator for the forge.
 const DefaultRateLimit = 20
 
+// DefaultLedgerSettle is LSP_LEDGER_SETTLE unless set: a minute (every
+// writer's statement is bounded well below it), and at least the request
+// timeout plus 30 s, so that a prepare row is listed only once the request
+// that prepared has written the row its HTTP status comes from.
+func DefaultLedgerSettle(requestTimeout time.Duration) time.Duration {
+	return max(time.Minute, requestTimeout+30*time.Second)
+}
+
 // DefaultMaxInFlightPerOrg is one org's operation requests in flight per
 // proxy unless LSP_MAX_INFLIGHT_PER_ORG says otherwise (0 turns it off):
 // far above what an agent's or an editor's concurrency needs, a fraction
@@ -176,7 +184,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		PrepareCents:        p.int("LSP_PREPARE_CENTS", 2),
 		PrepareGrace:        p.duration("LSP_PREPARE_GRACE", 24*time.Hour),
 		UsageRetention:      p.duration("LSP_USAGE_RETENTION", 90*24*time.Hour),
-		LedgerSettle:        p.duration("LSP_LEDGER_SETTLE", time.Minute),
+		LedgerSettle:        p.duration("LSP_LEDGER_SETTLE", 0), // unset: see below
 		HoldSettleInterval:  p.duration("LSP_HOLD_SETTLE_INTERVAL", time.Minute),
 		IdempotencyMaxBytes: p.int("LSP_IDEMPOTENCY_MAX_BYTES", 1<<30),
 		RequestTimeout:      p.duration("LSP_REQUEST_TIMEOUT", 60*time.Second),
@@ -218,6 +226,14 @@ func Load(getenv func(string) string) (*Config, error) {
 
 		MCPAllowedOrigins: p.list("LSP_MCP_ALLOWED_ORIGINS", nil),
 		PublicURL:         strings.TrimSuffix(p.str("LSP_PUBLIC_URL", ""), "/"),
+	}
+	if p.getenv("LSP_LEDGER_SETTLE") == "" {
+		// A prepare row shows the HTTP status of the request that prepared,
+		// from that request's usage row, written when it answers: up to a
+		// request's time (and its row's 10 s) after the capture. A page
+		// that listed the prepare row sooner would show it without its
+		// status, and with it later.
+		c.LedgerSettle = DefaultLedgerSettle(c.RequestTimeout)
 	}
 	// A "not found" is never kept longer than an answer.
 	c.ForgeNegativeCacheTTL = min(c.ForgeNegativeCacheTTL, c.ForgeCacheTTL)
@@ -341,6 +357,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxPrepares < 1 {
 		bad("LSP_MAX_PREPARES must be at least 1")
+	}
+	if c.LedgerSettle < 0 {
+		bad("LSP_LEDGER_SETTLE must not be negative")
 	}
 	if c.MaxInFlightPerOrg < 0 {
 		bad("LSP_MAX_INFLIGHT_PER_ORG must not be negative")

@@ -37,6 +37,25 @@ func TestDefaults(t *testing.T) {
 	if c.ForgeNegativeCacheTTL != 5*time.Second {
 		t.Errorf("ForgeNegativeCacheTTL = %v; want 5s", c.ForgeNegativeCacheTTL)
 	}
+	// The ledger's settle covers a request's time after a capture (its prepare row's status comes
+	// from the request's own row), a minute at least; an explicit value, 0 among them, is kept.
+	for _, tc := range []struct {
+		env  map[string]string
+		want time.Duration
+	}{
+		{map[string]string{}, 90 * time.Second},
+		{map[string]string{"LSP_REQUEST_TIMEOUT": "10s"}, time.Minute},
+		{map[string]string{"LSP_REQUEST_TIMEOUT": "5m"}, 5*time.Minute + 30*time.Second},
+		{map[string]string{"LSP_LEDGER_SETTLE": "0"}, 0},
+		{map[string]string{"LSP_LEDGER_SETTLE": "2m"}, 2 * time.Minute},
+	} {
+		if c, err := load(tc.env); err != nil || c.LedgerSettle != tc.want {
+			t.Errorf("%v: LedgerSettle %v, %v; want %v", tc.env, c.LedgerSettle, err, tc.want)
+		}
+	}
+	if _, err := load(map[string]string{"LSP_LEDGER_SETTLE": "-1m"}); err == nil {
+		t.Error("a negative LSP_LEDGER_SETTLE was accepted")
+	}
 	if c.MaxPreparesPerOrg != 2 || c.ForgeHistoryProofsPerMinute != 6 {
 		t.Errorf("MaxPreparesPerOrg = %d, ForgeHistoryProofsPerMinute = %d; want a quarter of 8, and 6", c.MaxPreparesPerOrg, c.ForgeHistoryProofsPerMinute)
 	}
