@@ -26,10 +26,21 @@ func isNull(raw json.RawMessage) bool {
 // once per level. raw must be valid JSON (checked: errShape otherwise).
 func eachElement(raw json.RawMessage, max int, fn func(json.RawMessage) bool) (truncated bool, err error) {
 	raw = bytes.TrimSpace(raw)
+	if !isNull(raw) && !json.Valid(raw) {
+		return false, errShape
+	}
+	return eachValid(raw, max, fn)
+}
+
+// eachValid is eachElement over raw already known to be valid JSON (an
+// element of an array eachElement checked): checked again at every level
+// of a nested answer, the checks cost its size once per level.
+func eachValid(raw json.RawMessage, max int, fn func(json.RawMessage) bool) (truncated bool, err error) {
+	raw = bytes.TrimSpace(raw)
 	if isNull(raw) {
 		return false, nil
 	}
-	if raw[0] != '[' || !json.Valid(raw) {
+	if raw[0] != '[' {
 		return false, errShape
 	}
 	i := skipSpace(raw, 1)
@@ -381,7 +392,6 @@ func decodeDiagnostics(raw json.RawMessage, max int, lim Limits) (List[Diagnosti
 	return out, err
 }
 
-// wireSymbol accepts DocumentSymbol, SymbolInformation and WorkspaceSymbol.
 // rawView is json.RawMessage without its copy: the value's bytes as a
 // view of the bytes being decoded, for json.Unmarshal of bytes the caller
 // keeps unchanged (never a Decoder's buffer). A symbol's children, copied
@@ -393,6 +403,7 @@ func (v *rawView) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// wireSymbol accepts DocumentSymbol, SymbolInformation and WorkspaceSymbol.
 type wireSymbol struct {
 	Name           string     `json:"name"`
 	Detail         string     `json:"detail"`
@@ -419,7 +430,11 @@ func decodeSymbols(raw json.RawMessage, doc DocumentURI, lim Limits) (List[Symbo
 	var out List[Symbol]
 	var walk func(raw json.RawMessage, container string, depth int) (bool, error)
 	walk = func(raw json.RawMessage, container string, depth int) (bool, error) {
-		return eachElement(raw, lim.MaxItems, func(e json.RawMessage) bool {
+		each := eachElement
+		if depth > 0 {
+			each = eachValid // children of an element the top level checked
+		}
+		return each(raw, lim.MaxItems, func(e json.RawMessage) bool {
 			if len(out.Items) >= lim.MaxItems {
 				out.Truncated = true
 				return false

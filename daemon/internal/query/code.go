@@ -32,7 +32,7 @@ const (
 )
 
 // errNoSource is returned for a location whose file cannot be read, and
-// errSourceTooLarge for one over the bound of a file read.
+// errSourceTooLarge for an external file over maxExternalFile.
 var (
 	errNoSource       = errors.New("no source for this location")
 	errSourceTooLarge = errors.New("the file is larger than the daemon reads")
@@ -93,9 +93,10 @@ func (cd *coder) file(module, path string) (*source, error) {
 		var d *pool.Document
 		if d, err = cd.w.Document(path, limit); err == nil {
 			text = d.Text
-		} else if errors.Is(err, pool.ErrDocumentTooLarge) {
-			tooLarge = limit == cd.r.MaxDocument
-			cd.cut = cd.cut || limit == budget
+		} else if errors.Is(err, pool.ErrDocumentTooLarge) && limit == budget {
+			// (Over MaxDocument itself: read refuses it before, with
+			// readDocument's answer.)
+			cd.cut = true
 		}
 	} else {
 		limit := min(maxExternalFile, maxSourceBytes-cd.read)

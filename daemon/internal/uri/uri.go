@@ -104,7 +104,10 @@ func parseFileURI(raw string) (string, error) {
 		return "", ErrRefused
 	}
 	p := u.Path
-	if p == "" || !strings.HasPrefix(p, "/") || !utf8.ValidString(p) || strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
+	// Decoded escapes must still be UTF-8 (a module path's case decoding
+	// would turn what is not into U+FFFD); control characters are Map's
+	// tree path rule.
+	if p == "" || !strings.HasPrefix(p, "/") || !utf8.ValidString(p) || strings.ContainsRune(p, 0) || strings.Contains(p, "\\") {
 		return "", ErrRefused
 	}
 	// An escaped '/' or any '..' would let a URI name one thing and mean

@@ -79,7 +79,7 @@ func (h *heldDownloads) put(key, home, dir string) {
 		return
 	}
 	var gone []*heldDownload
-	if old := h.takeLocked(key); old != nil {
+	if old := h.unlistLocked(func(d *heldDownload) bool { return d.key == key }); old != nil {
 		gone = append(gone, old)
 	}
 	for len(h.list) >= maxHeld {
@@ -100,7 +100,7 @@ func (h *heldDownloads) put(key, home, dir string) {
 // nil.
 func (h *heldDownloads) take(key string) *heldDownload {
 	h.mu.Lock()
-	d := h.takeLocked(key)
+	d := h.unlistLocked(func(d *heldDownload) bool { return d.key == key })
 	h.mu.Unlock()
 	if d != nil {
 		d.timer.Stop()
@@ -111,23 +111,18 @@ func (h *heldDownloads) take(key string) *heldDownload {
 // remove removes d's download if it is still held (its time is up).
 func (h *heldDownloads) remove(d *heldDownload) {
 	h.mu.Lock()
-	held := false
-	for i, e := range h.list {
-		if e == d {
-			h.list = append(h.list[:i], h.list[i+1:]...)
-			held = true
-			break
-		}
-	}
+	listed := h.unlistLocked(func(e *heldDownload) bool { return e == d }) != nil
 	h.mu.Unlock()
-	if held {
+	if listed {
 		os.RemoveAll(d.home)
 	}
 }
 
-func (h *heldDownloads) takeLocked(key string) *heldDownload {
+// unlistLocked takes the first download match accepts off the list; h.mu
+// is held.
+func (h *heldDownloads) unlistLocked(match func(*heldDownload) bool) *heldDownload {
 	for i, d := range h.list {
-		if d.key == key {
+		if match(d) {
 			h.list = append(h.list[:i], h.list[i+1:]...)
 			return d
 		}

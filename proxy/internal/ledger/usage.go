@@ -23,46 +23,6 @@ const usagePartitionsAhead = 3
 // contexts). Readers that page on the id and reconcile's watermark stay behind it.
 const DefaultUsageSettle = time.Minute
 
-// MarkIDs notes the id sequence's value now (a mark in reconcile_state): every id up to it has been
-// drawn, so once a settle has passed since, every row up to it has committed or never will (settledID).
-// Housekeeping marks every MarkInterval; marks older than a day go, but for the newest of them.
-func (l *Ledger) MarkIDs(ctx context.Context) error {
-	var seq string // already quoted as an identifier
-	if err := l.pool.QueryRow(ctx, `SELECT pg_get_serial_sequence('ledger_rows', 'id')`).Scan(&seq); err != nil {
-		return wrap("mark ids", err)
-	}
-	if _, err := l.pool.Exec(ctx, `INSERT INTO reconcile_state (name, through_id, updated_at)
-		SELECT 'mark:' || to_char(clock_timestamp(), 'YYYYMMDDHH24MISSUS'),
-		       CASE WHEN is_called THEN last_value ELSE last_value - 1 END, clock_timestamp()
-		  FROM `+seq+` ON CONFLICT (name) DO NOTHING`); err != nil { // (a sequence never drawn from shows its start)
-		return wrap("mark ids", err)
-	}
-	_, err := l.pool.Exec(ctx, `DELETE FROM reconcile_state WHERE name LIKE 'mark:%' AND updated_at < now() - interval '1 day'
-		AND through_id < (SELECT max(through_id) FROM reconcile_state WHERE name LIKE 'mark:%' AND updated_at < now() - interval '1 day')`)
-	return wrap("mark ids", err)
-}
-
-// MarkInterval is how often housekeeping marks the id sequence (MarkIDs): how far behind its settle a
-// reader that pages on the id may lag.
-const MarkInterval = 10 * time.Second
-
-// settledID is the highest id below which every row has committed or never will, settle being longer
-// than any writer's statement: the newest mark at least settle old. Without one (a new database's first
-// minute) it is the newest row older than settle, which a row whose id was drawn before another's but
-// whose clock was read after it (milliseconds apart, under load) can pass.
-func (l *Ledger) settledID(ctx context.Context, settle time.Duration) (int64, error) {
-	var id int64
-	err := l.pool.QueryRow(ctx, `
-		SELECT coalesce(
-		    (SELECT max(through_id) FROM reconcile_state
-		      WHERE name LIKE 'mark:%' AND updated_at <= clock_timestamp() - make_interval(secs => $1)),
-		    (SELECT max(id) FROM (SELECT id FROM ledger_rows
-		      WHERE created_at < clock_timestamp() - make_interval(secs => $1)
-		      ORDER BY created_at DESC LIMIT 1) x),
-		    0)`, settle.Seconds()).Scan(&id)
-	return id, wrap("settled id", err)
-}
-
 // EnsureUsagePartitions makes the usage partitions of yesterday, today and the next days.
 func (l *Ledger) EnsureUsagePartitions(ctx context.Context) error {
 	_, err := l.pool.Exec(ctx, `SELECT lsp_usage_partitions($1)`, usagePartitionsAhead)
