@@ -292,19 +292,7 @@ func TestFollowerSharesALostPush(t *testing.T) {
 	leaderDone, followerDone := leadAndFollow(leaderCtx, followerCtx, s, key, f.entered)
 	leave() // the leader's client goes; its fetch then returns, and its push runs detached
 	close(f.release)
-	if err := <-leaderDone; err == nil {
-		t.Fatal("the leader's lost push succeeded")
-	}
-	select {
-	case err := <-followerDone:
-		if err == nil {
-			t.Fatal("the follower's prepare succeeded")
-		}
-	case <-f.entered:
-		t.Fatal("the follower prepared again after the leader's push was lost with its hold live")
-	case <-time.After(30 * time.Second):
-		t.Fatal("the follower neither ended nor prepared")
-	}
+	bothFail(t, leaderDone, followerDone, f.entered, "the leader's push was lost with its hold live")
 	var holds int
 	if err := l.Pool().QueryRow(context.Background(), `SELECT count(*) FROM holds WHERE org = 'o'`).Scan(&holds); err != nil || holds != 1 {
 		t.Fatalf("%d holds, %v; want the leader's one", holds, err)

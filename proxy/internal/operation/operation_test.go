@@ -240,6 +240,13 @@ func TestFollowerSharesThePreparesOwnTimeout(t *testing.T) {
 	defer cancel()
 	leaderDone, followerDone := leadAndFollow(ctx, ctx, s, key, f.entered)
 	close(f.release)
+	bothFail(t, leaderDone, followerDone, f.entered, "the prepare's own timeout")
+}
+
+// bothFail: the leader's prepare fails, and its follower fails with it
+// rather than prepare again (entered: a fetch began) after what.
+func bothFail(t *testing.T, leaderDone, followerDone <-chan error, entered <-chan string, what string) {
+	t.Helper()
 	if err := <-leaderDone; err == nil {
 		t.Fatal("the leader's prepare succeeded")
 	}
@@ -248,8 +255,8 @@ func TestFollowerSharesThePreparesOwnTimeout(t *testing.T) {
 		if err == nil {
 			t.Fatal("the follower's prepare succeeded")
 		}
-	case <-f.entered:
-		t.Fatal("the follower prepared again after the prepare's own timeout")
+	case <-entered:
+		t.Fatalf("the follower prepared again after %s", what)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the follower neither ended nor prepared")
 	}
