@@ -102,7 +102,9 @@ func scanC(root string) (sources []string, builds []buildFile, modules []string,
 		}
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			if rel != "." && (strings.HasPrefix(d.Name(), ".") || strings.Count(rel, "/") >= maxCDepth) {
+			// node_modules: the npm packages installed there are no
+			// sources of the repository's (a node addon's headers).
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || rel == "node_modules" || strings.Count(rel, "/") >= maxCDepth) {
 				return filepath.SkipDir
 			}
 			return nil

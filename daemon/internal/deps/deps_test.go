@@ -55,8 +55,8 @@ func countingMirror(t *testing.T, dir string) (*url.URL, *atomic.Int64) {
 // repo writes a repository tree and returns a workspace over it.
 func repo(t *testing.T, files map[string]string) runtime.Workspace {
 	t.Helper()
-	// The store's layout: the tree is <commit>/tree, and npm packages go
-	// to <commit>/node_modules beside it.
+	// The store's layout: the tree is <commit>/tree, npm packages go to
+	// its node_modules, the phase's indexes beside it.
 	// Canonical paths: servers report files by their real path.
 	base, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {

@@ -2,7 +2,8 @@
 // verified and before it is published (so before any language server
 // starts on it; see pool.Prepare), the daemon itself puts
 // what the repository's lockfiles pin where its servers find it (Go
-// modules in the workspace's private home, npm packages beside its tree),
+// modules in the workspace's private home, npm packages in its tree's
+// node_modules),
 // reaching only the operator's mirror and running no repository code.
 // Serving stays offline (GOPROXY=off): a server finds exactly what this
 // phase wrote, or nothing.
@@ -77,11 +78,14 @@
 // lockfile's sha512 before any is unpacked, and extracted by
 // extractTarball (regular files and directories only, read-only; links,
 // devices, climbing or absolute paths, a file where a directory is (a file repeated keeps its later copy, as npm has it) and anything over the
-// depth, count or size bounds refuse the tarball). The tree is immutable
-// once published, so packages go beside it, into runtime.NodeModules
-// (<commit>/node_modules), where module resolution walking up from the
-// tree's files finds them, in the lockfile's nested layout; they appear by
-// one rename of a staging directory. Bundled packages come inside their
+// depth, count or size bounds refuse the tarball). Packages go where `npm
+// ci` puts them on a checkout, runtime.NodeModules (<commit>/tree/
+// node_modules), so that module resolution and a tsconfig naming
+// ./node_modules (extends, typeRoots, paths) find them, in the lockfile's
+// nested layout; staged beside the tree, they appear by one rename into
+// it — the one entry the phase adds to an otherwise immutable tree. A
+// repository with a node_modules of its own keeps it, and nothing is
+// installed (a warning says so). Bundled packages come inside their
 // parent, optional packages for another platform are skipped, and dev
 // dependencies are installed (types live there). Each package unpacked
 // from verified bytes is also kept in the repository's cache directory
@@ -126,7 +130,7 @@
 // patch is named in a warning; git, file, link, portal and URL
 // resolutions are left out. Every nodeLinker gets the hoisted
 // node_modules: Plug'n'Play writes none, but the pinned tsserver does not
-// read .pnp.cjs, so node_modules beside the tree is how it finds the same
+// read .pnp.cjs, so the tree's node_modules is how it finds the same
 // packages; an unknown linker refuses the lockfile.
 //
 // Every problem is a warning for the prepare answer, never a failure of the

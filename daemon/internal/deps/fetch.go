@@ -154,7 +154,7 @@ func (f *Fetcher) Fetch(ctx context.Context, ws runtime.Workspace) []string {
 	left := &atomic.Int64{}
 	left.Store(f.cfg.MaxBytes)
 	// The npm install and the Go module fetch share nothing but the
-	// budget (atomic) and the warnings (locked): npm writes the home's
+	// budget (atomic) and the warnings (locked): npm writes the tree's
 	// node_modules, Go a module cache staged beside the tree. They run
 	// side by side, so the phase takes the longer of the two, not the sum.
 	var wg sync.WaitGroup

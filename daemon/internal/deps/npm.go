@@ -55,7 +55,9 @@ type lockPackage struct {
 }
 
 // installNPM reads the tree's root lockfile (chooseLockfile says which)
-// and, when it holds, installs its packages beside the tree.
+// and, when it holds, installs its packages into the tree's node_modules —
+// unless the repository has a node_modules of its own, which stays as
+// committed (a tree is never changed) and is named in a warning.
 func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *atomic.Int64, w *warnings) {
 	var pkgs map[string]lockPackage
 	defer func() { nestedLockfiles(ws.Root, pkgs, w) }()
@@ -64,6 +66,10 @@ func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *at
 		if declaresDeps(pkgJSON) {
 			w.add("package.json has no lockfile (package-lock.json, pnpm-lock.yaml or yarn.lock); its npm dependencies were not installed (answers about the repository's own code still work)")
 		}
+		return
+	}
+	if ownNodeModules(ws) {
+		w.add("the repository has a node_modules of its own; it is served as committed and %s's packages were not installed", name)
 		return
 	}
 	data, err := readRegular(filepath.Join(ws.Root, name), maxLockfile)
@@ -105,7 +111,18 @@ func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *at
 		w.add("%s is not read yet; npm packages were not installed", name)
 		return
 	}
-	f.install(ctx, runtime.NodeModules(ws), ws.Cache, pkgs, left, w)
+	f.install(ctx, ws, pkgs, left, w)
+}
+
+// ownNodeModules says the tree's node_modules is the repository's own:
+// there, and not what an earlier prepare of the tree installed (whose
+// index is beside the tree).
+func ownNodeModules(ws runtime.Workspace) bool {
+	if _, err := os.Lstat(runtime.NodeModules(ws)); err != nil {
+		return false
+	}
+	_, err := os.Lstat(npmIndex(ws))
+	return err != nil
 }
 
 // maxNestedLockfiles bounds the nested lockfiles named one by one.

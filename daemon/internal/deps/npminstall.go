@@ -17,12 +17,17 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hanzoai/lsp/daemon/internal/runtime"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
 // indexFile lists what an install put in node_modules, for NPMExternals.
-// A dot name: node's resolution never takes it for a package.
+// It lives beside the tree (npmIndex), where no server sees it and no
+// repository file can pose as it.
 const indexFile = ".lsp-packages.json"
+
+// npmIndex is ws's install index, beside its tree.
+func npmIndex(ws runtime.Workspace) string { return filepath.Join(filepath.Dir(ws.Root), indexFile) }
 
 // maxIndex bounds the index NPMExternals reads.
 const maxIndex = 8 << 20
@@ -162,16 +167,17 @@ func npmArch() string {
 	return goruntime.GOARCH
 }
 
-// install puts the lockfile's packages into dst (the workspace's
-// node_modules beside its tree). pkgs is in package-lock.json's shape,
-// which every lockfile parser produces: keys node_modules/…, workspace
-// packages as link entries to their in-repo directory plus their own
-// entries and nested packages (see hoistWorkspaces). Each tarball comes
-// only from the registry, is checked against its sha512 integrity before
-// a byte of it is unpacked, and is extracted under a staging directory
-// that becomes dst by one rename: dst appears whole or not at all. No
-// package script runs.
-func (f *Fetcher) install(ctx context.Context, dst, cacheDir string, pkgs map[string]lockPackage, left *atomic.Int64, w *warnings) {
+// install puts the lockfile's packages into the tree's node_modules
+// (runtime.NodeModules). pkgs is in package-lock.json's shape, which every
+// lockfile parser produces: keys node_modules/…, workspace packages as
+// link entries to their in-repo directory plus their own entries and
+// nested packages (see hoistWorkspaces). Each tarball comes only from the
+// registry, is checked against its sha512 integrity before a byte of it is
+// unpacked, and is extracted under a staging directory beside the tree
+// that becomes node_modules by one rename: it appears whole or not at
+// all. No package script runs.
+func (f *Fetcher) install(ctx context.Context, ws runtime.Workspace, pkgs map[string]lockPackage, left *atomic.Int64, w *warnings) {
+	dst := runtime.NodeModules(ws)
 	if _, err := os.Lstat(dst); err == nil {
 		return // an earlier prepare of this same tree installed them
 	}
@@ -198,7 +204,7 @@ func (f *Fetcher) install(ctx context.Context, dst, cacheDir string, pkgs map[st
 	if len(jobs) == 0 && len(links) == 0 {
 		return
 	}
-	parent := filepath.Dir(dst)
+	parent := filepath.Dir(ws.Root)
 	clearLeftovers(parent)
 	// MkdirTemp, never MkdirAll: a workspace deleted meanwhile is not
 	// brought back.
@@ -225,7 +231,7 @@ func (f *Fetcher) install(ctx context.Context, dst, cacheDir string, pkgs map[st
 	if par <= 0 {
 		par = defaultParallel
 	}
-	cache := newPackageCache(npmCacheDir(cacheDir), f.log)
+	cache := newPackageCache(npmCacheDir(ws.Cache), f.log)
 	ok := make([]bool, len(jobs))
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
@@ -287,24 +293,56 @@ func (f *Fetcher) install(ctx context.Context, dst, cacheDir string, pkgs map[st
 	if index == nil {
 		index = []indexEntry{}
 	}
-	data, err := json.Marshal(index)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(stage, indexFile), data, 0o444)
-	}
-	if err == nil {
-		err = workspace.MakeReadOnly(stage)
-	}
+	err = workspace.MakeReadOnly(stage)
 	// Links last: MakeReadOnly takes regular files and directories only.
-	if err == nil && len(index)+placeLinks(stage, treeBeside(dst), links, placed, w)+placeInnerLinks(stage, within, placed, w) == 0 {
+	if err == nil && len(index)+placeLinks(stage, ws.Root, links, placed, w)+placeInnerLinks(stage, within, placed, w) == 0 {
 		return
 	}
 	if err == nil {
-		err = os.Rename(stage, dst)
+		err = writeIndex(npmIndex(ws), index)
+	}
+	if err == nil {
+		err = renameIntoTree(stage, dst)
 	}
 	if err != nil {
 		f.log.Error("deps: npm install", "err", err)
 		w.add("npm packages could not be installed")
 	}
+}
+
+// writeIndex records index at name, read-only, replacing what a crashed
+// install may have left (written under a fresh name, then renamed).
+func writeIndex(name string, index []indexEntry) error {
+	if index == nil {
+		index = []indexEntry{}
+	}
+	data, err := json.Marshal(index)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(name, data, 0o444)
+}
+
+// renameIntoTree moves stage to dst, a new entry at the top of a published
+// (read-only) tree: the tree's directory is writable for the rename alone.
+// No jailed process can use the moment: the jails bind the tree read-only.
+func renameIntoTree(stage, dst string) error {
+	tree := filepath.Dir(dst)
+	fi, err := os.Lstat(tree)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", tree)
+	}
+	if err := os.Chmod(tree, fi.Mode().Perm()|0o700); err != nil {
+		return err
+	}
+	err = os.Rename(stage, dst)
+	if cerr := os.Chmod(tree, fi.Mode().Perm()); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // clearLeftovers removes staging directories a crashed install left.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
 	"github.com/hanzoai/lsp/daemon/internal/uri"
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
 // tarEntry is one member of a test tarball; typ 0 is a regular file.
@@ -154,11 +155,39 @@ func fixture(t *testing.T) (*registry, string) {
 	})
 }
 
-// TestInstallNPM: the packages land beside the tree in npm's layout,
-// read-only, name their modules, and a second prepare fetches nothing.
+// TestRepositoryNodeModulesKept: a repository that commits its own
+// node_modules is served as committed (a tree never changes): nothing is
+// fetched, no package is named as an external root, and a warning says
+// why the lockfile's packages are not there.
+func TestRepositoryNodeModulesKept(t *testing.T) {
+	r, lf := fixture(t)
+	const own = "export declare function greet(): void;\n"
+	ws := repo(t, map[string]string{"package-lock.json": lf, "node_modules/greet/index.d.ts": own})
+	w := fetcher(Config{NPMRegistry: r.url}).Fetch(context.Background(), ws)
+	if len(w) != 1 || !strings.Contains(w[0], "node_modules of its own") {
+		t.Fatalf("warnings %q", w)
+	}
+	if n := r.n.Load(); n != 0 {
+		t.Errorf("%d registry requests", n)
+	}
+	if b, err := os.ReadFile(filepath.Join(runtime.NodeModules(ws), "greet", "index.d.ts")); err != nil || string(b) != own {
+		t.Errorf("the repository's file: %q, %v", b, err)
+	}
+	if ex := NPMExternals(ws); len(ex) != 0 {
+		t.Errorf("external roots %v", ex)
+	}
+}
+
+// TestInstallNPM: the packages land in the tree's node_modules in npm's
+// layout, moved whole into the read-only tree, read-only, name their
+// modules, and a second prepare fetches nothing.
 func TestInstallNPM(t *testing.T) {
 	r, lf := fixture(t)
 	ws := repo(t, map[string]string{"package-lock.json": lf, "src/main.ts": "import { greet } from 'greet';\n"})
+	// Published trees are read-only (workspace.Store).
+	if err := workspace.MakeReadOnly(ws.Root); err != nil {
+		t.Fatal(err)
+	}
 	f := fetcher(Config{NPMRegistry: r.url})
 	if w := f.Fetch(context.Background(), ws); len(w) != 0 {
 		t.Fatalf("warnings %q", w)
@@ -167,7 +196,7 @@ func TestInstallNPM(t *testing.T) {
 		t.Fatalf("%d requests, want 3 (the other platform's optional package is skipped)", got)
 	}
 	nm := runtime.NodeModules(ws)
-	if nm != filepath.Join(filepath.Dir(ws.Root), "node_modules") {
+	if nm != filepath.Join(ws.Root, "node_modules") {
 		t.Fatalf("node_modules at %s", nm)
 	}
 	for p, want := range map[string]string{
@@ -184,13 +213,17 @@ func TestInstallNPM(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(nm, "other-os")); err == nil {
 		t.Error("the other platform's optional package was installed")
 	}
-	// Nothing written into the tree, nothing left beside it.
-	if _, err := os.Lstat(filepath.Join(ws.Root, "node_modules")); err == nil {
-		t.Error("packages were written into the tree")
+	// The tree is read-only again, holds nothing else new, and beside it
+	// is the index alone (no staging left).
+	if fi, err := os.Stat(ws.Root); err != nil || fi.Mode().Perm() != 0o555 {
+		t.Errorf("the tree's mode after the install: %v, %v", fi.Mode(), err)
+	}
+	if top, _ := os.ReadDir(ws.Root); len(top) != 3 {
+		t.Errorf("the tree holds %v, want node_modules, package-lock.json and src", top)
 	}
 	beside, _ := os.ReadDir(filepath.Dir(ws.Root))
-	if len(beside) != 2 {
-		t.Errorf("beside the tree: %v, want tree and node_modules", beside)
+	if len(beside) != 2 || beside[0].Name() != indexFile || beside[1].Name() != "tree" {
+		t.Errorf("beside the tree: %v, want the index and the tree", beside)
 	}
 	_ = filepath.WalkDir(nm, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -219,8 +252,9 @@ func TestInstallNPM(t *testing.T) {
 			t.Errorf("%s maps to %+v, %v; want %+v", file, got, err, want)
 		}
 	}
-	if _, err := pol.Map("file://" + filepath.Join(nm, indexFile)); err == nil {
-		t.Error("the index maps to a package")
+	// What is in node_modules but in no package is the tree's.
+	if got, err := pol.Map("file://" + filepath.Join(nm, "greet")); err != nil || got != (uri.Location{Path: "node_modules/greet"}) {
+		t.Errorf("a package's own directory maps to %+v, %v", got, err)
 	}
 
 	// The same tree prepared again: everything is in place.

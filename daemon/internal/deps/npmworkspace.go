@@ -64,10 +64,11 @@ type npmLink struct {
 }
 
 // hoistWorkspaces rewrites a validated lockfile's packages into what can
-// be installed beside an immutable tree: the root's node_modules keys as
-// they are, and each workspace's nested packages hoisted to the top
-// (packages/foo/node_modules/bar becomes node_modules/bar) where no other
-// version of them is, with everything nested below them. The workspace
+// be installed without changing the tree but for its top node_modules:
+// the root's node_modules keys as they are, and each workspace's nested
+// packages hoisted to the top (packages/foo/node_modules/bar becomes
+// node_modules/bar) where no other version of them is, with everything
+// nested below them. The workspace
 // packages' own entries are dropped (their files are in the tree). What
 // cannot be hoisted is warned about and left out.
 func hoistWorkspaces(pkgs map[string]lockPackage, w *warnings) map[string]lockPackage {
@@ -185,13 +186,6 @@ func placeInnerLinks(stage string, links []npmLink, placed map[string]bool, w *w
 	return made
 }
 
-// treeBeside is the tree a workspace's node_modules sits beside: the store
-// lays each workspace out as <commit>/tree and <commit>/node_modules
-// (workspace.Store, runtime.NodeModules).
-func treeBeside(nodeModules string) string {
-	return filepath.Join(filepath.Dir(nodeModules), "tree")
-}
-
 // realDirUnder checks that rel (a repoDir) is a real directory in tree,
 // every element of it a directory and none a link.
 func realDirUnder(tree, rel string) error {
@@ -218,9 +212,8 @@ func realDirUnder(tree, rel string) error {
 }
 
 // placeLinks makes each link in stage (already read-only) as a relative
-// symbolic link to its directory in the tree beside it, so that it
-// resolves the same inside a jail, where the tree and node_modules are
-// bound at their own paths, and after stage is renamed to node_modules.
+// symbolic link to its directory in the tree, so that it resolves once
+// stage is renamed to the tree's node_modules, inside a jail as outside.
 // A link whose directory is not a real one in the tree is left out with a
 // warning. It returns how many it made.
 func placeLinks(stage, tree string, links []npmLink, placed map[string]bool, w *warnings) int {
@@ -239,10 +232,10 @@ func placeLinks(stage, tree string, links []npmLink, placed map[string]bool, w *
 			continue
 		}
 		if err := withWritable(stage, parentRel, func(dir string) error {
-			// From node_modules/<rel>'s directory up to the workspace's
-			// directory, then down into the tree.
+			// From node_modules/<rel>'s directory up to the tree's root,
+			// then down to the package's directory.
 			up := strings.Repeat("../", strings.Count(l.rel, "/")+1)
-			return os.Symlink(up+filepath.Base(tree)+"/"+l.target, filepath.Join(dir, filepath.Base(filepath.FromSlash(l.rel))))
+			return os.Symlink(up+l.target, filepath.Join(dir, filepath.Base(filepath.FromSlash(l.rel))))
 		}); err != nil {
 			w.add("workspace package %s: it could not be linked", quote(l.rel))
 			continue

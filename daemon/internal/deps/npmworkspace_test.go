@@ -63,7 +63,7 @@ func TestInstallNPMWorkspaces(t *testing.T) {
 		t.Errorf("warnings %q: want 3", w)
 	}
 	nm := runtime.NodeModules(ws)
-	for link, want := range map[string]string{"foo": "../tree/packages/foo", "@s/bar": "../../tree/packages/bar"} {
+	for link, want := range map[string]string{"foo": "../packages/foo", "@s/bar": "../../packages/bar"} {
 		got, err := os.Readlink(filepath.Join(nm, link))
 		if err != nil || got != want {
 			t.Errorf("%s links to %q, %v; want %q", link, got, err, want)

@@ -512,7 +512,7 @@ func TestInstallPNPM(t *testing.T) {
 			t.Errorf("%s: %q, %v", p, b, err)
 		}
 	}
-	if got, _ := os.Readlink(filepath.Join(nm, "@ws/lib")); got != "../../tree/packages/lib" {
+	if got, _ := os.Readlink(filepath.Join(nm, "@ws/lib")); got != "../../packages/lib" {
 		t.Errorf("@ws/lib links to %q", got)
 	}
 	// The top's packages link to their directories in pnpm's store (an

@@ -362,8 +362,8 @@ func berryLinker(root string) string {
 // Every linker gets the hoisted node_modules: with node-modules it is what
 // Yarn itself writes; with pnpm a flattened equivalent; with Plug'n'Play
 // (the default) Yarn writes no node_modules at all, but the pinned
-// tsserver does not read .pnp.cjs, so a node_modules beside the tree is
-// the cheap way for it to resolve the same packages.
+// tsserver does not read .pnp.cjs, so the tree's node_modules is the
+// cheap way for it to resolve the same packages.
 func (f *Fetcher) berryLayout(ctx context.Context, ws runtime.Workspace, data []byte, left *atomic.Int64, w *warnings) (yarnLayout, error) {
 	root := ws.Root
 	switch l := berryLinker(root); l {

@@ -6,11 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,17 +26,16 @@ import (
 )
 
 // The dependency phase's output, served by the real TypeScript server in
-// a real jail: packages installed beside the tree, and npm workspace
-// links (relative symbolic links from node_modules into the tree), resolve
-// through the jail's binds of the tree and node_modules at their own
-// paths.
+// a real jail: packages installed in the tree's node_modules, and npm
+// workspace links (relative symbolic links from node_modules into the
+// tree), resolve through the jail's read-only bind of the tree.
 
 // tsForJail is node and the reviewed TypeScript server (servertest).
 func tsForJail(t *testing.T) (node, ts string) { return servertest.TypeScript(t) }
 
 // treeWorkspace writes files as a published tree (<c>/tree, read-only)
 // with its home, in the store's layout, so that the phase installs into
-// <c>/node_modules beside it.
+// its node_modules.
 func treeWorkspace(t *testing.T, files map[string]string) runtime.Workspace {
 	t.Helper()
 	l := newLayout(t)
@@ -131,7 +133,7 @@ func TestJailedWorkspaceLink(t *testing.T) {
 		"src/main.ts":               "import { add } from \"@ws/lib\";\n\nexport const x = add(1, 2);\n",
 	})
 	fetchDeps(t, ws, "https://npm.example/registry") // links only: no request
-	if got, err := os.Readlink(filepath.Join(runtime.NodeModules(ws), "@ws", "lib")); err != nil || got != "../../tree/packages/lib" {
+	if got, err := os.Readlink(filepath.Join(runtime.NodeModules(ws), "@ws", "lib")); err != nil || got != "../../packages/lib" {
 		t.Fatalf("link %q, %v", got, err)
 	}
 	jailedDefinitions(t, ws, []needle{{"src/main.ts", "add(1, 2)", uri.Location{Path: "packages/lib/index.ts"}}})
@@ -164,4 +166,98 @@ func TestJailedTypeScriptZustand(t *testing.T) {
 		{"src/react.ts", "useDebugValue(slice)", uri.Location{Path: "index.d.ts", External: true, Module: "@types/react@19.2.18"}},
 		{"tests/basic.test.tsx", "create } from 'zustand'", uri.Location{Path: "src/react.ts"}},
 	})
+}
+
+// TestJailedTsconfigNamesNodeModules: a tsconfig that names its packages
+// by path — "extends" a base in ./node_modules, typeRoots
+// ./node_modules/@types, as many repositories' do — answers jailed as the
+// same TypeScript server answers unjailed on an ordinary checkout where
+// `npm ci` ran (ground truth, same run): mocha's describe is defined in
+// @types/mocha, and the strictest base's strict mode reports the implicit
+// any. With the packages beside the tree instead of in it, neither path
+// resolved (TS2593: "Cannot find name 'describe'", and no TS7006).
+func TestJailedTsconfigNamesNodeModules(t *testing.T) {
+	t.Parallel()
+	node, ts := tsForJail(t)
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm is not installed")
+	}
+	files := map[string]string{
+		"package.json": `{"name":"app","version":"1.0.0","private":true,"devDependencies":{"@tsconfig/strictest":"2.0.8","@types/mocha":"10.0.10"}}`,
+		"package-lock.json": `{"name":"app","version":"1.0.0","lockfileVersion":3,"requires":true,"packages":{` +
+			`"":{"name":"app","version":"1.0.0","devDependencies":{"@tsconfig/strictest":"2.0.8","@types/mocha":"10.0.10"}},` +
+			`"node_modules/@tsconfig/strictest":{"version":"2.0.8","resolved":"https://registry.npmjs.org/@tsconfig/strictest/-/strictest-2.0.8.tgz","integrity":"sha512-XnQ7vNz5HRN0r88GYf1J9JJjqtZPiHt2woGJOo2dYqyHGGcd6OLGqSlBB6p1j9mpzja6Oe5BoPqWmeDx6X9rLw==","dev":true,"license":"MIT"},` +
+			`"node_modules/@types/mocha":{"version":"10.0.10","resolved":"https://registry.npmjs.org/@types/mocha/-/mocha-10.0.10.tgz","integrity":"sha512-xPyYSz1cMPnJQhl0CLMH68j3gprKZaTjG3s5Vi+fDgx+uhG9NOXwbVt52eFS8ECyXhyKcjDLCBEqBExKuiZb7Q==","dev":true,"license":"MIT"}}}`,
+		"tsconfig.json":    `{"extends":"./node_modules/@tsconfig/strictest/tsconfig.json","compilerOptions":{"typeRoots":["./node_modules/@types"],"types":["mocha"],"noEmit":true},"include":["test"]}`,
+		"test/add.test.ts": "describe(\"add\", () => {\n  it(\"adds\", () => {});\n});\n\nexport function twice(x) {\n  return x + x;\n}\n",
+	}
+	ws := treeWorkspace(t, files)
+	fetchDeps(t, ws, "https://registry.npmjs.org")
+
+	// The ordinary checkout: the same files, `npm ci` as a developer runs it.
+	checkout := runtime.Workspace{Root: filepath.Join(t.TempDir(), "app"), Home: t.TempDir()}
+	for name, body := range files {
+		p := filepath.Join(checkout.Root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--cache", filepath.Join(checkout.Home, "npm-cache"))
+	cmd.Dir = checkout.Root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci: %v\n%s", err, out)
+	}
+
+	answers := func(sp runtime.Spawner, ws runtime.Workspace) (def string, diags []string) {
+		initOpts, _ := json.Marshal(map[string]any{
+			"tsserver":                          map[string]any{"path": filepath.Join(ts, "node_modules/typescript/lib/tsserver.js"), "useSyntaxServer": "never"},
+			"disableAutomaticTypingAcquisition": true,
+		})
+		srv := start(t, sp, runtime.Spec{
+			ID: "typescript", Language: "typescript", Extensions: []string{".ts"},
+			Executable: node, Args: []string{filepath.Join(ts, "node_modules/typescript-language-server/lib/cli.mjs"), "--stdio"},
+			InitializationOptions: initOpts,
+		}, ws)
+		ctx := context.Background()
+		cl, _, err := srv.Client(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := srv.URI("test/add.test.ts")
+		if err := cl.DidOpen(ctx, u, "typescript", files["test/add.test.ts"]); err != nil {
+			t.Fatal(err)
+		}
+		locs, err := cl.Definition(ctx, u, lsp.Position{Line: 0, Character: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range locs.Items {
+			p, err := url.PathUnescape(strings.TrimPrefix(string(l.URI), "file://"+ws.Root+"/"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			def += fmt.Sprintf("%s:%d ", p, l.Range.Start.Line)
+		}
+		d, err := cl.Diagnostics(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range d.Items {
+			diags = append(diags, fmt.Sprintf("%d:%d TS%s %s", x.Range.Start.Line, x.Range.Start.Character, x.Code, x.Message))
+		}
+		slices.Sort(diags)
+		return def, diags
+	}
+	gotDef, gotDiags := answers(newSpawner(t, Options{}), ws)
+	wantDef, wantDiags := answers(runtime.Unjailed(testLogger(t)), checkout)
+	if gotDef != wantDef || !slices.Equal(gotDiags, wantDiags) {
+		t.Fatalf("jailed: definition %q, diagnostics %q\non a checkout: definition %q, diagnostics %q", gotDef, gotDiags, wantDef, wantDiags)
+	}
+	if !strings.HasPrefix(wantDef, "node_modules/@types/mocha/") || len(wantDiags) != 1 || !strings.Contains(wantDiags[0], "TS7006") {
+		t.Fatalf("the checkout's own answers are not what the test is about: definition %q, diagnostics %q", wantDef, wantDiags)
+	}
 }

@@ -402,12 +402,8 @@ func (s *Spawner) mounts(spec runtime.Spec, ws runtime.Workspace, js jailSpec) [
 	for _, p := range treeCargoConfigs(ws.Root) {
 		ms = append(ms, mount{op: "--ro-bind", src: s.empty, dst: p})
 	}
-	// The npm packages the dependency phase installed beside the tree,
-	// read-only at their own path, where module resolution walking up
-	// from the tree finds them. Only a real directory: never a link.
-	if nm := runtime.NodeModules(ws); realDir(nm) {
-		ms = append(ms, mount{op: "--ro-bind", src: nm, dst: nm})
-	}
+	// The npm packages the dependency phase installed are the tree's
+	// node_modules (runtime.NodeModules): its read-only bind shows them.
 	return append(ms, mount{op: "--bind", src: ws.Home, dst: ws.Home})
 }
 

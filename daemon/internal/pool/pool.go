@@ -306,7 +306,10 @@ func (w *Workspace) PrepareWarnings() []string {
 }
 
 // Document returns the tree file at rel, read once. Trees hold only regular
-// files and rel was validated, so a plain read under the tree is safe.
+// files, and in node_modules the dependency phase's own relative links
+// into the tree (no jailed process can plant one: the jails bind the tree
+// read-only), and rel was validated, so a plain read under the tree is
+// safe.
 func (w *Workspace) Document(rel string, maxBytes int64) (*Document, error) {
 	if d, ok := w.docs.Load(rel); ok {
 		return d.(*Document), nil
@@ -611,7 +614,7 @@ func (p *Pool) startLateDeps(w *Workspace, phase func(ctx context.Context, ws ru
 			if err := p.store.FinishDeps(w.Key, warnings); err != nil {
 				p.log.Error("late dependency phase", "workspace", w.Key.String(), "err", err)
 			}
-			// Measured again: the npm packages appeared beside the tree.
+			// Measured again: the npm packages appeared in the tree.
 			p.mu.Lock()
 			delete(p.treeBytes, w.Key)
 			p.mu.Unlock()
@@ -810,7 +813,7 @@ func (w *Workspace) Running() []Running {
 }
 
 // Scrubber replaces the daemon's host paths in a server's text: the tree
-// becomes repo-relative, its npm packages "node_modules", the home
+// (its npm packages in node_modules too) becomes repo-relative, the home
 // "$HOME" and anything else under the daemon's root "$LSP_DAEMON_ROOT".
 // extra roots (GOROOT, a module cache) are named by module first — except
 // the npm packages among them: in text, a package's files read as on a
@@ -824,7 +827,6 @@ func (w *Workspace) Scrubber(extra []uri.External) *strings.Replacer {
 	})
 	pol := uri.Policy{Root: w.Dir, Externals: extra}
 	return pol.Scrubber(
-		uri.Host{Dir: nm, Name: "node_modules"},
 		uri.Host{Dir: w.Home, Name: "$HOME"},
 		uri.Host{Dir: w.pool.store.Root(), Name: "$LSP_DAEMON_ROOT"},
 	)

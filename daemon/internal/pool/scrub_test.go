@@ -19,8 +19,8 @@ func TestScrubberNPMPackagesReadAsOnACheckout(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := t.TempDir()
-	w := &Workspace{Dir: filepath.Join(base, "tree", "src"), Home: filepath.Join(base, "home"), pool: &Pool{store: store}}
-	nm := filepath.Join(base, "tree", "node_modules")
+	w := &Workspace{Dir: filepath.Join(base, "c", "tree"), Home: filepath.Join(base, "home"), pool: &Pool{store: store}}
+	nm := filepath.Join(w.Dir, "node_modules")
 	pkg := filepath.Join(nm, ".pnpm", "@testing-library+dom@10.4.0", "node_modules", "@testing-library", "dom")
 	extra := []uri.External{
 		{Dir: pkg, Module: "@testing-library/dom@10.4.0"},

@@ -123,11 +123,14 @@ type Workspace struct {
 func ModCache(ws Workspace) string { return filepath.Join(ws.Home, "go", "pkg", "mod") }
 
 // NodeModules is where the dependency phase installs a workspace's npm
-// packages: beside its tree, never inside it (the tree is immutable once
-// published), and where node and TypeScript module resolution, walking up
-// from the tree's files, finds it. Servers only read it.
+// packages: node_modules at the top of its tree, as on a checkout where
+// `npm ci` ran, so a tsconfig's "./node_modules/@types" typeRoots, an
+// "extends" or "paths" entry naming ./node_modules, and module resolution
+// all find them where the repository expects. The tree stays immutable
+// otherwise: the daemon moves the finished install in by one rename
+// (deps), read-only like the rest; servers only read it.
 func NodeModules(ws Workspace) string {
-	return filepath.Join(filepath.Dir(ws.Root), "node_modules")
+	return filepath.Join(ws.Root, "node_modules")
 }
 
 // CargoHome is the CARGO_HOME of a workspace's servers, under its Home: a

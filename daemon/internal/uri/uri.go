@@ -71,7 +71,12 @@ func (p Policy) mapURI(raw string) (Location, error) {
 	if err != nil {
 		return Location{}, err
 	}
-	if rel, ok := under(abs, p.Root); ok {
+	rel, inTree := under(abs, p.Root)
+	// The tree's node_modules holds the packages the dependency phase
+	// installed, each an external root: only there is a tree path looked
+	// up among the roots (a path elsewhere in the tree is the
+	// repository's, at no cost per root).
+	if inTree && !strings.HasPrefix(rel, "node_modules/") {
 		return Location{Path: rel}, nil
 	}
 	for _, x := range p.Externals {
@@ -83,6 +88,9 @@ func (p Policy) mapURI(raw string) (Location, error) {
 			return Location{Path: rel, External: true, Module: x.Module}, nil
 		}
 		return modCacheLocation(rel)
+	}
+	if inTree {
+		return Location{Path: rel}, nil
 	}
 	return Location{}, ErrRefused
 }

@@ -35,6 +35,30 @@ func TestMap(t *testing.T) {
 	}
 }
 
+// TestMapNodeModules: the npm packages installed in the tree's
+// node_modules are external roots, nested before their parents; what is
+// in node_modules but in no package, and the rest of the tree, is the
+// repository's.
+func TestMapNodeModules(t *testing.T) {
+	p := Policy{Root: "/w/tree", Externals: []External{
+		{Dir: "/w/tree/node_modules/a/node_modules/b", Module: "b@2.0.0"},
+		{Dir: "/w/tree/node_modules/a", Module: "a@1.0.0"},
+		{Dir: "/usr/local/go/src", Module: "std@go1.26.8"},
+	}}
+	for in, want := range map[string]Location{
+		"file:///w/tree/node_modules/a/index.d.ts":                {Path: "index.d.ts", External: true, Module: "a@1.0.0"},
+		"file:///w/tree/node_modules/a/node_modules/b/lib/b.d.ts": {Path: "lib/b.d.ts", External: true, Module: "b@2.0.0"},
+		"file:///w/tree/node_modules/.bin/tool":                   {Path: "node_modules/.bin/tool"},
+		"file:///w/tree/src/node_modules/a/index.d.ts":            {Path: "src/node_modules/a/index.d.ts"},
+		"file:///w/tree/src/main.ts":                              {Path: "src/main.ts"},
+	} {
+		got, err := p.Map(in)
+		if err != nil || got != want {
+			t.Errorf("Map(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+}
+
 func TestMapRefuses(t *testing.T) {
 	for _, in := range []string{
 		"file:///etc/passwd",

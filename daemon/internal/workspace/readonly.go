@@ -11,7 +11,7 @@ import (
 
 // MakeReadOnly drops write permission on every file and directory under
 // root, so that a language server (even unjailed) cannot change what it
-// serves: a published tree, or the dependencies the daemon unpacked beside
+// serves: a published tree, or the dependencies the daemon unpacked for
 // it. Only regular files and directories may be there; anything else is
 // an error (nothing the daemon writes makes one).
 func MakeReadOnly(root string) error {

@@ -23,15 +23,17 @@ import (
 //
 //	root/trees/<tenant>/<repo>/<commit>/   one published workspace:
 //	    tree/                               the files, read-only
+//	        node_modules/                   npm packages the dependency phase
+//	                                        installed (runtime.NodeModules),
+//	                                        moved in whole, read-only;
+//	                                        counted and deleted with the tree
 //	    prepare-id                          the push that wrote it
 //	    warnings                            what that push found while
 //	                                        preparing (JSON strings)
 //	    deps-pending                        while its dependency phase runs
 //	                                        after publication (WriteBeforeDeps)
-//	    node_modules/                       npm packages the dependency phase
-//	                                        installed (runtime.NodeModules),
-//	                                        read-only; counted and deleted
-//	                                        with the tree
+//	    .lsp-packages.json, …               what the dependency phase
+//	                                        prepared (deps' indexes)
 //	root/homes/<tenant>/<repo>/             private HOME and caches of the servers
 //	root/caches/<tenant>/<repo>/            the daemon's own cache for the
 //	                                        repository (npm packages the
@@ -69,7 +71,12 @@ func NewStore(root string, lim Limits) (*Store, error) {
 		return nil, fmt.Errorf("workspace store: %w", err)
 	}
 	for _, k := range keys {
-		if _, err := os.Lstat(filepath.Join(s.workspaceDir(k), pendingName)); err == nil {
+		_, pending := os.Lstat(filepath.Join(s.workspaceDir(k), pendingName))
+		// Nor one an older daemon laid out, its npm packages beside the
+		// tree where the jails no longer show them: the next prepare
+		// writes it again.
+		_, beside := os.Lstat(filepath.Join(s.workspaceDir(k), "node_modules"))
+		if pending == nil || beside == nil {
 			if err := s.Delete(k); err != nil {
 				return nil, fmt.Errorf("workspace store: an incomplete tree: %w", err)
 			}

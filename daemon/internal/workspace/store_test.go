@@ -102,6 +102,39 @@ func TestPendingTreeNotKept(t *testing.T) {
 	}
 }
 
+// TestOlderLayoutNotKept: a tree an older daemon laid out, its npm
+// packages in node_modules beside it (which the jails no longer show), is
+// deleted when the store opens; one whose packages are in it is kept.
+func TestOlderLayoutNotKept(t *testing.T) {
+	root := t.TempDir()
+	s, err := NewStore(root, DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, current := testKey, testKey
+	older.Commit = strings.Repeat("3", 40)
+	for _, k := range []Key{older, current} {
+		es, body := manifest([2]string{"package.json", "{}\n"})
+		if ok, err := s.Write(k, "p1", es, body, nil); err != nil || !ok {
+			t.Fatalf("Write = %v, %v", ok, err)
+		}
+	}
+	for _, d := range []string{filepath.Join(s.workspaceDir(older), "node_modules", "greet"), filepath.Join(s.TreeDir(current), "node_modules", "greet")} {
+		if err := os.Chmod(filepath.Dir(filepath.Dir(d)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, err = NewStore(root, DefaultLimits()); err != nil {
+		t.Fatal(err)
+	}
+	if s.Published(older) || !s.Published(current) {
+		t.Fatalf("after a restart: the older layout published %v (want false), the current one %v (want true)", s.Published(older), s.Published(current))
+	}
+}
+
 func TestWriteRefusesBadTrees(t *testing.T) {
 	good, _ := entry("a.go", "package a\n")
 	bad := &daemonv1.FileEntry{Path: good.Path, Size: good.Size, Sha256: strings.Repeat("0", 64)}
