@@ -327,8 +327,12 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		if resp.Error != nil {
 			return resp.Error
 		}
-		if result == nil || len(resp.Result) == 0 {
+		if result == nil {
 			return nil
+		}
+		if len(resp.Result) == 0 {
+			c.anomaly("jsonrpc: reply with neither result nor error", "method", string(clip([]byte(method))))
+			return ErrNoResult
 		}
 		if raw, ok := result.(*json.RawMessage); ok {
 			// The reply's result is already valid JSON in a slice of its

@@ -131,13 +131,14 @@ func TestConcurrentCallsBetweenConns(t *testing.T) {
 
 func TestReplyShapes(t *testing.T) {
 	tests := []struct {
-		name    string
-		reply   string
-		want    string
-		wantErr int64
+		name      string
+		reply     string
+		want      string
+		wantErr   int64
+		wantErrIs error
 	}{
 		{name: "null result", reply: `"result":null`, want: "null"},
-		{name: "missing result", reply: ``, want: ""},
+		{name: "missing result", reply: ``, wantErrIs: ErrNoResult}, // not an empty answer
 		{name: "object", reply: `"result":{"a":[1,2]}`, want: `{"a":[1,2]}`},
 		{name: "error", reply: `"error":{"code":-32803,"message":"nope"}`, wantErr: CodeRequestFailed},
 	}
@@ -154,6 +155,12 @@ func TestReplyShapes(t *testing.T) {
 			}
 			p.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s%s%s}`, req.ID, sep, tt.reply))
 			err := <-done
+			if tt.wantErrIs != nil {
+				if !errors.Is(err, tt.wantErrIs) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErrIs)
+				}
+				return
+			}
 			if tt.wantErr != 0 {
 				var rpcErr *Error
 				if !errors.As(err, &rpcErr) || rpcErr.Code != tt.wantErr {

@@ -26,6 +26,13 @@ var (
 	ErrBadMessage = errors.New("jsonrpc: malformed message")
 )
 
+// ErrNoResult is what a Call that wants a result returns for a reply with
+// neither result nor error, which JSON-RPC 2.0 forbids (a success carries
+// "result", null when there is none): no answer, so never taken for an
+// empty one. An *Error, so callers treat it as the server's refusal to
+// answer this request, not as a broken connection.
+var ErrNoResult = &Error{Code: CodeInternalError, Message: "the reply has neither result nor error"}
+
 // ReadFrame reads one frame from r and returns its body. It returns io.EOF
 // only when the stream ends cleanly between frames. The body is allocated
 // only after its declared length has been checked against maxBody, and the

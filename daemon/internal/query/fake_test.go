@@ -19,7 +19,8 @@ import (
 // answers workspace/symbol with the names of -names that contain the
 // query (case-insensitive), each a function on its own line of -file,
 // in -names' order (twice with -dup), and misbehaves by -mode: "hang"
-// never answers, "error" answers a JSON-RPC error. The query "crash"
+// never answers, "error" answers a JSON-RPC error, "noresult" a reply
+// with neither result nor error. The query "crash"
 // makes it exit. -nows negotiates no workspace symbols; with -nofile the
 // test's tree has no file of its language. -diagnosis begins, once
 // initialized, gopls's report of its initial diagnosis ("diagnosing
@@ -46,7 +47,7 @@ func fakeMain(args []string) int {
 	fs := flag.NewFlagSet("fake", flag.ContinueOnError)
 	names := fs.String("names", "", "comma-separated symbol names")
 	file := fs.String("file", "", "the repo-relative file of the symbols")
-	mode := fs.String("mode", "ok", "ok, hang or error")
+	mode := fs.String("mode", "ok", "ok, hang, error or noresult")
 	dup := fs.Bool("dup", false, "list every symbol twice")
 	nows := fs.Bool("nows", false, "negotiate no workspace symbols")
 	_ = fs.Bool("nofile", false, "fakeWorkspace: the tree has no file of this language")
@@ -118,6 +119,8 @@ func fakeMain(args []string) int {
 			case *mode == "hang":
 			case *mode == "error":
 				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32603, "message": "fake failure"}})
+			case *mode == "noresult":
+				send(map[string]any{"jsonrpc": "2.0", "id": m.ID})
 			case !loaded.Load():
 				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": []any{}})
 			default:

@@ -188,6 +188,9 @@ func TestWorkspaceSymbolsServerFaults(t *testing.T) {
 		mode, warning string
 	}{
 		{"error", "beta (beta-server): the language server could not answer this request (code -32603)"},
+		// A reply with neither result nor error is no answer, not an
+		// empty one.
+		{"noresult", "beta (beta-server): the language server could not answer this request (code -32603)"},
 		{"hang", "beta (beta-server): the language server did not answer in time, so its symbols are missing"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
