@@ -69,7 +69,7 @@ func (f *Fetcher) installNPM(ctx context.Context, ws runtime.Workspace, left *at
 		return
 	}
 	if ownNodeModules(ws) {
-		w.add("the repository has a node_modules of its own; it is served as committed and %s's packages were not installed", name)
+		w.add("the repository commits a node_modules of its own: it is served as committed, and %s's packages were not installed (answers see only what it holds)", name)
 		return
 	}
 	data, err := readRegular(filepath.Join(ws.Root, name), maxLockfile)

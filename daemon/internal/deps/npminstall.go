@@ -302,7 +302,9 @@ func (f *Fetcher) install(ctx context.Context, ws runtime.Workspace, pkgs map[st
 		err = writeIndex(npmIndex(ws), index)
 	}
 	if err == nil {
-		err = renameIntoTree(stage, dst)
+		if err = renameIntoTree(stage, dst); err != nil {
+			_ = os.Remove(npmIndex(ws)) // it would name roots that are not there
+		}
 	}
 	if err != nil {
 		f.log.Error("deps: npm install", "err", err)
@@ -323,9 +325,12 @@ func writeIndex(name string, index []indexEntry) error {
 	return writeAtomic(name, data, 0o444)
 }
 
-// renameIntoTree moves stage to dst, a new entry at the top of a published
-// (read-only) tree: the tree's directory is writable for the rename alone.
-// No jailed process can use the moment: the jails bind the tree read-only.
+// renameIntoTree moves stage, a read-only directory beside the tree, to
+// dst, a new entry at the top of the published (read-only) tree. Moving a
+// directory to another parent rewrites its "..", so stage is writable for
+// the move as the tree's directory is, then both read-only again: without
+// that only root (which the modes do not bind) could install. No jailed
+// process can use the moment: the jails bind the tree read-only.
 func renameIntoTree(stage, dst string) error {
 	tree := filepath.Dir(dst)
 	fi, err := os.Lstat(tree)
@@ -335,12 +340,18 @@ func renameIntoTree(stage, dst string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory", tree)
 	}
+	if err := os.Chmod(stage, 0o755); err != nil {
+		return err
+	}
 	if err := os.Chmod(tree, fi.Mode().Perm()|0o700); err != nil {
 		return err
 	}
 	err = os.Rename(stage, dst)
 	if cerr := os.Chmod(tree, fi.Mode().Perm()); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(dst, 0o555)
 	}
 	return err
 }

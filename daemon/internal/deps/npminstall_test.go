@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	"github.com/hanzoai/lsp/daemon/internal/runtime"
+	"github.com/hanzoai/lsp/daemon/internal/servertest"
 	"github.com/hanzoai/lsp/daemon/internal/uri"
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
@@ -153,6 +154,18 @@ func fixture(t *testing.T) (*registry, string) {
 		"node_modules/greet/node_modules/inner": inner,
 		"node_modules/other-os":                 other,
 	})
+}
+
+// TestInstallNPMAsAnOrdinaryUID: TestInstallNPM as the daemon runs in
+// production, an ordinary uid (deploy/k8s): moving the staged packages
+// into the read-only tree needs both directories writable for the move,
+// which root's permission override hid (every install failed there:
+// "rename …: permission denied").
+func TestInstallNPMAsAnOrdinaryUID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("TestInstallNPM runs as this ordinary uid already")
+	}
+	servertest.AsNobody(t, "TestInstallNPM")
 }
 
 // TestRepositoryNodeModulesKept: a repository that commits its own

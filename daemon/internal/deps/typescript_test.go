@@ -30,9 +30,9 @@ export const b = shout("y");
 
 // TestTypeScriptResolvesInstalled: the real typescript-language-server,
 // started as the daemon starts it, resolves the repository's imports into
-// the packages the phase installed beside the tree, and the URI policy
-// names those definitions external, by package, as the query path
-// answers them.
+// the packages the phase installed in the tree's node_modules, and the
+// URI policy names those definitions external, by package, as the query
+// path answers them.
 func TestTypeScriptResolvesInstalled(t *testing.T) {
 	node, dir := tsServer(t)
 	r, lf := fixture(t)

@@ -18,7 +18,7 @@ import (
 const probeTS = "import {vi} from \"vitest\"\n\nexport const f = vi.fn()\n"
 
 // definitionIntoVitest: the real TypeScript server, on immer's tree with
-// the phase's node_modules beside it, answers a definition into vitest as
+// the phase's node_modules in it, answers a definition into vitest as
 // an external package.
 func definitionIntoVitest(t *testing.T, ws runtime.Workspace) {
 	node, dir := tsServer(t)

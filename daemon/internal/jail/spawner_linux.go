@@ -355,6 +355,9 @@ type jailSpec struct {
 	pids     int
 	// initLimits are rlimits the in-jail init applies: -name value pairs.
 	initLimits []string
+	// cargoConfigs are the tree's cargo configs Spawn found (non-nil, so
+	// the mounts need not walk the tree again); nil: the mounts look.
+	cargoConfigs []string
 }
 
 // stageDir is where a root daemon's launcher stages the sources of a
@@ -399,7 +402,11 @@ func (s *Spawner) mounts(spec runtime.Spec, ws runtime.Workspace, js jailSpec) [
 	// probes. The jail shows each such file empty (an empty file over it);
 	// treeCargoConfigs bounds the walk, and a tree with more than it
 	// finds is refused by Spawn before this.
-	for _, p := range treeCargoConfigs(ws.Root) {
+	cargo := js.cargoConfigs
+	if cargo == nil {
+		cargo = treeCargoConfigs(ws.Root)
+	}
+	for _, p := range cargo {
 		ms = append(ms, mount{op: "--ro-bind", src: s.empty, dst: p})
 	}
 	// The npm packages the dependency phase installed are the tree's
@@ -493,12 +500,15 @@ func (s *Spawner) Spawn(ctx context.Context, spec runtime.Spec, ws runtime.Works
 	if err := checkExecutable(spec.Executable); err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", spec.ID, err)
 	}
-	if n := len(treeCargoConfigs(ws.Root)); n > maxCargoConfigs {
+	// One walk of the tree (its node_modules too) per start: the mounts
+	// take what it found.
+	cargo := append([]string{}, treeCargoConfigs(ws.Root)...)
+	if len(cargo) > maxCargoConfigs {
 		return nil, fmt.Errorf("spawn %s: the tree has more than %d .cargo config files; the jail masks at most that many", spec.ID, maxCargoConfigs)
 	}
 	return s.spawn(ctx, spec, ws, jailSpec{
 		exe: spec.Executable, args: spec.Args, env: s.ServerEnv(spec, ws),
-		ownBinds: true, pids: s.opts.Pids,
+		ownBinds: true, pids: s.opts.Pids, cargoConfigs: cargo,
 	})
 }
 

@@ -119,8 +119,8 @@ type Pool struct {
 	// running, released once the server is closed or its start failed.
 	nservers int
 	// treeBytes caches each published tree's allocated bytes (trees never
-	// change under their commit; the npm packages the dependency phase
-	// installs beside one are measured again once they appear).
+	// change under their commit but for the npm packages the dependency
+	// phase moves into one, measured again once they appear).
 	treeBytes map[workspace.Key]treeMeasure
 	// homes caches each home's measured disk, with a stamp of what may
 	// have written it since (homeSizes).

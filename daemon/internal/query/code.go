@@ -218,8 +218,9 @@ func (cd *coder) warnings() []string {
 
 // externalFile reads path of an external module as the servers saw it:
 // GOROOT's std, the pinned TypeScript library, an installed npm package or
-// the workspace's Go module cache. Roots in the workspace's home or beside
-// its tree are where jailed processes or the dependency phase wrote, so
+// the workspace's Go module cache. Roots in the workspace's home or its
+// tree's node_modules are where jailed processes or the dependency phase
+// wrote, so
 // the read starts from the home (or the tree's parent) the daemon made
 // and goes down without following any link (safefs); the other roots are
 // the daemon's own installs and are read the same way from the root.

@@ -5,13 +5,12 @@ package safefs
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hanzoai/lsp/daemon/internal/servertest"
 )
 
 // TestLockedOutByOwner: a jail that runs as the daemon's own uid
@@ -24,7 +23,7 @@ func TestLockedOutByOwner(t *testing.T) {
 	if os.Geteuid() == 0 {
 		// Root reads and removes whatever the modes say: the test
 		// means nothing unless it runs as an ordinary uid.
-		runAsNobody(t, "TestLockedOutByOwner")
+		servertest.AsNobody(t, "TestLockedOutByOwner")
 		return
 	}
 	home, hostDir, hostFile := fixture(t)
@@ -97,40 +96,4 @@ func TestLockedOutByOwner(t *testing.T) {
 		t.Fatalf("the host directory behind a link changed mode: %v → %v", before.Mode(), after.Mode())
 	}
 	unchanged(t, hostDir, hostFile)
-}
-
-// runAsNobody runs test in a copy of this test binary as uid and gid
-// 65534, and fails with its output unless it ran and passed.
-func runAsNobody(t *testing.T, test string) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "safefs-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	// World-usable: the binary to run, and the child's TMPDIR.
-	tmp := filepath.Join(dir, "tmp")
-	if err := os.Mkdir(tmp, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{dir, tmp} {
-		if err := os.Chmod(d, 0o777); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "safefs.test")
-	exe, err := os.ReadFile(os.Args[0])
-	if err == nil {
-		err = os.WriteFile(bin, exe, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^"+test+"$", "-test.v", "-test.count=1")
-	cmd.Env = []string{"TMPDIR=" + tmp, "PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
-		t.Fatalf("%s as uid 65534: %v\n%s", test, err, out)
-	}
 }
