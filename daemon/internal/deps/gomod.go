@@ -643,7 +643,7 @@ func extract(v module.Version, zipFile, dir string) error {
 	if err := workspace.MakeReadOnly(out); err != nil {
 		return err
 	}
-	if err := os.Rename(out, dir); err != nil {
+	if err := workspace.MoveReadOnly(out, dir); err != nil {
 		if _, serr := os.Lstat(dir); serr == nil {
 			return nil // another prepare of this home put it there
 		}

@@ -326,11 +326,9 @@ func writeIndex(name string, index []indexEntry) error {
 }
 
 // renameIntoTree moves stage, a read-only directory beside the tree, to
-// dst, a new entry at the top of the published (read-only) tree. Moving a
-// directory to another parent rewrites its "..", so stage is writable for
-// the move as the tree's directory is, then both read-only again: without
-// that only root (which the modes do not bind) could install. No jailed
-// process can use the moment: the jails bind the tree read-only.
+// dst, a new entry at the top of the published (read-only) tree, whose
+// directory is writable for the move alone. No jailed process can use the
+// moment: the jails bind the tree read-only.
 func renameIntoTree(stage, dst string) error {
 	tree := filepath.Dir(dst)
 	fi, err := os.Lstat(tree)
@@ -340,18 +338,12 @@ func renameIntoTree(stage, dst string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory", tree)
 	}
-	if err := os.Chmod(stage, 0o755); err != nil {
-		return err
-	}
 	if err := os.Chmod(tree, fi.Mode().Perm()|0o700); err != nil {
 		return err
 	}
-	err = os.Rename(stage, dst)
+	err = workspace.MoveReadOnly(stage, dst)
 	if cerr := os.Chmod(tree, fi.Mode().Perm()); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(dst, 0o555)
 	}
 	return err
 }

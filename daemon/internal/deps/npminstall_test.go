@@ -156,16 +156,17 @@ func fixture(t *testing.T) (*registry, string) {
 	})
 }
 
-// TestInstallNPMAsAnOrdinaryUID: TestInstallNPM as the daemon runs in
-// production, an ordinary uid (deploy/k8s): moving the staged packages
-// into the read-only tree needs both directories writable for the move,
-// which root's permission override hid (every install failed there:
-// "rename …: permission denied").
-func TestInstallNPMAsAnOrdinaryUID(t *testing.T) {
+// TestFetchAsAnOrdinaryUID: the phase's installs as the daemon runs in
+// production, an ordinary uid (deploy/k8s). Moving a read-only directory
+// to another parent rewrites its "..", which root's permission override
+// hid: as uid 65534 every npm install failed to move its packages into the
+// tree and every Go module failed its extraction ("rename …: permission
+// denied"), so Go and TypeScript answers lost their dependencies.
+func TestFetchAsAnOrdinaryUID(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("TestInstallNPM runs as this ordinary uid already")
+		t.Skip("the tests run as this ordinary uid already")
 	}
-	servertest.AsNobody(t, "TestInstallNPM")
+	servertest.AsNobody(t, "TestInstallNPM", "TestFetchGoFile", "TestFetchGoTransitive")
 }
 
 // TestRepositoryNodeModulesKept: a repository that commits its own

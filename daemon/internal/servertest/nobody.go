@@ -9,13 +9,14 @@ import (
 	"testing"
 )
 
-// AsNobody runs test (a test of the running binary) in a copy of the
-// binary as uid and gid 65534 and fails t unless it passes there. Root
+// AsNobody runs tests (tests of the running binary) in a copy of the
+// binary as uid and gid 65534 and fails t unless each passes there. Root
 // passes every file mode (CAP_DAC_OVERRIDE), and the daemon runs as an
 // ordinary uid in production (deploy/k8s), so a test about what modes
 // allow means something only there. The copy's directory and its TMPDIR
-// are world-usable; the child's environment is only those two variables.
-func AsNobody(t *testing.T, test string) {
+// are world-usable; the child's environment is only TMPDIR and HOME (that
+// directory) and PATH.
+func AsNobody(t *testing.T, tests ...string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "nobody-")
 	if err != nil {
@@ -39,11 +40,13 @@ func AsNobody(t *testing.T, test string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-test.run=^"+test+"$", "-test.v", "-test.count=1")
-	cmd.Env = []string{"TMPDIR=" + tmp, "PATH=/usr/bin:/bin"}
+	cmd := exec.Command(bin, "-test.run=^("+strings.Join(tests, "|")+")$", "-test.v", "-test.count=1")
+	cmd.Env = []string{"TMPDIR=" + tmp, "HOME=" + tmp, "PATH=" + os.Getenv("PATH")}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
-		t.Fatalf("%s as uid 65534: %v\n%s", test, err, out)
+	for _, test := range tests {
+		if err != nil || !strings.Contains(string(out), "--- PASS: "+test+" ") {
+			t.Fatalf("%s as uid 65534: %v\n%s", test, err, out)
+		}
 	}
 }

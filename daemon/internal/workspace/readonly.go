@@ -48,6 +48,22 @@ func MakeReadOnly(root string) error {
 	return nil
 }
 
+// MoveReadOnly renames src, a directory MakeReadOnly locked, to dst under
+// another parent, read-only there too. A directory moved to another
+// parent rewrites its "..", which takes write permission on it — which
+// only root's override skips, and the daemon runs as an ordinary uid in
+// production — so src is writable for the move alone.
+func MoveReadOnly(src, dst string) error {
+	if err := os.Chmod(src, 0o755); err != nil {
+		return err
+	}
+	if err := os.Rename(src, dst); err != nil {
+		_ = os.Chmod(src, 0o555)
+		return err
+	}
+	return os.Chmod(dst, 0o555)
+}
+
 // RemoveAll removes a tree MakeReadOnly may have locked, or a home a jail
 // wrote, never following a link (safefs.RemoveAll: the old walk chmodded
 // by path, which follows one). root's parent must be the daemon's.
