@@ -148,7 +148,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 		ln.Close()
 		return err
 	}
-	g := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(4<<20))...)
+	g := grpc.NewServer(append(opts, rpc.ServerOptions()...)...)
 	(&rpc.Server{Pool: p, Runner: runner, Jailed: !env.Unjailed, Log: log, Deps: fetcher}).Register(g)
 	log.Info("daemon listening", "addr", env.Listen, "servers", len(specs), "config", cf.Source)
 

@@ -177,7 +177,7 @@ func startFixture(root string) (*fixture, error) {
 	}
 	// Stop waits for the handlers it cancels: the leak check after the
 	// pool's Close must not race one still starting a server.
-	f.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(4<<20), grpc.WaitForHandlers(true))
+	f.grpc = grpc.NewServer(append(ServerOptions(), grpc.WaitForHandlers(true))...)
 	f.runner = runner
 	// Long enough that a test sees the deferred servers wait for the
 	// first answer, not for the grace (TestPrepareFocus).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // textTree is a tree no configured server serves, so preparing it starts
@@ -668,5 +670,26 @@ func TestTreeWarningsKept(t *testing.T) {
 		if status.Code(r.err) != codes.InvalidArgument {
 			t.Fatalf("%s: %v, %v; want InvalidArgument", name, r.resp, r.err)
 		}
+	}
+}
+
+// TestPrepareLargeManifest: a manifest over gRPC's default 4 MiB message
+// (25,000 files of 200-byte paths, well within the tree limits) is
+// received and published; with the default bound every prepare of such a
+// tree failed as too large.
+func TestPrepareLargeManifest(t *testing.T) {
+	k := keyFor(t, "large-manifest")
+	var files []file
+	for i := range 25_000 {
+		files = append(files, file{path: fmt.Sprintf("d%03d/%s%05d.txt", i%100, strings.Repeat("x", 180), i)})
+	}
+	sortFiles(files)
+	entries, data := treeOf(files...)
+	if n := proto.Size(headerMsg(k, "x", entries)); n <= 4<<20 {
+		t.Fatalf("the header is %d bytes: not over the old bound", n)
+	}
+	prepareTree(t, k, newID(), files...)
+	if got := readTree(t, fx.store.TreeDir(parseKey(t, k))); len(got) != len(files) || len(data) != 0 {
+		t.Fatalf("published %d files, want %d", len(got), len(files))
 	}
 }

@@ -52,6 +52,12 @@ const defaultDeferGrace = 2 * time.Second
 
 var prepareIDRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
+// ServerOptions are the options of every gRPC server a daemon serves on:
+// messages up to daemonv1.MaxPushMessageBytes (a push's manifest).
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(daemonv1.MaxPushMessageBytes)}
+}
+
 // Register adds s to a gRPC server.
 func (s *Server) Register(g *grpc.Server) { daemonv1.RegisterDaemonServer(g, s) }
 

@@ -23,6 +23,15 @@ const (
 	MaxTreeNameBytes = 255
 )
 
+// MaxPushMessageBytes bounds one message of a Prepare stream: its header
+// (the manifest and the tree's warnings) and its trailer (a digest per
+// file). gRPC's default of 4 MiB, which the daemon had, is less than trees
+// within the file limits need (50,000 files of 80-byte paths; a trailer of
+// 64,000 digests), so such a tree failed every prepare as "too large". The
+// daemon receives no larger message; the proxy refuses a tree whose header
+// or trailer would be larger before it sends any.
+const MaxPushMessageBytes = 64 << 20
+
 // CheckTreePath says why p breaks the rule, nil when it keeps it: a
 // non-empty, valid UTF-8, '/'-separated relative path of at most
 // MaxTreePathBytes bytes; no control character (below 0x20, or 0x7f) and

@@ -43,6 +43,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // ChunkSize is the size of one data message of a tree push: large enough
@@ -421,14 +422,6 @@ func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File,
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
-	// The stream's own context: cancelling it abandons the push, so a
-	// failed source can never be taken for a whole tree.
-	sctx, abandon := context.WithCancel(ctx)
-	defer abandon()
-	stream, err := s.client.Prepare(sctx)
-	if err != nil {
-		return nil, fmt.Errorf("prepare: %w", s.failed(err))
-	}
 	hdr := &daemonv1.PrepareHeader{Workspace: k.proto(), PrepareId: prepareID, Files: make([]*daemonv1.FileEntry, len(files)), DigestsFollow: follow,
 		TreeWarnings: meta.TreeWarnings, FocusPath: meta.Focus, QueryFollows: meta.QueryFollows}
 	for i, f := range files {
@@ -437,7 +430,19 @@ func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File,
 			hdr.Files[i].Sha256 = f.SHA256
 		}
 	}
-	if err := stream.Send(&daemonv1.PrepareRequest{Part: &daemonv1.PrepareRequest_Header{Header: hdr}}); err != nil {
+	head := &daemonv1.PrepareRequest{Part: &daemonv1.PrepareRequest_Header{Header: hdr}}
+	if err := pushFits(head, follow, len(files)); err != nil {
+		return nil, err
+	}
+	// The stream's own context: cancelling it abandons the push, so a
+	// failed source can never be taken for a whole tree.
+	sctx, abandon := context.WithCancel(ctx)
+	defer abandon()
+	stream, err := s.client.Prepare(sctx)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", s.failed(err))
+	}
+	if err := stream.Send(head); err != nil {
 		return s.closeAndRecv(stream, err)
 	}
 	// Concatenate small files into full chunks; send large files' bytes
@@ -506,6 +511,23 @@ func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File,
 	}
 	resp, err := stream.CloseAndRecv()
 	return resp, s.failed(err)
+}
+
+// pushFits refuses a push whose header, or trailer (a digest per file),
+// is over the largest message a daemon receives, before anything is sent:
+// ResourceExhausted, as the daemon would answer, so the tree is too large
+// on any retry (413), and the message says which bound.
+func pushFits(head *daemonv1.PrepareRequest, follow bool, files int) error {
+	if n := proto.Size(head); n > daemonv1.MaxPushMessageBytes {
+		return status.Errorf(codes.ResourceExhausted, "the tree's file list takes %d MiB, more than the %d MiB a push carries", n>>20, daemonv1.MaxPushMessageBytes>>20)
+	}
+	if follow {
+		// A hex digest with its tag and length.
+		if n := files * (2 + sha256.Size*2); n > daemonv1.MaxPushMessageBytes {
+			return status.Errorf(codes.ResourceExhausted, "the tree's %d files' digests take %d MiB, more than the %d MiB a push carries", files, n>>20, daemonv1.MaxPushMessageBytes>>20)
+		}
+	}
+	return nil
 }
 
 // closeAndRecv turns a Send error into the daemon's real answer: gRPC

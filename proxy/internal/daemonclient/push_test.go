@@ -6,14 +6,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // pushDaemon records what one Prepare stream carried and how it ended.
@@ -136,5 +140,42 @@ func TestPushStream(t *testing.T) {
 				t.Fatalf("the daemon saw a clean end (%v) or a trailer (%v) of an abandoned push", d.clean, d.trailer)
 			}
 		})
+	}
+}
+
+// TestPushOverTheMessageBound: a tree whose file list, or whose digests,
+// would not fit the largest message a daemon receives is refused before
+// anything is sent, ResourceExhausted (413: too large on any retry) with
+// the bound named; one under it is pushed.
+func TestPushOverTheMessageBound(t *testing.T) {
+	k := Key{TenantKey: string(bytes.Repeat([]byte("a"), 64)), Repo: "r", Commit: string(bytes.Repeat([]byte("c"), 40))}
+	// 70,000 paths of 975 bytes, each within the tree path rule: 70 MB of
+	// file list.
+	dir := strings.Repeat(strings.Repeat("d", 240)+"/", 4)
+	long := make([]File, 70_000)
+	for i := range long {
+		long[i] = File{Path: fmt.Sprintf("%s%06d.txt", dir, i)}
+		if err := daemonv1.CheckTreePath(long[i].Path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	none := func(context.Context, func(int, []byte) error) error { return nil }
+	s, d := startPushDaemon(t)
+	_, err := s.PushStream(context.Background(), k, "00000000-0000-4000-8000-000000000003", long, PushMeta{}, none)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "file list") {
+		t.Fatalf("a 70 MB file list: %v", err)
+	}
+	select {
+	case <-d.done:
+		t.Fatal("the daemon saw a stream")
+	case <-time.After(100 * time.Millisecond):
+	}
+	// A million empty files' digests are 66 MB: over the bound, though their
+	// short paths fit.
+	if err := pushFits(&daemonv1.PrepareRequest{}, true, 1_100_000); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "digests") {
+		t.Fatalf("1,100,000 digests: %v", err)
+	}
+	if err := pushFits(&daemonv1.PrepareRequest{}, false, 1_100_000); err != nil {
+		t.Fatalf("no trailer to bound: %v", err)
 	}
 }
