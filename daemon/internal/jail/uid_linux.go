@@ -5,6 +5,7 @@ package jail
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,10 +29,17 @@ import (
 // range itself is leased host-wide (uidlease_linux.go), so no other daemon
 // hands out the same uids meanwhile.
 type uids struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // the counter
 	base  uint32
 	count uint32
 	file  string
+	// homes serialises the hand-over of one home (by a stripe of its
+	// path's hash) without holding the counter: a first hand-over chowns
+	// a whole home (a module cache, a build seed), and every other
+	// tenant's starts waited for it.
+	homes [64]sync.Mutex
+	// chown gives a home to a uid (chownTree; tests watch it).
+	chown func(dir string, uid int) error
 }
 
 func newUIDs(base, count uint32, stateDir string) (*uids, error) {
@@ -41,7 +49,7 @@ func newUIDs(base, count uint32, stateDir string) (*uids, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, err
 	}
-	u := &uids{base: base, count: count, file: filepath.Join(stateDir, fmt.Sprintf("last-uid-%d", base))}
+	u := &uids{base: base, count: count, file: filepath.Join(stateDir, fmt.Sprintf("last-uid-%d", base)), chown: chownTree}
 	// Before ranges were leased the counter had one file; carry it over
 	// when it belongs to this range.
 	if _, err := os.Stat(u.file); errors.Is(err, fs.ErrNotExist) {
@@ -61,8 +69,9 @@ func (u *uids) inRange(id uint32) bool { return id >= u.base && id-u.base < u.co
 // forHome returns the uid of home, allocating one (and giving the home's
 // whole existing content to it) the first time.
 func (u *uids) forHome(home string) (int, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
+	l := u.homeLock(home)
+	l.Lock()
+	defer l.Unlock()
 	fi, err := os.Lstat(home)
 	if err != nil {
 		return 0, err
@@ -71,14 +80,23 @@ func (u *uids) forHome(home string) (int, error) {
 	if u.inRange(st.Uid) {
 		return int(st.Uid), nil
 	}
+	u.mu.Lock()
 	id, err := u.next()
+	u.mu.Unlock()
 	if err != nil {
 		return 0, err
 	}
-	if err := chownTree(home, int(id)); err != nil {
+	if err := u.chown(home, int(id)); err != nil {
 		return 0, fmt.Errorf("give home %s to uid %d: %w", home, id, err)
 	}
 	return int(id), nil
+}
+
+// homeLock is the lock of home's hand-over.
+func (u *uids) homeLock(home string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(home))
+	return &u.homes[h.Sum32()%uint32(len(u.homes))]
 }
 
 func (u *uids) next() (uint32, error) {

@@ -243,11 +243,13 @@ func (d *Dir) MkdirAll(rel string, perm os.FileMode, o MkdirOpts) (*Dir, error) 
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.Dup(d.fd)
+	// Close-on-exec from its birth: a Dup then CloseOnExec left a moment
+	// in which a fork (the launcher, bwrap, the dependency phase's
+	// commands) inherited the directory.
+	fd, err := unix.FcntlInt(uintptr(d.fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	unix.CloseOnExec(fd)
 	name := d.name
 	for _, c := range parts {
 		name = filepath.Join(name, c)
