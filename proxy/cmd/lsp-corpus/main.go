@@ -36,6 +36,7 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the scratch directory (checkouts, the stack's logs) and print where it is")
 	jsonOut := flag.String("json", "", "write every result with its disagreements per position to this file (- for stdout)")
 	daemonEnv := flag.String("daemon-env", "", "comma-separated LSP_*=value settings for the service's daemon (LSP_LOG_LEVEL=info to read its prepare's parts with -keep); never the product's figures unless the product sets them")
+	daemonUID := flag.Int("daemon-uid", 0, "run the service's daemon as this uid and gid, as production does (65532, deploy/k8s); the binaries, servers and -cache must be reachable by it")
 	flag.Parse()
 	env, err := devstack.ParseDaemonEnv(*daemonEnv)
 	if err != nil {
@@ -46,7 +47,7 @@ func main() {
 	defer stop()
 	o := corpus.Options{
 		Servers: *servers, DaemonBin: *daemonBin, CorpusDir: *corpusDir, CacheDir: *cacheDir,
-		PerRepo: *positions, Keep: *keep, ColdWait: *coldWait, JailCC: *jailCC, DaemonEnv: env, NextCommit: *next,
+		PerRepo: *positions, Keep: *keep, ColdWait: *coldWait, JailCC: *jailCC, DaemonEnv: env, DaemonUID: *daemonUID, NextCommit: *next,
 	}
 	if err := run(ctx, o, *repos, *large, *jsonOut); err != nil {
 		fmt.Fprintln(os.Stderr, "lsp-corpus:", err)
@@ -104,6 +105,13 @@ func run(ctx context.Context, o corpus.Options, repos string, large bool, jsonOu
 	dir, err := os.MkdirTemp("", "lsp-corpus-")
 	if err != nil {
 		return err
+	}
+	if o.DaemonUID != 0 {
+		// The daemon's own directory below it is given to its uid; this
+		// one it only passes through.
+		if err := os.Chmod(dir, 0o711); err != nil {
+			return err
+		}
 	}
 	if o.Keep {
 		fmt.Fprintln(os.Stderr, "scratch directory kept:", dir)

@@ -44,6 +44,9 @@ type Options struct {
 	// JailCC is the daemon's LSP_JAIL_CC ("" its default; "off" runs Go
 	// servers without a C compiler, CGO_ENABLED=0).
 	JailCC string
+	// DaemonUID runs the service's daemon as that uid (devstack); 0: as
+	// this process.
+	DaemonUID int
 	// DaemonEnv are more LSP_* variables for the daemon, over the
 	// corpus's own (lsp-corpus -daemon-env).
 	DaemonEnv map[string]string
@@ -261,7 +264,7 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	maps.Copy(daemonEnv, o.DaemonEnv)
 	stack, err := devstack.Start(ctx, devstack.Options{
 		Dir: filepath.Join(o.Dir, "stack"), DaemonBin: o.DaemonBin, ServerFile: sf.Path,
-		DaemonEnv: daemonEnv,
+		DaemonEnv: daemonEnv, DaemonUID: o.DaemonUID,
 		// The corpus asks at full speed from one org: the default per-org
 		// rate limit would answer 429s, which are no disagreement of the
 		// servers.

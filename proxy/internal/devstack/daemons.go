@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -82,6 +83,13 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if uid := d.o.Servers.DaemonUID; uid != 0 {
+		if err := chownAll(d.o.Dir, uid); err != nil {
+			logf.Close()
+			return fmt.Errorf("daemon: give %s to uid %d: %w", d.o.Dir, uid, err)
+		}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}
+	}
 	if err := spawnthread.Start(cmd); err != nil {
 		logf.Close()
 		return fmt.Errorf("daemon: %w", err)
@@ -114,6 +122,17 @@ func (d *Daemon) Start(ctx context.Context) error {
 			return errors.New("daemon did not listen within 60s")
 		}
 	}
+}
+
+// chownAll gives dir and what it holds to uid (a dev stack's own
+// directory: no link in it is followed).
+func chownAll(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
 }
 
 // Pid is the daemon process's id (0 when it is not running).

@@ -50,6 +50,11 @@ type Options struct {
 	// DaemonEnv adds LSP_* variables to the stack's own daemon (pool
 	// budgets, dependency mirrors).
 	DaemonEnv map[string]string
+	// DaemonUID, when not 0, runs the daemons as that uid and gid, as
+	// production runs them (deploy/k8s: 65532, no capabilities): their
+	// directories are given to it, and the binaries, server installs and
+	// mirrors they read must be reachable by it.
+	DaemonUID int
 	// DatabaseURL, when set, is used instead of a throwaway cluster.
 	DatabaseURL string
 	// ProxyEnv overrides proxy configuration (LSP_* names).
