@@ -69,7 +69,7 @@ func depsDaemon(t *testing.T, mirror string, extra ...pool.Spec) daemonv1.Daemon
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(grpc.WaitForHandlers(true))
+	g := grpc.NewServer(append(ServerOptions(), grpc.WaitForHandlers(true))...)
 	(&Server{Pool: p, Runner: runner, Log: log, Deps: deps.New(cfg, log)}).Register(g)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(ln) }()
