@@ -420,8 +420,9 @@ func (d *Dir) Lstat(rel string) (unix.Stat_t, error) {
 }
 
 // MoveIn renames name in src, a directory only the daemon can write, to
-// name in d: a file or link there is replaced, never followed (so is an
-// empty directory when name is one). A directory that stays (a non-empty
+// name in d: a file or link there is replaced, never followed, whether
+// name is a file or a directory (so is an empty directory when name is
+// one). A directory that stays (a non-empty
 // one, or any when name is a file) is kept and nothing moves: kept reports
 // it. A perm other than 0 is given to what moved afterwards through a
 // descriptor opened before the move, so it reaches exactly that entry
@@ -438,7 +439,20 @@ func (d *Dir) MoveIn(src *Dir, name string, perm os.FileMode) (kept bool, err er
 		}
 		defer unix.Close(fd)
 	}
-	if err := unix.Renameat(src.fd, name, d.fd, name); err != nil {
+	err = unix.Renameat(src.fd, name, d.fd, name)
+	if errors.Is(err, unix.ENOTDIR) {
+		// A directory onto a file or link: rename(2) refuses, and a
+		// refusal left the home without the entry for good (every later
+		// install of a module a jail had planted a link for failed).
+		// Remove that entry, never following it, and move once more.
+		var st unix.Stat_t
+		if serr := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); serr == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if uerr := unix.Unlinkat(d.fd, name, 0); uerr == nil || errors.Is(uerr, unix.ENOENT) {
+				err = unix.Renameat(src.fd, name, d.fd, name)
+			}
+		}
+	}
+	if err != nil {
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EISDIR) {
 			return true, nil
 		}

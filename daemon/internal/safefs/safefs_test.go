@@ -256,8 +256,8 @@ func TestOpenFdPathBelow(t *testing.T) {
 }
 
 // TestMoveIn: a staged directory or file moves in by name; a link there
-// is replaced (never followed), a directory there is kept, and perm
-// reaches the moved entry.
+// is replaced, whether a file or a directory moves (never followed), a
+// directory there is kept, and perm reaches the moved entry.
 func TestMoveIn(t *testing.T) {
 	home, hostDir, hostFile := fixture(t)
 	stage := t.TempDir()
@@ -303,10 +303,16 @@ func TestMoveIn(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(home, "list")); err != nil || !fi.Mode().IsRegular() {
 		t.Errorf("list: %v %v", fi, err)
 	}
-	// A directory over a link to a directory: refused, never moved into
-	// the link's target.
-	if _, err := d.MoveIn(src, "linked@v1", 0o555); err == nil {
-		t.Error("moved a directory over a link")
+	// A directory over a link to a directory: the link is replaced, never
+	// followed (refused, it left the home without the module for good).
+	if kept, err := d.MoveIn(src, "linked@v1", 0o555); kept || err != nil {
+		t.Errorf("linked@v1: kept %v, %v", kept, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(home, "linked@v1", "f")); err != nil || string(b) != "new" {
+		t.Errorf("linked@v1 after the move: %q, %v", b, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(home, "linked@v1")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o555 {
+		t.Errorf("linked@v1: %v %v", fi, err)
 	}
 	if _, err := d.MoveIn(src, "../x", 0); !errors.Is(err, ErrNotPlain) {
 		t.Errorf("../x: %v", err)
