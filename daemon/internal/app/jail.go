@@ -45,9 +45,11 @@ func newSpawner(ctx context.Context, env *config.Env, tsLibs []uri.External, log
 		return nil, nil, refuse(err)
 	}
 	// Besides its built-in list, the canary must not see the daemon's own
-	// trees, homes, executables, state, configuration or socket.
+	// trees, homes, caches, staging (trees being written, homes being
+	// removed), executables, state, configuration or socket.
 	hidden := []string{
 		filepath.Join(env.Root, "trees"), filepath.Join(env.Root, "homes"),
+		filepath.Join(env.Root, "caches"), filepath.Join(env.Root, "staging"),
 		filepath.Join(env.Root, "bin"), opts.StateDir, env.ConfigFile,
 	}
 	if sock, ok := strings.CutPrefix(env.Listen, "unix://"); ok {
