@@ -21,13 +21,9 @@ import (
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
-// indexFile lists what an install put in node_modules, for NPMExternals.
-// It lives beside the tree (npmIndex), where no server sees it and no
-// repository file can pose as it.
-const indexFile = ".lsp-packages.json"
-
-// npmIndex is ws's install index, beside its tree.
-func npmIndex(ws runtime.Workspace) string { return filepath.Join(filepath.Dir(ws.Root), indexFile) }
+// npmIndex is ws's install index (runtime.NPMIndex): what an install put
+// in node_modules, for NPMExternals.
+func npmIndex(ws runtime.Workspace) string { return runtime.NPMIndex(ws) }
 
 // maxIndex bounds the index NPMExternals reads.
 const maxIndex = 8 << 20
@@ -303,7 +299,9 @@ func (f *Fetcher) install(ctx context.Context, ws runtime.Workspace, pkgs map[st
 	}
 	if err == nil {
 		if err = renameIntoTree(stage, dst); err != nil {
-			_ = os.Remove(npmIndex(ws)) // it would name roots that are not there
+			if _, lerr := os.Lstat(dst); lerr != nil {
+				_ = os.Remove(npmIndex(ws)) // it would name roots that are not there
+			}
 		}
 	}
 	if err != nil {

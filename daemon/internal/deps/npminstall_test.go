@@ -236,7 +236,7 @@ func TestInstallNPM(t *testing.T) {
 		t.Errorf("the tree holds %v, want node_modules, package-lock.json and src", top)
 	}
 	beside, _ := os.ReadDir(filepath.Dir(ws.Root))
-	if len(beside) != 2 || beside[0].Name() != indexFile || beside[1].Name() != "tree" {
+	if len(beside) != 2 || beside[0].Name() != filepath.Base(runtime.NPMIndex(ws)) || beside[1].Name() != "tree" {
 		t.Errorf("beside the tree: %v, want the index and the tree", beside)
 	}
 	_ = filepath.WalkDir(nm, func(p string, d fs.DirEntry, err error) error {

@@ -337,12 +337,37 @@ func TestTreeCargoConfigs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := treeCargoConfigs(root)
+	got := treeCargoConfigs(runtime.Workspace{Root: root})
 	want := []string{filepath.Join(root, ".cargo/config.toml"), filepath.Join(root, "a/b/.cargo/config")}
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("treeCargoConfigs = %q, want %q", got, want)
+	}
+}
+
+// The node_modules the dependency phase installed is not walked for cargo
+// configs (registry packages: every start walked them all); one the
+// repository commits is the repository's, and is.
+func TestTreeCargoConfigsInstalledPackages(t *testing.T) {
+	ws := runtime.Workspace{Root: filepath.Join(t.TempDir(), "c", "tree")}
+	for _, f := range []string{".cargo/config.toml", "node_modules/p/.cargo/config.toml"} {
+		p := filepath.Join(ws.Root, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := treeCargoConfigs(ws); len(got) != 2 {
+		t.Errorf("a committed node_modules: %q, want both configs", got)
+	}
+	if err := os.WriteFile(runtime.NPMIndex(ws), []byte("[]"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if got := treeCargoConfigs(ws); !slices.Equal(got, []string{filepath.Join(ws.Root, ".cargo/config.toml")}) {
+		t.Errorf("installed packages: %q, want the tree's own config alone", got)
 	}
 }
 

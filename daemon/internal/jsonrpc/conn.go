@@ -288,8 +288,9 @@ func (c *Conn) stop(cause error) {
 // Call sends a request and waits for its reply, decoding the result into
 // result (when non-nil; a json.RawMessage receives it verbatim). When ctx
 // ends first, Call sends $/cancelRequest for the id and returns ctx.Err().
-// A reply carrying an error returns it as *Error; a stopped connection
-// returns a *ClosedError. A stream that is a Watcher hears of every call
+// A reply carrying an error returns it as *Error, as does one with neither
+// result nor error when result is non-nil (ErrNoResult); a stopped
+// connection returns a *ClosedError. A stream that is a Watcher hears of every call
 // given up because ctx ended.
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
 	began := time.Now()

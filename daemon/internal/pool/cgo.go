@@ -103,8 +103,9 @@ func readPrefix(p string, max int64) ([]byte, error) {
 }
 
 // cgo scans w's tree once. The published tree holds only the daemon's
-// regular files (nothing a jailed process could have planted), and
-// WalkDir follows no link.
+// regular files, directories and, in node_modules (skipped here), its own
+// links: nothing a jailed process could have planted; WalkDir follows no
+// link.
 func (w *Workspace) cgo() *cgoScan {
 	return w.Derived(cgoKey{}, func() any {
 		s := &cgoScan{dirs: map[string]bool{}, pkgs: map[string]bool{}}

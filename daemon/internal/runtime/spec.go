@@ -133,6 +133,14 @@ func NodeModules(ws Workspace) string {
 	return filepath.Join(ws.Root, "node_modules")
 }
 
+// NPMIndex is where the dependency phase records the packages it
+// installed into NodeModules: beside the tree, where no server sees it and
+// no repository file can pose as it. Its presence says the tree's
+// node_modules is the phase's, not one the repository commits.
+func NPMIndex(ws Workspace) string {
+	return filepath.Join(filepath.Dir(ws.Root), ".lsp-packages.json")
+}
+
 // CargoHome is the CARGO_HOME of a workspace's servers, under its Home: a
 // crates mirror's cargo fetch fills it (HIP); servers only read it
 // (CARGO_NET_OFFLINE).

@@ -146,7 +146,7 @@ func TestPushStream(t *testing.T) {
 // TestPushOverTheMessageBound: a tree whose file list, or whose digests,
 // would not fit the largest message a daemon receives is refused before
 // anything is sent, ResourceExhausted (413: too large on any retry) with
-// the bound named; one under it is pushed.
+// the bound named (TestPushStream pushes trees under it).
 func TestPushOverTheMessageBound(t *testing.T) {
 	k := Key{TenantKey: string(bytes.Repeat([]byte("a"), 64)), Repo: "r", Commit: string(bytes.Repeat([]byte("c"), 40))}
 	// 70,000 paths of 975 bytes, each within the tree path rule: 70 MB of

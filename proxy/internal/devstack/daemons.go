@@ -124,9 +124,18 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 }
 
-// chownAll gives dir and what it holds to uid (a dev stack's own
-// directory: no link in it is followed).
+// chownAll gives dir and what it holds to uid, once: before the daemon's
+// first start, when the stack alone has written there. Later its jails
+// have written the homes, and a walk by path could be led through a
+// directory swapped for a link.
 func chownAll(dir string, uid int) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid {
+		return nil
+	}
 	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {
 			return err
