@@ -65,25 +65,33 @@ type needle struct {
 	want       uri.Location
 }
 
-// jailedDefinitions starts the real TypeScript server in a real jail on
-// ws and checks where each needle's definition lands.
-func jailedDefinitions(t *testing.T, ws runtime.Workspace, needles []needle) {
+// tsServer starts the reviewed TypeScript server (servertest) on ws with
+// sp, as the daemon's entry starts it, and returns it with its client.
+func tsServer(t *testing.T, sp runtime.Spawner, ws runtime.Workspace) (*runtime.Server, *lsp.Client) {
 	t.Helper()
 	node, ts := tsForJail(t)
 	initOpts, _ := json.Marshal(map[string]any{
 		"tsserver":                          map[string]any{"path": filepath.Join(ts, "node_modules/typescript/lib/tsserver.js"), "useSyntaxServer": "never"},
 		"disableAutomaticTypingAcquisition": true,
 	})
-	srv := start(t, newSpawner(t, Options{}), runtime.Spec{
+	srv := start(t, sp, runtime.Spec{
 		ID: "typescript", Language: "typescript", Extensions: []string{".ts", ".tsx"},
 		Executable: node, Args: []string{filepath.Join(ts, "node_modules/typescript-language-server/lib/cli.mjs"), "--stdio"},
 		InitializationOptions: initOpts,
 	}, ws)
-	ctx := context.Background()
-	cl, _, err := srv.Client(ctx)
+	cl, _, err := srv.Client(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return srv, cl
+}
+
+// jailedDefinitions starts the real TypeScript server in a real jail on
+// ws and checks where each needle's definition lands.
+func jailedDefinitions(t *testing.T, ws runtime.Workspace, needles []needle) {
+	t.Helper()
+	srv, cl := tsServer(t, newSpawner(t, Options{}), ws)
+	ctx := context.Background()
 	pol := uri.Policy{Root: ws.Root, Externals: deps.NPMExternals(ws)}
 	for _, n := range needles {
 		b, err := os.ReadFile(filepath.Join(ws.Root, n.file))
@@ -178,7 +186,7 @@ func TestJailedTypeScriptZustand(t *testing.T) {
 // resolved (TS2593: "Cannot find name 'describe'", and no TS7006).
 func TestJailedTsconfigNamesNodeModules(t *testing.T) {
 	t.Parallel()
-	node, ts := tsForJail(t)
+	tsForJail(t)
 	npm, err := exec.LookPath("npm")
 	if err != nil {
 		t.Skip("npm is not installed")
@@ -213,20 +221,8 @@ func TestJailedTsconfigNamesNodeModules(t *testing.T) {
 	}
 
 	answers := func(sp runtime.Spawner, ws runtime.Workspace) (def string, diags []string) {
-		initOpts, _ := json.Marshal(map[string]any{
-			"tsserver":                          map[string]any{"path": filepath.Join(ts, "node_modules/typescript/lib/tsserver.js"), "useSyntaxServer": "never"},
-			"disableAutomaticTypingAcquisition": true,
-		})
-		srv := start(t, sp, runtime.Spec{
-			ID: "typescript", Language: "typescript", Extensions: []string{".ts"},
-			Executable: node, Args: []string{filepath.Join(ts, "node_modules/typescript-language-server/lib/cli.mjs"), "--stdio"},
-			InitializationOptions: initOpts,
-		}, ws)
+		srv, cl := tsServer(t, sp, ws)
 		ctx := context.Background()
-		cl, _, err := srv.Client(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		u := srv.URI("test/add.test.ts")
 		if err := cl.DidOpen(ctx, u, "typescript", files["test/add.test.ts"]); err != nil {
 			t.Fatal(err)

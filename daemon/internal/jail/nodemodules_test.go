@@ -4,9 +4,7 @@ package jail
 
 import (
 	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -58,21 +56,7 @@ func TestBwrapArgsNodeModules(t *testing.T) {
 // node_modules, through the tree's read-only bind.
 func TestJailedTypeScriptNodeModules(t *testing.T) {
 	t.Parallel()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	node, _ = filepath.EvalSymlinks(node)
-	ts, err := filepath.Abs("../../../.bin/ts")
-	if err == nil {
-		ts, err = filepath.EvalSymlinks(ts)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("the TypeScript server is not installed; make deps installs it")
-		}
-		t.Skip("the TypeScript server is not installed (make deps installs it)")
-	}
+	tsForJail(t)
 	l := newLayout(t)
 	t.Cleanup(func() { _ = removeTree(l.root) })
 	c := filepath.Join(l.root, "trees", "tenant", "repo", "c0")
@@ -99,20 +83,8 @@ func TestJailedTypeScriptNodeModules(t *testing.T) {
 	if err := os.MkdirAll(ws.Home, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	initOpts, _ := json.Marshal(map[string]any{
-		"tsserver":                          map[string]any{"path": filepath.Join(ts, "node_modules/typescript/lib/tsserver.js"), "useSyntaxServer": "never"},
-		"disableAutomaticTypingAcquisition": true,
-	})
-	srv := start(t, newSpawner(t, Options{}), runtime.Spec{
-		ID: "typescript", Language: "typescript", Extensions: []string{".ts"},
-		Executable: node, Args: []string{filepath.Join(ts, "node_modules/typescript-language-server/lib/cli.mjs"), "--stdio"},
-		InitializationOptions: initOpts,
-	}, ws)
+	srv, cl := tsServer(t, newSpawner(t, Options{}), ws)
 	ctx := context.Background()
-	cl, _, err := srv.Client(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	u := srv.URI("src/main.ts")
 	if err := cl.DidOpen(ctx, u, "typescript", mainTS); err != nil {
 		t.Fatal(err)
