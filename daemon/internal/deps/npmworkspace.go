@@ -68,9 +68,9 @@ type npmLink struct {
 // the root's node_modules keys as they are, and each workspace's nested
 // packages hoisted to the top (packages/foo/node_modules/bar becomes
 // node_modules/bar) where no other version of them is, with everything
-// nested below them. The workspace
-// packages' own entries are dropped (their files are in the tree). What
-// cannot be hoisted is warned about and left out.
+// nested below them. The workspace packages' own entries are dropped
+// (their files are in the tree). What cannot be hoisted is warned about
+// and left out.
 func hoistWorkspaces(pkgs map[string]lockPackage, w *warnings) map[string]lockPackage {
 	out := make(map[string]lockPackage, len(pkgs))
 	type nested struct{ ws, rest string }

@@ -27,7 +27,8 @@ import (
 // keyed with the peers, while v6 keeps it in packages.
 //
 // pnpm installs into a content-addressed store with symbolic links; the
-// phase instead lays out, inside the tree's read-only node_modules, real package directories below pnpm's hidden level
+// phase instead lays out, inside the tree's read-only node_modules, real
+// package directories below pnpm's hidden level
 // (node_modules/.pnpm/node_modules) and links to them from the top for the
 // importers' own dependencies, so that every package and the repository's
 // own files see what they see in pnpm's layout (hoistPNPM).

@@ -290,8 +290,8 @@ func (c *Conn) stop(cause error) {
 // ends first, Call sends $/cancelRequest for the id and returns ctx.Err().
 // A reply carrying an error returns it as *Error, as does one with neither
 // result nor error when result is non-nil (ErrNoResult); a stopped
-// connection returns a *ClosedError. A stream that is a Watcher hears of every call
-// given up because ctx ended.
+// connection returns a *ClosedError. A stream that is a Watcher hears of
+// every call given up because ctx ended.
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
 	began := time.Now()
 	p, err := marshalParams(params)

@@ -220,10 +220,10 @@ func (cd *coder) warnings() []string {
 // GOROOT's std, the pinned TypeScript library, an installed npm package or
 // the workspace's Go module cache. Roots in the workspace's home or its
 // tree's node_modules are where jailed processes or the dependency phase
-// wrote, so
-// the read starts from the home (or the tree's parent) the daemon made
-// and goes down without following any link (safefs); the other roots are
-// the daemon's own installs and are read the same way from the root.
+// wrote, so the read starts from the home (or the tree's parent) the
+// daemon made and goes down without following any link (safefs); the
+// other roots are the daemon's own installs and are read the same way
+// from the root.
 func (r *Runner) externalFile(w *pool.Workspace, module, path string, maxBytes int64) ([]byte, error) {
 	if err := workspace.CheckPath(path, 1024); err != nil {
 		return nil, err

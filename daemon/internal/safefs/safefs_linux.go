@@ -422,12 +422,12 @@ func (d *Dir) Lstat(rel string) (unix.Stat_t, error) {
 // MoveIn renames name in src, a directory only the daemon can write, to
 // name in d: a file or link there is replaced, never followed, whether
 // name is a file or a directory (so is an empty directory when name is
-// one). A directory that stays (a non-empty
-// one, or any when name is a file) is kept and nothing moves: kept reports
-// it. A perm other than 0 is given to what moved afterwards through a
-// descriptor opened before the move, so it reaches exactly that entry
-// whatever a jail does in d meanwhile (a directory moved to another parent
-// must stay writable until then: rename updates its "..").
+// one). A directory that stays (a non-empty one, or any when name is a
+// file) is kept and nothing moves: kept reports it. A perm other than 0
+// is given to what moved afterwards through a descriptor opened before the
+// move, so it reaches exactly that entry whatever a jail does in d
+// meanwhile (a directory moved to another parent must stay writable until
+// then: rename updates its "..").
 func (d *Dir) MoveIn(src *Dir, name string, perm os.FileMode) (kept bool, err error) {
 	if err := checkName(name); err != nil {
 		return false, err

@@ -183,9 +183,10 @@ func (s *Store) Warnings(k Key) ([]string, error) {
 // beforePublish, when set, runs on the verified tree (read-only) and k's
 // home just before the publishing rename: what it writes in the tree's
 // directory (the dependency phase's node_modules, moved into the tree, and
-// its indexes beside it) is published with it in the same rename, so a tree is never served, nor adopted after a crash, without
-// what was prepared for it. The warnings it returns are published with
-// the tree too (Warnings).
+// its indexes beside it) is published with it in the same rename, so a
+// tree is never served, nor adopted after a crash, without what was
+// prepared for it. The warnings it returns are published with the tree
+// too (Warnings).
 func (s *Store) Write(k Key, prepareID string, files []*daemonv1.FileEntry, r io.Reader, beforePublish func(tree, home string) (warnings []string)) (published bool, err error) {
 	return s.write(k, prepareID, files, r, beforePublish, false)
 }
