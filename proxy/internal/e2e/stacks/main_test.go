@@ -87,7 +87,10 @@ func startStack(t *testing.T, o devstack.Options) *devstack.Stack {
 	if o.Dir == "" {
 		o.Dir = stackDir(t)
 	}
-	o.DaemonBin, o.Gopls = daemonBin, gopls
+	o.DaemonBin = daemonBin
+	if o.Gopls == "" {
+		o.Gopls = gopls
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
