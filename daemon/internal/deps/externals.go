@@ -16,7 +16,7 @@ import (
 // policy takes the first root a path is under. Nothing installed: none.
 func NPMExternals(ws runtime.Workspace) []uri.External {
 	nm := runtime.NodeModules(ws)
-	data, err := readRegular(npmIndex(ws), maxIndex)
+	data, err := readRegular(runtime.NPMIndex(ws), maxIndex)
 	if err != nil {
 		return nil
 	}

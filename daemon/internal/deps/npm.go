@@ -121,7 +121,7 @@ func ownNodeModules(ws runtime.Workspace) bool {
 	if _, err := os.Lstat(runtime.NodeModules(ws)); err != nil {
 		return false
 	}
-	_, err := os.Lstat(npmIndex(ws))
+	_, err := os.Lstat(runtime.NPMIndex(ws))
 	return err != nil
 }
 

@@ -21,10 +21,6 @@ import (
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 )
 
-// npmIndex is ws's install index (runtime.NPMIndex): what an install put
-// in node_modules, for NPMExternals.
-func npmIndex(ws runtime.Workspace) string { return runtime.NPMIndex(ws) }
-
 // maxIndex bounds the index NPMExternals reads.
 const maxIndex = 8 << 20
 
@@ -295,12 +291,12 @@ func (f *Fetcher) install(ctx context.Context, ws runtime.Workspace, pkgs map[st
 		return
 	}
 	if err == nil {
-		err = writeIndex(npmIndex(ws), index)
+		err = writeIndex(runtime.NPMIndex(ws), index)
 	}
 	if err == nil {
 		if err = renameIntoTree(stage, dst); err != nil {
 			if _, lerr := os.Lstat(dst); lerr != nil {
-				_ = os.Remove(npmIndex(ws)) // it would name roots that are not there
+				_ = os.Remove(runtime.NPMIndex(ws)) // it would name roots that are not there
 			}
 		}
 	}

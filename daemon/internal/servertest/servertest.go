@@ -2,7 +2,8 @@
 // real-server tests: the pinned installs `make deps` puts in the checkout's
 // .bin (make test names them in LSP_TEST_GOPLS and LSP_TEST_TYPESCRIPT).
 // Without one a test is skipped — except under CI, where a missing server
-// is a broken install step and fails the test.
+// is a broken install step and fails the test. AsNobody re-runs tests as
+// an ordinary uid, as production runs the daemon.
 package servertest
 
 import (

@@ -21,6 +21,7 @@ import (
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
+	"github.com/hanzoai/lsp/proxy/internal/daemontest"
 	"github.com/hanzoai/lsp/proxy/internal/forge"
 	"github.com/hanzoai/lsp/proxy/internal/operation"
 	"google.golang.org/grpc"
@@ -88,18 +89,9 @@ func (d *stackDaemon) Capabilities(context.Context, *daemonv1.CapabilitiesReques
 }
 
 func (d *stackDaemon) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]) error {
-	var id string
-	for {
-		m, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if h := m.GetHeader(); h != nil {
-			id = h.GetPrepareId()
-		}
+	id, err := daemontest.ReceivePush(stream)
+	if err != nil {
+		return err
 	}
 	d.pushes.Add(1)
 	time.Sleep(time.Duration(d.pushDelay.Load())) // the push runs on whatever the proxy's client does

@@ -2,9 +2,7 @@ package operation
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +15,7 @@ import (
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
 	"github.com/hanzoai/lsp/proxy/internal/daemonclient"
+	"github.com/hanzoai/lsp/proxy/internal/daemontest"
 	"github.com/hanzoai/lsp/proxy/internal/forge"
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
 	"github.com/prometheus/client_golang/prometheus"
@@ -134,18 +133,9 @@ func (d *deletingDaemon) Capabilities(context.Context, *daemonv1.CapabilitiesReq
 }
 
 func (d *deletingDaemon) Prepare(st grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]) error {
-	var id string
-	for {
-		m, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if h := m.GetHeader(); h != nil {
-			id = h.GetPrepareId()
-		}
+	id, err := daemontest.ReceivePush(st)
+	if err != nil {
+		return err
 	}
 	d.mu.Lock()
 	d.prepareID = id
