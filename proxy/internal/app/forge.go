@@ -34,7 +34,7 @@ func newForge(cfg *config.Config, cacheSecret []byte, log *slog.Logger) forge.Fo
 func treeLimits(cfg *config.Config) forge.Limits {
 	return forge.Limits{
 		MaxFiles: cfg.TreeMaxFiles, MaxTotalBytes: cfg.TreeMaxBytes,
-		MaxFileBytes: cfg.TreeMaxFileBytes, MaxDepth: cfg.TreeMaxDepth,
+		MaxFileBytes: cfg.TreeMaxFileBytes, MaxDepth: cfg.TreeMaxDepth, MaxDirs: cfg.TreeMaxDirs,
 	}
 }
 

@@ -69,6 +69,7 @@ type Config struct {
 	TreeMaxBytes     int64 // LSP_TREE_MAX_BYTES
 	TreeMaxFileBytes int64 // LSP_TREE_MAX_FILE_BYTES
 	TreeMaxDepth     int   // LSP_TREE_MAX_DEPTH
+	TreeMaxDirs      int   // LSP_TREE_MAX_DIRS
 
 	// Shards: mutual TLS to host:port daemons and their health checks.
 	DaemonTLSCert        string        // LSP_DAEMON_TLS_CERT: the proxy's client certificate
@@ -194,6 +195,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		TreeMaxBytes:     p.int("LSP_TREE_MAX_BYTES", 512<<20),
 		TreeMaxFileBytes: p.int("LSP_TREE_MAX_FILE_BYTES", 16<<20),
 		TreeMaxDepth:     int(p.int("LSP_TREE_MAX_DEPTH", 64)),
+		TreeMaxDirs:      int(p.int("LSP_TREE_MAX_DIRS", 50_000)),
 
 		DaemonTLSCert:        p.str("LSP_DAEMON_TLS_CERT", ""),
 		DaemonTLSKey:         p.str("LSP_DAEMON_TLS_KEY", ""),

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -21,6 +22,8 @@ import (
 //	GET /api/v1/repos/{owner}/{repo}/tags/{tag}           commit.sha (peeled), id
 //	GET /api/v1/repos/{owner}/{repo}/git/commits/{sha}    sha (any commit object of the repository)
 //	GET /api/v1/repos/{owner}/{repo}/archive/{ref}.tar.gz `git archive --prefix={repo}/`, gzipped
+//	GET /api/v1/repos/{owner}/{repo}/git/trees/{sha}      ?recursive=true&page=&per_page= (Gitea's paging)
+//	GET /api/v1/repos/{owner}/{repo}/raw/{path}           ?ref= a file's blob as stored
 //	GET /api/v1/users/{login}                             login, is_admin
 //
 // Identity follows Gitea: a token is sent as `Authorization: token T`,
@@ -163,6 +166,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	case "tags":
 		s.apiRef(w, r.Context(), dir, "refs/tags/"+name, name, true)
 	case "git":
+		if sha, ok := strings.CutPrefix(name, "trees/"); ok {
+			s.apiTree(w, r, dir, sha)
+			return
+		}
 		sha, ok := strings.CutPrefix(name, "commits/")
 		if !ok || !hexPattern.MatchString(sha) {
 			apiError(w, http.StatusNotFound, "not found")
@@ -181,6 +188,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.apiArchive(w, r.Context(), dir, owner, repo, ref)
+	case "raw":
+		s.apiRaw(w, r, dir, owner, repo, name)
 	default:
 		apiError(w, http.StatusNotFound, "not found")
 	}
@@ -289,4 +298,85 @@ func apiError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json;charset=utf-8")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"message": msg})
+}
+
+// SetTreesPerPage bounds a page of the Gitea API's tree listing, as
+// Gitea's setting API.DEFAULT_GIT_TREES_PER_PAGE does (0: 1000, its
+// default).
+func (s *Server) SetTreesPerPage(n int) {
+	s.mu.Lock()
+	s.perPage = n
+	s.mu.Unlock()
+}
+
+// apiTree lists the tree of a commit as Gitea's GET …/git/trees/{sha} does
+// with recursive=true: every entry, trees included, with size, in pages of
+// per_page (at most SetTreesPerPage's) and the total count; a sha the
+// repository lacks is 400, as in Gitea.
+func (s *Server) apiTree(w http.ResponseWriter, r *http.Request, dir, sha string) {
+	q := r.URL.Query()
+	if !hexPattern.MatchString(sha) || q.Get("recursive") != "true" {
+		apiError(w, http.StatusBadRequest, "sha not found")
+		return
+	}
+	out, err := runGit(r.Context(), s.git, dir, nil, "ls-tree", "-r", "-t", "-l", "-z", "--full-tree", sha)
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "sha not found")
+		return
+	}
+	type entry struct {
+		Path string `json:"path"`
+		Mode string `json:"mode"`
+		Type string `json:"type"`
+		Size int64  `json:"size"`
+		SHA  string `json:"sha"`
+	}
+	var entries []entry
+	for rec := range strings.SplitSeq(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		meta, p, _ := strings.Cut(rec, "\t")
+		f := strings.Fields(meta)
+		if len(f) != 4 {
+			continue
+		}
+		size, _ := strconv.ParseInt(f[3], 10, 64)
+		entries = append(entries, entry{Path: p, Mode: f[0], Type: f[1], Size: size, SHA: f[2]})
+	}
+	s.mu.Lock()
+	most := s.perPage
+	s.mu.Unlock()
+	if most <= 0 {
+		most = 1000
+	}
+	perPage, _ := strconv.Atoi(q.Get("per_page"))
+	if perPage <= 0 || perPage > most {
+		perPage = most
+	}
+	page, _ := strconv.Atoi(q.Get("page"))
+	page = max(page, 1)
+	start := min(perPage*(page-1), len(entries))
+	end := min(start+perPage, len(entries))
+	apiJSON(w, map[string]any{
+		"sha": sha, "tree": entries[start:end], "truncated": end < len(entries),
+		"page": page, "total_count": len(entries),
+	})
+}
+
+// apiRaw serves the blob at path in the commit ref names, as stored (a
+// symlink's target); it counts as a content download.
+func (s *Server) apiRaw(w http.ResponseWriter, r *http.Request, dir, owner, repo, path string) {
+	ref := r.URL.Query().Get("ref")
+	if !hexPattern.MatchString(ref) {
+		apiError(w, http.StatusNotFound, "not found")
+		return
+	}
+	out, err := runGit(r.Context(), s.git, dir, nil, "cat-file", "blob", ref+":"+path)
+	if err != nil {
+		apiError(w, http.StatusNotFound, "not found")
+		return
+	}
+	s.mu.Lock()
+	s.downloads[owner+"/"+repo]++
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = w.Write(out)
 }

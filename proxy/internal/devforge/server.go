@@ -43,6 +43,7 @@ type Server struct {
 	grants    map[string]map[string]bool // token → "owner/repo" or "owner/*"
 	downloads map[string]int             // "owner/repo" → upload-pack POSTs with wants, archive downloads
 	gitea     giteaState                 // the Gitea API's users (gitea.go)
+	perPage   int                        // SetTreesPerPage
 }
 
 // New returns a forge serving the bare repositories {root}/{owner}/{repo}.git

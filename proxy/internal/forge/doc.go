@@ -7,10 +7,13 @@
 // with repositories at {base}/{owner}/{repo}.git; and the Gitea/Forgejo REST
 // API (NewGitea, gitea.go): a revision resolves with one or two GETs of
 // {base}/api/v1/repos/{owner}/{repo}/… (the repository's default branch, a
-// branch, a tag, or a commit by sha), and a tree is one archive download
-// (…/archive/{commit}.tar.gz) read as a bounded stream (archive.go). Both
-// kinds end in the same normalisation, so they yield the same Tree for the
-// same commit. One difference is deliberate: for a full sha the gitea kind
+// branch, a tag, or a commit by sha), and a tree is the forge's listing of
+// it (…/git/trees/{commit}, paged) with its contents from one archive
+// download (…/archive/{commit}.tar.gz, read as a bounded stream,
+// archive.go) and, for the files the archive leaves out or rewrites
+// (.gitattributes export-ignore, export-subst), the raw-file API
+// (giteatree.go). Both kinds list into the same treeReader and end in the
+// same normalisation, so they yield the same Tree for the same commit. One difference is deliberate: for a full sha the gitea kind
 // asks the forge's own commit API, which serves any commit object of the
 // repository; what the forge serves its caller is what its ACL allows.
 //

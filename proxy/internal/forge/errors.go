@@ -36,7 +36,7 @@ const (
 // is then in bytes of pack). Both are answered 413: the same request fails
 // the same way until the repository or the forge changes.
 type TooLargeError struct {
-	Bound string // "files", "total_bytes", "file_bytes", "depth" or "history"
+	Bound string // "files", "total_bytes", "file_bytes", "depth", "directories", "files_outside_archive" or "history"
 	Limit int64
 }
 
@@ -50,6 +50,10 @@ func (e *TooLargeError) Error() string {
 		return fmt.Sprintf("tree too large: a file is larger than %d bytes", e.Limit)
 	case "depth":
 		return fmt.Sprintf("tree too large: a path is deeper than %d levels", e.Limit)
+	case "directories":
+		return fmt.Sprintf("tree too large: more than %d directories", e.Limit)
+	case "files_outside_archive":
+		return fmt.Sprintf("tree too costly to fetch: the forge's archive of it leaves out or rewrites more than %d files (.gitattributes export-ignore or export-subst), each then fetched on its own", e.Limit)
 	case "history":
 		return fmt.Sprintf("revision too costly to reach: the forge would send more than %d bytes of history for this commit (a branch or tag tip needs none)", e.Limit)
 	}

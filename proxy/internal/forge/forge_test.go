@@ -525,7 +525,8 @@ func TestFetchLimits(t *testing.T) {
 		{"depth", Limits{MaxDepth: 3}, "depth", 3},
 		{"file_bytes", Limits{MaxFileBytes: 999}, "file_bytes", 999},
 		{"total_bytes", Limits{MaxTotalBytes: 2010}, "total_bytes", 2010},
-		{"all fit", Limits{MaxFiles: 4, MaxDepth: 4, MaxFileBytes: 1000, MaxTotalBytes: 2011}, "", 0},
+		{"directories", Limits{MaxDirs: 2}, "directories", 2},
+		{"all fit", Limits{MaxFiles: 4, MaxDepth: 4, MaxFileBytes: 1000, MaxTotalBytes: 2011, MaxDirs: 3}, "", 0},
 		{"defaults", Limits{}, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

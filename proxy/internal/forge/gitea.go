@@ -50,8 +50,9 @@ type adminEntry struct {
 // NewGitea returns a Forge speaking the Gitea/Forgejo REST API at
 // {baseURL}/api/v1 (see the package doc). A revision resolves with one or two
 // GETs (the repository for its default branch, a branch, a tag, or a commit
-// by sha); a tree is one archive download,
-// /repos/{owner}/{repo}/archive/{commit}.tar.gz, read as a stream and
+// by sha); a tree is the forge's listing of it with the contents of one
+// archive download, /repos/{owner}/{repo}/archive/{commit}.tar.gz, read as
+// a stream, and of the raw files the archive lacks (giteatree.go),
 // normalised into the same Tree the git kind yields for the commit. httpClient
 // may be nil for a keep-alive client with a 30 s timeout (archives are not
 // bound by it: the caller's context is); redirects are never followed. A nil
@@ -259,18 +260,23 @@ func (c *giteaCall) getJSON(ctx context.Context, apiPath string, out any) error 
 }
 
 func (c *giteaCall) decode(ctx context.Context, resp *http.Response, out any) error {
+	return c.decodeMax(ctx, resp, out, maxAPIBytes)
+}
+
+// decodeMax is decode for an answer of at most max bytes.
+func (c *giteaCall) decodeMax(ctx context.Context, resp *http.Response, out any, max int64) error {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" {
 		c.log.Warn("forge: unexpected content type", "content_type", mt)
 		return newError(c.op, ErrUnavailable, "forge does not speak the Gitea API")
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIBytes+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return lateError(c.op, ctxErr)
 		}
 		return newError(c.op, ErrUnavailable, "forge connection failed")
 	}
-	if len(body) > maxAPIBytes {
+	if int64(len(body)) > max {
 		return newError(c.op, ErrUnavailable, "forge answer too large")
 	}
 	if err := json.Unmarshal(body, out); err != nil {
@@ -400,7 +406,8 @@ func (c *giteaCall) sha(s string) (string, error) {
 	return s, nil
 }
 
-// Fetch implements Forge: one archive download, read as a stream.
+// Fetch implements Forge: the commit's tree as the forge lists it, its
+// contents from one archive download (giteatree.go).
 func (g *giteaForge) Fetch(ctx context.Context, cred Credential, owner, repo, commit string, lim Limits) (*Tree, error) {
 	const op = "fetch"
 	if !isFullSHA(commit) {
@@ -411,22 +418,5 @@ func (g *giteaForge) Fetch(ctx context.Context, cred Credential, owner, repo, co
 	if err != nil {
 		return nil, err
 	}
-	lim = lim.withDefaults()
-	resp, err := c.get(ctx, repoPath(owner, repo)+"/archive/"+commit+".tar.gz", g.archive)
-	if err != nil {
-		return nil, err
-	}
-	defer drain(resp.Body)
-	t, err := readArchive(resp.Body, repo, commit, lim, log)
-	var tooLarge *TooLargeError
-	switch {
-	case err == nil:
-		return t, nil
-	case errors.As(err, &tooLarge):
-		return nil, err
-	case ctx.Err() != nil:
-		return nil, lateError(op, ctx.Err())
-	}
-	log.Warn("forge: unusable archive", "err", redact(err.Error(), c.secrets))
-	return nil, newError(op, ErrUnavailable, "forge sent an unusable archive")
+	return c.fetchTree(ctx, owner, repo, commit, lim.withDefaults())
 }

@@ -7,8 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -164,12 +166,31 @@ func TestBothKindsYieldTheSameTree(t *testing.T) {
 	gitIn(t, fx.root, "init", "--quiet", "--bare", "--object-format=sha256", "--initial-branch=main", dir)
 	modern := must(devforge.CreateRepo(fx.root, "acme", "modern", map[string]string{"a.go": "package a\n", "l": devforge.SymlinkPrefix + "a.go"}, "sha256"))
 
+	// What `git archive` — Gitea's archive — leaves out or rewrites: paths
+	// .gitattributes marks export-ignore, $Format$ in an export-subst file.
+	attrs := must(devforge.CreateRepo(fx.root, "acme", "attrs", map[string]string{
+		".gitattributes":   "/tests export-ignore\n.gitattributes export-ignore\nversion.go export-subst\nlink export-ignore\n",
+		"tests/a_test.go":  "package tests\n",
+		"tests/deep/b.txt": "b\n",
+		"version.go":       "package app\n\nconst commit = \"$Format:%H$\"\n",
+		"main.go":          "package app\n",
+		"link":             devforge.SymlinkPrefix + "main.go",
+	}, "attrs"))
+
 	git, gitea := fx.newForge(""), fx.newGitea()
 	ctx := context.Background()
-	for _, tc := range []struct{ repo, commit string }{
-		{"tree", treeCommit}, {"app", fx.c0}, {"app", fx.c3}, {"app", fx.feature}, {"MixedCase", mixed}, {"modern", modern},
+	for _, tc := range []struct {
+		repo, commit string
+		perPage      int
+	}{
+		{"tree", treeCommit, 0}, {"app", fx.c0, 0}, {"app", fx.c3, 0}, {"app", fx.feature, 0}, {"MixedCase", mixed, 0}, {"modern", modern, 0},
+		{"attrs", attrs, 0},
+		// A forge whose listing comes in pages of 4.
+		{"tree", treeCommit, 4},
 	} {
-		t.Run(tc.repo+"@"+tc.commit[:8], func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s@%s/%d", tc.repo, tc.commit[:8], tc.perPage), func(t *testing.T) {
+			fx.forge.SetTreesPerPage(tc.perPage)
+			defer fx.forge.SetTreesPerPage(0)
 			want, err := git.Fetch(ctx, bearer(readerToken), "acme", tc.repo, tc.commit, Limits{})
 			if err != nil {
 				t.Fatal(err)
@@ -235,7 +256,7 @@ func TestGiteaFetchLimits(t *testing.T) {
 	git, gitea := fx.newForge(""), fx.newGitea()
 	for _, lim := range []Limits{
 		{MaxFiles: 3}, {MaxDepth: 3}, {MaxFileBytes: 999}, {MaxTotalBytes: 2010}, {MaxTotalBytes: 1005},
-		{MaxFiles: 3, MaxTotalBytes: 10}, {MaxFiles: 4, MaxDepth: 4, MaxFileBytes: 1000, MaxTotalBytes: 2011}, {},
+		{MaxFiles: 3, MaxTotalBytes: 10}, {MaxDirs: 2}, {MaxFiles: 4, MaxDepth: 4, MaxFileBytes: 1000, MaxTotalBytes: 2011, MaxDirs: 3}, {},
 	} {
 		want, werr := git.Fetch(context.Background(), bearer(readerToken), "acme", "limits", commit, lim)
 		got, gerr := gitea.Fetch(context.Background(), bearer(readerToken), "acme", "limits", commit, lim)
@@ -332,13 +353,46 @@ func TestGiteaHostileAnswers(t *testing.T) {
 	var mode atomic.Value
 	mode.Store("")
 	var fx *fixture
+	// A listing git could never have written: "a" a file of 200 bytes
+	// and a directory of "a/b".
+	big, sha1Zero := strings.Repeat("x", 200), strings.Repeat("0", 40)
+	shadowed := map[string]any{"page": 1, "total_count": 3, "truncated": false, "tree": []map[string]any{
+		{"path": "a", "mode": "100644", "type": "blob", "size": len(big), "sha": blobID(sha1Zero, []byte(big))},
+		{"path": "a", "mode": "040000", "type": "tree", "size": 0, "sha": strings.Repeat("1", 40)},
+		{"path": "a/b", "mode": "100644", "type": "blob", "size": 1, "sha": blobID(sha1Zero, []byte("y"))},
+	}}
 	fx = newFixture(t, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !strings.Contains(r.URL.Path, "/archive/") {
+			m := mode.Load().(string)
+			switch {
+			case strings.Contains(r.URL.Path, "/git/trees/") && m == "both":
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(shadowed)
+				return
+			case strings.Contains(r.URL.Path, "/git/trees/") && (m == "pages" || m == "oid"):
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, r)
+				var pg map[string]any
+				_ = json.Unmarshal(rec.Body.Bytes(), &pg)
+				if m == "pages" {
+					pg["total_count"] = pg["total_count"].(float64) + 1
+				} else {
+					pg["tree"].([]any)[0].(map[string]any)["sha"] = "../../../users/root"
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(pg)
+				return
+			case strings.Contains(r.URL.Path, "/raw/") && m == "raw-lies":
+				_, _ = w.Write([]byte("not the blob\n"))
+				return
+			case !strings.Contains(r.URL.Path, "/archive/"):
 				h.ServeHTTP(w, r)
 				return
 			}
-			switch mode.Load().(string) {
+			switch m {
+			case "raw-lies":
+				// An archive with nothing in it: every file comes raw.
+				_, _ = w.Write(tarGz(t, []tarEntry{{name: "app/", dir: true}}))
 			case "redirect":
 				http.Redirect(w, r, other.URL+"/x.tar.gz", http.StatusFound)
 			case "garbage":
@@ -352,7 +406,7 @@ func TestGiteaHostileAnswers(t *testing.T) {
 				w.Header().Set("Content-Type", "application/octet-stream")
 				_, _ = w.Write(tarGz(t, []tarEntry{{name: "app/", dir: true}, {name: "app/ok.go", data: "package ok\n"}, {name: "evil.go", data: "x"}}))
 			case "both":
-				_, _ = w.Write(tarGz(t, []tarEntry{{name: "app/", dir: true}, {name: "app/a", data: "x"}, {name: "app/a/b", data: "y"}}))
+				_, _ = w.Write(tarGz(t, []tarEntry{{name: "app/", dir: true}, {name: "app/a", data: big}, {name: "app/a/b", data: "y"}}))
 			default:
 				h.ServeHTTP(w, r)
 			}
@@ -360,19 +414,22 @@ func TestGiteaHostileAnswers(t *testing.T) {
 	})
 	f := fx.newGitea()
 	ctx := context.Background()
-	for _, m := range []string{"redirect", "garbage", "other-commit", "escape"} {
+	for _, m := range []string{"redirect", "garbage", "other-commit", "escape", "pages", "oid", "raw-lies"} {
 		mode.Store(m)
 		if _, err := f.Fetch(ctx, bearer(readerToken), "acme", "app", fx.c3, Limits{}); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("%s: Fetch = %v, want ErrUnavailable", m, err)
 		}
 	}
 	// A path that is a file and a directory: the file is dropped and said
-	// so, as the git kind does (TestListingFileAlsoDirectory); before, the
-	// repository could never be prepared.
+	// so, as the git kind does (TestListingFileAlsoDirectory), also when
+	// it is over a byte bound (the archive's contents once stopped there,
+	// and a/b's went missing: 502 for good).
 	mode.Store("both")
-	if tree, err := f.Fetch(ctx, bearer(readerToken), "acme", "app", fx.c3, Limits{}); err != nil || len(tree.Files) != 1 || tree.Files[0].Path != "a/b" ||
-		!contains(tree.Warnings, "dropped a file that is also a directory: a") {
-		t.Errorf("both: Fetch = %v, %v; want a/b alone and a warning", tree, err)
+	for _, lim := range []Limits{{}, {MaxFileBytes: 128}, {MaxTotalBytes: 150}} {
+		if tree, err := f.Fetch(ctx, bearer(readerToken), "acme", "app", fx.c3, lim); err != nil || len(tree.Files) != 1 || tree.Files[0].Path != "a/b" ||
+			string(tree.Files[0].Data) != "y" || !contains(tree.Warnings, "dropped a file that is also a directory: a") {
+			t.Errorf("both, %+v: Fetch = %v, %v; want a/b alone and a warning", lim, tree, err)
+		}
 	}
 	if elsewhere.Load() != 0 {
 		t.Error("a redirect was followed")
@@ -427,32 +484,41 @@ func tarGz(t testing.TB, entries []tarEntry) []byte {
 	return buf.Bytes()
 }
 
-// TestReadArchiveEdges covers what git archive never writes but a forge
-// might send.
+// TestReadArchiveEdges: the archive brings contents only, and only those
+// that are what the listing says; what git archive never writes but a
+// forge might send is refused or passed over.
 func TestReadArchiveEdges(t *testing.T) {
 	commit := strings.Repeat("a", 40)
+	file := func(p, data string) *entry {
+		return &entry{path: p, kind: kindFile, oid: blobID(commit, []byte(data)), size: int64(len(data))}
+	}
+	want := map[string]*entry{
+		"a":        file("a", "a\n"),
+		"same":     file("same", "a\n"),
+		"subst":    file("subst", "$Format:%H$\n"),
+		"big":      file("big", strings.Repeat("b", 100)),
+		"l":        {path: "l", kind: kindSymlink, oid: blobID(commit, []byte("a")), size: 1},
+		"not-link": file("not-link", "nl"),
+	}
 	for _, tc := range []struct {
-		name     string
-		entries  []tarEntry
-		files    []string
-		warnings []string
-		err      error
+		name    string
+		entries []tarEntry
+		keep    int64
+		kept    []string // paths whose contents are kept
+		err     error
 	}{
-		{"no prefix", []tarEntry{{name: "a.go", data: "x"}}, nil, nil, errArchive},
-		{"empty", nil, nil, nil, errArchive},
-		{"prefix twice", []tarEntry{{name: "r/", dir: true}, {name: "r/", dir: true}}, nil, nil, errArchive},
-		{"hard link and fifo", []tarEntry{{name: "r/", dir: true}, {name: "r/h", typ: tar.TypeLink}, {name: "r/f", typ: tar.TypeFifo}, {name: "r/a", data: "a"}},
-			[]string{"a"}, []string{"dropped unsupported entry (type '1'): h", "dropped unsupported entry (type '6'): f"}, nil},
-		{"dot dot", []tarEntry{{name: "r/", dir: true}, {name: "r/../x", data: "x"}, {name: "r/.git/config", data: "x"}, {name: "r/ok", data: "ok"}},
-			[]string{"ok"}, []string{`dropped invalid path: "../x"`, `dropped invalid path: ".git/config"`}, nil},
-		{"duplicate", []tarEntry{{name: "r/", dir: true}, {name: "r/a", data: "1"}, {name: "r/a", data: "2"}},
-			[]string{"a"}, []string{"dropped duplicate path: a"}, nil},
-		{"exec bit", []tarEntry{{name: "r/", dir: true}, {name: "r/x", data: "#!", mode: 0o775}}, []string{"x*"}, nil, nil},
-		{"file and directory", []tarEntry{{name: "r/", dir: true}, {name: "r/a", data: "x"}, {name: "r/a/b", data: "y"}},
-			[]string{"a/b"}, []string{"dropped a file that is also a directory: a"}, nil},
+		{"no prefix", []tarEntry{{name: "a", data: "a\n"}}, 1 << 20, nil, errArchive},
+		{"empty", nil, 1 << 20, nil, errArchive},
+		{"escape", []tarEntry{{name: "r/", dir: true}, {name: "r/a", data: "a\n"}, {name: "evil", data: "x"}}, 1 << 20, nil, errArchive},
+		{"what the listing says", []tarEntry{{name: "r/", dir: true}, {name: "r/a", data: "a\n"}, {name: "r/l", link: "a"}, {name: "r/big", data: strings.Repeat("b", 100)}}, 1 << 20,
+			[]string{"a", "same", "l", "big"}, nil},
+		{"export-subst rewrote it", []tarEntry{{name: "r/", dir: true}, {name: "r/subst", data: "0123456789a\n"}}, 1 << 20, nil, nil},
+		{"other kinds, sizes, paths", []tarEntry{{name: "r/", dir: true}, {name: "r/not-link", link: "nl"}, {name: "r/l", data: "a"}, {name: "r/a", data: "a\nb"},
+			{name: "r/x", data: "a\n"}, {name: "r/h", typ: tar.TypeLink}, {name: "r/../a", data: "a\n"}}, 1 << 20, nil, nil},
+		{"within keep", []tarEntry{{name: "r/", dir: true}, {name: "r/big", data: strings.Repeat("b", 100)}, {name: "r/a", data: "a\n"}}, 101, []string{"big"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tree, err := readArchive(bytes.NewReader(tarGz(t, tc.entries)), "r", commit, DefaultLimits(), nil)
+			kept, err := readArchive(bytes.NewReader(tarGz(t, tc.entries)), "r", commit, want, tc.keep, DefaultLimits())
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err = %v, want %v", err, tc.err)
@@ -462,36 +528,38 @@ func TestReadArchiveEdges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var files []string
-			for _, f := range tree.Files {
-				n := f.Path
-				if f.Executable {
-					n += "*"
+			var got []string
+			for p, e := range want {
+				if data, ok := kept[e.oid]; ok {
+					if blobID(e.oid, data) != e.oid {
+						t.Errorf("%s: kept bytes that are not its blob", p)
+					}
+					got = append(got, p)
 				}
-				files = append(files, n)
 			}
-			if !equalSlices(files, tc.files) {
-				t.Errorf("files = %q, want %q", files, tc.files)
-			}
-			want := append([]string{}, tc.warnings...)
-			sort.Strings(want)
-			if !equalSlices(tree.Warnings, want) {
-				t.Errorf("warnings = %q, want %q", tree.Warnings, want)
+			sort.Strings(got)
+			sort.Strings(tc.kept)
+			if !equalSlices(got, tc.kept) {
+				t.Errorf("kept %q, want %q", got, tc.kept)
 			}
 		})
 	}
 }
 
-// FuzzReadArchive: whatever a forge sends, reading it ends with a tree
-// within the bounds, or an error; it never panics.
+// FuzzReadArchive: whatever a forge sends as an archive, reading it keeps
+// only bytes that hash to an id the listing named, within the byte bound,
+// or fails; it never panics.
 func FuzzReadArchive(f *testing.F) {
 	commit := strings.Repeat("b", 40)
-	f.Add(tarGz(f, []tarEntry{{name: "r/", dir: true}, {name: "r/a.go", data: "package a\n"}, {name: "r/l", link: "a.go"}, {name: "r/sub/", dir: true}}))
-	f.Add(tarGz(f, []tarEntry{{name: "r/", dir: true}, {name: "r/x/../../y", data: "y"}, {name: "r/big", data: strings.Repeat("z", 300)}}))
+	files := map[string]string{"a.go": "package a\n", "d/e.txt": "e", "big": strings.Repeat("z", 300)}
+	f.Add(tarGz(f, []tarEntry{{name: "r/", dir: true}, {name: "r/a.go", data: "package a\n"}, {name: "r/s", link: "a.go"}, {name: "r/sub/", dir: true}}))
+	f.Add(tarGz(f, []tarEntry{{name: "r/", dir: true}, {name: "r/x/../../y", data: "y"}, {name: "r/big", data: files["big"]}}))
 	if git, err := exec.LookPath("git"); err == nil {
 		// A real git archive, with a global header naming its commit.
 		root := f.TempDir()
-		c, err := devforge.CreateRepo(root, "o", "r", map[string]string{"a.go": "package a\n", "s": devforge.SymlinkPrefix + "a.go", "d/e.txt": "e"}, "m")
+		repoFiles := map[string]string{"s": devforge.SymlinkPrefix + "a.go"}
+		maps.Copy(repoFiles, files)
+		c, err := devforge.CreateRepo(root, "o", "r", repoFiles, "m")
 		if err == nil {
 			commit = c
 			cmd := exec.Command(git, "archive", "--format=tar.gz", "--prefix=r/", c)
@@ -501,13 +569,28 @@ func FuzzReadArchive(f *testing.F) {
 			}
 		}
 	}
-	lim := Limits{MaxFiles: 8, MaxTotalBytes: 256, MaxFileBytes: 128, MaxDepth: 4}
+	want := map[string]*entry{"s": {path: "s", kind: kindSymlink, oid: blobID(commit, []byte("a.go")), size: 4}}
+	ids := map[string]bool{want["s"].oid: true}
+	for p, data := range files {
+		want[p] = &entry{path: p, kind: kindFile, oid: blobID(commit, []byte(data)), size: int64(len(data))}
+		ids[want[p].oid] = true
+	}
+	lim := Limits{MaxFiles: 8, MaxTotalBytes: 256, MaxFileBytes: 128, MaxDepth: 4}.withDefaults()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tree, err := readArchive(bytes.NewReader(data), "r", commit, lim, nil)
+		kept, err := readArchive(bytes.NewReader(data), "r", commit, want, 256, lim)
 		if err != nil {
 			return
 		}
-		checkTreeBounds(t, tree, lim)
+		var total int
+		for oid, b := range kept {
+			if !ids[oid] || blobID(oid, b) != oid {
+				t.Fatalf("kept %q under %s", b, oid)
+			}
+			total += len(b)
+		}
+		if total > 256+4 {
+			t.Fatalf("kept %d bytes", total)
+		}
 	})
 }
 
@@ -657,4 +740,40 @@ func TestGiteaAnswersAreBounded(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzGiteaTreeListing: whatever a forge answers for a tree listing, the
+// listing keeps only entries admit takes, within the files, depth and
+// directories bounds, asks about nothing but the repository, and ends (a
+// page that repeats another is refused); it never panics.
+func FuzzGiteaTreeListing(f *testing.F) {
+	sha := strings.Repeat("d", 40)
+	f.Add([]byte(`{"page":1,"total_count":2,"truncated":false,"tree":[{"path":"a.go","mode":"100644","type":"blob","size":3,"sha":"` + sha + `"},{"path":"d","mode":"040000","type":"tree","sha":"` + sha + `"}]}`))
+	f.Add([]byte(`{"page":1,"total_count":5,"truncated":true,"tree":[{"path":"../x","mode":"100644","type":"blob","size":-1,"sha":"` + sha + `"}]}`))
+	f.Add([]byte(`{"page":1,"total_count":2,"truncated":false,"tree":[{"path":"s","mode":"160000","type":"commit","sha":"` + sha + `"},{"path":"l","mode":"120000","type":"blob","size":9,"sha":"xyz"}]}`))
+	f.Add([]byte(`{"page":1,"total_count":1,"truncated":false,"tree":[{"path":"a/b/c/d/e/f","mode":"100755","type":"blob","size":1,"sha":"` + sha + `"}]}`))
+	lim := Limits{MaxFiles: 8, MaxDepth: 4, MaxDirs: 4}.withDefaults()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		canned := &cannedGitea{t: t, api: body}
+		g := NewGitea("http://forge.test", &http.Client{Transport: canned}, nil).(*giteaForge)
+		ctx := context.Background()
+		c, err := g.begin(ctx, "fetch", bearer(readerToken), "acme", "app", slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &treeReader{op: "fetch", log: c.log, lim: lim, entries: make(map[string]*entry), dirs: make(map[string]bool)}
+		err = c.listTree(ctx, repoPath("acme", "app"), sha, tr)
+		var tl *TooLargeError
+		if err != nil && !errors.As(err, &tl) && !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("listTree: %v", err)
+		}
+		if tr.count > lim.MaxFiles || len(tr.dirs) > lim.MaxDirs || len(canned.read) > 2 {
+			t.Fatalf("%d entries, %d directories, %d pages", tr.count, len(tr.dirs), len(canned.read))
+		}
+		for p, e := range tr.entries {
+			if !validPath(p) || strings.Count(p, "/")+1 > lim.MaxDepth || e.path != p || !isFullSHA(e.oid) && e.kind != kindSubmodule {
+				t.Fatalf("admitted %q (%s)", p, e.oid)
+			}
+		}
+	})
 }

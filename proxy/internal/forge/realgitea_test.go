@@ -3,6 +3,7 @@ package forge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -110,6 +111,32 @@ func TestRealGitea(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, files) || !reflect.DeepEqual(viaAPI.Files, viaClone.Files) {
 		t.Errorf("trees: archive %v, git %d files; want %v", got, len(viaClone.Files), files)
+	}
+
+	// What Gitea's archive (git archive) leaves out or rewrites — paths
+	// .gitattributes marks export-ignore, an export-subst file's $Format$ —
+	// comes through the raw-file API, names that need escaping included;
+	// the listing comes in pages of 1,000, so the tree has more.
+	attrFiles := map[string]string{
+		".gitattributes":            "/tests export-ignore\n.gitattributes export-ignore\nversion.go export-subst\n",
+		"tests/a_test.go":           "package tests\n",
+		"tests/with space/ü #?%.go": "package odd\n",
+		"version.go":                "package app\n\nconst commit = \"$Format:%H$\"\n",
+	}
+	for i := range 1100 {
+		attrFiles[fmt.Sprintf("gen/%02d/f%04d.txt", i%40, i)] = fmt.Sprint(i)
+	}
+	attrs := g.Push(t, owner.Login, "app", "attrs", attrFiles)
+	viaAPI, err = api.Fetch(ctx, bearer(aliceTok), "acme", "app", attrs, Limits{})
+	if err != nil {
+		t.Fatalf("gitea Fetch of export-ignore: %v", err)
+	}
+	viaClone, err = viaGit.Fetch(ctx, bearer(aliceTok), "acme", "app", attrs, Limits{})
+	if err != nil {
+		t.Fatalf("git Fetch of export-ignore: %v", err)
+	}
+	if len(viaAPI.Files) != len(attrFiles) || !reflect.DeepEqual(viaAPI, viaClone) {
+		t.Errorf("export-ignore: archive %d files, git %d; want %d, the same", len(viaAPI.Files), len(viaClone.Files), len(attrFiles))
 	}
 
 	// Sudo: the admin token acts as a user, never as an administrator.

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 )
@@ -30,6 +31,8 @@ type Limits struct {
 	MaxFileBytes int64
 	// MaxDepth bounds the path components of an entry ("a/b/c" is 3).
 	MaxDepth int
+	// MaxDirs bounds the distinct directories the entries' paths imply.
+	MaxDirs int
 	// Stream: a git forge's tree keeps in memory only the blobs that
 	// decide what is sent (symlink targets, blobs small enough to be a
 	// git-lfs pointer); every other file's bytes are read by Tree.Stream
@@ -39,7 +42,7 @@ type Limits struct {
 
 // DefaultLimits are sane bounds for a source tree held in memory.
 func DefaultLimits() Limits {
-	return Limits{MaxFiles: 100_000, MaxTotalBytes: 256 << 20, MaxFileBytes: 16 << 20, MaxDepth: 64}
+	return Limits{MaxFiles: 100_000, MaxTotalBytes: 256 << 20, MaxFileBytes: 16 << 20, MaxDepth: 64, MaxDirs: 100_000}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -55,6 +58,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = d.MaxDepth
+	}
+	if l.MaxDirs <= 0 {
+		l.MaxDirs = d.MaxDirs
 	}
 	return l
 }
@@ -320,9 +326,13 @@ func (tr *treeReader) record(rec []byte) error {
 	if !ok || len(f) != 4 {
 		return fmt.Errorf("ls-tree: malformed record")
 	}
-	mode, typ, oid, sizeField := f[0], f[1], f[2], f[3]
-	pth := string(p)
+	return tr.add(f[0], f[1], f[2], f[3], string(p))
+}
 
+// add records one non-directory entry of a tree listing — a line of
+// ls-tree, or an entry of the Gitea API's listing, which name the same
+// things: its mode, object type, object id, size (of a blob) and path.
+func (tr *treeReader) add(mode, typ, oid, sizeField, pth string) error {
 	if ok, err := tr.admit(pth); !ok {
 		return err
 	}
@@ -337,7 +347,7 @@ func (tr *treeReader) record(rec []byte) error {
 	case mode == "100644" || mode == "100755" || mode == "120000":
 		size, err := strconv.ParseInt(sizeField, 10, 64)
 		if err != nil || size < 0 {
-			return fmt.Errorf("ls-tree: malformed size")
+			return fmt.Errorf("tree listing: malformed size")
 		}
 		e.size = size
 		e.exec = mode == "100755"
@@ -350,9 +360,21 @@ func (tr *treeReader) record(rec []byte) error {
 		return nil
 	}
 	tr.entries[pth] = e
-	for d := path.Dir(pth); d != "."; d = path.Dir(d) {
+	return tr.addDirs(pth)
+}
+
+// addDirs records the directories p lies in. Their number is bounded
+// apart from the files': a hundred thousand files, each at the end of a
+// chain of sixty directories of its own, are a small repository to git
+// (it stores a repeated subtree once) and six million directories to
+// every checkout of it.
+func (tr *treeReader) addDirs(p string) error {
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
 		if tr.dirs[d] {
 			break
+		}
+		if len(tr.dirs) >= tr.lim.MaxDirs {
+			return &TooLargeError{Bound: "directories", Limit: int64(tr.lim.MaxDirs)}
 		}
 		tr.dirs[d] = true
 	}
@@ -393,10 +415,12 @@ func (tr *treeReader) admit(p string) (bool, error) {
 // (daemonv1.CheckTreePath: no empty, "." or ".." segment, no control
 // character or backslash, valid UTF-8, at most 1,024 bytes and 255 per
 // segment), so that no tree sent is refused for a path, plus no ".git"
-// segment, which a checkout would refuse. Entries it refuses are dropped
-// with a warning in the prepare answer.
+// segment, which a checkout would refuse, and no U+FFFD: a forge's API
+// spells a name's undecodable bytes so, and what they were cannot be told
+// from it (both kinds drop such a path alike). Entries it refuses are
+// dropped with a warning in the prepare answer.
 func validPath(p string) bool {
-	if !daemonv1.ValidTreePath(p) {
+	if !daemonv1.ValidTreePath(p) || strings.ContainsRune(p, utf8.RuneError) {
 		return false
 	}
 	for _, seg := range strings.Split(p, "/") {

@@ -50,7 +50,7 @@ func (b *boundedSource) read(entries []*entry, fn func(*entry, []byte) error) er
 
 // FuzzTreeListing: whatever git's `ls-tree -r -l -z` and `cat-file
 // --batch` print, the listing's parser keeps only entries admit takes
-// (valid paths, within the files and depth bounds), reads no blob past
+// (valid paths, within the files, depth and directories bounds), reads no blob past
 // the bounds, and the tree built from them is within them; it never
 // panics. small reads the listing through a tiny buffer, as a record
 // longer than maxTreeRecord is read.
@@ -66,7 +66,7 @@ func FuzzTreeListing(f *testing.F) {
 		[]byte(fmt.Sprintf("o3 blob 2\n..\no1 blob %d\n%s\n", len(pointer), pointer)), false)
 	f.Add([]byte("100644 blob o1 200\tbig\x00100644 blob o2 1\tnot-after-big\x00"), []byte("o2 blob 1\nx\n"), false)
 	f.Add([]byte("100644 blob o1 1\ta/b/c/d/e\x00"), []byte("o1 blob 1\nx\n"), false)
-	lim := Limits{MaxFiles: 8, MaxTotalBytes: 256, MaxFileBytes: 128, MaxDepth: 4}
+	lim := Limits{MaxFiles: 8, MaxTotalBytes: 256, MaxFileBytes: 128, MaxDepth: 4, MaxDirs: 4}
 	f.Fuzz(func(t *testing.T, listing, answers []byte, small bool) {
 		tr := &treeReader{op: "fetch", log: slog.New(slog.DiscardHandler), lim: lim, entries: make(map[string]*entry), dirs: make(map[string]bool)}
 		size := maxTreeRecord
@@ -75,13 +75,13 @@ func FuzzTreeListing(f *testing.F) {
 		}
 		if err := tr.parseListing(bufio.NewReaderSize(bytes.NewReader(listing), size)); err != nil {
 			var tl *TooLargeError
-			if errors.As(err, &tl) && tl.Bound != "files" && tl.Bound != "depth" {
+			if errors.As(err, &tl) && tl.Bound != "files" && tl.Bound != "depth" && tl.Bound != "directories" {
 				t.Fatalf("bound %q", tl.Bound)
 			}
 			return
 		}
-		if tr.count > lim.MaxFiles {
-			t.Fatalf("%d entries listed past the bound", tr.count)
+		if tr.count > lim.MaxFiles || len(tr.dirs) > lim.MaxDirs {
+			t.Fatalf("%d entries, %d directories listed past the bounds", tr.count, len(tr.dirs))
 		}
 		for p, e := range tr.entries {
 			if !validPath(p) || strings.Count(p, "/")+1 > lim.MaxDepth || e.path != p {

@@ -242,6 +242,7 @@ func (r *run) hostileCases(ctx context.Context) ([]hostileCase, error) {
 		{name: "many files (over LSP_TREE_MAX_FILES)", req: hover("manyfiles", "main.go"), status: 413, code: "tree_too_large", rule: rowsOne, forge: true, check: names(treeMaxFiles)},
 		{name: "many bytes (over LSP_TREE_MAX_BYTES)", req: hover("bulky", "main.go"), status: 413, code: "tree_too_large", rule: rowsOne, forge: true, check: names(treeMaxBytes)},
 		{name: "deep tree (over LSP_TREE_MAX_DEPTH)", req: hover("deep", "main.go"), status: 413, code: "tree_too_large", rule: rowsOne, forge: true, check: names(treeMaxDepth)},
+		{name: "many directories (over LSP_TREE_MAX_DIRS)", req: hover("chains", "main.go"), status: 413, code: "tree_too_large", rule: rowsOne, forge: true, check: names(treeMaxDirs)},
 		{name: "binary blob: hover", req: hover("binary", "blob.bin"), status: 422, code: "unsupported_language", rule: rowsOne, forge: true},
 		{name: "binary bytes in a .go file: diagnostics", req: post("diagnostics", map[string]any{"repo": "binary", "path": "blob.go"}), status: 200, rule: rowsOne, forge: true},
 

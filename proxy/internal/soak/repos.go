@@ -37,6 +37,7 @@ const (
 	treeMaxFileBytes = 1 << 20
 	treeMaxBytes     = 12 << 20
 	treeMaxDepth     = 24
+	treeMaxDirs      = 200
 )
 
 func hostileRepos() map[string]map[string]string {
@@ -57,6 +58,11 @@ func hostileRepos() map[string]map[string]string {
 		bulky[fmt.Sprintf("blob/b%02d.txt", i)] = strings.Repeat(fmt.Sprintf("%02d", i), 450<<10)
 	}
 	deep := strings.Repeat("d/", treeMaxDepth+2) + "x.txt"
+	// Few files, each at the end of a chain of directories of its own.
+	chains := map[string]string{}
+	for i := 0; i < 20; i++ {
+		chains[fmt.Sprintf("c%02d/", i)+strings.Repeat("d/", treeMaxDirs/20)+"x.txt"] = "x\n"
+	}
 	// A blob of every byte value, NULs included.
 	var bin strings.Builder
 	for i := 0; i < 64<<10; i++ {
@@ -73,6 +79,7 @@ func hostileRepos() map[string]map[string]string {
 		"manyfiles": base(many),
 		"bulky":     base(bulky),
 		"deep":      base(map[string]string{deep: "deep\n"}),
+		"chains":    base(chains),
 		"binary":    base(map[string]string{"blob.bin": bin.String(), "blob.go": "package main\n\x00\x01\x02\xff\xfe"}),
 		"dotdot":    base(map[string]string{"%2e%2e/x.go": "package x\n"}),
 	}

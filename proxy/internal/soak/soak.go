@@ -216,6 +216,7 @@ func (r *run) start(ctx context.Context) error {
 			"LSP_TREE_MAX_FILE_BYTES":         fmt.Sprint(treeMaxFileBytes),
 			"LSP_TREE_MAX_BYTES":              fmt.Sprint(treeMaxBytes),
 			"LSP_TREE_MAX_DEPTH":              fmt.Sprint(treeMaxDepth),
+			"LSP_TREE_MAX_DIRS":               fmt.Sprint(treeMaxDirs),
 			"LSP_LOG_LEVEL":                   "error",
 		},
 	})
