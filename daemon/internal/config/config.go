@@ -64,6 +64,13 @@ func LoadEnv(getenv func(string) string) (*Env, error) {
 		}
 		e.WorkspaceTTL = d
 	}
+	if v := getenv("LSP_SHUTDOWN_GRACE"); v != "" {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("LSP_SHUTDOWN_GRACE=%q: not a positive duration", v))
+		}
+		e.ShutdownGrace = d
+	}
 	if v := getenv("LSP_POOL_MAX_SERVERS"); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 {

@@ -1,5 +1,5 @@
 // Package ctl is lspctl: the operator's commands (ledger credits,
-// balances, rows and reconciliation; migrations), `dev`, which runs
+// balances, daily caps, rows and reconciliation; migrations), `dev`, which runs
 // the whole stack locally for `make run`, and the client commands
 // (hover, locate, … prepare) that speak the service's HTTP API for a
 // person or a script.
@@ -64,6 +64,7 @@ func usage(w io.Writer) {
   migrate                              apply the ledger schema (LSP_DATABASE_URL)
   ledger credit --org ORG --cents N    credit an org (prints the new balance)
   ledger balance --org ORG             show an org's balance
+  ledger cap --org ORG --cents N|none  set (or remove) an org's daily prepare spend cap (402 spend_cap_exceeded)
   ledger rows --org ORG [--csv]        print an org's rows (--from, --to, --model, --repo, --after, --limit)
   ledger reconcile [--margin 1h]       check every balance, hold and prepare id; exit 1 on a problem
   dev-token --key FILE --owner ORG     sign a development JWT with make run's key (--sub, --orgs, --roles, --ttl)

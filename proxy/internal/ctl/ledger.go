@@ -13,10 +13,10 @@ import (
 	"github.com/hanzoai/lsp/proxy/internal/ledger"
 )
 
-// ledgerCmd is `lspctl ledger credit|balance|rows|reconcile`.
+// ledgerCmd is `lspctl ledger credit|balance|cap|rows|reconcile`.
 func ledgerCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageError("ledger: want credit, balance, rows or reconcile")
+		return usageError("ledger: want credit, balance, cap, rows or reconcile")
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("ledger "+sub, flag.ContinueOnError)
@@ -46,6 +46,27 @@ func ledgerCmd(ctx context.Context, args []string, stdout io.Writer) error {
 				return usageError("--org is required")
 			}
 			return printBalance(ctx, l, *org, stdout)
+		}
+	case "cap":
+		org := fs.String("org", "", "the org")
+		cents := fs.String("cents", "", "the most the org may spend on prepares per UTC day, or none")
+		run = func(ctx context.Context, l *ledger.Ledger) error {
+			if *org == "" {
+				return usageError("--org is required")
+			}
+			n, err := parseCap(*cents)
+			if err != nil {
+				return err
+			}
+			if err := l.SetDailyCap(ctx, *org, n); err != nil {
+				return err
+			}
+			if n < 0 {
+				_, err = fmt.Fprintf(stdout, "org=%s daily_cap_cents=none\n", *org)
+			} else {
+				_, err = fmt.Fprintf(stdout, "org=%s daily_cap_cents=%d\n", *org, n)
+			}
+			return err
 		}
 	case "rows":
 		f := ledger.RowFilter{}
@@ -102,6 +123,22 @@ func ledgerCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer l.Close()
 	return run(ctx, l)
+}
+
+// parseCap reads --cents of `ledger cap`: a count of cents (0 stops every
+// charged prepare), or none, which SetDailyCap takes as a negative value.
+func parseCap(v string) (int64, error) {
+	switch v {
+	case "":
+		return 0, usageError("--cents is required: cents per UTC day, or none to remove the cap")
+	case "none":
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, usageError("--cents must be a count of cents (0 or more) or none")
+	}
+	return n, nil
 }
 
 func parseTime(flag, v string) (time.Time, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -61,7 +62,7 @@ func TestLedgerCreditAndBalance(t *testing.T) {
 		{[]string{"ledger", "balance", "--org", "acme", "extra"}, "unexpected argument"},
 		{[]string{"ledger", "balance", "--nope"}, "flag provided but not defined"},
 		{[]string{"ledger", "frobnicate"}, "unknown subcommand"},
-		{[]string{"ledger"}, "want credit, balance, rows or reconcile"},
+		{[]string{"ledger"}, "want credit, balance, cap, rows or reconcile"},
 	} {
 		code, _, errOut := lspctl(t, url, tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.want) {
@@ -73,6 +74,58 @@ func TestLedgerCreditAndBalance(t *testing.T) {
 	if code := ctl.Main(ctx, []string{"ledger", "balance", "--org", "acme"}, &bytes.Buffer{}, &errOut2); code != 2 ||
 		!strings.Contains(errOut2.String(), "LSP_DATABASE_URL is required") {
 		t.Fatalf("without a database: %d %q", code, errOut2.String())
+	}
+}
+
+// cap sets the org's daily prepare cap, which the next hold past it meets, and none removes it.
+func TestLedgerCap(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	l := ledgerOn(t, url)
+	if err := l.Credit(ctx, "acme", 100, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	hold := func(id, commit string) error {
+		_, err := l.Hold(ctx, ledger.HoldRequest{PrepareID: id, Org: "acme", TenantKey: "tk", Repo: "web", Commit: commit,
+			Price: 2, TTL: time.Hour, Grace: time.Hour})
+		return err
+	}
+	code, out, errOut := lspctl(t, url, "ledger", "cap", "--org", "acme", "--cents", "3")
+	if code != 0 || out != "org=acme daily_cap_cents=3\n" {
+		t.Fatalf("cap 3: %d %q %q", code, out, errOut)
+	}
+	if err := hold("p1", "c1"); err != nil {
+		t.Fatalf("a hold under the cap: %v", err)
+	}
+	// 2 held + 2 > 3.
+	if err := hold("p2", "c2"); !errors.Is(err, ledger.ErrSpendCapExceeded) {
+		t.Fatalf("a hold past the cap: %v", err)
+	}
+	code, out, errOut = lspctl(t, url, "ledger", "cap", "--org", "acme", "--cents", "none")
+	if code != 0 || out != "org=acme daily_cap_cents=none\n" {
+		t.Fatalf("cap none: %d %q %q", code, out, errOut)
+	}
+	if err := hold("p2", "c2"); err != nil {
+		t.Fatalf("a hold with the cap removed: %v", err)
+	}
+	// An org with no account yet gets one, with its cap and no money.
+	if code, out, errOut = lspctl(t, url, "ledger", "cap", "--org", "newco", "--cents", "0"); code != 0 || out != "org=newco daily_cap_cents=0\n" {
+		t.Fatalf("cap 0 for a new org: %d %q %q", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ledger", "cap", "--cents", "5"}, "--org is required"},
+		{[]string{"ledger", "cap", "--org", "acme"}, "--cents is required"},
+		{[]string{"ledger", "cap", "--org", "acme", "--cents", "-1"}, "--cents must be a count of cents"},
+		{[]string{"ledger", "cap", "--org", "acme", "--cents", "1.5"}, "--cents must be a count of cents"},
+		{[]string{"ledger", "cap", "--org", "acme", "--cents", "off"}, "--cents must be a count of cents"},
+		{[]string{"ledger", "cap", "acme", "5"}, "unexpected argument"},
+	} {
+		code, _, errOut := lspctl(t, url, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
 	}
 }
 
