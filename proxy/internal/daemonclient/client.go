@@ -123,6 +123,9 @@ func New(addrs []string, o Options) (*Pool, error) {
 		}
 		conn, err := grpc.NewClient(a,
 			grpc.WithTransportCredentials(creds),
+			// The daemons are the proxy's own network: an HTTPS_PROXY
+			// set for the egress to the forge must not carry the trees.
+			grpc.WithNoProxy(),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)),
 			grpc.WithChainUnaryInterceptor(unaryRequestID),
 			grpc.WithChainStreamInterceptor(streamRequestID),
