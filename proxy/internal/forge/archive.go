@@ -28,41 +28,39 @@ func archiveRawLimit(lim Limits) int64 {
 
 // readArchive reads a gzipped tar as `git archive --prefix=<repo>/ <commit>`
 // writes it (what Gitea and Forgejo serve) for the contents of the entries
-// want names by path, and returns those it holds, by object id. The tree
-// itself is the forge's listing (giteaCall.listTree), not the archive:
-// `git archive` follows the tree's .gitattributes, so a path marked
-// export-ignore is missing from it and one marked export-subst has other
-// bytes than its blob. So each content is kept only when it is what the
-// listing says — the same kind of entry, the same size, bytes that hash to
-// the entry's object id — and what is not kept is for the caller to fetch
-// by itself. Entries the listing lacks are passed over. At most keep bytes
-// of files are kept (the tree's byte bound: more cannot be sent anyway),
-// and symlinks' targets.
+// want names by path, handing each to keep, which says whether it took
+// it. The tree itself is the forge's listing (giteaCall.listTree), not the
+// archive: `git archive` follows the tree's .gitattributes, so a path
+// marked export-ignore is missing from it and one marked export-subst may
+// have other bytes than its blob. So only a content of the same kind and
+// size as the listing's entry is offered (keep checks the bytes against
+// the entry's object id), and what is not kept is for the caller to fetch
+// by itself. Entries the listing lacks are passed over.
 //
 // What is refused (errArchive): not gzip or tar, an entry outside the
 // repository's directory, a global header naming another commit.
-func readArchive(r io.Reader, repo, commit string, want map[string]*entry, keep int64, lim Limits) (map[string][]byte, error) {
+func readArchive(r io.Reader, repo, commit string, want map[string]*entry, lim Limits, keep func(e *entry, data io.Reader) (bool, error)) error {
 	// The compressed bytes are bounded too: a stream of empty deflate
 	// blocks decompresses to nothing, forever.
 	compressed := &boundedReader{r: r, left: archiveRawLimit(lim) + 1<<20}
 	gz, err := gzip.NewReader(compressed)
 	if err != nil {
-		return nil, fmt.Errorf("%w: not gzip", errArchive)
+		return fmt.Errorf("%w: not gzip", errArchive)
 	}
 	defer gz.Close()
 	raw := &boundedReader{r: gz, left: archiveRawLimit(lim)}
-	kept := make(map[string][]byte)
-	if err := readEntries(tar.NewReader(raw), repo, commit, want, keep, kept); err != nil {
+	if err := readEntries(tar.NewReader(raw), repo, commit, want, keep); err != nil {
 		if raw.over || compressed.over {
-			return nil, &TooLargeError{Bound: "total_bytes", Limit: lim.MaxTotalBytes}
+			return &TooLargeError{Bound: "total_bytes", Limit: lim.MaxTotalBytes}
 		}
-		return nil, err
+		return err
 	}
-	return kept, nil
+	return nil
 }
 
-func readEntries(tr *tar.Reader, repo, commit string, want map[string]*entry, keep int64, kept map[string][]byte) error {
+func readEntries(tr *tar.Reader, repo, commit string, want map[string]*entry, keep func(*entry, io.Reader) (bool, error)) error {
 	var prefix string
+	taken := make(map[string]bool) // object ids kept
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -94,46 +92,45 @@ func readEntries(tr *tar.Reader, repo, commit string, want map[string]*entry, ke
 			return fmt.Errorf("%w: an entry is outside the repository's directory", errArchive)
 		}
 		e := want[p]
-		if e == nil || kept[e.oid] != nil {
+		if e == nil || taken[e.oid] {
 			continue
 		}
-		var data []byte
+		var data io.Reader
 		switch {
-		case hdr.Typeflag == tar.TypeReg && e.kind == kindFile:
-			if hdr.Size != e.size || e.size > keep {
-				continue
-			}
-			data = make([]byte, hdr.Size)
-			if _, err := io.ReadFull(tr, data); err != nil {
-				return fmt.Errorf("%w: %v", errArchive, err)
-			}
-		case hdr.Typeflag == tar.TypeSymlink && e.kind == kindSymlink:
-			data = []byte(hdr.Linkname)
+		case hdr.Typeflag == tar.TypeReg && e.kind == kindFile && hdr.Size == e.size:
+			data = tr
+		case hdr.Typeflag == tar.TypeSymlink && e.kind == kindSymlink && int64(len(hdr.Linkname)) == e.size:
+			data = strings.NewReader(hdr.Linkname)
 		default:
 			continue
 		}
-		if blobID(e.oid, data) != e.oid {
-			continue // export-subst, or not the listing's blob
+		ok, err = keep(e, data)
+		if err != nil {
+			return err
 		}
-		if e.kind == kindFile {
-			keep -= int64(len(data))
-		}
-		kept[e.oid] = data
+		taken[e.oid] = ok
 	}
 }
 
 // blobID is the git object id of a blob holding data, in the object
 // format of oid (SHA-1's 40 hex digits or SHA-256's 64).
 func blobID(oid string, data []byte) string {
+	h := blobHash(oid, int64(len(data)))
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// blobHash is the hash of a git blob of size bytes in oid's object format,
+// its header written: the blob's bytes follow.
+func blobHash(oid string, size int64) hash.Hash {
 	var h hash.Hash
 	if len(oid) == 64 {
 		h = sha256.New()
 	} else {
 		h = sha1.New()
 	}
-	h.Write([]byte("blob " + strconv.Itoa(len(data)) + "\x00"))
-	h.Write(data)
-	return hex.EncodeToString(h.Sum(nil))
+	h.Write([]byte("blob " + strconv.FormatInt(size, 10) + "\x00"))
+	return h
 }
 
 // boundedReader stops after left bytes and remembers that it did.

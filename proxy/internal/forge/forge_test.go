@@ -619,8 +619,19 @@ func TestFetchStreamed(t *testing.T) {
 		"assets/p.bin":   lfs,
 		"link-big":       devforge.SymlinkPrefix + "a/big.bin",
 		"z.go":           "package z\n",
+		// The gitea kind's archive lacks it: it comes raw as it is pushed.
+		"a/ignored.bin":  strings.Repeat("fedcba9876543210", 64<<10),
+		".gitattributes": "a/ignored.bin export-ignore\n",
 	}, "stream"))
-	f := fx.newForge("")
+	for _, kind := range []struct {
+		name string
+		f    Forge
+	}{{"git", fx.newForge("")}, {"gitea", fx.newGitea()}} {
+		t.Run(kind.name, func(t *testing.T) { testFetchStreamed(t, kind.f, commit) })
+	}
+}
+
+func testFetchStreamed(t *testing.T, f Forge, commit string) {
 	whole, err := f.Fetch(context.Background(), bearer(readerToken), "acme", "stream", commit, Limits{})
 	if err != nil {
 		t.Fatal(err)

@@ -518,7 +518,8 @@ func TestReadArchiveEdges(t *testing.T) {
 		{"within keep", []tarEntry{{name: "r/", dir: true}, {name: "r/big", data: strings.Repeat("b", 100)}, {name: "r/a", data: "a\n"}}, 101, []string{"big"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kept, err := readArchive(bytes.NewReader(tarGz(t, tc.entries)), "r", commit, want, tc.keep, DefaultLimits())
+			kept, keep := keepVerified(tc.keep)
+			err := readArchive(bytes.NewReader(tarGz(t, tc.entries)), "r", commit, want, DefaultLimits(), keep)
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err = %v, want %v", err, tc.err)
@@ -546,9 +547,29 @@ func TestReadArchiveEdges(t *testing.T) {
 	}
 }
 
-// FuzzReadArchive: whatever a forge sends as an archive, reading it keeps
-// only bytes that hash to an id the listing named, within the byte bound,
-// or fails; it never panics.
+// keepVerified is a keep function for readArchive that holds, in memory,
+// the contents that are their entry's blob, at most most bytes of files.
+func keepVerified(most int64) (map[string][]byte, func(*entry, io.Reader) (bool, error)) {
+	kept := map[string][]byte{}
+	return kept, func(e *entry, r io.Reader) (bool, error) {
+		if e.kind == kindFile && e.size > most {
+			return false, nil
+		}
+		data, err := io.ReadAll(r)
+		if err != nil || blobID(e.oid, data) != e.oid {
+			return false, err
+		}
+		if e.kind == kindFile {
+			most -= e.size
+		}
+		kept[e.oid] = data
+		return true, nil
+	}
+}
+
+// FuzzReadArchive: whatever a forge sends as an archive, reading it
+// offers only contents of the listing's kind and size for the entries it
+// named, or fails; it never panics.
 func FuzzReadArchive(f *testing.F) {
 	commit := strings.Repeat("b", 40)
 	files := map[string]string{"a.go": "package a\n", "d/e.txt": "e", "big": strings.Repeat("z", 300)}
@@ -570,27 +591,23 @@ func FuzzReadArchive(f *testing.F) {
 		}
 	}
 	want := map[string]*entry{"s": {path: "s", kind: kindSymlink, oid: blobID(commit, []byte("a.go")), size: 4}}
-	ids := map[string]bool{want["s"].oid: true}
 	for p, data := range files {
 		want[p] = &entry{path: p, kind: kindFile, oid: blobID(commit, []byte(data)), size: int64(len(data))}
-		ids[want[p].oid] = true
 	}
 	lim := Limits{MaxFiles: 8, MaxTotalBytes: 256, MaxFileBytes: 128, MaxDepth: 4}.withDefaults()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		kept, err := readArchive(bytes.NewReader(data), "r", commit, want, 256, lim)
-		if err != nil {
-			return
-		}
-		var total int
-		for oid, b := range kept {
-			if !ids[oid] || blobID(oid, b) != oid {
-				t.Fatalf("kept %q under %s", b, oid)
+		offered := map[string]bool{}
+		_ = readArchive(bytes.NewReader(data), "r", commit, want, lim, func(e *entry, r io.Reader) (bool, error) {
+			if want[e.path] != e || offered[e.oid] {
+				t.Fatalf("offered %q (%s), not the listing's or twice", e.path, e.oid)
 			}
-			total += len(b)
-		}
-		if total > 256+4 {
-			t.Fatalf("kept %d bytes", total)
-		}
+			offered[e.oid] = true
+			b, err := io.ReadAll(io.LimitReader(r, 1<<20))
+			if err == nil && int64(len(b)) != e.size {
+				t.Fatalf("%s: offered %d bytes for size %d", e.path, len(b), e.size)
+			}
+			return err == nil && blobID(e.oid, b) == e.oid, err
+		})
 	})
 }
 

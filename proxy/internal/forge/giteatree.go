@@ -2,11 +2,14 @@ package forge
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,9 +120,13 @@ func (c *giteaCall) malformed(why string) error {
 
 // giteaBlobs is the gitea kind's blobSource. The first read downloads the
 // archive (normalise reads symlink targets first, then the files it
-// sends) and keeps the contents that match the listing; every read then
-// fetches what is still missing through the raw-file API, checked the
-// same way.
+// reads before sending) and writes each content that is the listing's into
+// a spool, an unlinked temporary file: the tree's bytes are never in the
+// proxy's memory together, as for the git kind, whose blobs stay in the
+// fetched repository. Every read then fetches what the spool still lacks
+// through the raw-file API, into the spool too, checked the same way. A
+// streamed tree reads the spool while it is pushed and closes it with the
+// tree.
 type giteaBlobs struct {
 	ctx    context.Context
 	c      *giteaCall
@@ -128,23 +135,32 @@ type giteaBlobs struct {
 	repo   string
 	commit string
 
-	kept    map[string][]byte // contents by object id, each checked
-	fetched int               // files fetched one by one
+	spool   *os.File
+	mu      sync.Mutex      // at, end (raw fetches write side by side)
+	at      map[string]span // contents in the spool by object id, each checked
+	end     int64           // the spool's written end
+	fetched int             // files fetched one by one
 }
 
-// streams: contents come in one archive download, read into memory.
-func (b *giteaBlobs) streams() bool { return false }
+type span struct{ off, n int64 }
+
+// streams: the spool is read again when the tree is pushed.
+func (b *giteaBlobs) streams() bool { return true }
 
 func (b *giteaBlobs) read(entries []*entry, fn func(*entry, []byte) error) error {
-	if b.kept == nil {
-		if err := b.download(); err != nil {
+	return b.readCtx(b.ctx, entries, fn)
+}
+
+func (b *giteaBlobs) readCtx(ctx context.Context, entries []*entry, fn func(*entry, []byte) error) error {
+	if b.spool == nil {
+		if err := b.download(ctx); err != nil {
 			return err
 		}
 	}
 	var missing []*entry
 	queued := make(map[string]bool)
 	for _, e := range entries {
-		if b.kept[e.oid] == nil && !queued[e.oid] {
+		if _, ok := b.at[e.oid]; !ok && !queued[e.oid] {
 			queued[e.oid] = true
 			missing = append(missing, e)
 		}
@@ -152,44 +168,89 @@ func (b *giteaBlobs) read(entries []*entry, fn func(*entry, []byte) error) error
 	if b.fetched += len(missing); b.fetched > maxRawFetches {
 		return &TooLargeError{Bound: "files_outside_archive", Limit: maxRawFetches}
 	}
-	if err := b.fetchRaw(missing); err != nil {
+	if err := b.fetchRaw(ctx, missing); err != nil {
 		return err
 	}
 	for _, e := range entries {
-		if err := fn(e, b.kept[e.oid]); err != nil {
+		sp := b.at[e.oid]
+		data := make([]byte, sp.n)
+		if _, err := b.spool.ReadAt(data, sp.off); err != nil {
+			return fmt.Errorf("spool: %w", err)
+		}
+		if err := fn(e, data); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// download reads the archive for the entries normalise kept.
-func (b *giteaBlobs) download() error {
+// close removes the spool.
+func (b *giteaBlobs) close() {
+	if b.spool != nil {
+		_ = b.spool.Close()
+	}
+}
+
+// download reads the archive for the entries normalise kept into the spool.
+func (b *giteaBlobs) download(ctx context.Context) error {
+	f, err := os.CreateTemp("", "lsp-forge-gitea-")
+	if err != nil {
+		b.c.log.Error("forge: temp file", "err", err)
+		return newError(b.c.op, ErrUnavailable, "no room to fetch")
+	}
+	// Unlinked at once: it goes when it is closed, whatever happens.
+	_ = os.Remove(f.Name())
+	b.spool, b.at = f, make(map[string]span)
 	want := make(map[string]*entry, len(b.tr.order))
 	for _, e := range b.tr.order {
 		want[e.path] = e
 	}
-	resp, err := b.c.get(b.ctx, b.base+"/archive/"+b.commit+".tar.gz", b.c.g.archive)
+	resp, err := b.c.get(ctx, b.base+"/archive/"+b.commit+".tar.gz", b.c.g.archive)
 	if err != nil {
 		return err
 	}
 	defer drain(resp.Body)
-	lim := b.tr.lim
-	kept, err := readArchive(resp.Body, b.repo, b.commit, want, lim.MaxTotalBytes, lim)
+	stored, most := int64(0), b.tr.lim.MaxTotalBytes
+	return readArchive(resp.Body, b.repo, b.commit, want, b.tr.lim, func(e *entry, data io.Reader) (bool, error) {
+		if e.kind == kindFile && stored+e.size > most {
+			return false, nil // more than can be sent: fetched if it is
+		}
+		off := b.end
+		ok, err := b.write(e, data, off)
+		if ok {
+			b.at[e.oid], b.end = span{off, e.size}, off+e.size
+			if e.kind == kindFile {
+				stored += e.size
+			}
+		}
+		return ok, err
+	})
+}
+
+// write copies e's bytes from data into the spool at off, and reports
+// whether they are e's blob (exactly its size, hashing to its id).
+func (b *giteaBlobs) write(e *entry, data io.Reader, off int64) (bool, error) {
+	h := blobHash(e.oid, e.size)
+	n, err := io.Copy(io.MultiWriter(io.NewOffsetWriter(b.spool, off), h), io.LimitReader(data, e.size+1))
 	if err != nil {
-		return err
+		var we *fs.PathError
+		if errors.As(err, &we) {
+			b.c.log.Error("forge: spool", "err", err)
+			return false, newError(b.c.op, ErrUnavailable, "no room to fetch")
+		}
+		return false, err
 	}
-	b.kept = kept
-	return nil
+	return n == e.size && hex.EncodeToString(h.Sum(nil)) == e.oid, nil
 }
 
 // fetchRaw fetches each entry's bytes from
-// GET {base}/raw/{path}?ref={commit}, at most rawFetchers at once.
-func (b *giteaBlobs) fetchRaw(entries []*entry) error {
+// GET {base}/raw/{path}?ref={commit} into the spool, at most rawFetchers
+// at once, each into a place of its own.
+func (b *giteaBlobs) fetchRaw(ctx context.Context, entries []*entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(b.ctx)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
 		mu       sync.Mutex
@@ -202,15 +263,14 @@ func (b *giteaBlobs) fetchRaw(entries []*entry) error {
 		go func() {
 			defer wg.Done()
 			for e := range next {
-				data, err := b.raw(ctx, e)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-					cancel()
-				} else if err == nil {
-					b.kept[e.oid] = data
+				if err := b.raw(ctx, e); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+						cancel()
+					}
+					mu.Unlock()
 				}
-				mu.Unlock()
 			}
 		}()
 	}
@@ -225,40 +285,59 @@ func (b *giteaBlobs) fetchRaw(entries []*entry) error {
 	return firstErr
 }
 
-// raw fetches one entry's bytes: exactly its size, hashing to its id (the
-// raw API serves a blob as stored, a symlink's as its target).
-func (b *giteaBlobs) raw(ctx context.Context, e *entry) ([]byte, error) {
+// raw fetches one entry's bytes (the raw API serves a blob as stored, a
+// symlink's as its target) into the spool: exactly its size, hashing to
+// its id, or the forge is not to be trusted with this tree.
+func (b *giteaBlobs) raw(ctx context.Context, e *entry) error {
 	segs := strings.Split(e.path, "/")
 	for i, s := range segs {
 		segs[i] = url.PathEscape(s)
 	}
 	resp, err := b.c.get(ctx, b.base+"/raw/"+strings.Join(segs, "/")+"?"+url.Values{"ref": {b.commit}}.Encode(), b.c.g.archive)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer drain(resp.Body)
-	data, err := io.ReadAll(io.LimitReader(resp.Body, e.size+1))
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, lateError(b.c.op, ctxErr)
+	b.mu.Lock()
+	off := b.end
+	b.end += e.size
+	b.mu.Unlock()
+	ok, err := b.write(e, resp.Body, off)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return lateError(b.c.op, ctx.Err())
+	case err != nil:
+		var oe *opError
+		if errors.As(err, &oe) {
+			return err
 		}
-		return nil, newError(b.c.op, ErrUnavailable, "forge connection failed")
+		return newError(b.c.op, ErrUnavailable, "forge connection failed")
+	case !ok:
+		return fmt.Errorf("%w: %s is not the listing's blob", errArchive, e.path)
 	}
-	if int64(len(data)) != e.size || blobID(e.oid, data) != e.oid {
-		return nil, fmt.Errorf("%w: %s is not the listing's blob", errArchive, e.path)
-	}
-	return data, nil
+	b.mu.Lock()
+	b.at[e.oid] = span{off, e.size}
+	b.mu.Unlock()
+	return nil
 }
 
 // fetchTree is the gitea kind's Fetch once the call is set up: the
-// listing, then normalise over the archive and the raw files.
+// listing, then normalise over the archive and the raw files. A streamed
+// tree keeps the spool until it is closed.
 func (c *giteaCall) fetchTree(ctx context.Context, owner, repo, commit string, lim Limits) (*Tree, error) {
 	tr := &treeReader{op: c.op, log: c.log, lim: lim, entries: make(map[string]*entry), dirs: make(map[string]bool)}
 	base := repoPath(owner, repo)
 	if err := c.listTree(ctx, base, commit, tr); err != nil {
 		return nil, err
 	}
-	t, err := tr.normalise(&giteaBlobs{ctx: ctx, c: c, tr: tr, base: base, repo: repo, commit: commit})
+	src := &giteaBlobs{ctx: ctx, c: c, tr: tr, base: base, repo: repo, commit: commit}
+	t, err := tr.normalise(src)
+	if err == nil && t.lazy != nil {
+		t.read = src.readCtx
+		t.release = src.close
+		return t, nil
+	}
+	src.close()
 	var tooLarge *TooLargeError
 	var oe *opError
 	switch {
