@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -312,21 +313,45 @@ func (p *Pool) enforceRSS(ctx context.Context, req *Workspace, extra int64) bool
 	}
 }
 
-// manifestBytes is the size of a tree as its manifest declares it.
-func manifestBytes(files []*daemonv1.FileEntry) int64 {
+// diskBlock is the allocation unit treeDiskEstimate assumes: ext4's and
+// xfs's default block, tmpfs's page.
+const diskBlock = 4096
+
+// treeDiskEstimate is the disk a tree will take once written, for a
+// manifest workspace.CheckManifest accepted: each file's size rounded up
+// to a whole block, and a block for each distinct directory, the tree's
+// own included. The disk budget measures published trees by what they
+// allocate (workspace.Usage: st_blocks), so a tree being written must be
+// reserved (Pool.incoming) and checked against MaxDisk the same way:
+// by its declared bytes, 100,000 one-byte files were 100 KB against
+// the budget and took 400 MiB, and a tree of empty files in deep
+// directories took gigabytes for nothing. An empty file counts nothing
+// (it allocates no block; its inode counts with the filesystem's
+// reserve, fsShort).
+func treeDiskEstimate(files []*daemonv1.FileEntry) int64 {
 	var n int64
+	dirs := map[string]struct{}{}
 	for _, f := range files {
-		n += int64(f.GetSize())
+		n += (int64(f.GetSize()) + diskBlock - 1) / diskBlock * diskBlock
+		p := f.GetPath()
+		for i := strings.LastIndexByte(p, '/'); i > 0; i = strings.LastIndexByte(p, '/') {
+			p = p[:i]
+			if _, ok := dirs[p]; ok {
+				break // and its parents with it
+			}
+			dirs[p] = struct{}{}
+		}
 	}
-	return n
+	return n + int64(len(dirs)+1)*diskBlock
 }
 
 // enforceDisk evicts homes without a tree, then whole workspaces, until the
-// trees and homes on disk plus the trees being written (their manifests'
-// bytes: each prepare checks before its first byte, and two at once must
-// not both count on the same room) fit MaxDisk and leave the filesystem
-// its reserve (fsShort). A home something may be writing is measured again
-// when its last measure is older than maxAge (0: always; homeSizes).
+// trees and homes on disk plus the trees being written (what they will
+// take, treeDiskEstimate: each prepare checks before its first byte, and
+// two at once must not both count on the same room) fit MaxDisk and leave
+// the filesystem its reserve (fsShort). A home something may be writing is
+// measured again when its last measure is older than maxAge (0: always;
+// homeSizes).
 // Without MaxDisk only the reserve holds, and nothing is measured while
 // the filesystem has room even if the pool took it all.
 func (p *Pool) enforceDisk(ctx context.Context, maxAge time.Duration) {

@@ -347,6 +347,68 @@ func TestTreeOverDiskBudget(t *testing.T) {
 	}
 }
 
+// TestTreeOverDiskBudgetOnDisk: a tree is held to the disk budget by what
+// it will take on disk, as the budget measures published trees (allocated
+// blocks), not by the bytes its manifest declares: 1,000 one-byte files
+// declare 1,000 bytes, within a budget of 1 MiB, and take 4 MiB.
+func TestTreeOverDiskBudgetOnDisk(t *testing.T) {
+	p, _ := testPool(t, Budget{MaxDisk: 1 << 20})
+	k := key("a", "tiny", 0)
+	sum := sha256.Sum256([]byte("x"))
+	var files []*daemonv1.FileEntry
+	for i := range 1000 {
+		files = append(files, &daemonv1.FileEntry{Path: fmt.Sprintf("f%04d", i), Size: 1, Sha256: hex.EncodeToString(sum[:])})
+	}
+	_, _, err := p.Prepare(context.Background(), k, "00000000-0000-4000-8000-000000000002", files, strings.NewReader(strings.Repeat("x", len(files))), nil, nil)
+	if !errors.Is(err, ErrTreeOverBudget) {
+		t.Fatalf("prepare of 1,000 one-byte files under a 1 MiB disk budget: %v", err)
+	}
+	if p.store.Published(k) {
+		t.Fatal("a tree over the budget was published")
+	}
+	// A tree being written is reserved the same way: one byte is a block,
+	// and the tree's directory another.
+	k1 := key("a", "tiny", 1)
+	pw, prepared := blockedPrepare(t, p, k1, "one.txt", "x")
+	p.mu.Lock()
+	reserved := p.incoming[k1]
+	p.mu.Unlock()
+	if _, err := io.WriteString(pw, "x"); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-prepared; err != nil {
+		t.Fatalf("prepare %s: %v", k1, err)
+	}
+	if reserved != 2*4096 {
+		t.Fatalf("a one-byte tree being written reserved %d bytes, want %d", reserved, 2*4096)
+	}
+}
+
+// TestTreeDiskEstimate: files by whole blocks, a block for each distinct
+// directory and the tree's own.
+func TestTreeDiskEstimate(t *testing.T) {
+	const b = 4096
+	for _, tc := range []struct {
+		files map[string]uint64
+		want  int64
+	}{
+		{map[string]uint64{"empty": 0}, b},
+		{map[string]uint64{"one": 1}, 2 * b},
+		{map[string]uint64{"block": b, "over": b + 1}, 4 * b},
+		{map[string]uint64{"a/b/x": 1, "a/b/y": 1, "a/c/z": b + 1, "a/w": 0}, (1+1+2)*b + (1+3)*b},
+		{map[string]uint64{"d0/a/a/a/f": 0, "d1/a/a/a/f": 0}, (1 + 8) * b},
+	} {
+		var files []*daemonv1.FileEntry
+		for p, n := range tc.files {
+			files = append(files, &daemonv1.FileEntry{Path: p, Size: n})
+		}
+		if got := treeDiskEstimate(files); got != tc.want {
+			t.Errorf("treeDiskEstimate(%v) = %d, want %d", tc.files, got, tc.want)
+		}
+	}
+}
+
 func TestDiskBudget(t *testing.T) {
 	p, s := testPool(t, Budget{})
 	const pad = 8 << 20 // large beside what gopls's caches grow by meanwhile

@@ -95,8 +95,9 @@ type Pool struct {
 	// preparing holds a key while its tree is being written or evicted:
 	// a prepare waits for it, a query answers "needs tree".
 	preparing map[workspace.Key]chan struct{}
-	// incoming holds the manifest bytes of each tree being written
-	// (Prepare), which the disk budget counts before they land.
+	// incoming holds what each tree being written will take on disk
+	// (Prepare, treeDiskEstimate), which the disk budget counts before
+	// it lands.
 	incoming map[workspace.Key]int64
 	// deletingHomes holds a home while the disk budget deletes it
 	// (claimHomeLocked): a prepare of its repository waits for it.
@@ -495,8 +496,11 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 	p.mu.Lock()
 	maxDisk := p.budget.MaxDisk
 	p.mu.Unlock()
-	if n := manifestBytes(files); maxDisk > 0 && n > maxDisk {
-		return false, "", fmt.Errorf("prepare %s: %w (%d bytes, budget %d)", k, ErrTreeOverBudget, n, maxDisk)
+	// What the tree will take on disk, not what its manifest declares:
+	// the budget counts allocated blocks (treeDiskEstimate).
+	onDisk := treeDiskEstimate(files)
+	if maxDisk > 0 && onDisk > maxDisk {
+		return false, "", fmt.Errorf("prepare %s: %w (%d bytes on disk, budget %d)", k, ErrTreeOverBudget, onDisk, maxDisk)
 	}
 	for {
 		p.mu.Lock()
@@ -525,7 +529,7 @@ func (p *Pool) Prepare(ctx context.Context, k workspace.Key, prepareID string, f
 			done := make(chan struct{})
 			p.homes.touch(k)
 			p.preparing[k] = done
-			p.incoming[k] = manifestBytes(files)
+			p.incoming[k] = onDisk
 			p.mu.Unlock()
 			// Room on disk for the tree before a byte of it is written.
 			p.enforceDisk(ctx, activeHomeMaxAge)

@@ -282,3 +282,18 @@ func TestMergeSymbolsBound(t *testing.T) {
 		t.Fatalf("merge at the bound exactly: %d cut %v", len(all), cut)
 	}
 }
+
+// TestWorkspaceSymbolsQueryBounded: the daemon refuses a query over
+// daemonv1.MaxQueryBytes itself, as an invalid request, before any
+// server sees it; one at the bound is answered.
+func TestWorkspaceSymbolsQueryBounded(t *testing.T) {
+	r, w := fakeWorkspace(t, fakeSpec(t, "alpha", "-names=Foo"))
+	ctx := ctxFor(t, time.Minute)
+	long := symbolsQuery(ctx, t, r, w, &daemonv1.QueryRequest{Query: strings.Repeat("f", 5<<10)})
+	if long.GetStatus() != daemonv1.Status_STATUS_INVALID_REQUEST || !strings.Contains(long.GetMessage(), "longer than 256 bytes") {
+		t.Fatalf("a 5 KiB query: %v %q; want INVALID_REQUEST", long.GetStatus(), long.GetMessage())
+	}
+	if at := symbolsQuery(ctx, t, r, w, &daemonv1.QueryRequest{Query: strings.Repeat("f", daemonv1.MaxQueryBytes)}); at.GetStatus() != daemonv1.Status_STATUS_OK {
+		t.Fatalf("a query of %d bytes: %v %q", daemonv1.MaxQueryBytes, at.GetStatus(), at.GetMessage())
+	}
+}

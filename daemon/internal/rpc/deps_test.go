@@ -9,10 +9,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/hanzoai/lsp/daemon/internal/deps"
 	"github.com/hanzoai/lsp/daemon/internal/deps/depstest"
@@ -30,6 +33,39 @@ import (
 // phase over a hermetic file:// GOPROXY; it stops with the test.
 // extra specs join gopls.
 func depsDaemon(t *testing.T, mirror string, extra ...pool.Spec) daemonv1.DaemonClient {
+	t.Helper()
+	srv := depsServer(t, mirror, extra...)
+	// Not under t.TempDir: a socket's path is bounded (108 bytes), and
+	// that one holds the test's name.
+	dir, err := os.MkdirTemp("", "rpc-sock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "d.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(append(ServerOptions(), grpc.WaitForHandlers(true))...)
+	srv.Register(g)
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ln) }()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		g.Stop()
+		<-served
+	})
+	return daemonv1.NewDaemonClient(conn)
+}
+
+// depsServer is depsDaemon's Server, without gRPC; its pool closes with
+// the test.
+func depsServer(t *testing.T, mirror string, extra ...pool.Spec) *Server {
 	t.Helper()
 	root, err := os.MkdirTemp("", "rpc-deps-")
 	if err != nil {
@@ -64,28 +100,12 @@ func depsDaemon(t *testing.T, mirror string, extra ...pool.Spec) daemonv1.Daemon
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(root, "d.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(append(ServerOptions(), grpc.WaitForHandlers(true))...)
-	(&Server{Pool: p, Runner: runner, Log: log, Deps: deps.New(cfg, log)}).Register(g)
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(ln) }()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		_ = conn.Close()
-		g.Stop()
-		<-served
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		p.Close(ctx)
 	})
-	return daemonv1.NewDaemonClient(conn)
+	return &Server{Pool: p, Runner: runner, Log: log, Deps: deps.New(cfg, log)}
 }
 
 // writeDep writes example.com/dep v1.0.0 (func Hello) into a GOPROXY
@@ -265,4 +285,69 @@ func TestLateDependencyPhaseFocus(t *testing.T) {
 	if a.resp.GetStatus() != daemonv1.Status_STATUS_OK || len(locs) != 1 || locs[0].GetModule() != "example.com/dep@v1.0.0" {
 		t.Fatalf("definition of dep.Hello after a late phase: %v", a.resp)
 	}
+}
+
+// TestLateDependencyPhaseDropsTheManifest: a late dependency phase
+// outlives its prepare by up to its timeout; what it keeps of the push
+// must not include the decoded header, whose manifest holds an entry
+// with its path for each file (up to 100,000). While the phase is held
+// by the mirror, the header's first file entry is collected.
+func TestLateDependencyPhaseDropsTheManifest(t *testing.T) {
+	if fx.gopls == "" {
+		t.Skip("no gopls: set LSP_TEST_GOPLS or install it at /root/go/bin/gopls")
+	}
+	dir := t.TempDir()
+	sum := writeDep(t, dir)
+	hold := make(chan struct{})
+	files := http.FileServer(http.Dir(dir))
+	mirror := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(mirror.Close)
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	notes := pool.Spec{Spec: runtime.Spec{ID: "notes", Language: "plaintext", Extensions: []string{".txt"},
+		Executable: fx.gopls, Args: []string{"serve"}, RequestTimeout: 60 * time.Second}, Extensions: []string{".txt"}, NoDependencies: true}
+	srv := depsServer(t, mirror.URL, notes)
+
+	k := keyFor(t, "late-manifest")
+	// Built here, so that the test itself keeps no reference to the
+	// header: only the weak pointer.
+	stream, first := func() (*fakeStream, weak.Pointer[daemonv1.FileEntry]) {
+		// No Go file: no server is deferred (startDeferred), and the
+		// requirement alone makes the phase fetch.
+		entries, data := treeOf(file{"go.mod", []byte("module example.com/app\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n")},
+			file{"go.sum", []byte(sum)}, file{"notes.txt", []byte("read me\n")})
+		hdr := headerMsg(k, newID(), entries)
+		hdr.GetHeader().FocusPath = "notes.txt"
+		hdr.GetHeader().TreeWarnings = []string{"dropped dangling symlink: link"}
+		return &fakeStream{ctx: ctxT(t), msgs: append([]*daemonv1.PrepareRequest{hdr}, dataMsgs(data, 1<<16)...)}, weak.Make(entries[0])
+	}()
+	if err := srv.Prepare(stream); err != nil || !stream.resp.GetPrepared() {
+		t.Fatalf("prepare: %v, %v", stream.resp, err)
+	}
+	w, done, ok := srv.Pool.Acquire(parseKey(t, k))
+	if !ok {
+		t.Fatal("the prepared workspace is not live")
+	}
+	ended := w.DepsEnded()
+	done()
+	goruntime.GC()
+	goruntime.GC()
+	if first.Value() != nil {
+		t.Fatal("the header's manifest is still reachable while the late dependency phase runs")
+	}
+	select {
+	case <-ended:
+		t.Fatal("the dependency phase ended before the check: the mirror did not hold it")
+	default:
+	}
+	release()
+	<-ended
 }

@@ -304,6 +304,11 @@ func TestPrepareRefused(t *testing.T) {
 			msgs := append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), entries)}, dataMsgs(data[:len(data)-3], 5)...)
 			return append(msgs, dataMsgs(append(bytes.Clone(data[len(data)-3:]), "!!"...), 64)...)
 		}},
+		{"a data message over the chunk bound", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
+			big := bytes.Repeat([]byte("z"), daemonv1.MaxPushChunkBytes+1)
+			e, d := treeOf(file{"big.bin", big})
+			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), e)}, dataMsgs(d, len(d))...)
+		}},
 		{"bytes after an empty manifest", func(k *daemonv1.WorkspaceKey) []*daemonv1.PrepareRequest {
 			e, _ := treeOf(file{"empty.txt", nil})
 			return append([]*daemonv1.PrepareRequest{headerMsg(k, newID(), e)}, dataMsgs([]byte("x"), 1)...)

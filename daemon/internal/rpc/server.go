@@ -176,7 +176,11 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	start := time.Now()
 	var received, depsDone, warmed time.Time
 	// What the tree's normalisation and the dependency phase found is
-	// kept with the tree, for every later prepare answer about it.
+	// kept with the tree, for every later prepare answer about it. The
+	// warnings are taken out of the header first: a late phase's closure
+	// outlives this prepare by minutes, and through hdr it would keep the
+	// whole decoded manifest (up to 100,000 entries with their paths).
+	treeWarnings := hdr.GetTreeWarnings()
 	fetchDeps := func(ctx context.Context, ws runtime.Workspace) []string {
 		began := time.Now()
 		found := s.Deps.Fetch(ctx, ws)
@@ -186,11 +190,11 @@ func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 		} else {
 			received, warnings, depsDone = began, found, time.Now()
 		}
-		return append(slices.Clip(hdr.GetTreeWarnings()), found...)
+		return append(slices.Clip(treeWarnings), found...)
 	}
 	var lateOpt *pool.Late
 	if late {
-		lateOpt = &pool.Late{Warnings: hdr.GetTreeWarnings()}
+		lateOpt = &pool.Late{Warnings: treeWarnings}
 	}
 	prepared, id, err := s.Pool.Prepare(ctx, k, hdr.GetPrepareId(), hdr.GetFiles(), body, fetchDeps, lateOpt)
 	if late && prepared {
@@ -405,9 +409,15 @@ func manifestBytes(files []*daemonv1.FileEntry) int64 {
 // byte follows, so whatever breaks the protocol at the end — more bytes, a
 // second header, a broken stream — is found before the last byte is handed
 // over and returned with it, where the store cannot miss it.
-// prefetchMessages bounds the messages (each at most a 1 MiB chunk, the
-// proxy's ChunkSize, within gRPC's own receive bound) received ahead of
-// the tree's writes.
+// prefetchMessages bounds the data messages received ahead of the
+// tree's writes. gRPC receives messages of up to
+// daemonv1.MaxPushMessageBytes (64 MiB, for a header's manifest), so the
+// size of each is bounded here, not by the proxy's chunking: a data
+// message over daemonv1.MaxPushChunkBytes (1 MiB) is refused before it is
+// queued (recv), and the prefetcher stops after any other message (a
+// trailer, which nothing valid follows, or a second header, which is
+// refused), so at most n+1 chunks wait in memory (n queued, one in hand)
+// and at most one larger message.
 const prefetchMessages = 8
 
 type received struct {
@@ -415,26 +425,39 @@ type received struct {
 	err error
 }
 
-// prefetch receives the stream's messages on a goroutine of its own, at
-// most n ahead of next. The returned stop ends it; Recv then returns
-// once the handler has returned and the stream is done.
+// prefetch receives the stream's data messages on a goroutine of its own,
+// at most n ahead of next. It stops after an error or a message that is
+// not data, and closes the channel: next then receives what follows
+// itself. The returned stop ends it; Recv then returns once the handler
+// has returned and the stream is done.
 func (r *streamReader) prefetch(n int) (stop func()) {
 	ch, done := make(chan received, n), make(chan struct{})
 	go func() {
+		defer close(ch)
 		for {
-			msg, err := r.stream.Recv()
+			msg, err := r.recv()
 			select {
 			case ch <- received{msg, err}:
 			case <-done:
 				return
 			}
-			if err != nil {
+			if _, data := msg.GetPart().(*daemonv1.PrepareRequest_Data); err != nil || !data {
 				return
 			}
 		}
 	}()
 	r.ahead = ch
 	return func() { close(done) }
+}
+
+// recv receives the stream's next message, refusing a data message over
+// daemonv1.MaxPushChunkBytes before anyone holds it (prefetchMessages).
+func (r *streamReader) recv() (*daemonv1.PrepareRequest, error) {
+	msg, err := r.stream.Recv()
+	if n := len(msg.GetData()); err == nil && n > daemonv1.MaxPushChunkBytes {
+		return nil, fmt.Errorf("%w: a data message of %d bytes, more than %d", workspace.ErrInvalid, n, daemonv1.MaxPushChunkBytes)
+	}
+	return msg, err
 }
 
 type streamReader struct {
@@ -508,20 +531,27 @@ func (r *streamReader) next() ([]byte, error) {
 	if r.recvErr != nil {
 		return nil, r.recvErr
 	}
-	var msg *daemonv1.PrepareRequest
-	var err error
+	rcv, ok := received{}, false
 	if r.ahead != nil {
-		rcv := <-r.ahead
-		msg, err = rcv.msg, rcv.err
-	} else {
-		msg, err = r.stream.Recv()
+		if rcv, ok = <-r.ahead; !ok {
+			// The prefetcher stopped after a message that is not data:
+			// what follows it is received here.
+			r.ahead = nil
+		}
 	}
+	if !ok {
+		rcv.msg, rcv.err = r.recv()
+	}
+	msg, err := rcv.msg, rcv.err
 	if err != nil {
 		// The prefetcher stops after an error: it stays the answer.
 		r.recvErr = err
 	}
 	if err == io.EOF {
 		return nil, io.EOF
+	}
+	if errors.Is(err, workspace.ErrInvalid) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("prepare stream: %w", err)

@@ -25,6 +25,12 @@ type Limits struct {
 	MaxFileBytes  int64
 	MaxDepth      int
 	MaxPathBytes  int
+	// MaxDirs bounds the distinct directories the tree makes. The other
+	// bounds do not: 100,000 empty files, each at the end of its own
+	// chain of 60 directories, are 0 bytes and within the depth, yet
+	// writing them makes 6 million directories (tens of GiB and as many
+	// inodes) that no byte count reserves.
+	MaxDirs int
 	// MaxHomeEntries bounds the walk that measures one home (with the
 	// daemon's cache of its repository): past it the home is not measured
 	// further (Store.HomeBytes).
@@ -40,6 +46,8 @@ func DefaultLimits() Limits {
 		MaxFileBytes:  64 << 20,
 		MaxDepth:      64,
 		MaxPathBytes:  daemonv1.MaxTreePathBytes,
+		// One per file: real trees have far fewer directories than files.
+		MaxDirs: 100_000,
 		// A large Go workspace's build and module caches hold tens of
 		// thousands; a million is walked in seconds.
 		MaxHomeEntries: 1_000_000,
@@ -126,7 +134,7 @@ func CheckPath(p string, maxBytes int) error {
 
 // CheckManifest validates a manifest against the limits: every path valid,
 // no path repeated, no file used as a directory of another, and the sums
-// within bounds. It returns the total byte count.
+// (files, bytes, directories) within bounds. It returns the total byte count.
 func CheckManifest(files []*daemonv1.FileEntry, lim Limits) (int64, error) {
 	return checkManifest(files, lim, false)
 }
@@ -187,11 +195,23 @@ func checkManifest(files []*daemonv1.FileEntry, lim Limits, digestsFollow bool) 
 			return 0, fmt.Errorf("%w: tree larger than %d bytes", ErrInvalid, lim.MaxTotalBytes)
 		}
 	}
-	// A file used as a directory: some path is a strict prefix dir of another.
+	// A file used as a directory: some path is a strict prefix dir of
+	// another. The same walk counts the distinct directories (MaxDirs). A
+	// directory met before was checked with its parents then, so the walk
+	// up from a file stops there: it costs one step per directory, not
+	// one per file and level, and the set it keeps is at most MaxDirs+1.
+	dirs := make(map[string]struct{})
 	for p := range seen {
 		for dir := parentDir(p); dir != ""; dir = parentDir(dir) {
+			if _, ok := dirs[dir]; ok {
+				break
+			}
 			if seen[dir] {
 				return 0, fmt.Errorf("%w: %q is a file and a directory", ErrInvalid, dir)
+			}
+			dirs[dir] = struct{}{}
+			if len(dirs) > lim.MaxDirs {
+				return 0, fmt.Errorf("%w: more than %d directories", ErrInvalid, lim.MaxDirs)
 			}
 		}
 	}

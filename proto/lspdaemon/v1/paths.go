@@ -32,6 +32,14 @@ const (
 // or trailer would be larger before it sends any.
 const MaxPushMessageBytes = 64 << 20
 
+// MaxPushChunkBytes bounds the bytes of one data message of a Prepare
+// stream. The daemon receives a few messages ahead of its writes, and
+// MaxPushMessageBytes, meant for a header's manifest, would let each of
+// them hold 64 MiB: so it refuses a data message over this bound
+// (InvalidArgument). The proxy's chunk size (daemonclient.ChunkSize) must
+// not exceed it.
+const MaxPushChunkBytes = 1 << 20
+
 // CheckTreePath says why p breaks the rule, nil when it keeps it: a
 // non-empty, valid UTF-8, '/'-separated relative path of at most
 // MaxTreePathBytes bytes; no control character (below 0x20, or 0x7f) and

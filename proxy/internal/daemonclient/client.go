@@ -47,8 +47,9 @@ import (
 )
 
 // ChunkSize is the size of one data message of a tree push: large enough
-// that per-message overhead vanishes, well below gRPC's 4 MiB default.
-const ChunkSize = 1 << 20
+// that per-message overhead vanishes, and the most the daemon accepts
+// (it receives a few ahead of its writes).
+const ChunkSize = daemonv1.MaxPushChunkBytes
 
 // DefaultHealthInterval is the time between two Hello checks of a shard.
 const DefaultHealthInterval = 2 * time.Second

@@ -94,8 +94,8 @@ var opRoutes = []opRoute{
 				r.Op, r.Path = daemonv1.Op_OP_DOCUMENT_SYMBOLS, p
 				return err
 			case b.Query != nil:
-				if len(*b.Query) > 256 {
-					return apierr.BadRequest("query is longer than 256 bytes")
+				if len(*b.Query) > daemonv1.MaxQueryBytes {
+					return apierr.BadRequest("query is longer than %d bytes", daemonv1.MaxQueryBytes)
 				}
 				r.Op, r.Query = daemonv1.Op_OP_WORKSPACE_SYMBOLS, *b.Query
 				if b.Language != nil {

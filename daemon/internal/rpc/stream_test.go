@@ -1,0 +1,154 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hanzoai/lsp/daemon/internal/workspace"
+	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
+	"google.golang.org/grpc"
+)
+
+// fakeStream is a Prepare stream without gRPC: Recv hands out msgs in
+// order (dropping its own reference to each), then io.EOF, and counts its
+// calls. Only what Prepare calls is implemented.
+type fakeStream struct {
+	grpc.ServerStream
+	ctx context.Context
+
+	mu    sync.Mutex
+	msgs  []*daemonv1.PrepareRequest
+	recvs int
+	resp  *daemonv1.PrepareResponse
+}
+
+func (f *fakeStream) Context() context.Context { return f.ctx }
+
+func (f *fakeStream) Recv() (*daemonv1.PrepareRequest, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recvs++
+	if len(f.msgs) == 0 {
+		return nil, io.EOF
+	}
+	m := f.msgs[0]
+	f.msgs[0], f.msgs = nil, f.msgs[1:]
+	return m, nil
+}
+
+func (f *fakeStream) SendAndClose(r *daemonv1.PrepareResponse) error {
+	f.mu.Lock()
+	f.resp = r
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeStream) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.recvs
+}
+
+// nextAhead is the prefetcher's next delivery, ok false once it closed
+// its channel; a test that waits for one too long fails.
+func nextAhead(t *testing.T, r *streamReader) (received, bool) {
+	t.Helper()
+	select {
+	case rcv, ok := <-r.ahead:
+		return rcv, ok
+	case <-time.After(30 * time.Second):
+		t.Fatal("the prefetcher delivered nothing and did not stop")
+		return received{}, false
+	}
+}
+
+// TestPrefetchRefusesOversizedData: gRPC receives messages of up to
+// MaxPushMessageBytes, so the prefetcher itself refuses a data message
+// over MaxPushChunkBytes: it never queues one, stops at it, and the
+// reader's error is ErrInvalid (InvalidArgument; TestPrepareRefused has
+// it over gRPC).
+func TestPrefetchRefusesOversizedData(t *testing.T) {
+	small := bytes.Repeat([]byte("x"), 1<<10)
+	over := bytes.Repeat([]byte("y"), daemonv1.MaxPushChunkBytes+1)
+	msgs := append(dataMsgs(small, 1<<9), dataMsgs(over, len(over))...)
+	msgs = append(msgs, dataMsgs([]byte("after"), 5)...)
+	f := &fakeStream{ctx: context.Background(), msgs: msgs}
+	r := &streamReader{stream: f, left: int64(len(small) + len(over) + 5)}
+	stop := r.prefetch(prefetchMessages)
+	defer stop()
+	var refused error
+	for refused == nil {
+		rcv, ok := nextAhead(t, r)
+		if !ok {
+			t.Fatal("the prefetcher stopped without refusing the oversized message")
+		}
+		if n := len(rcv.msg.GetData()); n > daemonv1.MaxPushChunkBytes {
+			t.Fatalf("the prefetcher queued a data message of %d bytes, over %d", n, daemonv1.MaxPushChunkBytes)
+		}
+		refused = rcv.err
+	}
+	if !errors.Is(refused, workspace.ErrInvalid) {
+		t.Fatalf("the oversized message's error: %v; want ErrInvalid", refused)
+	}
+	if _, ok := nextAhead(t, r); ok {
+		t.Fatal("the prefetcher went on after refusing a message")
+	}
+	if n := f.calls(); n != 3 {
+		t.Fatalf("Recv called %d times, want 3 (two chunks and the oversized one)", n)
+	}
+	// Through the reader, as the store reads it.
+	f = &fakeStream{ctx: context.Background(), msgs: append(dataMsgs(small, 1<<9), dataMsgs(over, len(over))...)}
+	r = &streamReader{stream: f, left: int64(len(small) + len(over))}
+	defer r.prefetch(prefetchMessages)()
+	if _, err := io.ReadAll(r); !errors.Is(err, workspace.ErrInvalid) {
+		t.Fatalf("reading a stream with an oversized data message: %v; want ErrInvalid", err)
+	}
+}
+
+// TestPrefetchStopsAfterOtherMessages: the prefetcher receives ahead only
+// data. After a trailer (nothing valid follows it) or a second header
+// (refused), it stops without calling Recv again, so it never holds more
+// than one message larger than a chunk; the reader receives what follows
+// itself.
+func TestPrefetchStopsAfterOtherMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stop *daemonv1.PrepareRequest
+	}{
+		{"trailer", trailerMsg([]string{"digest"})},
+		{"header", headerMsg(keyFor(t, "prefetch"), newID(), nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := append(dataMsgs([]byte("abcdef"), 3), tc.stop)
+			msgs = append(msgs, dataMsgs([]byte("more"), 4)...)
+			f := &fakeStream{ctx: context.Background(), msgs: msgs}
+			r := &streamReader{stream: f, left: 6, follow: true}
+			defer r.prefetch(prefetchMessages)()
+			for i := range 3 {
+				rcv, ok := nextAhead(t, r)
+				if !ok || rcv.err != nil {
+					t.Fatalf("message %d: %v, %v", i, ok, rcv.err)
+				}
+			}
+			if rcv, ok := nextAhead(t, r); ok {
+				t.Fatalf("after the %s the prefetcher received %v, %v", tc.name, rcv.msg, rcv.err)
+			}
+			if n := f.calls(); n != 3 {
+				t.Fatalf("Recv called %d times, want 3", n)
+			}
+			// The reader goes on receiving directly.
+			r.left = 0
+			if data, err := r.next(); err != nil || string(data) != "more" {
+				t.Fatalf("next after the prefetcher stopped: %q, %v", data, err)
+			}
+			if n := f.calls(); n != 4 {
+				t.Fatalf("Recv called %d times, want 4", n)
+			}
+		})
+	}
+}
