@@ -149,7 +149,7 @@ func Run(ctx context.Context, env *config.Env, log *slog.Logger) error {
 		return err
 	}
 	g := grpc.NewServer(append(opts, rpc.ServerOptions()...)...)
-	(&rpc.Server{Pool: p, Runner: runner, Jailed: !env.Unjailed, Log: log, Deps: fetcher}).Register(g)
+	(&rpc.Server{Pool: p, Runner: runner, Jailed: !env.Unjailed, Log: log, Deps: fetcher, MaxPrepares: env.MaxPrepares}).Register(g)
 	log.Info("daemon listening", "addr", env.Listen, "servers", len(specs), "config", cf.Source)
 
 	go sweep(ctx, p, env.WorkspaceTTL, log)

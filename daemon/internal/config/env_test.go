@@ -28,3 +28,20 @@ func TestLoadEnvShutdownGrace(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadEnvMaxPrepares(t *testing.T) {
+	load := func(v string) (*Env, error) {
+		env := map[string]string{"LSP_DAEMON_CONFIG": "/etc/servers.json", "LSP_MAX_PREPARES": v}
+		return LoadEnv(func(k string) string { return env[k] })
+	}
+	for v, want := range map[string]int{"": 0, "4": 4, " 32 ": 32} {
+		if e, err := load(v); err != nil || e.MaxPrepares != want {
+			t.Errorf("LSP_MAX_PREPARES=%q: %v, %v; want %d", v, e, err, want)
+		}
+	}
+	for _, bad := range []string{"0", "-1", "many"} {
+		if _, err := load(bad); err == nil {
+			t.Errorf("LSP_MAX_PREPARES=%q accepted", bad)
+		}
+	}
+}

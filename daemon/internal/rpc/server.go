@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"regexp"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hanzoai/lsp/daemon/internal/deps"
@@ -43,7 +44,22 @@ type Server struct {
 	// wait for the first answer from the workspace before they start
 	// anyway (0: defaultDeferGrace).
 	DeferGrace time.Duration
+	// MaxPrepares bounds the Prepare calls handled at once (0:
+	// DefaultMaxPrepares); the others wait, holding nothing, before
+	// their header is received.
+	MaxPrepares int
+
+	prepares     chan struct{} // MaxPrepares slots, made once
+	preparesOnce sync.Once
 }
+
+// DefaultMaxPrepares is MaxPrepares's default. Each proxy replica bounds
+// its own prepares (the proxy's LSP_MAX_PREPARES, 8), but replicas scale
+// out and the daemon answers them all: a prepare holds its decoded
+// manifest (up to 100,000 entries with their paths, a few hundred MB at
+// the worst), the chunks received ahead of its writes and a stream, so
+// their number is bounded where the memory is.
+const DefaultMaxPrepares = 16
 
 // defaultDeferGrace is DeferGrace's default: a caller that prepared with
 // a focus asks about it at once, and one that does not ask gets the
@@ -120,8 +136,25 @@ func (s *Server) awaitInFlight(ctx context.Context, k workspace.Key) (*pool.Work
 	return nil, nil, false
 }
 
-// Prepare receives a streamed tree.
+// Prepare receives a streamed tree, once one of MaxPrepares slots is free.
 func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]) error {
+	s.preparesOnce.Do(func() {
+		n := s.MaxPrepares
+		if n <= 0 {
+			n = DefaultMaxPrepares
+		}
+		s.prepares = make(chan struct{}, n)
+	})
+	select {
+	case s.prepares <- struct{}{}:
+		defer func() { <-s.prepares }()
+	case <-stream.Context().Done():
+		return status.FromContextError(stream.Context().Err()).Err()
+	}
+	return s.prepare(stream)
+}
+
+func (s *Server) prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]) error {
 	first, err := stream.Recv()
 	if err != nil {
 		return status.Error(codes.InvalidArgument, "prepare: no header")

@@ -12,6 +12,8 @@ import (
 	"github.com/hanzoai/lsp/daemon/internal/workspace"
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // fakeStream is a Prepare stream without gRPC: Recv hands out msgs in
@@ -150,5 +152,56 @@ func TestPrefetchStopsAfterOtherMessages(t *testing.T) {
 				t.Fatalf("Recv called %d times, want 4", n)
 			}
 		})
+	}
+}
+
+// blockedStream's Recv waits for release, then has nothing to give.
+type blockedStream struct {
+	fakeStream
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockedStream) Recv() (*daemonv1.PrepareRequest, error) {
+	close(b.entered)
+	<-b.release
+	return nil, io.EOF
+}
+
+// TestPreparesBounded: past MaxPrepares a Prepare call waits for a slot
+// before it receives anything — its header, the manifest, is not even
+// decoded — and one whose caller gives up meanwhile ends without.
+func TestPreparesBounded(t *testing.T) {
+	s := &Server{MaxPrepares: 1}
+	a := &blockedStream{fakeStream: fakeStream{ctx: context.Background()}, entered: make(chan struct{}), release: make(chan struct{})}
+	aDone := make(chan error, 1)
+	go func() { aDone <- s.Prepare(a) }()
+	<-a.entered
+
+	b := &fakeStream{ctx: context.Background()}
+	bDone := make(chan error, 1)
+	go func() { bDone <- s.Prepare(b) }()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := &fakeStream{ctx: gone}
+	if err := s.Prepare(c); status.Code(err) != codes.Canceled || c.calls() != 0 {
+		t.Errorf("a prepare whose caller left while waiting: %v after %d receives; want Canceled and none", err, c.calls())
+	}
+	select {
+	case err := <-bDone:
+		t.Fatalf("a prepare past the bound ran at once: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if n := b.calls(); n != 0 {
+		t.Fatalf("a prepare past the bound received %d messages", n)
+	}
+	close(a.release)
+	for _, done := range []chan error{aDone, bDone} {
+		if err := <-done; status.Code(err) != codes.InvalidArgument {
+			t.Errorf("prepare without a header: %v, want InvalidArgument", err)
+		}
+	}
+	if b.calls() != 1 {
+		t.Errorf("the waiting prepare received %d messages once a slot was free, want 1", b.calls())
 	}
 }
