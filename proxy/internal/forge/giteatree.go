@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,6 +153,29 @@ func (b *giteaBlobs) read(entries []*entry, fn func(*entry, []byte) error) error
 }
 
 func (b *giteaBlobs) readCtx(ctx context.Context, entries []*entry, fn func(*entry, []byte) error) error {
+	if err := b.fetch(ctx, entries); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		sp, ok := b.at[e.oid]
+		if !ok {
+			// fetch returns nil only with every entry in the spool.
+			return fmt.Errorf("spool: %s missing", e.path)
+		}
+		data := make([]byte, sp.n)
+		if _, err := b.spool.ReadAt(data, sp.off); err != nil {
+			return fmt.Errorf("spool: %w", err)
+		}
+		if err := fn(e, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetch puts every entry's contents in the spool: the archive's on the
+// first call, then what it lacked from the raw-file API.
+func (b *giteaBlobs) fetch(ctx context.Context, entries []*entry) error {
 	if b.spool == nil {
 		if err := b.download(ctx); err != nil {
 			return err
@@ -168,20 +192,7 @@ func (b *giteaBlobs) readCtx(ctx context.Context, entries []*entry, fn func(*ent
 	if b.fetched += len(missing); b.fetched > maxRawFetches {
 		return &TooLargeError{Bound: "files_outside_archive", Limit: maxRawFetches}
 	}
-	if err := b.fetchRaw(ctx, missing); err != nil {
-		return err
-	}
-	for _, e := range entries {
-		sp := b.at[e.oid]
-		data := make([]byte, sp.n)
-		if _, err := b.spool.ReadAt(data, sp.off); err != nil {
-			return fmt.Errorf("spool: %w", err)
-		}
-		if err := fn(e, data); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.fetchRaw(ctx, missing)
 }
 
 // close removes the spool.
@@ -210,28 +221,32 @@ func (b *giteaBlobs) download(ctx context.Context) error {
 		return err
 	}
 	defer drain(resp.Body)
+	// The spool holds at most what a tree may send: normalise refuses a
+	// larger one, and drops a symlink whose target could not resolve.
 	stored, most := int64(0), b.tr.lim.MaxTotalBytes
 	return readArchive(resp.Body, b.repo, b.commit, want, b.tr.lim, func(e *entry, data io.Reader) (bool, error) {
-		if e.kind == kindFile && stored+e.size > most {
-			return false, nil // more than can be sent: fetched if it is
+		if stored+e.size > most || e.kind == kindSymlink && e.size > maxSymlinkTarget {
+			return false, nil // not to be sent, or fetched if it is
 		}
 		off := b.end
 		ok, err := b.write(e, data, off)
 		if ok {
 			b.at[e.oid], b.end = span{off, e.size}, off+e.size
-			if e.kind == kindFile {
-				stored += e.size
-			}
+			stored += e.size
 		}
 		return ok, err
 	})
 }
 
-// write copies e's bytes from data into the spool at off, and reports
-// whether they are e's blob (exactly its size, hashing to its id).
+// write copies e's bytes from data into the spool at off — never more
+// than e.size, its place — and reports whether they are e's blob: exactly
+// its size (data ends there), hashing to its id.
 func (b *giteaBlobs) write(e *entry, data io.Reader, off int64) (bool, error) {
 	h := blobHash(e.oid, e.size)
-	n, err := io.Copy(io.MultiWriter(io.NewOffsetWriter(b.spool, off), h), io.LimitReader(data, e.size+1))
+	_, err := io.CopyN(io.MultiWriter(io.NewOffsetWriter(b.spool, off), h), data, e.size)
+	if errors.Is(err, io.EOF) {
+		return false, nil // shorter
+	}
 	if err != nil {
 		var we *fs.PathError
 		if errors.As(err, &we) {
@@ -240,7 +255,11 @@ func (b *giteaBlobs) write(e *entry, data io.Reader, off int64) (bool, error) {
 		}
 		return false, err
 	}
-	return n == e.size && hex.EncodeToString(h.Sum(nil)) == e.oid, nil
+	var more [1]byte
+	if n, _ := io.ReadFull(data, more[:]); n > 0 {
+		return false, nil // longer
+	}
+	return hex.EncodeToString(h.Sum(nil)) == e.oid, nil
 }
 
 // fetchRaw fetches each entry's bytes from
@@ -282,6 +301,11 @@ func (b *giteaBlobs) fetchRaw(ctx context.Context, entries []*entry) error {
 	}
 	close(next)
 	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		// Cancelled from above while entries were still to be fetched:
+		// those never were.
+		return lateError(b.c.op, ctx.Err())
+	}
 	return firstErr
 }
 
@@ -293,11 +317,22 @@ func (b *giteaBlobs) raw(ctx context.Context, e *entry) error {
 	for i, s := range segs {
 		segs[i] = url.PathEscape(s)
 	}
-	resp, err := b.c.get(ctx, b.base+"/raw/"+strings.Join(segs, "/")+"?"+url.Values{"ref": {b.commit}}.Encode(), b.c.g.archive)
+	resp, err := b.c.send(ctx, http.MethodGet, b.base+"/raw/"+strings.Join(segs, "/")+"?"+url.Values{"ref": {b.commit}}.Encode(), b.c.g.archive)
 	if err != nil {
 		return err
 	}
 	defer drain(resp.Body)
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		// Its listing named the file a moment ago: not a repository the
+		// caller cannot see (Gitea answers so for a repository whose
+		// first push it has not yet taken in), and a retry may do.
+		b.c.log.Warn("forge: the raw-file API did not serve a file of the listing", "path", e.path)
+		return newError(b.c.op, ErrUnavailable, "forge did not serve a file its tree listing names")
+	default:
+		return b.c.statusError(resp.StatusCode)
+	}
 	b.mu.Lock()
 	off := b.end
 	b.end += e.size
@@ -323,7 +358,10 @@ func (b *giteaBlobs) raw(ctx context.Context, e *entry) error {
 
 // fetchTree is the gitea kind's Fetch once the call is set up: the
 // listing, then normalise over the archive and the raw files. A streamed
-// tree keeps the spool until it is closed.
+// tree keeps the spool until it is closed; every content it will read is
+// in it before Fetch returns — fetched within Fetch's download slot and
+// deadline, and a tree that needs too many raw files refused before a
+// byte is pushed — so the push reads the spool alone.
 func (c *giteaCall) fetchTree(ctx context.Context, owner, repo, commit string, lim Limits) (*Tree, error) {
 	tr := &treeReader{op: c.op, log: c.log, lim: lim, entries: make(map[string]*entry), dirs: make(map[string]bool)}
 	base := repoPath(owner, repo)
@@ -333,21 +371,42 @@ func (c *giteaCall) fetchTree(ctx context.Context, owner, repo, commit string, l
 	src := &giteaBlobs{ctx: ctx, c: c, tr: tr, base: base, repo: repo, commit: commit}
 	t, err := tr.normalise(src)
 	if err == nil && t.lazy != nil {
-		t.read = src.readCtx
-		t.release = src.close
+		err = src.fetch(ctx, slices.DeleteFunc(slices.Clone(t.lazy), func(e *entry) bool { return e == nil }))
+	}
+	if err != nil {
+		src.close()
+		return nil, c.fetchError(ctx, err)
+	}
+	if t.lazy == nil {
+		src.close()
 		return t, nil
 	}
-	src.close()
+	t.read = func(ctx context.Context, entries []*entry, fn func(*entry, []byte) error) error {
+		var fnErr error
+		err := src.readCtx(ctx, entries, func(e *entry, data []byte) error {
+			fnErr = fn(e, data)
+			return fnErr
+		})
+		if err != nil && fnErr == nil {
+			return c.fetchError(ctx, err)
+		}
+		return err
+	}
+	t.release = src.close
+	return t, nil
+}
+
+// fetchError maps a failure of the gitea kind's fetch to a safe error,
+// logging what the caller is not told.
+func (c *giteaCall) fetchError(ctx context.Context, err error) error {
 	var tooLarge *TooLargeError
 	var oe *opError
 	switch {
-	case err == nil:
-		return t, nil
 	case errors.As(err, &tooLarge), errors.As(err, &oe):
-		return nil, err
+		return err
 	case ctx.Err() != nil:
-		return nil, lateError(c.op, ctx.Err())
+		return lateError(c.op, ctx.Err())
 	}
 	c.log.Warn("forge: unusable archive", "err", redact(err.Error(), c.secrets))
-	return nil, newError(c.op, ErrUnavailable, "forge sent an unusable archive")
+	return newError(c.op, ErrUnavailable, "forge sent an unusable archive")
 }
