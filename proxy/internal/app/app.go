@@ -84,7 +84,7 @@ func RunWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready fu
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	dopts, err := daemonOptions(cfg, log)
+	dopts, err := DaemonOptions(cfg, log)
 	if err != nil {
 		return fmt.Errorf("daemons: %w", err)
 	}

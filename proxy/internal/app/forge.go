@@ -62,8 +62,9 @@ func sudoToken(cfg *config.Config) (string, error) {
 	return tok, nil
 }
 
-// daemonOptions are the shard pool's transport and health options.
-func daemonOptions(cfg *config.Config, log *slog.Logger) (daemonclient.Options, error) {
+// DaemonOptions are the shard pool's transport and health options, the
+// proxy's and lspctl's (which dials the proxy's daemons as it does).
+func DaemonOptions(cfg *config.Config, log *slog.Logger) (daemonclient.Options, error) {
 	o := daemonclient.Options{HealthInterval: cfg.DaemonHealthInterval, Log: log}
 	if cfg.DaemonTLSCert != "" {
 		t, err := daemonclient.LoadTLS(cfg.DaemonTLSCert, cfg.DaemonTLSKey, cfg.DaemonTLSCA)

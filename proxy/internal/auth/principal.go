@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -76,6 +77,14 @@ func (p *Principal) HasRole(role, org string) bool {
 	}
 	return false
 }
+
+// repoRE is a repository's name inside an org, as the API takes it and
+// the daemon's workspace key holds it.
+var repoRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+
+// ValidRepo reports whether s is a well-formed repository name:
+// ^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$, and not "." or "..".
+func ValidRepo(s string) bool { return repoRE.MatchString(s) && s != "." && s != ".." }
 
 // ValidOrg reports whether s is a well-formed org name: ^[a-z0-9][a-z0-9._-]{0,63}$. The proxy and the
 // daemon agree on this pattern.

@@ -1,5 +1,6 @@
 // Package ctl is lspctl: the operator's commands (ledger credits,
-// balances, daily caps, rows and reconciliation; migrations), `dev`, which runs
+// balances, daily caps, rows and reconciliation; migrations; deleting a
+// workspace on the daemons), `dev`, which runs
 // the whole stack locally for `make run`, and the client commands
 // (hover, locate, … prepare) that speak the service's HTTP API for a
 // person or a script.
@@ -33,6 +34,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = devToken(args[1:], stdout)
 	case "servers":
 		err = serversCmd(args[1:])
+	case "workspaces":
+		err = workspacesCmd(ctx, args[1:], os.Getenv, stdout, stderr)
 	case "hover", "locate", "symbols", "diagnostics", "complete", "signature", "calls", "types", "prepare", "read":
 		err = queryCmd(ctx, args[0], args[1:], os.Getenv, stdout, stderr)
 	case "lsp":
@@ -68,6 +71,11 @@ func usage(w io.Writer) {
   ledger rows --org ORG [--csv]        print an org's rows (--from, --to, --model, --repo, --after, --limit)
   ledger reconcile [--margin 1h]       check every balance, hold and prepare id; exit 1 on a problem
   dev-token --key FILE --owner ORG     sign a development JWT with make run's key (--sub, --orgs, --roles, --ttl)
+  workspaces delete --org ORG --repo NAME --commit SHA
+                                       delete an org's workspace of a full commit on its shard and every other
+                                       live shard; run with the proxy's environment (LSP_TENANT_KEY_SECRET,
+                                       LSP_DAEMONS, daemon TLS). The re-prepare grace is NOT ended: the org's
+                                       next prepare of that commit stays free within it. Exit 1 if a shard failed
 
 client commands (LSP_URL, LSP_TOKEN, LSP_FORGE_TOKEN, optional LSP_ORG):
   prepare     --repo R [--rev REV] [--progress]   (a progress bar on a terminal; --progress forces it)

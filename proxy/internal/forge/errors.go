@@ -3,6 +3,11 @@ package forge
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
 )
 
 // Sentinels matched with errors.Is. Errors returned by this package wrap one
@@ -12,11 +17,19 @@ var (
 	// it, or the revision is not in it.
 	ErrNotFound = errors.New("not found")
 	// ErrUnavailable: the forge failed (5xx, network, timeout, redirect, a
-	// protocol it does not speak).
+	// protocol it does not speak, rate limiting).
 	ErrUnavailable = errors.New("forge unavailable")
+	// ErrRateLimited: the forge answered 429, asking to be called less
+	// often. Such an error matches ErrUnavailable too; DetailOf tells how
+	// long the forge asked to wait, when it said.
+	ErrRateLimited = errors.New("forge rate limited")
 	// ErrBadRev: the revision or commit is malformed (a short sha among them).
 	ErrBadRev = errors.New("bad revision")
-	// ErrUnauthenticated: no usable forge credential was given.
+	// ErrUnauthenticated: no usable forge credential was given (the forge
+	// was not asked), or the forge answered 401 to the one sent (DetailOf:
+	// Refused). Both forges we know answer that 401 for a credential they
+	// do not accept before looking at the repository (forge.TestRealGitea),
+	// so it says nothing about which repositories exist.
 	ErrUnauthenticated = errors.New("no usable forge credential")
 	// ErrForbidden: the credential is usable but acting with it is refused
 	// (sudo as a forge administrator).
@@ -38,6 +51,26 @@ const (
 type TooLargeError struct {
 	Bound string // "files", "total_bytes", "file_bytes", "depth", "directories", "files_outside_archive" or "history"
 	Limit int64
+	// Path is, for "file_bytes", the file over the bound: a tree path the
+	// caller can read anyway (validPath's rules). Error shows it quoted and
+	// cut to maxShownPath bytes.
+	Path string
+}
+
+// maxShownPath bounds the part of a path an error message shows.
+const maxShownPath = 200
+
+// shownPath is p quoted for a message, cut at a character boundary to at
+// most maxShownPath bytes (an ellipsis then marks the cut).
+func shownPath(p string) string {
+	if len(p) <= maxShownPath {
+		return strconv.Quote(p)
+	}
+	cut := maxShownPath
+	for cut > 0 && !utf8.RuneStart(p[cut]) {
+		cut--
+	}
+	return strconv.Quote(p[:cut] + "…")
 }
 
 func (e *TooLargeError) Error() string {
@@ -47,6 +80,9 @@ func (e *TooLargeError) Error() string {
 	case "total_bytes":
 		return fmt.Sprintf("tree too large: more than %d bytes in total", e.Limit)
 	case "file_bytes":
+		if e.Path != "" {
+			return fmt.Sprintf("tree too large: file %s is larger than %d bytes", shownPath(e.Path), e.Limit)
+		}
 		return fmt.Sprintf("tree too large: a file is larger than %d bytes", e.Limit)
 	case "depth":
 		return fmt.Sprintf("tree too large: a path is deeper than %d levels", e.Limit)
@@ -62,22 +98,120 @@ func (e *TooLargeError) Error() string {
 
 // opError is the package's error: the operation, a short safe message, the
 // sentinel it matches and, optionally, a cause that is itself safe (only
-// context errors are kept, so callers can tell a deadline from an outage).
+// context errors are kept, so callers can tell a deadline from an outage),
+// and what DetailOf reports.
 type opError struct {
 	op    string
 	msg   string
 	kind  error
 	cause error
+
+	retryAfter time.Duration // the forge's Retry-After (retryAfter); 0: none
+	final      bool          // retrying cannot help (a redirect)
+	refused    bool          // ErrUnauthenticated: the forge answered 401
+	login      bool          // ErrUnauthenticated: the sudo login is no forge login
 }
 
 func (e *opError) Error() string { return e.op + ": " + e.msg }
 
-func (e *opError) Is(target error) bool { return target == e.kind }
+// Is matches the error's sentinel; a rate limit is also an unavailability.
+func (e *opError) Is(target error) bool {
+	return target == e.kind || (e.kind == ErrRateLimited && target == ErrUnavailable)
+}
 
 func (e *opError) Unwrap() error { return e.cause }
 
 func newError(op string, kind error, msg string) error {
 	return &opError{op: op, msg: msg, kind: kind}
+}
+
+// Detail is what an error of this package says beyond its sentinel, for
+// the caller's answer.
+type Detail struct {
+	// Message is the error's message without its operation: always one of
+	// this package's own texts, at most with an HTTP status number in it;
+	// never a credential, a URL, a path or anything the forge sent.
+	Message string
+	// RetryAfter is how long the forge asked to be left alone (its
+	// Retry-After, within [minRetryAfter, maxRetryAfter]); zero when it
+	// named no time.
+	RetryAfter time.Duration
+	// Final: the same request cannot succeed until the forge or the
+	// operator changes something (a redirect, which is never followed), so
+	// retrying it does not help.
+	Final bool
+	// Refused (ErrUnauthenticated): the forge itself answered 401 to the
+	// credential. Otherwise the credential was never sent: it was missing
+	// or unusable.
+	Refused bool
+	// Login (ErrUnauthenticated, sudo mode): the login to act as cannot be
+	// a forge login.
+	Login bool
+}
+
+// DetailOf returns the Detail of err, and false when err is not (and does
+// not wrap) an error of this package with one.
+func DetailOf(err error) (Detail, bool) {
+	var e *opError
+	if !errors.As(err, &e) {
+		return Detail{}, false
+	}
+	return Detail{Message: e.msg, RetryAfter: e.retryAfter, Final: e.final, Refused: e.refused, Login: e.login}, true
+}
+
+// refusedError is the forge's 401 to the credential sent.
+func refusedError(op string) error {
+	return &opError{op: op, msg: "forge refused the credential", kind: ErrUnauthenticated, refused: true}
+}
+
+// httpError is the error of an HTTP status that no caller case claimed:
+// a redirect is reported, never followed, and retrying it cannot help; 429
+// is ErrRateLimited; anything else is ErrUnavailable. h, the answer's
+// header (nil when unknown), may carry a Retry-After for 429 and 503.
+func httpError(op string, code int, h http.Header) error {
+	e := &opError{op: op, kind: ErrUnavailable, msg: fmt.Sprintf("forge answered HTTP %d", code)}
+	switch {
+	case code >= 300 && code < 400:
+		e.msg = fmt.Sprintf("forge answered with a redirect (HTTP %d), which is not followed", code)
+		e.final = true
+	case code == http.StatusTooManyRequests:
+		e.kind = ErrRateLimited
+		e.msg = "forge is rate limiting requests (HTTP 429)"
+		e.retryAfter = retryAfter(h, time.Now())
+	case code == http.StatusServiceUnavailable:
+		e.retryAfter = retryAfter(h, time.Now())
+	}
+	return e
+}
+
+// The bounds on a forge's Retry-After: a forge asking for an hour (a
+// rate-limit window's reset) is asked again within five minutes, and one
+// asking for no wait at all not before a second.
+const (
+	minRetryAfter = time.Second
+	maxRetryAfter = 5 * time.Minute
+)
+
+// retryAfter reads a Retry-After header, delay-seconds or an HTTP-date,
+// and bounds it to [minRetryAfter, maxRetryAfter]; 0 when h has none or
+// it does not parse.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		if err != nil || n > uint64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	} else {
+		return 0
+	}
+	return min(max(d, minRetryAfter), maxRetryAfter)
 }
 
 // lateError is the forge not answering within the request's time (cause:

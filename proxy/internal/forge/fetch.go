@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -363,6 +364,11 @@ func (f *fetcher) fetch(ctx context.Context, name string, proto int, over overBo
 	case failNotFound:
 		f.log.Debug("forge: repository not visible to git", "step", name)
 		return "", newError(f.op, ErrNotFound, repoNotFound)
+	}
+	if m := httpStatus.FindStringSubmatch(stderr); m != nil && m[1] == "429" {
+		// git does not tell the forge's Retry-After.
+		f.log.Warn("forge: git fetch rate limited", "step", name)
+		return "", httpError(f.op, http.StatusTooManyRequests, nil)
 	}
 	f.log.Warn("forge: git fetch failed", "step", name, "err", err, "stderr", stderr)
 	return "", newError(f.op, ErrUnavailable, "fetching from the forge failed")

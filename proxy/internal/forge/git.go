@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -203,10 +202,13 @@ func (g *gitForge) lsRefs(ctx context.Context, op string, log *slog.Logger, secr
 	return refs, nil
 }
 
-// do sends req with the credential and maps the forge's answer: 401, 403,
-// 404 and 410 are "repository not found" (forges answer either for a
-// repository the caller may not see), a redirect or any other failure is
-// ErrUnavailable. On success the body is the caller's to close.
+// do sends req with the credential and maps the forge's answer: 401 is
+// the forge refusing the credential (ErrUnauthenticated: forges answer it
+// for a credential they do not accept whatever the repository, and the
+// credential is always sent); 403, 404 and 410 are "repository not found"
+// (forges answer either for a repository the caller may not see); 429 is
+// ErrRateLimited; a redirect or any other failure is ErrUnavailable
+// (httpError). On success the body is the caller's to close.
 func (g *gitForge) do(ctx context.Context, op string, log *slog.Logger, secrets []string, req *http.Request, auth, wantType string) (*http.Response, error) {
 	req.Header.Set("Authorization", auth)
 	req.Header.Set("User-Agent", userAgent)
@@ -226,18 +228,22 @@ func (g *gitForge) do(ctx context.Context, op string, log *slog.Logger, secrets 
 	}
 	switch code := resp.StatusCode; {
 	case code == http.StatusOK:
-	case code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusNotFound || code == http.StatusGone:
+	case code == http.StatusUnauthorized:
+		drain(resp.Body)
+		log.Info("forge: the credential was refused", "status", code)
+		return nil, refusedError(op)
+	case code == http.StatusForbidden || code == http.StatusNotFound || code == http.StatusGone:
 		drain(resp.Body)
 		log.Debug("forge: repository not visible", "status", code)
 		return nil, newError(op, ErrNotFound, repoNotFound)
 	case code >= 300 && code < 400:
 		drain(resp.Body)
 		log.Warn("forge: redirect not followed", "status", code)
-		return nil, newError(op, ErrUnavailable, fmt.Sprintf("forge answered with a redirect (HTTP %d), which is not followed", code))
+		return nil, httpError(op, code, resp.Header)
 	default:
 		drain(resp.Body)
 		log.Warn("forge: error status", "status", code)
-		return nil, newError(op, ErrUnavailable, fmt.Sprintf("forge answered HTTP %d", code))
+		return nil, httpError(op, code, resp.Header)
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != wantType {
 		drain(resp.Body)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -109,7 +108,7 @@ func (g *giteaForge) begin(ctx context.Context, op string, cred Credential, owne
 			return nil, newError(op, ErrUnavailable, "forge is misconfigured")
 		}
 		if !ValidLogin(cred.User) {
-			return nil, newError("credential", ErrUnauthenticated, "no usable forge login to act as")
+			return nil, &opError{op: "credential", msg: "no usable forge login to act as", kind: ErrUnauthenticated, login: true}
 		}
 		c.secrets = []string{cred.Token, "Bearer " + cred.Token}
 		c.header.Set("Authorization", "Bearer "+cred.Token)
@@ -160,7 +159,7 @@ func (c *giteaCall) refuseAdmin(ctx context.Context, login string) error {
 			c.log.Error("forge: the sudo token was refused by the forge", "status", code)
 			return newError(c.op, ErrUnavailable, "forge is misconfigured")
 		default:
-			return c.statusError(code)
+			return c.answerError(code, resp.Header)
 		}
 		if err := c.decode(ctx, resp, &u); err != nil {
 			return err
@@ -212,11 +211,8 @@ func (c *giteaCall) send(ctx context.Context, method, apiPath string, client *ht
 	return resp, nil
 }
 
-// get sends a GET and maps the forge's status: 401, 403, 404 and 410 are
-// "repository not found" (Gitea answers 404 for a repository the caller may
-// not see, and 401 or 403 for a token it does not accept), 422 is "revision
-// not found" (a malformed name or sha), a redirect or anything else is
-// ErrUnavailable. On success the body is the caller's to close.
+// get sends a GET and maps the forge's status (answerError). On success
+// the body is the caller's to close.
 func (c *giteaCall) get(ctx context.Context, apiPath string, client *http.Client) (*http.Response, error) {
 	resp, err := c.send(ctx, http.MethodGet, apiPath, client)
 	if err != nil {
@@ -224,29 +220,48 @@ func (c *giteaCall) get(ctx context.Context, apiPath string, client *http.Client
 	}
 	if resp.StatusCode != http.StatusOK {
 		drain(resp.Body)
-		return nil, c.statusError(resp.StatusCode)
+		return nil, c.answerError(resp.StatusCode, resp.Header)
 	}
 	return resp, nil
 }
 
-func (c *giteaCall) statusError(code int) error {
+// statusError is answerError for an answer whose header is not at hand.
+func (c *giteaCall) statusError(code int) error { return c.answerError(code, nil) }
+
+// answerError maps a status other than 200 (h: the answer's header, nil
+// when unknown). 401 is the forge refusing the credential: Gitea
+// authenticates a token before it looks at any repository (a token it
+// does not know is 401 for every path, forge.TestRealGitea), so the
+// answer tells nothing about one; in sudo mode the credential is the
+// proxy's own, which is the operator's to fix. 403, 404 and 410 are
+// "repository not found" (Gitea answers 404 for a repository the caller
+// may not see, 403 for what the token's scopes do not cover), 422 is
+// "revision not found" (a malformed name or sha), 429 is ErrRateLimited,
+// a redirect or anything else is ErrUnavailable (httpError).
+func (c *giteaCall) answerError(code int, h http.Header) error {
 	if c.sudo && code == http.StatusForbidden {
 		// Gitea answers 403 to Sudo from a token that is not an
 		// administrator's: the operator must hear of it.
 		c.log.Error("forge: Sudo refused; is the sudo token an administrator's?")
 	}
 	switch {
-	case code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusNotFound || code == http.StatusGone:
+	case code == http.StatusUnauthorized && c.sudo:
+		c.log.Error("forge: the sudo token was refused by the forge", "status", code)
+		return newError(c.op, ErrUnavailable, "forge is misconfigured")
+	case code == http.StatusUnauthorized:
+		c.log.Info("forge: the credential was refused", "status", code)
+		return refusedError(c.op)
+	case code == http.StatusForbidden || code == http.StatusNotFound || code == http.StatusGone:
 		c.log.Debug("forge: not visible", "status", code)
 		return newError(c.op, ErrNotFound, repoNotFound)
 	case code == http.StatusUnprocessableEntity:
 		return newError(c.op, ErrNotFound, revNotFound)
 	case code >= 300 && code < 400:
 		c.log.Warn("forge: redirect not followed", "status", code)
-		return newError(c.op, ErrUnavailable, fmt.Sprintf("forge answered with a redirect (HTTP %d), which is not followed", code))
+		return httpError(c.op, code, h)
 	}
 	c.log.Warn("forge: error status", "status", code)
-	return newError(c.op, ErrUnavailable, fmt.Sprintf("forge answered HTTP %d", code))
+	return httpError(c.op, code, h)
 }
 
 // getJSON GETs apiPath and decodes one bounded JSON object into out.

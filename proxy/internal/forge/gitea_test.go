@@ -105,15 +105,23 @@ func TestGiteaNotFoundIsIdentical(t *testing.T) {
 	ctx := context.Background()
 	_, hidden := f.Resolve(ctx, bearer(otherToken), "acme", "app", mustRev(t, ""))
 	_, missing := f.Resolve(ctx, bearer(otherToken), "acme", "nope", mustRev(t, ""))
-	_, unknown := f.Resolve(ctx, bearer("tok-unknown"), "acme", "app", mustRev(t, fx.c3))
 	_, hiddenFetch := f.Fetch(ctx, bearer(otherToken), "acme", "app", fx.c3, Limits{})
-	for _, err := range []error{hidden, missing, unknown, hiddenFetch} {
+	for _, err := range []error{hidden, missing, hiddenFetch} {
 		if !errors.Is(err, ErrNotFound) {
 			t.Fatalf("error = %v, want ErrNotFound", err)
 		}
 	}
 	if hidden.Error() != missing.Error() {
 		t.Errorf("hidden %q and missing %q differ", hidden, missing)
+	}
+	// A token the forge does not know is refused (401, as Gitea does)
+	// before any repository is looked at: the same for every one.
+	_, unknown := f.Resolve(ctx, bearer("tok-unknown"), "acme", "app", mustRev(t, fx.c3))
+	_, unknownMissing := f.Resolve(ctx, bearer("tok-unknown"), "acme", "nope", mustRev(t, fx.c3))
+	for _, err := range []error{unknown, unknownMissing} {
+		if d, _ := DetailOf(err); !errors.Is(err, ErrUnauthenticated) || !d.Refused || err.Error() != unknown.Error() {
+			t.Errorf("unknown token: %v; want the forge's refusal, alike for both", err)
+		}
 	}
 	if n := fx.forge.PackDownloads("acme", "app"); n != 0 {
 		t.Errorf("a refused caller caused %d downloads", n)

@@ -111,7 +111,7 @@ func (c *giteaCall) getTreePage(ctx context.Context, apiPath string, out *giteaT
 	case http.StatusBadRequest:
 		return newError(c.op, ErrNotFound, revNotFound)
 	}
-	return c.statusError(resp.StatusCode)
+	return c.answerError(resp.StatusCode, resp.Header)
 }
 
 func (c *giteaCall) malformed(why string) error {
@@ -331,7 +331,7 @@ func (b *giteaBlobs) raw(ctx context.Context, e *entry) error {
 		b.c.log.Warn("forge: the raw-file API did not serve a file of the listing", "path", e.path)
 		return newError(b.c.op, ErrUnavailable, "forge did not serve a file its tree listing names")
 	default:
-		return b.c.statusError(resp.StatusCode)
+		return b.c.answerError(resp.StatusCode, resp.Header)
 	}
 	b.mu.Lock()
 	off := b.end

@@ -19,8 +19,8 @@ import (
 // fetching a tree (the same through the API's archive and through git),
 // the bearer, basic and sudo modes, an administrator never acted as, a
 // private repository invisible to a user without access (the same 404 as
-// a missing one), and a revoked token losing access within the cache's
-// TTL.
+// a missing one), a token Gitea does not know refused alike whatever the
+// repository, and a revoked token losing access within the cache's TTL.
 func TestRealGitea(t *testing.T) {
 	bin := giteatest.Binary()
 	if bin == "" {
@@ -70,6 +70,29 @@ func TestRealGitea(t *testing.T) {
 			_, missing := kind.f.Resolve(ctx, bearer(bobTok), "acme", "nope", Rev{})
 			if !errors.Is(hidden, ErrNotFound) || !errors.Is(missing, ErrNotFound) || hidden.Error() != missing.Error() {
 				t.Errorf("bob: private %v, missing %v; want the same not found", hidden, missing)
+			}
+			// A token Gitea does not know is 401 before any repository is
+			// looked at (API and smart HTTP alike): the forge refusing
+			// the credential, the same for a private repository, a
+			// missing one and a missing owner, so it tells nothing about
+			// either. A known token without access stays 404 (above).
+			var refusals []string
+			for _, cred := range []Credential{bearer("0123456789abcdef0123456789abcdef01234567"), {Mode: "basic", Token: "not-a-token", User: alice.Login}} {
+				for _, or := range [][2]string{{"acme", "app"}, {"acme", "nope"}, {"nobody", "nope"}} {
+					_, err := kind.f.Resolve(ctx, cred, or[0], or[1], Rev{})
+					if d, _ := DetailOf(err); !errors.Is(err, ErrUnauthenticated) || !d.Refused {
+						t.Errorf("unknown token, %s/%s: %v; want the forge's refusal", or[0], or[1], err)
+					}
+					if err != nil {
+						refusals = append(refusals, err.Error())
+					}
+				}
+			}
+			for _, r := range refusals {
+				if r != refusals[0] {
+					t.Errorf("refusals differ: %q", refusals)
+					break
+				}
 			}
 			// What is missing answers alike on both kinds: a repository bob
 			// cannot see whatever the rev names (a hex name is not called an
@@ -161,7 +184,7 @@ func TestRealGitea(t *testing.T) {
 	}
 	g.DeleteToken(t, alice, aliceID)
 	time.Sleep(ttl + 100*time.Millisecond)
-	if _, err := cached.Resolve(ctx, bearer(aliceTok), "acme", "app", Rev{}); err == nil {
-		t.Error("a revoked token still resolves after the cache's TTL")
+	if _, err := cached.Resolve(ctx, bearer(aliceTok), "acme", "app", Rev{}); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("a revoked token after the cache's TTL: %v; want the forge's refusal", err)
 	}
 }

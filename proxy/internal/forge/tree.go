@@ -510,7 +510,7 @@ func (tr *treeReader) normalise(cf blobSource) (*Tree, error) {
 	var total int64
 	for _, s := range sends {
 		if s.target.size > tr.lim.MaxFileBytes {
-			return nil, &TooLargeError{Bound: "file_bytes", Limit: tr.lim.MaxFileBytes}
+			return nil, &TooLargeError{Bound: "file_bytes", Limit: tr.lim.MaxFileBytes, Path: s.target.path}
 		}
 		total += s.target.size
 		if total > tr.lim.MaxTotalBytes {

@@ -7,19 +7,17 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
+	"github.com/hanzoai/lsp/proxy/internal/auth"
 	"github.com/labstack/echo/v4"
 )
 
 // MaxBody bounds a request body. Operation bodies are a few hundred bytes.
 const MaxBody = 64 << 10
-
-var repoRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
 // body is every field any operation route accepts. Each route declares which
 // of them it allows; a field outside that set, or any unknown field, is 400.
@@ -209,7 +207,7 @@ func checkRepo(p *string) (string, error) {
 	if p == nil || *p == "" {
 		return "", apierr.BadRequest("repo is required")
 	}
-	if !repoRE.MatchString(*p) || *p == "." || *p == ".." {
+	if !auth.ValidRepo(*p) {
 		return "", apierr.BadRequest("repo must be a repository name inside the org (letters, digits, '.', '_', '-')")
 	}
 	return *p, nil

@@ -11,6 +11,7 @@ import (
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
+	"github.com/hanzoai/lsp/proxy/internal/auth"
 	"github.com/hanzoai/lsp/proxy/internal/operation"
 )
 
@@ -209,7 +210,7 @@ func FuzzParseBody(f *testing.F) {
 			t.Fatalf("re-encoded body changed meaning: %+v vs %+v", b, b2)
 		}
 		if idx == 0 {
-			if repo, _, err := commonRequest(b); err == nil && !repoRE.MatchString(repo) {
+			if repo, _, err := commonRequest(b); err == nil && !auth.ValidRepo(repo) {
 				t.Fatalf("prepare accepted repo %q", repo)
 			}
 			return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"github.com/hanzoai/lsp/proxy/internal/apierr"
@@ -116,7 +117,7 @@ func forgeError(err error) error {
 	case errors.Is(err, forge.ErrBadRev):
 		return apierr.Wrap(err, http.StatusBadRequest, apierr.InvalidRequest, "rev must be a full commit sha, a ref or a branch or tag name")
 	case errors.Is(err, forge.ErrUnauthenticated):
-		return apierr.Wrap(err, http.StatusUnauthorized, apierr.Unauthenticated, "the forge did not accept the forge credential")
+		return apierr.Wrap(err, http.StatusUnauthorized, apierr.Unauthenticated, unauthenticatedMessage(err))
 	case errors.Is(err, forge.ErrForbidden):
 		return apierr.Wrap(err, http.StatusForbidden, apierr.Forbidden, "acting on the forge as this identity is refused")
 	case errors.Is(err, forge.ErrBusy):
@@ -133,8 +134,50 @@ func forgeError(err error) error {
 		return e
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return apierr.From(err)
+	case errors.Is(err, forge.ErrRateLimited):
+		// The forge limits the caller's credential (or this proxy): 429,
+		// the contract's code for "slow down", with the forge's own wait
+		// when it named a sane one.
+		e := apierr.Wrap(err, http.StatusTooManyRequests, apierr.RateLimited, "the forge is rate limiting requests; retry after the time in Retry-After")
+		e.RetryAfter = forgeRateLimitWait
+		if d, _ := forge.DetailOf(err); d.RetryAfter > 0 {
+			e.RetryAfter = d.RetryAfter
+		}
+		return e
 	}
 	e := apierr.Wrap(err, http.StatusBadGateway, apierr.ForgeUnavailable, "the forge is unavailable")
 	e.RetryAfter = 5e9
+	// The forge package's messages are its own short texts, never a
+	// credential, a URL or what the forge sent: they say what went wrong
+	// ("forge answered with a redirect (HTTP 302), which is not
+	// followed"). Anything else (not a forge error) keeps the generic one.
+	if d, ok := forge.DetailOf(err); ok {
+		if d.Message != "" {
+			e.Message = d.Message
+		}
+		switch {
+		case d.Final:
+			e.RetryAfter = 0 // a renamed repository stays renamed
+		case d.RetryAfter > 0:
+			e.RetryAfter = d.RetryAfter
+		}
+	}
 	return e
+}
+
+// forgeRateLimitWait is the Retry-After of a forge 429 that named none.
+const forgeRateLimitWait = 10 * time.Second
+
+// unauthenticatedMessage says which forge credential is missing: the one
+// the forge refused, the sudo mode's login, or the caller's X-Forge-Token
+// (the forge was not asked).
+func unauthenticatedMessage(err error) string {
+	d, _ := forge.DetailOf(err)
+	switch {
+	case d.Refused:
+		return "the forge refused the forge credential"
+	case d.Login:
+		return "no usable forge login to act as (the bearer token's forge login claim)"
+	}
+	return "no usable forge credential (X-Forge-Token)"
 }

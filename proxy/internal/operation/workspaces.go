@@ -78,20 +78,15 @@ func (s *Service) DeleteWorkspace(ctx context.Context, c Caller, repo string, re
 		return d, ledgerError(err)
 	}
 	key := daemonclient.Key{TenantKey: c.TenantKey, Repo: repo, Commit: commit}
-	own := s.daemons.Pick(key)
-	if d.Deleted, err = own.Delete(ctx, key); err != nil {
+	ds, err := daemonclient.DeleteEverywhere(ctx, s.daemons, key)
+	if err != nil {
 		return d, daemonError(err)
 	}
-	for _, sh := range s.daemons.Shards() {
-		if sh == own || !sh.Up() {
-			continue
+	for _, sd := range ds {
+		if sd.Err != nil {
+			s.log.Warn("delete a workspace copy", "shard", sd.Addr, "request_id", c.RequestID, "err", sd.Err)
 		}
-		gone, err := sh.Delete(ctx, key)
-		if err != nil {
-			s.log.Warn("delete a workspace copy", "shard", sh.Addr, "request_id", c.RequestID, "err", err)
-			continue
-		}
-		d.Deleted = d.Deleted || gone
 	}
+	d.Deleted = ds.Deleted()
 	return d, nil
 }
