@@ -32,7 +32,7 @@ type Env struct {
 	DebugListen   string        // LSP_DAEMON_DEBUG_LISTEN: loopback address for pprof; empty is off
 	// Pool budgets; zero is no bound (see pool.Budget).
 	PoolMaxServers int   // LSP_POOL_MAX_SERVERS
-	MaxPrepares    int   // LSP_MAX_PREPARES: Prepare calls at once (0: rpc.DefaultMaxPrepares)
+	MaxPrepares    int   // LSP_DAEMON_MAX_PREPARES: Prepare calls at once (0: rpc.DefaultMaxPrepares)
 	PoolMaxRSS     int64 // LSP_POOL_MAX_RSS, bytes
 	PoolMaxDisk    int64 // LSP_POOL_MAX_DISK, bytes
 	// Mutual TLS for a host:port listener (required there, refused on a
@@ -79,10 +79,10 @@ func LoadEnv(getenv func(string) string) (*Env, error) {
 		}
 		e.PoolMaxServers = n
 	}
-	if v := getenv("LSP_MAX_PREPARES"); v != "" {
+	if v := getenv("LSP_DAEMON_MAX_PREPARES"); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 {
-			errs = append(errs, fmt.Errorf("LSP_MAX_PREPARES=%q: not a positive count", v))
+			errs = append(errs, fmt.Errorf("LSP_DAEMON_MAX_PREPARES=%q: not a positive count", v))
 		}
 		e.MaxPrepares = n
 	}

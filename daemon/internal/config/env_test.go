@@ -29,19 +29,19 @@ func TestLoadEnvShutdownGrace(t *testing.T) {
 	}
 }
 
-func TestLoadEnvMaxPrepares(t *testing.T) {
+func TestLoadEnvDaemonMaxPrepares(t *testing.T) {
 	load := func(v string) (*Env, error) {
-		env := map[string]string{"LSP_DAEMON_CONFIG": "/etc/servers.json", "LSP_MAX_PREPARES": v}
+		env := map[string]string{"LSP_DAEMON_CONFIG": "/etc/servers.json", "LSP_DAEMON_MAX_PREPARES": v}
 		return LoadEnv(func(k string) string { return env[k] })
 	}
 	for v, want := range map[string]int{"": 0, "4": 4, " 32 ": 32} {
 		if e, err := load(v); err != nil || e.MaxPrepares != want {
-			t.Errorf("LSP_MAX_PREPARES=%q: %v, %v; want %d", v, e, err, want)
+			t.Errorf("LSP_DAEMON_MAX_PREPARES=%q: %v, %v; want %d", v, e, err, want)
 		}
 	}
 	for _, bad := range []string{"0", "-1", "many"} {
 		if _, err := load(bad); err == nil {
-			t.Errorf("LSP_MAX_PREPARES=%q accepted", bad)
+			t.Errorf("LSP_DAEMON_MAX_PREPARES=%q accepted", bad)
 		}
 	}
 }

@@ -98,9 +98,9 @@ func (r *Runner) Run(ctx context.Context, w *pool.Workspace, req *daemonv1.Query
 }
 
 func (r *Runner) run(ctx context.Context, w *pool.Workspace, req *daemonv1.QueryRequest) *daemonv1.QueryResponse {
-	// Checked here, not only by the proxy: the query goes as-is to every
-	// language server asked, and into every answer's fingerprint (a read's
-	// too).
+	// Checked here too (rpc.Server.Query checks it before the workspace),
+	// for every caller of Run: the query goes as-is to every language
+	// server asked, and into every answer's fingerprint (a read's too).
 	if len(req.GetQuery()) > daemonv1.MaxQueryBytes {
 		return fail(daemonv1.Status_STATUS_INVALID_REQUEST, fmt.Sprintf("query is longer than %d bytes", daemonv1.MaxQueryBytes))
 	}

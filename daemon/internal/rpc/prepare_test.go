@@ -70,21 +70,24 @@ func TestQueryUnknownAndInvalid(t *testing.T) {
 		return c
 	}
 	cases := map[string]*daemonv1.QueryRequest{
-		"no key":              {Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
-		"short tenant key":    {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.TenantKey = k.TenantKey[:63] }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
-		"uppercase tenant":    {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.TenantKey = strings.ToUpper(k.TenantKey) }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
-		"tenant is an org":    {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.TenantKey = "acme" }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
-		"repo ..":             {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Repo = ".." }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
-		"repo .":              {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Repo = "." }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
-		"repo with slash":     {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Repo = "a/b" }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
-		"empty repo":          {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Repo = "" }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
-		"short commit":        {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Commit = k.Commit[:12] }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
-		"uppercase commit":    {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Commit = strings.ToUpper(k.Commit) }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
-		"path ..":             {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "../a.go"},
-		"absolute path":       {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "/etc/passwd"},
-		"path with NUL":       {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "a\x00.go"},
-		"path with backslash": {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: `a\b.go`},
-		"path empty segment":  {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "a//b.go"},
+		"no key":           {Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"short tenant key": {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.TenantKey = k.TenantKey[:63] }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"uppercase tenant": {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.TenantKey = strings.ToUpper(k.TenantKey) }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"tenant is an org": {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.TenantKey = "acme" }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"repo ..":          {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Repo = ".." }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"repo .":           {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Repo = "." }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"repo with slash":  {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Repo = "a/b" }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"empty repo":       {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Repo = "" }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"short commit":     {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Commit = k.Commit[:12] }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"uppercase commit": {Workspace: with(func(k *daemonv1.WorkspaceKey) { k.Commit = strings.ToUpper(k.Commit) }), Op: daemonv1.Op_OP_HOVER, Path: "a.go"},
+		"path ..":          {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "../a.go"},
+		"absolute path":    {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "/etc/passwd"},
+		"path with NUL":    {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "a\x00.go"},
+		// Refused before the workspace is looked at (the key is unknown:
+		// NEEDS_TREE would cost the caller a prepare first).
+		"query over the bound": {Workspace: k, Op: daemonv1.Op_OP_WORKSPACE_SYMBOLS, Query: strings.Repeat("q", daemonv1.MaxQueryBytes+1)},
+		"path with backslash":  {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: `a\b.go`},
+		"path empty segment":   {Workspace: k, Op: daemonv1.Op_OP_HOVER, Path: "a//b.go"},
 	}
 	for name, req := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -45,11 +46,12 @@ type Server struct {
 	// anyway (0: defaultDeferGrace).
 	DeferGrace time.Duration
 	// MaxPrepares bounds the Prepare calls handled at once (0:
-	// DefaultMaxPrepares); the others wait, holding nothing, before
-	// their header is received.
+	// DefaultMaxPrepares), a quarter of them (at least one) for one
+	// tenant; the others wait, holding only their stream, before their
+	// header is received.
 	MaxPrepares int
 
-	prepares     chan struct{} // MaxPrepares slots, made once
+	prepares     *slots // made once
 	preparesOnce sync.Once
 }
 
@@ -98,6 +100,12 @@ func (s *Server) Query(ctx context.Context, req *daemonv1.QueryRequest) (*daemon
 			return &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_INVALID_REQUEST, Message: "bad path: " + err.Error()}, nil
 		}
 	}
+	// Before the workspace is looked at: a query no server may be asked
+	// must not cost a prepare first (NEEDS_TREE, then refused). It goes
+	// as-is to every server asked and into the answer's fingerprint.
+	if len(req.GetQuery()) > daemonv1.MaxQueryBytes {
+		return &daemonv1.QueryResponse{Status: daemonv1.Status_STATUS_INVALID_REQUEST, Message: fmt.Sprintf("query is longer than %d bytes", daemonv1.MaxQueryBytes)}, nil
+	}
 	w, release, ok := s.Pool.Acquire(k)
 	if !ok {
 		w, release, ok = s.awaitInFlight(ctx, k)
@@ -136,25 +144,35 @@ func (s *Server) awaitInFlight(ctx context.Context, k workspace.Key) (*pool.Work
 	return nil, nil, false
 }
 
-// Prepare receives a streamed tree, once one of MaxPrepares slots is free.
+// Prepare receives a streamed tree, once one of MaxPrepares slots is free
+// for its tenant. The tenant is known before the header (the manifest) is
+// received from the stream's metadata (daemonv1.TenantHeader), which must
+// then name the header's; a stream without it (an older proxy) counts
+// against the total alone.
 func (s *Server) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]) error {
 	s.preparesOnce.Do(func() {
 		n := s.MaxPrepares
 		if n <= 0 {
 			n = DefaultMaxPrepares
 		}
-		s.prepares = make(chan struct{}, n)
+		s.prepares = newSlots(n)
 	})
-	select {
-	case s.prepares <- struct{}{}:
-		defer func() { <-s.prepares }()
-	case <-stream.Context().Done():
-		return status.FromContextError(stream.Context().Err()).Err()
+	ctx := stream.Context()
+	var tenant string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(daemonv1.TenantHeader); len(v) == 1 && workspace.ValidTenantKey(v[0]) {
+			tenant = v[0]
+		}
 	}
-	return s.prepare(stream)
+	release, err := s.prepares.acquire(ctx, tenant)
+	if err != nil {
+		return status.FromContextError(err).Err()
+	}
+	defer release()
+	return s.prepare(stream, tenant)
 }
 
-func (s *Server) prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]) error {
+func (s *Server) prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse], tenant string) error {
 	first, err := stream.Recv()
 	if err != nil {
 		return status.Error(codes.InvalidArgument, "prepare: no header")
@@ -166,6 +184,9 @@ func (s *Server) prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareReque
 	k, err := workspace.ParseKey(hdr.GetWorkspace())
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if tenant != "" && tenant != k.TenantKey {
+		return status.Error(codes.InvalidArgument, "prepare: the stream's tenant is not its header's")
 	}
 	if !prepareIDRE.MatchString(hdr.GetPrepareId()) {
 		return status.Error(codes.InvalidArgument, "prepare: prepare_id is not a UUID")
@@ -449,8 +470,9 @@ func manifestBytes(files []*daemonv1.FileEntry) int64 {
 // message over daemonv1.MaxPushChunkBytes (1 MiB) is refused before it is
 // queued (recv), and the prefetcher stops after any other message (a
 // trailer, which nothing valid follows, or a second header, which is
-// refused), so at most n+1 chunks wait in memory (n queued, one in hand)
-// and at most one larger message.
+// refused), so at most n+2 chunks wait in memory (n queued, one the
+// prefetcher holds until there is room, one in the reader's hands) and at
+// most one larger message.
 const prefetchMessages = 8
 
 type received struct {

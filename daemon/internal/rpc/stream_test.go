@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -203,5 +205,55 @@ func TestPreparesBounded(t *testing.T) {
 	}
 	if b.calls() != 1 {
 		t.Errorf("the waiting prepare received %d messages once a slot was free, want 1", b.calls())
+	}
+}
+
+// TestPreparesShareByTenant: a tenant takes at most a quarter of the
+// prepare slots, known from the stream's metadata before its header is
+// received; another tenant, or a stream that names none (an older proxy),
+// still gets one; and a header of another tenant than the stream named is
+// refused.
+func TestPreparesShareByTenant(t *testing.T) {
+	tenantA, tenantB := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	as := func(tenant string) context.Context {
+		return metadata.NewIncomingContext(context.Background(), metadata.Pairs(daemonv1.TenantHeader, tenant))
+	}
+	s := &Server{MaxPrepares: 4} // a share of 1
+	a := &blockedStream{fakeStream: fakeStream{ctx: as(tenantA)}, entered: make(chan struct{}), release: make(chan struct{})}
+	aDone := make(chan error, 1)
+	go func() { aDone <- s.Prepare(a) }()
+	<-a.entered
+
+	a2 := &fakeStream{ctx: as(tenantA)}
+	a2Done := make(chan error, 1)
+	go func() { a2Done <- s.Prepare(a2) }()
+	for name, f := range map[string]*fakeStream{"another tenant": {ctx: as(tenantB)}, "no tenant named": {ctx: context.Background()}} {
+		if err := s.Prepare(f); status.Code(err) != codes.InvalidArgument || f.calls() != 1 {
+			t.Errorf("%s, while a tenant holds its share: %v after %d receives; want it served (no header: InvalidArgument)", name, err, f.calls())
+		}
+	}
+	select {
+	case err := <-a2Done:
+		t.Fatalf("a tenant's prepare past its share ran at once: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if n := a2.calls(); n != 0 {
+		t.Fatalf("a tenant's prepare past its share received %d messages", n)
+	}
+	close(a.release)
+	for _, done := range []chan error{aDone, a2Done} {
+		if err := <-done; status.Code(err) != codes.InvalidArgument {
+			t.Errorf("prepare without a header: %v, want InvalidArgument", err)
+		}
+	}
+
+	// The stream names tenant A, its header tenant B.
+	hdr := &daemonv1.PrepareHeader{
+		Workspace: &daemonv1.WorkspaceKey{TenantKey: tenantB, Repo: "r", Commit: strings.Repeat("c", 40)},
+		PrepareId: "00000000-0000-4000-8000-000000000000",
+	}
+	liar := &fakeStream{ctx: as(tenantA), msgs: []*daemonv1.PrepareRequest{{Part: &daemonv1.PrepareRequest_Header{Header: hdr}}}}
+	if err := s.Prepare(liar); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "tenant") {
+		t.Errorf("a header of another tenant than the stream's: %v; want InvalidArgument naming the tenant", err)
 	}
 }

@@ -66,8 +66,12 @@ var ErrInvalid = errors.New("invalid workspace")
 //	commit      ^(?:[0-9a-f]{40}|[0-9a-f]{64})$
 //	sha256      ^[0-9a-f]{64}$
 func isTenantKey(s string) bool { return len(s) == 64 && lowerHex(s) }
-func isCommit(s string) bool    { return (len(s) == 40 || len(s) == 64) && lowerHex(s) }
-func isSHA256(s string) bool    { return len(s) == 64 && lowerHex(s) }
+
+// ValidTenantKey reports whether s is a tenant key as a workspace key
+// holds it: 64 lowercase hex digits.
+func ValidTenantKey(s string) bool { return isTenantKey(s) }
+func isCommit(s string) bool       { return (len(s) == 40 || len(s) == 64) && lowerHex(s) }
+func isSHA256(s string) bool       { return len(s) == 64 && lowerHex(s) }
 
 func isRepoSlug(s string) bool {
 	if len(s) == 0 || len(s) > 100 || !alnum(s[0]) {

@@ -32,6 +32,13 @@ const (
 // or trailer would be larger before it sends any.
 const MaxPushMessageBytes = 64 << 20
 
+// TenantHeader is the gRPC metadata key of a Prepare stream that names
+// its workspace's tenant key before the header is sent: the daemon gives
+// each tenant its share of the prepares it handles at once without
+// receiving (decoding) a manifest first, and refuses a header of another
+// tenant.
+const TenantHeader = "x-lsp-tenant"
+
 // MaxPushChunkBytes bounds the bytes of one data message of a Prepare
 // stream. The daemon receives a few messages ahead of its writes, and
 // MaxPushMessageBytes, meant for a header's manifest, would let each of

@@ -293,6 +293,11 @@ func (c *Config) validate() error {
 	if c.MCPSessionsPerPrincipal < 1 || c.MCPSessionsPerOrg < 1 || c.MCPSessions < 1 || c.MCPSessionRate <= 0 || c.MCPSessionBurst < 1 || c.MCPSessionIdle <= 0 {
 		bad("LSP_MCP_SESSIONS_PER_PRINCIPAL, LSP_MCP_SESSIONS_PER_ORG, LSP_MCP_SESSIONS, LSP_MCP_SESSION_RATE, LSP_MCP_SESSION_BURST and LSP_MCP_SESSION_IDLE must be positive")
 	}
+	if c.TreeMaxFiles < 1 || c.TreeMaxBytes < 1 || c.TreeMaxFileBytes < 1 || c.TreeMaxDepth < 1 || c.TreeMaxDirs < 1 {
+		// Zero would not mean "no bound": the forge package takes its own
+		// default for it, silently.
+		bad("LSP_TREE_MAX_FILES, LSP_TREE_MAX_BYTES, LSP_TREE_MAX_FILE_BYTES, LSP_TREE_MAX_DEPTH and LSP_TREE_MAX_DIRS must be positive")
+	}
 	if c.ForgeNegativeCacheTTL <= 0 || c.ForgeCacheTTL <= 0 {
 		bad("LSP_FORGE_CACHE_TTL and LSP_FORGE_NEGATIVE_CACHE_TTL must be positive")
 	}

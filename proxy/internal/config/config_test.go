@@ -103,6 +103,8 @@ func TestValidation(t *testing.T) {
 		{"tcp daemon in the clear", with(nil, "LSP_DAEMONS", "unix:///a.sock,10.0.0.2:7443"), "needs mutual TLS"},
 		{"half the TLS files", with(nil, "LSP_DAEMON_TLS_CERT", "/c.pem"), "go together"},
 		{"max prepares zero", with(nil, "LSP_MAX_PREPARES", "0"), "LSP_MAX_PREPARES"},
+		{"tree directories zero", with(nil, "LSP_TREE_MAX_DIRS", "0"), "LSP_TREE_MAX_DIRS"},
+		{"tree files negative", with(nil, "LSP_TREE_MAX_FILES", "-1"), "LSP_TREE_MAX_FILES"},
 		{"an org's share over the whole", with(nil, "LSP_MAX_PREPARES", "2", "LSP_MAX_PREPARES_PER_ORG", "3"), "LSP_MAX_PREPARES_PER_ORG"},
 		{"negative rate", with(nil, "LSP_RATE_LIMIT", "-1"), "must not be negative"},
 		{"rate not a number", with(nil, "LSP_RATE_LIMIT", "fast"), "not a number"},

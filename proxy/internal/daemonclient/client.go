@@ -41,6 +41,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -442,6 +443,10 @@ func (s *Shard) push(ctx context.Context, k Key, prepareID string, files []File,
 	// failed source can never be taken for a whole tree.
 	sctx, abandon := context.WithCancel(ctx)
 	defer abandon()
+	// The tenant goes ahead of the header: the daemon gives each tenant
+	// its share of the prepares it handles at once before it receives a
+	// manifest.
+	sctx = metadata.AppendToOutgoingContext(sctx, daemonv1.TenantHeader, k.TenantKey)
 	stream, err := s.client.Prepare(sctx)
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", s.failed(err))

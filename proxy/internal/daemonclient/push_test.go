@@ -17,6 +17,7 @@ import (
 	daemonv1 "github.com/hanzoai/lsp/proto/lspdaemon/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -25,6 +26,7 @@ type pushDaemon struct {
 	testDaemon
 	mu      sync.Mutex
 	header  *daemonv1.PrepareHeader
+	tenant  []string // the stream's TenantHeader metadata
 	data    bytes.Buffer
 	trailer []string
 	clean   bool // the stream ended with io.EOF (the client closed it), not an error
@@ -33,6 +35,10 @@ type pushDaemon struct {
 
 func (d *pushDaemon) Prepare(stream grpc.ClientStreamingServer[daemonv1.PrepareRequest, daemonv1.PrepareResponse]) error {
 	defer close(d.done)
+	md, _ := metadata.FromIncomingContext(stream.Context())
+	d.mu.Lock()
+	d.tenant = md.Get(daemonv1.TenantHeader)
+	d.mu.Unlock()
 	for {
 		msg, err := stream.Recv()
 		d.mu.Lock()
@@ -104,6 +110,10 @@ func TestPushStream(t *testing.T) {
 	<-d.done
 	if !d.header.GetDigestsFollow() || !d.clean {
 		t.Fatalf("header digests_follow=%v, clean end=%v", d.header.GetDigestsFollow(), d.clean)
+	}
+	// The tenant goes ahead of the header, for the daemon's shares.
+	if len(d.tenant) != 1 || d.tenant[0] != k.TenantKey {
+		t.Errorf("the stream named tenant %q, want %q", d.tenant, k.TenantKey)
 	}
 	for i, f := range d.header.GetFiles() {
 		if f.GetSha256() != "" || f.GetSize() != uint64(len(contents[i])) || f.GetPath() != files[i].Path {

@@ -147,12 +147,16 @@ func (c *cache) Resolve(ctx context.Context, cred Credential, owner, repo string
 		cl.commit, cl.err = c.next.Resolve(ctx, cred, owner, repo, rev)
 
 		var tl *TooLargeError
+		d, _ := DetailOf(cl.err)
 		c.mu.Lock()
 		delete(c.inflight, k)
 		switch {
 		case cl.err == nil:
 			c.store(k, cl.commit, nil, c.ttl)
-		case errors.Is(cl.err, ErrNotFound) || errors.Is(cl.err, ErrBadRev) || errors.As(cl.err, &tl):
+		case errors.Is(cl.err, ErrNotFound) || errors.Is(cl.err, ErrBadRev) || errors.As(cl.err, &tl),
+			// A credential the forge refused (the key holds its HMAC):
+			// a caller retrying with it must not reach the forge each time.
+			errors.Is(cl.err, ErrUnauthenticated) && d.Refused:
 			c.store(k, "", cl.err, c.negTTL)
 		}
 		c.mu.Unlock()

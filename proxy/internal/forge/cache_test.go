@@ -187,3 +187,34 @@ func TestCacheSharesConcurrentMisses(t *testing.T) {
 		t.Fatalf("forge asked %d times", n)
 	}
 }
+
+// TestCacheKeepsRefusals: a credential the forge refused is kept as
+// refused for the negative TTL, for that credential only, so a client
+// retrying with a bad token does not reach the forge every time.
+func TestCacheKeepsRefusals(t *testing.T) {
+	fx := newFixture(t, nil)
+	fx.addUsers()
+	counting := &countingForge{Forge: fx.newGitea()}
+	cached := NewCache(counting, 0, 0, []byte("secret"))
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	cached.(*cache).now = clock.now
+	ctx := context.Background()
+	for range 3 {
+		if _, err := cached.Resolve(ctx, bearer("tok-unknown"), "acme", "app", Rev{}); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("unknown token: %v, want the forge's refusal", err)
+		}
+	}
+	if n := counting.resolves.Load(); n != 1 {
+		t.Fatalf("a refused credential: forge asked %d times within the negative TTL, want 1", n)
+	}
+	if _, err := cached.Resolve(ctx, bearer(aliceToken), "acme", "app", Rev{}); err != nil {
+		t.Fatalf("another credential: %v", err)
+	}
+	clock.advance(DefaultNegativeCacheTTL)
+	if _, err := cached.Resolve(ctx, bearer("tok-unknown"), "acme", "app", Rev{}); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatal(err)
+	}
+	if n := counting.resolves.Load(); n != 3 {
+		t.Fatalf("after the negative TTL: forge asked %d times in all, want 3", n)
+	}
+}

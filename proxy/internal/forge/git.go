@@ -228,11 +228,13 @@ func (g *gitForge) do(ctx context.Context, op string, log *slog.Logger, secrets 
 	}
 	switch code := resp.StatusCode; {
 	case code == http.StatusOK:
-	case code == http.StatusUnauthorized:
-		drain(resp.Body)
-		log.Info("forge: the credential was refused", "status", code)
-		return nil, refusedError(op)
-	case code == http.StatusForbidden || code == http.StatusNotFound || code == http.StatusGone:
+	case code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusNotFound || code == http.StatusGone:
+		// 401 too: a smart-HTTP forge in general (git http-backend behind
+		// a web server's per-repository rules) may answer 401 to a valid
+		// credential for a private repository that exists and 404 for one
+		// that does not, so 401 would tell which exist (CONTRACT §3). Only
+		// the gitea kind, whose forge refuses an unknown token alike for
+		// every path, says the credential was refused.
 		drain(resp.Body)
 		log.Debug("forge: repository not visible", "status", code)
 		return nil, newError(op, ErrNotFound, repoNotFound)

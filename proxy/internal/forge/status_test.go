@@ -49,9 +49,11 @@ func statusFixture(t *testing.T) (fx *fixture, answer *atomic.Pointer[forgeAnswe
 }
 
 // TestForgeStatuses: what each kind makes of the forge's 401, 429, 503
-// and redirects. 401 is the forge refusing the credential (answered
-// before any repository is looked at, so it is the same for every
-// repository), 429 a rate limit carrying the forge's Retry-After within
+// and redirects. 401 is, to the gitea kind, the forge refusing the
+// credential (Gitea answers it before any repository is looked at, so it
+// is the same for every repository); to the git kind, not found, as 403
+// and 404 are (a smart-HTTP forge in general may answer 401 for a private
+// repository that exists and 404 for one that does not), 429 a rate limit carrying the forge's Retry-After within
 // bounds, a redirect a failure that retrying cannot mend, never followed.
 func TestForgeStatuses(t *testing.T) {
 	fx, answer, elsewhere := statusFixture(t)
@@ -99,18 +101,24 @@ func TestForgeStatuses(t *testing.T) {
 			t.Run(kind.name+"/"+tc.name, func(t *testing.T) {
 				answer.Store(&tc.a)
 				defer answer.Store(nil)
+				check := tc.check
+				if kind.name == "git" && tc.a.code == 401 {
+					check = func(t *testing.T, err error) {
+						if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnauthenticated) || !strings.HasSuffix(err.Error(), ": "+repoNotFound) {
+							t.Errorf("%v; want repository not found, as for a 404", err)
+						}
+					}
+				}
+				tc := tc
+				tc.check = check
 				for _, repo := range []string{"app", "missing"} {
 					_, err := kind.f.Resolve(ctx, bearer(readerToken), "acme", repo, mustRev(t, "main"))
 					tc.check(t, err)
 				}
 				_, err := kind.f.Resolve(ctx, bearer(readerToken), "acme", "app", mustRev(t, fx.c0))
 				tc.check(t, err)
-				// The gitea kind's listing pages map their status without
-				// the answer's header (giteatree.go): no Retry-After there.
-				if kind.name == "git" || tc.a.retry == "" {
-					_, err = kind.f.Fetch(ctx, bearer(readerToken), "acme", "app", fx.c3, Limits{})
-					tc.check(t, err)
-				}
+				_, err = kind.f.Fetch(ctx, bearer(readerToken), "acme", "app", fx.c3, Limits{})
+				tc.check(t, err)
 			})
 		}
 	}

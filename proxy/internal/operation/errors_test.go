@@ -47,6 +47,14 @@ func TestForgeError(t *testing.T) {
 	}
 	tok := forge.Credential{Token: token}
 	for _, kind := range []string{"git", "gitea"} {
+		// A forge's 401 is its refusal of the credential to the gitea
+		// kind; to the git kind it is not found, as a 403 (any
+		// smart-HTTP forge may answer 401 for a private repository that
+		// exists and 404 for one that does not).
+		status401, code401, msg401 := 401, apierr.Unauthenticated, "the forge refused the forge credential"
+		if kind == "git" {
+			status401, code401, msg401 = 404, apierr.NotFound, "no such repository or revision, or no access to it"
+		}
 		for _, tc := range []struct {
 			name   string
 			err    error
@@ -55,7 +63,7 @@ func TestForgeError(t *testing.T) {
 			msg    string
 			retry  time.Duration
 		}{
-			{"forge 401", ask(kind, "401", tok), 401, apierr.Unauthenticated, "the forge refused the forge credential", 0},
+			{"forge 401", ask(kind, "401", tok), status401, code401, msg401, 0},
 			{"unusable token", ask(kind, "200", forge.Credential{Token: "has space"}), 401, apierr.Unauthenticated, "no usable forge credential (X-Forge-Token)", 0},
 			{"404", ask(kind, "404", tok), 404, apierr.NotFound, "no such repository or revision, or no access to it", 0},
 			{"429 with Retry-After", ask(kind, "429 17", tok), 429, apierr.RateLimited, "the forge is rate limiting requests; retry after the time in Retry-After", 17 * time.Second},
