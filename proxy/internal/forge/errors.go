@@ -23,6 +23,10 @@ var (
 	// often. Such an error matches ErrUnavailable too; DetailOf tells how
 	// long the forge asked to wait, when it said.
 	ErrRateLimited = errors.New("forge rate limited")
+	// ErrNoRoom: the proxy had no room on its own disk for a fetch (its
+	// temporary directory full): the proxy's trouble, not the forge's,
+	// though such an error matches ErrUnavailable too.
+	ErrNoRoom = errors.New("no room to fetch")
 	// ErrBadRev: the revision or commit is malformed (a short sha among them).
 	ErrBadRev = errors.New("bad revision")
 	// ErrUnauthenticated: no usable forge credential was given (the forge
@@ -114,9 +118,10 @@ type opError struct {
 
 func (e *opError) Error() string { return e.op + ": " + e.msg }
 
-// Is matches the error's sentinel; a rate limit is also an unavailability.
+// Is matches the error's sentinel; a rate limit, or no room to fetch, is
+// also an unavailability.
 func (e *opError) Is(target error) bool {
-	return target == e.kind || (e.kind == ErrRateLimited && target == ErrUnavailable)
+	return target == e.kind || (e.kind == ErrRateLimited || e.kind == ErrNoRoom) && target == ErrUnavailable
 }
 
 func (e *opError) Unwrap() error { return e.cause }

@@ -36,7 +36,7 @@ func (g *gitForge) Fetch(ctx context.Context, cred Credential, owner, repo, comm
 	f := &fetcher{g: g, op: op, log: log, secrets: cred.secrets(), auth: auth, url: g.repoURL(owner, repo), commit: commit, lim: lim, maxPack: packBound(lim)}
 	if f.home, err = os.MkdirTemp("", "lsp-forge-"); err != nil {
 		log.Error("forge: temp dir", "err", err)
-		return nil, newError(op, ErrUnavailable, "no room to fetch")
+		return nil, newError(op, ErrNoRoom, "no room to fetch")
 	}
 	// A streamed tree reads its blobs from the fetch after Fetch returns:
 	// it removes the fetch when it is closed.

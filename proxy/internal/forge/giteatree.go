@@ -207,7 +207,7 @@ func (b *giteaBlobs) download(ctx context.Context) error {
 	f, err := os.CreateTemp("", "lsp-forge-gitea-")
 	if err != nil {
 		b.c.log.Error("forge: temp file", "err", err)
-		return newError(b.c.op, ErrUnavailable, "no room to fetch")
+		return newError(b.c.op, ErrNoRoom, "no room to fetch")
 	}
 	// Unlinked at once: it goes when it is closed, whatever happens.
 	_ = os.Remove(f.Name())
@@ -251,7 +251,7 @@ func (b *giteaBlobs) write(e *entry, data io.Reader, off int64) (bool, error) {
 		var we *fs.PathError
 		if errors.As(err, &we) {
 			b.c.log.Error("forge: spool", "err", err)
-			return false, newError(b.c.op, ErrUnavailable, "no room to fetch")
+			return false, newError(b.c.op, ErrNoRoom, "no room to fetch")
 		}
 		return false, err
 	}

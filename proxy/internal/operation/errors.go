@@ -128,6 +128,12 @@ func forgeError(err error) error {
 			e.RetryAfter = busy.RetryAfter
 		}
 		return e
+	case errors.Is(err, forge.ErrNoRoom):
+		// The proxy's own disk, full of other fetches: a retry, once they
+		// are done, may do.
+		e := apierr.Wrap(err, http.StatusServiceUnavailable, apierr.CapacityExhausted, "the proxy has no room to fetch the tree now; retry after the time in Retry-After")
+		e.RetryAfter = 5e9
+		return e
 	case errors.Is(err, forge.ErrCapacity):
 		e := apierr.Wrap(err, http.StatusServiceUnavailable, apierr.CapacityExhausted, "the proxy runs as many forge downloads as it may; retry after the time in Retry-After")
 		e.RetryAfter = 2e9

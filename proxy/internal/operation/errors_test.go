@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -112,4 +113,16 @@ func checkForgeError(t *testing.T, err error, status int, code, msg string, retr
 	if !errors.Is(forgeError(err), err) {
 		t.Errorf("forgeError(%v) does not keep its cause", err)
 	}
+}
+
+// TestForgeErrorNoRoom: a fetch the proxy has no disk for is the proxy's
+// capacity (503 capacity_exhausted, Retry-After), not the forge failing.
+func TestForgeErrorNoRoom(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "gone"))
+	f := forge.NewGit("http://127.0.0.1:1", nil, "", forge.Limits{}, nil)
+	_, err := f.Fetch(context.Background(), forge.Credential{Token: "tok"}, "acme", "app", strings.Repeat("a", 40), forge.Limits{})
+	if !errors.Is(err, forge.ErrNoRoom) {
+		t.Fatalf("Fetch without a temporary directory: %v, want ErrNoRoom", err)
+	}
+	checkForgeError(t, err, 503, apierr.CapacityExhausted, "the proxy has no room to fetch the tree now; retry after the time in Retry-After", 5*time.Second)
 }
