@@ -196,6 +196,30 @@ func TestDependencyDefinition(t *testing.T) {
 	}
 }
 
+// heldMirror serves writeDep's module as a Go module mirror that holds
+// every request until release (called at the latest by the test's
+// clean-up); sum is the module's go.sum lines.
+func heldMirror(t *testing.T) (mirror *httptest.Server, sum string, release func()) {
+	t.Helper()
+	dir := t.TempDir()
+	sum = writeDep(t, dir)
+	hold := make(chan struct{})
+	files := http.FileServer(http.Dir(dir))
+	mirror = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(mirror.Close)
+	var once sync.Once
+	release = func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	return mirror, sum, release
+}
+
 // TestLateDependencyPhaseFocus: a prepare focused on a file whose server
 // reads no dependencies answers while the dependency phase still runs
 // behind it (the mirror holds every request), and says so; a question
@@ -206,27 +230,7 @@ func TestLateDependencyPhaseFocus(t *testing.T) {
 	if fx.gopls == "" {
 		t.Skip("no gopls: set LSP_TEST_GOPLS or install it at /root/go/bin/gopls")
 	}
-	dir := t.TempDir()
-	sum := writeDep(t, dir)
-	hold := make(chan struct{})
-	files := http.FileServer(http.Dir(dir))
-	mirror := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-hold:
-		case <-r.Context().Done():
-			return
-		}
-		files.ServeHTTP(w, r)
-	}))
-	t.Cleanup(mirror.Close)
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(hold)
-		}
-	}
-	t.Cleanup(release)
+	mirror, sum, release := heldMirror(t)
 	// A second gopls stands for a server that reads no dependencies (the
 	// JSON, YAML and shell servers of the image): only its start matters.
 	notes := pool.Spec{Spec: runtime.Spec{ID: "notes", Language: "plaintext", Extensions: []string{".txt"},
@@ -296,22 +300,7 @@ func TestLateDependencyPhaseDropsTheManifest(t *testing.T) {
 	if fx.gopls == "" {
 		t.Skip("no gopls: set LSP_TEST_GOPLS or install it at /root/go/bin/gopls")
 	}
-	dir := t.TempDir()
-	sum := writeDep(t, dir)
-	hold := make(chan struct{})
-	files := http.FileServer(http.Dir(dir))
-	mirror := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-hold:
-		case <-r.Context().Done():
-			return
-		}
-		files.ServeHTTP(w, r)
-	}))
-	t.Cleanup(mirror.Close)
-	var once sync.Once
-	release := func() { once.Do(func() { close(hold) }) }
-	t.Cleanup(release)
+	mirror, sum, release := heldMirror(t)
 	notes := pool.Spec{Spec: runtime.Spec{ID: "notes", Language: "plaintext", Extensions: []string{".txt"},
 		Executable: fx.gopls, Args: []string{"serve"}, RequestTimeout: 60 * time.Second}, Extensions: []string{".txt"}, NoDependencies: true}
 	srv := depsServer(t, mirror.URL, notes)

@@ -399,13 +399,8 @@ func (c *giteaCall) fetchTree(ctx context.Context, owner, repo, commit string, l
 // fetchError maps a failure of the gitea kind's fetch to a safe error,
 // logging what the caller is not told.
 func (c *giteaCall) fetchError(ctx context.Context, err error) error {
-	var tooLarge *TooLargeError
-	var oe *opError
-	switch {
-	case errors.As(err, &tooLarge), errors.As(err, &oe):
-		return err
-	case ctx.Err() != nil:
-		return lateError(c.op, ctx.Err())
+	if safe, ok := passSafe(ctx, c.op, err); ok {
+		return safe
 	}
 	c.log.Warn("forge: unusable archive", "err", redact(err.Error(), c.secrets))
 	return newError(c.op, ErrUnavailable, "forge sent an unusable archive")

@@ -230,6 +230,21 @@ type treeReader struct {
 	count    int
 }
 
+// passSafe returns err when it is safe to hand out as it is — a bound
+// passed, or the package's own error — or the late error of a context
+// that ended; ok is false when the caller must map err itself.
+func passSafe(ctx context.Context, op string, err error) (error, bool) {
+	var tooLarge *TooLargeError
+	var oe *opError
+	switch {
+	case errors.As(err, &tooLarge), errors.As(err, &oe):
+		return err, true
+	case ctx.Err() != nil:
+		return lateError(op, ctx.Err()), true
+	}
+	return nil, false
+}
+
 // capWarnings keeps a tree's warnings within daemonv1.MaxTreeWarnings:
 // the first ones, then how many more entries were dropped. A tree of a
 // hundred thousand submodules is answered with a thousand lines, not a
@@ -248,13 +263,8 @@ func (tr *treeReader) warn(format string, args ...any) {
 
 // fail maps an internal failure to a safe error.
 func (tr *treeReader) fail(ctx context.Context, err error) error {
-	var tooLarge *TooLargeError
-	var oe *opError
-	switch {
-	case errors.As(err, &tooLarge), errors.As(err, &oe):
-		return err
-	case ctx.Err() != nil:
-		return lateError(tr.op, ctx.Err())
+	if safe, ok := passSafe(ctx, tr.op, err); ok {
+		return safe
 	}
 	tr.log.Error("forge: reading the fetched tree failed", "err", err)
 	return newError(tr.op, ErrUnavailable, "reading the fetched tree failed")
