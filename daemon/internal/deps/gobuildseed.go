@@ -106,7 +106,7 @@ func makeBuildSeed(ctx context.Context, root string, env []string) (string, erro
 	var e []string
 	for _, kv := range env {
 		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "GOCACHE", "TMPDIR", "HOME":
+		case "GOCACHE", "TMPDIR", "HOME", "XDG_CONFIG_HOME":
 		default:
 			e = append(e, kv)
 		}
@@ -127,10 +127,17 @@ func makeBuildSeed(ctx context.Context, root string, env []string) (string, erro
 		return "", err
 	}
 	work := filepath.Join(root, "work")
-	for _, d := range []string{filepath.Join(work, "tmp"), filepath.Join(work, "cwd")} {
+	for _, d := range []string{filepath.Join(work, "tmp"), filepath.Join(work, "cwd"), filepath.Dir(filepath.Join(work, runtime.TelemetryModeFile))} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return "", err
 		}
+	}
+	// Telemetry off, as in every server's home: in its default mode the go
+	// command leaves a child behind that writes into HOME after it has
+	// exited, and removing HOME below then failed ("directory not empty"),
+	// and the whole seed with it.
+	if err := os.WriteFile(filepath.Join(work, runtime.TelemetryModeFile), []byte(runtime.TelemetryOff), 0o600); err != nil {
+		return "", err
 	}
 	cache := filepath.Join(work, "go-build")
 	e = append(e, "GOCACHE="+cache, "TMPDIR="+filepath.Join(work, "tmp"), "HOME="+work)
@@ -155,9 +162,9 @@ func makeBuildSeed(ctx context.Context, root string, env []string) (string, erro
 	if err := os.Rename(cache, final); err != nil {
 		return "", err
 	}
-	if err := workspace.RemoveAll(work); err != nil {
-		return "", err
-	}
+	// The seed is made; what else the go command left is of no use, and
+	// goes with the next seed's RemoveAll(root) if it will not now.
+	_ = workspace.RemoveAll(work)
 	return final, os.WriteFile(filepath.Join(root, "stamp"), []byte(stamp), 0o600)
 }
 

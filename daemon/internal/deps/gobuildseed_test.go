@@ -171,3 +171,31 @@ func TestBuildSeed(t *testing.T) {
 	}
 
 }
+
+// TestBuildSeedTelemetryOff: the go command that makes the seed runs with
+// telemetry off in its own HOME (XDG_CONFIG_HOME not inherited): in its
+// default mode it leaves a child writing into HOME after it exits, and
+// removing HOME then failed the whole seed ("rmdir …/telemetry: directory
+// not empty", seen in make bench). A stand-in go command reports what it
+// was given.
+func TestBuildSeedTelemetryOff(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "seen")
+	script := "#!/bin/sh\ncase \"$1\" in\nversion) echo go version go1.99 linux/amd64 ;;\n" +
+		"list) mkdir -p \"$GOCACHE\" && { cat \"$HOME/" + runtime.TelemetryModeFile + "\"; echo \"XDG_CONFIG_HOME=$XDG_CONFIG_HOME\"; } > \"$SEEN\" ;;\nesac\n"
+	if err := os.WriteFile(filepath.Join(dir, "go"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(t.TempDir(), "gobuild-seed")
+	env := []string{"PATH=" + dir + ":/usr/bin:/bin", "SEEN=" + out, "XDG_CONFIG_HOME=" + filepath.Join(dir, "elsewhere")}
+	seed := NewBuildSeed(context.Background(), root, env, testLog(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if !seed.Wait(ctx) {
+		t.Fatal("the seed was not made")
+	}
+	seen, err := os.ReadFile(out)
+	if want := runtime.TelemetryOff + "XDG_CONFIG_HOME=\n"; err != nil || string(seen) != want {
+		t.Errorf("the go command saw %q (%v), want %q", seen, err, want)
+	}
+}

@@ -267,11 +267,15 @@ func Environment(spec Spec, ws Workspace) []string {
 // homeDirs are created under Workspace.Home before a server starts.
 var homeDirs = []string{".cache/go-build", ".config", ".local/share", "tmp", "go/pkg/mod", "cargo", "cargo-target"}
 
-// telemetryModeFile is where golang.org/x/telemetry (linked into gopls)
-// reads its mode. It ignores GOTELEMETRY, and in its default mode it starts
-// a crash-monitor child with setsid, which escapes the server's process
-// group; "off" keeps that child from ever starting.
-const telemetryModeFile = ".config/go/telemetry/mode"
+// TelemetryModeFile is where golang.org/x/telemetry (linked into gopls
+// and the go command) reads its mode, under HOME. It ignores GOTELEMETRY,
+// and in its default mode it starts a child with setsid, which escapes
+// the server's process group and writes on after its parent has exited;
+// "off" (TelemetryOff) keeps that child from ever starting.
+const (
+	TelemetryModeFile = ".config/go/telemetry/mode"
+	TelemetryOff      = "off\n"
+)
 
 // PrepareHome makes the layout Environment points into and writes the
 // telemetry mode, giving every directory on the way and the file to owner
@@ -292,12 +296,12 @@ func PrepareHome(ws Workspace, owner safefs.Owner) error {
 		}
 		sub.Close()
 	}
-	dir, err := home.MkdirAll(path.Dir(telemetryModeFile), 0o700, opts)
+	dir, err := home.MkdirAll(path.Dir(TelemetryModeFile), 0o700, opts)
 	if err != nil {
 		return err
 	}
 	defer dir.Close()
-	return dir.WriteFile(path.Base(telemetryModeFile), []byte("off\n"), 0o600, owner)
+	return dir.WriteFile(path.Base(TelemetryModeFile), []byte(TelemetryOff), 0o600, owner)
 }
 
 // Errors of a Server.
