@@ -192,23 +192,26 @@ func TestRetentionDoesNotBlockUsageRows(t *testing.T) {
 	t.Parallel()
 	l, url := open(t)
 	conn := connect(t, url)
+	// The day before yesterday, not yesterday: a day is rolled up only once its end and the settle
+	// (a minute) have passed, so in the first minute after midnight UTC yesterday's was not, nothing
+	// waited, and this test failed (CI, 2026-12-08 00:00).
 	if _, err := conn.Exec(ctx, `SELECT lsp_usage_partition((now() AT TIME ZONE 'UTC')::date - 3),
-		lsp_usage_partition((now() AT TIME ZONE 'UTC')::date - 1)`); err != nil {
+		lsp_usage_partition((now() AT TIME ZONE 'UTC')::date - 2)`); err != nil {
 		t.Fatal(err)
 	}
-	// Another session's rollup of yesterday, not committed: a rollup of the same day waits for it.
+	// Another session's rollup of that day, not committed: a rollup of the same day waits for it.
 	other := connect(t, url)
 	tx, err := other.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `INSERT INTO usage_rollup_days (day) VALUES ((now() AT TIME ZONE 'UTC')::date - 1)`); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO usage_rollup_days (day) VALUES ((now() AT TIME ZONE 'UTC')::date - 2)`); err != nil {
 		t.Fatal(err)
 	}
 	retained := make(chan error, 1)
 	go func() { _, err := l.RetainUsage(ctx, 24*time.Hour); retained <- err }()
-	// Retention is now at yesterday's rollup, waiting; in the old order it held the drop's lock.
+	// Retention is now at that day's rollup, waiting; in the old order it held the drop's lock.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var waiting bool
