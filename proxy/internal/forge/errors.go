@@ -30,10 +30,11 @@ var (
 	// ErrBadRev: the revision or commit is malformed (a short sha among them).
 	ErrBadRev = errors.New("bad revision")
 	// ErrUnauthenticated: no usable forge credential was given (the forge
-	// was not asked), or the forge answered 401 to the one sent (DetailOf:
-	// Refused). Both forges we know answer that 401 for a credential they
-	// do not accept before looking at the repository (forge.TestRealGitea),
-	// so it says nothing about which repositories exist.
+	// was not asked), or a Gitea forge answered 401 to the one sent
+	// (DetailOf: Refused). Gitea answers that 401 for a token it does not
+	// know before looking at the repository (forge.TestRealGitea), so it
+	// says nothing about which repositories exist; the git kind takes a 401
+	// for "not found" (gitForge.do).
 	ErrUnauthenticated = errors.New("no usable forge credential")
 	// ErrForbidden: the credential is usable but acting with it is refused
 	// (sudo as a forge administrator).
@@ -164,7 +165,7 @@ func DetailOf(err error) (Detail, bool) {
 	return Detail{Message: e.msg, RetryAfter: e.retryAfter, Final: e.final, Refused: e.refused, Login: e.login}, true
 }
 
-// refusedError is the forge's 401 to the credential sent.
+// refusedError is a Gitea forge's 401 to the credential sent.
 func refusedError(op string) error {
 	return &opError{op: op, msg: "forge refused the credential", kind: ErrUnauthenticated, refused: true}
 }

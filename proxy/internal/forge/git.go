@@ -202,13 +202,11 @@ func (g *gitForge) lsRefs(ctx context.Context, op string, log *slog.Logger, secr
 	return refs, nil
 }
 
-// do sends req with the credential and maps the forge's answer: 401 is
-// the forge refusing the credential (ErrUnauthenticated: forges answer it
-// for a credential they do not accept whatever the repository, and the
-// credential is always sent); 403, 404 and 410 are "repository not found"
-// (forges answer either for a repository the caller may not see); 429 is
-// ErrRateLimited; a redirect or any other failure is ErrUnavailable
-// (httpError). On success the body is the caller's to close.
+// do sends req with the credential and maps the forge's answer: 401, 403,
+// 404 and 410 are "repository not found" (forges answer any of them for a
+// repository the caller may not see); 429 is ErrRateLimited; a redirect or
+// any other failure is ErrUnavailable (httpError). On success the body is
+// the caller's to close.
 func (g *gitForge) do(ctx context.Context, op string, log *slog.Logger, secrets []string, req *http.Request, auth, wantType string) (*http.Response, error) {
 	req.Header.Set("Authorization", auth)
 	req.Header.Set("User-Agent", userAgent)

@@ -225,11 +225,7 @@ func (c *giteaCall) get(ctx context.Context, apiPath string, client *http.Client
 	return resp, nil
 }
 
-// statusError is answerError for an answer whose header is not at hand.
-func (c *giteaCall) statusError(code int) error { return c.answerError(code, nil) }
-
-// answerError maps a status other than 200 (h: the answer's header, nil
-// when unknown). 401 is the forge refusing the credential: Gitea
+// answerError maps a status other than 200 (h: the answer's header). 401 is the forge refusing the credential: Gitea
 // authenticates a token before it looks at any repository (a token it
 // does not know is 401 for every path, forge.TestRealGitea), so the
 // answer tells nothing about one; in sudo mode the credential is the
