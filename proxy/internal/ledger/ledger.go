@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -117,10 +119,16 @@ func wrap(op string, err error) error {
 // retryAborted runs one statement of its own transaction, at most three times, while Postgres
 // aborts it to break a deadlock (40P01) or a serialization failure (40001): an aborted statement
 // changed nothing, and the other side has usually finished by the time it runs again (a deadlock
-// is found only after deadlock_timeout).
+// is found only after deadlock_timeout). It waits a moment before each new attempt, a little
+// longer each time and jittered: run again at once, it took the first of its locks back before
+// the other side, woken by the abort, could, and on a busy machine met the same deadlock three
+// times (ledger.TestIdempotencyClaimRetriedAfterDeadlock failed so once in CI).
 func retryAborted(run func() error) error {
 	var err error
-	for range 3 {
+	for attempt := range 3 {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt)*20*time.Millisecond + rand.N(20*time.Millisecond))
+		}
 		var pe *pgconn.PgError
 		if err = run(); !errors.As(err, &pe) || pe.Code != "40P01" && pe.Code != "40001" {
 			return err
